@@ -1,0 +1,271 @@
+//! Code that runs inside evcxr's child process (our own binary, re-executed) before evcxr's
+//! runtime loop: streams user stdout to the kernel as it is written and handles SIGINT.
+//!
+//! evcxr reads the child's stdout line by line, so `print!` without a newline would only show
+//! at the next newline. Here fd 1 is swapped for a pipe that a pump thread reads: user bytes go
+//! straight to the kernel over a Unix socket; evcxr's own protocol lines (`EVCXR_...`) go on to
+//! evcxr's pipe unchanged; `DRYML_...` lines from the `dryml` crate (displays) go to the kernel.
+
+use std::io::{Read, Write};
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by SIGINT while a cell runs; `dryml::interrupted()` finds it by name with `dlsym`.
+#[no_mangle]
+#[used]
+pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
+
+pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
+pub const FLUSH_FDS_ENV: &str = "DRYML_FLUSH_FDS";
+
+/// Socket frame tags, child to kernel.
+pub const TAG_OUT: u8 = b'O';
+pub const TAG_SYNC: u8 = b'S';
+pub const TAG_CONTROL: u8 = b'J';
+
+const MARKERS: [&[u8]; 2] = [b"EVCXR_", b"DRYML_"];
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    dryml_interrupt_flag.store(true, Ordering::SeqCst);
+}
+
+/// Called first thing in `main`. Does nothing unless this process is evcxr's child.
+pub fn setup_if_child() {
+    if std::env::var_os("EVCXR_IS_RUNTIME").is_none() {
+        return;
+    }
+    // SIGINT must not kill the child: the kernel decides between waiting and killing.
+    unsafe {
+        libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
+    }
+    if let Some(path) = std::env::var_os(STREAM_ENV) {
+        if let Err(e) = start_pump(std::path::Path::new(&path)) {
+            eprintln!("dryml-kernel: streaming output disabled: {e}");
+        }
+    }
+}
+
+fn pipe() -> std::io::Result<(RawFd, RawFd)> {
+    let mut fds = [0; 2];
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((fds[0], fds[1]))
+}
+
+fn start_pump(path: &std::path::Path) -> std::io::Result<()> {
+    let socket = UnixStream::connect(path)?;
+    let (out_r, out_w) = pipe()?;
+    // Flush handshake with the flusher thread that the kernel's start-up cell spawns in user code.
+    let (req_r, req_w) = pipe()?;
+    let (ack_r, ack_w) = pipe()?;
+    let orig = unsafe { libc::dup(1) };
+    if orig < 0 || unsafe { libc::dup2(out_w, 1) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    unsafe {
+        libc::close(out_w);
+        // The user-side ends are inherited by nothing else but must survive exec-less use here.
+        libc::fcntl(req_r, libc::F_SETFD, 0);
+        libc::fcntl(ack_w, libc::F_SETFD, 0);
+    }
+    // Still single-threaded here: evcxr's runtime loop has not started.
+    std::env::set_var(FLUSH_FDS_ENV, format!("{req_r},{ack_w}"));
+    let pump = Pump {
+        input: unsafe { std::fs::File::from_raw_fd(out_r) },
+        evcxr: unsafe { std::fs::File::from_raw_fd(orig) },
+        socket,
+        flush_req: unsafe { std::fs::File::from_raw_fd(req_w) },
+        flush_ack: ack_r,
+        cur: Vec::new(),
+        in_content: false,
+    };
+    std::thread::Builder::new()
+        .name("dryml-stdout-pump".into())
+        .spawn(move || pump.run())?;
+    Ok(())
+}
+
+struct Pump {
+    input: std::fs::File,
+    evcxr: std::fs::File,
+    socket: UnixStream,
+    flush_req: std::fs::File,
+    flush_ack: RawFd,
+    /// The current line's bytes not yet passed on.
+    cur: Vec<u8>,
+    /// Inside an `EVCXR_BEGIN_CONTENT` block, which evcxr must see whole.
+    in_content: bool,
+}
+
+impl Pump {
+    fn run(mut self) {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match self.input.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            self.feed(&buf[..n].to_vec());
+        }
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        for piece in data.split_inclusive(|b| *b == b'\n') {
+            self.cur.extend_from_slice(piece);
+            if piece.ends_with(b"\n") {
+                let line = std::mem::take(&mut self.cur);
+                self.line(&line);
+            } else if !self.in_content {
+                let keep = held_suffix_start(&self.cur);
+                let user: Vec<u8> = self.cur.drain(..keep).collect();
+                self.send(TAG_OUT, &user);
+            }
+        }
+    }
+
+    fn line(&mut self, line: &[u8]) {
+        if self.in_content {
+            if line == b"EVCXR_END_CONTENT\n" {
+                self.in_content = false;
+            }
+            let _ = self.evcxr.write_all(line);
+            return;
+        }
+        let Some(pos) = find_marker(line) else {
+            self.send(TAG_OUT, line);
+            return;
+        };
+        self.send(TAG_OUT, &line[..pos]);
+        let proto = &line[pos..];
+        if proto.starts_with(b"DRYML_") {
+            self.send(TAG_CONTROL, &proto[..proto.len() - 1]);
+            return;
+        }
+        if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
+            self.send(TAG_CONTROL, b"DRYML_PANIC");
+        }
+        if proto == b"EVCXR_EXECUTION_COMPLETE\n" {
+            self.flush_user_stdout();
+            dryml_interrupt_flag.store(false, Ordering::SeqCst);
+            self.send(TAG_SYNC, b"");
+        } else if proto.starts_with(b"EVCXR_BEGIN_CONTENT") {
+            self.in_content = true;
+        }
+        let _ = self.evcxr.write_all(proto);
+    }
+
+    /// Asks user code's flusher to flush its stdout buffer, then passes on what that wrote,
+    /// so a trailing `print!` lands before the cell's end.
+    fn flush_user_stdout(&mut self) {
+        if self.flush_req.write_all(b"f").is_err() {
+            return;
+        }
+        let mut fds = [libc::pollfd { fd: self.flush_ack, events: libc::POLLIN, revents: 0 }];
+        // No flusher (start-up cell not run yet) means no ack; don't hold the cell for long.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 200) } > 0 {
+            let mut b = [0u8; 64];
+            unsafe { libc::read(self.flush_ack, b.as_mut_ptr().cast(), b.len()) };
+        }
+        // Whatever the flush wrote is already in the pipe: drain it without blocking.
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.input);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let mut p = [libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+            if unsafe { libc::poll(p.as_mut_ptr(), 1, 0) } <= 0 {
+                break;
+            }
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            let chunk = buf[..n as usize].to_vec();
+            for piece in chunk.split_inclusive(|b| *b == b'\n') {
+                // Only user text can be here; protocol lines come from this thread's caller.
+                self.cur.extend_from_slice(piece);
+            }
+        }
+        let pending = std::mem::take(&mut self.cur);
+        self.send(TAG_OUT, &pending);
+    }
+
+    fn send(&mut self, tag: u8, payload: &[u8]) {
+        if tag == TAG_OUT && payload.is_empty() {
+            return;
+        }
+        let mut frame = Vec::with_capacity(payload.len() + 5);
+        frame.push(tag);
+        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        frame.extend_from_slice(payload);
+        if self.socket.write_all(&frame).is_err() {
+            // The kernel went away; keep evcxr's protocol working by falling back to its pipe.
+            if tag == TAG_OUT {
+                let _ = self.evcxr.write_all(payload);
+            }
+        }
+    }
+}
+
+/// Where a protocol marker starts in a complete line, if anywhere.
+fn find_marker(line: &[u8]) -> Option<usize> {
+    MARKERS
+        .iter()
+        .filter_map(|m| line.windows(m.len()).position(|w| w == *m))
+        .min()
+}
+
+/// The start of the suffix of a partial line that must wait for more bytes: a marker that has
+/// begun, or a tail that could still become one.
+fn held_suffix_start(cur: &[u8]) -> usize {
+    if let Some(p) = find_marker(cur) {
+        return p;
+    }
+    let start = cur.len().saturating_sub(5);
+    (start..cur.len())
+        .find(|&i| MARKERS.iter().any(|m| m.starts_with(&cur[i..])))
+        .unwrap_or(cur.len())
+}
+
+/// Code for the kernel's hidden start-up cell: flush user stdout every 25 ms and on request.
+/// It runs in user code because cells link their own copy of std (evcxr uses `-Cprefer-dynamic`).
+pub const FLUSHER_CELL: &str = r#"{
+    use std::io::{Read, Write};
+    use std::os::unix::io::FromRawFd;
+    if let Ok(fds) = std::env::var("DRYML_FLUSH_FDS") {
+        let mut it = fds.split(',').map(|s| s.parse::<i32>().unwrap_or(-1));
+        let (r, w) = (it.next().unwrap_or(-1), it.next().unwrap_or(-1));
+        if r >= 0 && w >= 0 {
+            std::thread::spawn(move || {
+                let mut req = unsafe { std::fs::File::from_raw_fd(r) };
+                let mut ack = unsafe { std::fs::File::from_raw_fd(w) };
+                let mut b = [0u8; 1];
+                while req.read_exact(&mut b).is_ok() {
+                    let _ = std::io::stdout().flush();
+                    let _ = ack.write_all(&b);
+                }
+            });
+            std::thread::spawn(|| loop {
+                std::thread::sleep(std::time::Duration::from_millis(25));
+                let _ = std::io::stdout().flush();
+            });
+        }
+    }
+}"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_suffix() {
+        assert_eq!(held_suffix_start(b"hello"), 5);
+        assert_eq!(held_suffix_start(b"helloE"), 5);
+        assert_eq!(held_suffix_start(b"helloEVC"), 5);
+        assert_eq!(held_suffix_start(b"helloEVCXR_PAN"), 5);
+        assert_eq!(held_suffix_start(b"helloDRY"), 5);
+        assert_eq!(held_suffix_start(b"EVX"), 3);
+        assert_eq!(find_marker(b"abcEVCXR_PANIC_NOTIFICATION\n"), Some(3));
+        assert_eq!(find_marker(b"plain\n"), None);
+    }
+}

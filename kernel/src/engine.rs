@@ -1,0 +1,919 @@
+//! The engine thread: owns the evcxr context, runs cells (magics first), and publishes their
+//! output. User code only ever runs in evcxr's child process, never in the kernel.
+
+use crate::child::{FLUSHER_CELL, STREAM_ENV};
+use crate::history::History;
+use crate::hooks::{CellHook, CellInfo, CellReport, HookOutput};
+use crate::outbox::{Outbox, Shared};
+use crate::wire::Message;
+use dryml_magics::{Invocation, MagicError};
+use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Work for the engine, in shell order.
+pub enum Request {
+    Execute(Message),
+    Complete(Message),
+    Inspect(Message),
+}
+
+/// A failed cell, as Jupyter's `error` content.
+#[derive(Debug, Clone)]
+pub struct CellError {
+    pub ename: String,
+    pub evalue: String,
+    pub traceback: Vec<String>,
+}
+
+impl CellError {
+    fn new(ename: &str, evalue: impl Into<String>) -> Self {
+        let evalue = evalue.into();
+        CellError {
+            ename: ename.into(),
+            traceback: vec![format!("{ename}: {evalue}")],
+            evalue,
+        }
+    }
+
+    fn from_magic(e: &MagicError) -> Self {
+        let mut tb = vec![e.caret()];
+        tb.push(format!("MagicError: {e}"));
+        CellError {
+            ename: "MagicError".into(),
+            evalue: e.to_string(),
+            traceback: tb,
+        }
+    }
+}
+
+struct CellRun {
+    payload: Vec<Value>,
+    error: Option<CellError>,
+    result_text: Option<String>,
+}
+
+pub struct Engine {
+    ctx: CommandContext,
+    out: Outbox,
+    shared: Arc<Shared>,
+    sync_rx: crossbeam_channel::Receiver<()>,
+    input_rx: crossbeam_channel::Receiver<String>,
+    history: Arc<Mutex<History>>,
+    execution_count: i64,
+    setup_pid: u32,
+    dryml_added: bool,
+    env_overrides: BTreeMap<String, Option<String>>,
+    runtime_path: PathBuf,
+    hooks: Vec<Box<dyn CellHook>>,
+    pending: VecDeque<Request>,
+}
+
+/// Everything `Engine::start` needs from the server.
+pub struct EngineParts {
+    pub out: Outbox,
+    pub shared: Arc<Shared>,
+    pub sync_rx: crossbeam_channel::Receiver<()>,
+    pub input_rx: crossbeam_channel::Receiver<String>,
+    pub history: Arc<Mutex<History>>,
+    pub stream_socket: PathBuf,
+}
+
+/// Where the `dryml` crate's sources are: `$DRYML_RUNTIME_PATH`, else this checkout's `runtime/`.
+pub fn runtime_path() -> PathBuf {
+    std::env::var_os("DRYML_RUNTIME_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../runtime")))
+}
+
+impl Engine {
+    /// Creates the evcxr context (which starts the child) and the start-up state.
+    pub fn start(parts: EngineParts) -> anyhow::Result<Engine> {
+        let exe = std::env::current_exe()?;
+        let mut cmd = std::process::Command::new(exe);
+        cmd.env(STREAM_ENV, &parts.stream_socket);
+        let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command(cmd)
+            .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
+        let ctx = CommandContext::with_eval_context(eval_ctx);
+        // evcxr's stderr arrives line by line; forward it as it comes.
+        {
+            let shared = parts.shared.clone();
+            let out = parts.out.clone();
+            let stderr = outputs.stderr;
+            std::thread::Builder::new()
+                .name("dryml-stderr".into())
+                .spawn(move || {
+                    while let Ok(line) = stderr.recv() {
+                        shared.stderr_tail.lock().unwrap().push(line.clone());
+                        out.stream(&shared, "stderr", &format!("{line}\n"));
+                    }
+                })?;
+        }
+        // evcxr sends stdout here only when our pump is not in place (it always is).
+        {
+            let shared = parts.shared.clone();
+            let out = parts.out.clone();
+            let stdout = outputs.stdout;
+            std::thread::spawn(move || {
+                while let Ok(line) = stdout.recv() {
+                    out.stream(&shared, "stdout", &format!("{line}\n"));
+                }
+            });
+        }
+        let mut engine = Engine {
+            ctx,
+            out: parts.out,
+            shared: parts.shared,
+            sync_rx: parts.sync_rx,
+            input_rx: parts.input_rx,
+            history: parts.history,
+            execution_count: 0,
+            setup_pid: 0,
+            dryml_added: false,
+            env_overrides: BTreeMap::new(),
+            runtime_path: runtime_path(),
+            hooks: Vec::new(),
+            pending: VecDeque::new(),
+        };
+        engine.ensure_child_setup();
+        Ok(engine)
+    }
+
+    /// Registers a hook that sees every cell (experiments and the cell logger plug in here).
+    pub fn add_hook(&mut self, hook: Box<dyn CellHook>) {
+        self.hooks.push(hook);
+    }
+
+    pub fn run(mut self, rx: crossbeam_channel::Receiver<Request>) {
+        loop {
+            let req = match self.pending.pop_front() {
+                Some(r) => r,
+                None => match rx.recv() {
+                    Ok(r) => r,
+                    Err(_) => return,
+                },
+            };
+            match req {
+                Request::Execute(msg) => {
+                    let failed = self.execute(&msg);
+                    let stop = msg.content["stop_on_error"].as_bool().unwrap_or(true);
+                    if failed && stop {
+                        self.abort_queued(&rx);
+                    }
+                }
+                Request::Complete(msg) => self.with_status(&msg, Self::complete),
+                Request::Inspect(msg) => self.with_status(&msg, Self::inspect),
+            }
+        }
+    }
+
+    fn with_status(&mut self, msg: &Message, f: fn(&mut Self, &Message) -> Value) {
+        self.out.status(msg, "busy");
+        let content = f(self, msg);
+        let reply_type = msg.msg_type().replace("_request", "_reply");
+        self.out.reply(Message::reply_to(msg, &reply_type, content));
+        self.out.status(msg, "idle");
+    }
+
+    /// After an error, executes already queued are answered `aborted`, as ipykernel does.
+    fn abort_queued(&mut self, rx: &crossbeam_channel::Receiver<Request>) {
+        while let Ok(req) = rx.try_recv() {
+            match req {
+                Request::Execute(msg) => {
+                    self.out.status(&msg, "busy");
+                    self.out.reply(Message::reply_to(
+                        &msg,
+                        "execute_reply",
+                        json!({"status": "aborted", "execution_count": self.execution_count}),
+                    ));
+                    self.out.status(&msg, "idle");
+                }
+                other => self.pending.push_back(other),
+            }
+        }
+    }
+
+    /// Runs one execute_request end to end. Returns true when the cell failed.
+    fn execute(&mut self, msg: &Message) -> bool {
+        let c = &msg.content;
+        let code = c["code"].as_str().unwrap_or("").to_string();
+        let silent = c["silent"].as_bool().unwrap_or(false);
+        let store_history = c["store_history"].as_bool().unwrap_or(true) && !silent;
+        self.out.status(msg, "busy");
+        *self.shared.parent.lock().unwrap() = Some(msg.clone());
+        self.shared.quiet.store(silent, Ordering::SeqCst);
+        if store_history {
+            self.execution_count += 1;
+        }
+        let count = self.execution_count;
+        if !silent {
+            self.out.publish(
+                msg,
+                "execute_input",
+                json!({"code": code, "execution_count": count}),
+            );
+        }
+        if store_history {
+            if let Err(e) = self.history.lock().unwrap().store(count, &code) {
+                tracing::warn!("history not saved: {e:#}");
+            }
+        }
+        let allow_stdin = c["allow_stdin"].as_bool().unwrap_or(true);
+        let run = self.run_cell(&code, msg, allow_stdin);
+        let mut reply = json!({
+            "execution_count": count,
+            "payload": run.payload,
+            "user_expressions": {},
+        });
+        let failed = run.error.is_some();
+        match &run.error {
+            Some(err) => {
+                if !silent {
+                    self.out.publish(
+                        msg,
+                        "error",
+                        json!({"ename": err.ename, "evalue": err.evalue, "traceback": err.traceback}),
+                    );
+                }
+                reply["status"] = json!("error");
+                reply["ename"] = json!(err.ename);
+                reply["evalue"] = json!(err.evalue);
+                reply["traceback"] = json!(err.traceback);
+            }
+            None => {
+                reply["status"] = json!("ok");
+                if store_history {
+                    if let Some(text) = &run.result_text {
+                        let _ = self.history.lock().unwrap().store_output(count, text);
+                    }
+                }
+                if let Some(exprs) = c["user_expressions"].as_object() {
+                    reply["user_expressions"] = self.user_expressions(exprs);
+                }
+            }
+        }
+        self.shared.quiet.store(false, Ordering::SeqCst);
+        self.out.reply(Message::reply_to(msg, "execute_reply", reply));
+        self.out.status(msg, "idle");
+        failed
+    }
+
+    fn user_expressions(&mut self, exprs: &Map<String, Value>) -> Value {
+        let mut out = Map::new();
+        for (name, expr) in exprs {
+            let expr = expr.as_str().unwrap_or("");
+            let value = match self.eval_quiet(expr) {
+                Ok(data) => json!({"status": "ok", "data": data, "metadata": {}}),
+                Err(e) => json!({"status": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback}),
+            };
+            out.insert(name.clone(), value);
+        }
+        Value::Object(out)
+    }
+
+    fn run_cell(&mut self, code: &str, msg: &Message, allow_stdin: bool) -> CellRun {
+        let mut run = CellRun {
+            payload: Vec::new(),
+            error: None,
+            result_text: None,
+        };
+        let parsed = match dryml_magics::parse_cell(code) {
+            Ok(p) => p,
+            Err(e) => {
+                run.error = Some(CellError::from_magic(&e));
+                return run;
+            }
+        };
+        let info = CellInfo {
+            code: code.to_string(),
+            execution_count: self.execution_count,
+            child_pid: self.child_pid(),
+        };
+        let started = Instant::now();
+        for hook in &mut self.hooks {
+            hook.before_cell(&info);
+        }
+        for inv in &parsed.line_magics {
+            if let Err(e) = self.line_magic(inv, msg, &mut run.payload) {
+                run.error = Some(e);
+                break;
+            }
+        }
+        let mut timer = None;
+        if run.error.is_none() {
+            if let Some(inv) = &parsed.cell_magic {
+                if inv.help {
+                    run.payload.push(page(&inv.spec.help_text()));
+                } else if inv.spec.name == "time" {
+                    timer = Some((Instant::now(), cpu_times(self.child_pid())));
+                }
+            }
+        }
+        let help_only = parsed.cell_magic.as_ref().is_some_and(|i| i.help);
+        if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
+            match self.eval_user(&parsed.body, msg, allow_stdin) {
+                Ok(data) => {
+                    if let Some(data) = data {
+                        run.result_text = data["text/plain"].as_str().map(str::to_string);
+                        self.out.publish(
+                            msg,
+                            "execute_result",
+                            json!({"execution_count": self.execution_count, "data": data, "metadata": {}}),
+                        );
+                    }
+                }
+                Err(e) => run.error = Some(e),
+            }
+        }
+        if let Some((t0, cpu0)) = timer {
+            let wall = t0.elapsed();
+            let cpu1 = cpu_times(self.child_pid());
+            let (user, sys) = match (cpu0, cpu1) {
+                (Some(a), Some(b)) => ((b.0 - a.0).max(0.0), (b.1 - a.1).max(0.0)),
+                _ => (0.0, 0.0),
+            };
+            self.out.stream(
+                &self.shared,
+                "stdout",
+                &format!(
+                    "CPU times: user {}, sys: {}, total: {}\nWall time: {}\n",
+                    fmt_secs(user),
+                    fmt_secs(sys),
+                    fmt_secs(user + sys),
+                    fmt_secs(wall.as_secs_f64())
+                ),
+            );
+        }
+        let report = CellReport {
+            elapsed: started.elapsed(),
+            error: run.error.as_ref().map(|e| e.ename.clone()),
+            child_pid: self.child_pid(),
+        };
+        let mut extra = Vec::new();
+        for hook in &mut self.hooks {
+            extra.extend(hook.after_cell(&info, &report));
+        }
+        for HookOutput { data } in extra {
+            self.out
+                .publish(msg, "display_data", json!({"data": data, "metadata": {}, "transient": {}}));
+        }
+        run
+    }
+
+    fn line_magic(
+        &mut self,
+        inv: &Invocation,
+        msg: &Message,
+        payload: &mut Vec<Value>,
+    ) -> Result<(), CellError> {
+        if inv.help {
+            payload.push(page(&inv.spec.help_text()));
+            return Ok(());
+        }
+        match inv.spec.name {
+            "lsmagic" => {
+                self.out.publish(
+                    msg,
+                    "display_data",
+                    json!({"data": {"text/plain": dryml_magics::lsmagic_text()}, "metadata": {}, "transient": {}}),
+                );
+                Ok(())
+            }
+            "env" => self.env_magic(inv),
+            other => Err(CellError::new(
+                "MagicError",
+                format!("%{other} is registered but this kernel has no handler for it"),
+            )),
+        }
+    }
+
+    fn env_magic(&mut self, inv: &Invocation) -> Result<(), CellError> {
+        let args = &inv.args;
+        if args.flag("unset") {
+            for name in &args.positionals {
+                self.env_overrides.insert(name.clone(), None);
+            }
+            self.apply_env(&args.positionals)?;
+            self.out.stream(
+                &self.shared,
+                "stdout",
+                &format!("unset {}\n", args.positionals.join(", ")),
+            );
+            return Ok(());
+        }
+        let set = match args.positionals.as_slice() {
+            [one] if one.contains('=') => {
+                let (n, v) = one.split_once('=').unwrap();
+                Some((n.to_string(), v.to_string()))
+            }
+            [n, v] => Some((n.clone(), v.clone())),
+            _ => None,
+        };
+        if let Some((name, value)) = set {
+            self.env_overrides.insert(name.clone(), Some(value.clone()));
+            self.apply_env(std::slice::from_ref(&name))?;
+            self.out
+                .stream(&self.shared, "stdout", &format!("env: {name}={value}\n"));
+            return Ok(());
+        }
+        // Show: read the child's live environment, not the kernel's.
+        let filter = args.positionals.first().cloned();
+        let code = match &filter {
+            Some(n) => format!(
+                "match std::env::var_os({n:?}) {{ Some(v) => println!(\"{{}}\", v.to_string_lossy()), None => println!(\"DRYML_ENV_UNSET\") }}"
+            ),
+            None => "{ let mut v: Vec<_> = std::env::vars_os().map(|(k, v)| format!(\"{}={}\", k.to_string_lossy(), v.to_string_lossy())).collect(); v.sort(); for l in v { println!(\"{}\", l); } }".to_string(),
+        };
+        let text = self.capture_stdout(&code)?;
+        match filter {
+            Some(n) if text.trim() == "DRYML_ENV_UNSET" => {
+                Err(CellError::new("KeyError", format!("environment variable {n} is not set")))
+            }
+            _ => {
+                self.out.stream(&self.shared, "stdout", &text);
+                Ok(())
+            }
+        }
+    }
+
+    /// Pushes the remembered `%env` settings for `names` into the child.
+    fn apply_env(&mut self, names: &[String]) -> Result<(), CellError> {
+        let mut code = String::from("#[allow(unused_unsafe)] unsafe {\n");
+        for n in names {
+            match self.env_overrides.get(n) {
+                Some(Some(v)) => code.push_str(&format!("std::env::set_var({n:?}, {v:?});\n")),
+                _ => code.push_str(&format!("std::env::remove_var({n:?});\n")),
+            }
+        }
+        code.push_str("}\n");
+        self.eval_hidden(&code).map(|_| ())
+    }
+
+    fn child_pid(&self) -> u32 {
+        self.shared.child_pid.load(Ordering::SeqCst)
+    }
+
+    /// Runs the start-up cell whenever evcxr's child is new (first start or after a crash).
+    fn ensure_child_setup(&mut self) {
+        let pid = self.ctx.process_handle().lock().unwrap().id();
+        self.shared.child_pid.store(pid, Ordering::SeqCst);
+        if pid == self.setup_pid {
+            return;
+        }
+        self.setup_pid = pid;
+        if let Err(e) = self.eval_hidden(FLUSHER_CELL) {
+            tracing::warn!("start-up cell failed: {}", e.evalue);
+        }
+        if !self.env_overrides.is_empty() {
+            let names: Vec<String> = self.env_overrides.keys().cloned().collect();
+            let _ = self.apply_env(&names);
+        }
+    }
+
+    /// Evaluates kernel-written code with its output suppressed.
+    fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, CellError> {
+        let was_quiet = self.shared.quiet.swap(true, Ordering::SeqCst);
+        self.drain_syncs();
+        let r = self.ctx.execute(code);
+        if r.is_ok() {
+            self.wait_sync(Duration::from_millis(500));
+        }
+        self.shared.quiet.store(was_quiet, Ordering::SeqCst);
+        r.map_err(|e| self.map_error(e, &[]))
+    }
+
+    /// Runs code in the child and returns what it printed.
+    fn capture_stdout(&mut self, code: &str) -> Result<String, CellError> {
+        self.shared.capture.lock().unwrap().replace(String::new());
+        let r = self.eval_hidden(code);
+        let text = self.shared.capture.lock().unwrap().take().unwrap_or_default();
+        r.map(|_| text)
+    }
+
+    /// Evaluates an expression for `user_expressions`, returning its mime bundle.
+    fn eval_quiet(&mut self, expr: &str) -> Result<Value, CellError> {
+        let outputs = self.eval_hidden(expr)?;
+        Ok(mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
+    }
+
+    fn drain_syncs(&self) {
+        while self.sync_rx.try_recv().is_ok() {}
+    }
+
+    fn wait_sync(&self, limit: Duration) -> bool {
+        self.sync_rx.recv_timeout(limit).is_ok()
+    }
+
+    /// Evaluates user code; returns the execute_result bundle, if any.
+    fn eval_user(
+        &mut self,
+        code: &str,
+        msg: &Message,
+        allow_stdin: bool,
+    ) -> Result<Option<Value>, CellError> {
+        self.ensure_child_setup();
+        if !self.dryml_added && uses_dryml(code) {
+            let dep = format!(
+                ":dep dryml = {{ path = {:?} }}",
+                self.runtime_path.to_string_lossy()
+            );
+            self.eval_hidden(&dep)?;
+            self.dryml_added = true;
+        }
+        let vars_before: Vec<String> = self
+            .ctx
+            .variables_and_types()
+            .map(|(n, _)| n.to_string())
+            .collect();
+        self.drain_syncs();
+        self.shared.stderr_tail.lock().unwrap().clear();
+        self.shared.panicked.store(false, Ordering::SeqCst);
+        self.shared.interrupted.store(false, Ordering::SeqCst);
+        self.shared.killed.store(false, Ordering::SeqCst);
+        self.shared.running.store(true, Ordering::SeqCst);
+        let out = self.out.clone();
+        let input_rx = self.input_rx.clone();
+        let parent = msg.clone();
+        let mut callbacks = EvalCallbacks {
+            input_reader: &move |req| -> String {
+                if !allow_stdin {
+                    return String::new();
+                }
+                out.input_request(&parent, &req.prompt, req.is_password);
+                input_rx.recv().unwrap_or_default()
+            },
+        };
+        let result = self.ctx.execute_with_callbacks(code, &mut callbacks);
+        self.shared.running.store(false, Ordering::SeqCst);
+        let ran = matches!(
+            result,
+            Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_))
+        );
+        if ran {
+            self.wait_sync(Duration::from_secs(2));
+        }
+        if self.shared.interrupted.load(Ordering::SeqCst) {
+            let killed = self.shared.killed.load(Ordering::SeqCst);
+            // Keep the error, then report the interrupt in its place.
+            let lost = if killed { vars_before.clone() } else { Vec::new() };
+            self.ensure_child_setup_if_dead();
+            return Err(interrupt_error(killed, &lost));
+        }
+        if self.shared.panicked.load(Ordering::SeqCst) {
+            return Err(self.panic_error());
+        }
+        match result {
+            Ok(outputs) => Ok(mime_bundle(outputs)),
+            Err(e) => {
+                let err = self.map_error(e, &vars_before);
+                self.ensure_child_setup_if_dead();
+                Err(err)
+            }
+        }
+    }
+
+    fn ensure_child_setup_if_dead(&mut self) {
+        let pid = self.ctx.process_handle().lock().unwrap().id();
+        if pid != self.setup_pid {
+            self.ensure_child_setup();
+        } else {
+            self.shared.child_pid.store(pid, Ordering::SeqCst);
+        }
+    }
+
+    fn panic_error(&self) -> CellError {
+        let tail = self.shared.stderr_tail.lock().unwrap().clone();
+        let start = tail.iter().position(|l| l.contains("panicked at"));
+        let (evalue, traceback) = match start {
+            Some(i) => {
+                let msg_lines: Vec<&String> = tail[i + 1..]
+                    .iter()
+                    .take_while(|l| !l.starts_with("note:") && !l.starts_with("stack backtrace"))
+                    .collect();
+                let evalue = msg_lines
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                (evalue, tail[i..].to_vec())
+            }
+            None => ("the cell panicked".to_string(), tail.clone()),
+        };
+        let mut traceback = traceback;
+        traceback.push(
+            "Variables defined before this cell are kept; those it created are gone.".into(),
+        );
+        CellError {
+            ename: "panic".into(),
+            evalue,
+            traceback,
+        }
+    }
+
+    fn map_error(&self, e: EvcxrError, vars_before: &[String]) -> CellError {
+        match e {
+            EvcxrError::CompilationErrors(errors) => {
+                let first = errors
+                    .iter()
+                    .find(|e| e.level() == "error")
+                    .or(errors.first());
+                let evalue = first
+                    .map(|e| match e.code() {
+                        Some(code) => format!("[{code}] {}", e.message()),
+                        None => e.message(),
+                    })
+                    .unwrap_or_else(|| "compilation failed".into());
+                let traceback = errors.iter().map(|e| e.rendered()).collect();
+                CellError {
+                    ename: "CompilationError".into(),
+                    evalue,
+                    traceback,
+                }
+            }
+            EvcxrError::SubprocessTerminated(text) => {
+                let tail = self.shared.stderr_tail.lock().unwrap().join("\n");
+                let cause = crash_cause(&format!("{tail}\n{text}"));
+                let lost = if vars_before.is_empty() {
+                    "none were defined".to_string()
+                } else {
+                    vars_before.join(", ")
+                };
+                let mut tb: Vec<String> =
+                    self.shared.stderr_tail.lock().unwrap().iter().cloned().collect();
+                tb.push(text.clone());
+                tb.push(format!(
+                    "The child process was restarted; its variables were lost: {lost}."
+                ));
+                CellError {
+                    ename: "ChildProcessDied".into(),
+                    evalue: format!("{cause}; variables lost: {lost}"),
+                    traceback: tb,
+                }
+            }
+            EvcxrError::TypeRedefinedVariablesLost(vars) => CellError::new(
+                "VariablesLost",
+                format!(
+                    "a type was redefined, so these variables were dropped: {}",
+                    vars.join(", ")
+                ),
+            ),
+            EvcxrError::Message(m) => CellError::new("EvcxrError", m),
+        }
+    }
+
+    fn complete(&mut self, msg: &Message) -> Value {
+        let code = msg.content["code"].as_str().unwrap_or("");
+        let cursor = msg.content["cursor_pos"].as_u64().unwrap_or(code.chars().count() as u64);
+        let byte_pos = char_to_byte(code, cursor as usize);
+        let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line_prefix = &code[line_start..byte_pos];
+        let mut matches: Vec<String> = Vec::new();
+        let (mut start, mut end) = (byte_pos, byte_pos);
+        if line_prefix.trim_start().starts_with('%') && !line_prefix.contains(' ') {
+            let word = line_prefix.trim_start();
+            matches = dryml_magics::complete(word);
+            start = byte_pos - word.len();
+        } else {
+            match self.ctx.completions(code, byte_pos) {
+                Ok(c) if !c.completions.is_empty() => {
+                    start = c.start_offset;
+                    end = c.end_offset;
+                    let mut seen = std::collections::HashSet::new();
+                    for comp in c.completions {
+                        if seen.insert(comp.code.clone()) {
+                            matches.push(comp.code);
+                        }
+                    }
+                }
+                _ => {
+                    // rust-analyzer had nothing: offer the notebook's own names.
+                    let word_start = code[..byte_pos]
+                        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .map(|i| i + 1)
+                        .unwrap_or(0);
+                    let word = &code[word_start..byte_pos];
+                    if !word.is_empty() {
+                        let mut names: Vec<String> = self
+                            .ctx
+                            .variables_and_types()
+                            .map(|(n, _)| n.to_string())
+                            .chain(self.ctx.defined_item_names().map(str::to_string))
+                            .filter(|n| n.starts_with(word))
+                            .collect();
+                        names.sort();
+                        names.dedup();
+                        matches = names;
+                        start = word_start;
+                    }
+                }
+            }
+        }
+        json!({
+            "status": "ok",
+            "matches": matches,
+            "cursor_start": byte_to_char(code, start),
+            "cursor_end": byte_to_char(code, end),
+            "metadata": {},
+        })
+    }
+
+    fn inspect(&mut self, msg: &Message) -> Value {
+        let code = msg.content["code"].as_str().unwrap_or("");
+        let cursor = msg.content["cursor_pos"].as_u64().unwrap_or(code.chars().count() as u64);
+        let byte_pos = char_to_byte(code, cursor as usize);
+        // Magic help, as `%name?` gives it.
+        let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line = code[line_start..].lines().next().unwrap_or("").trim();
+        if line.starts_with('%') {
+            let name = line.trim_start_matches('%');
+            let name = name.split(|c: char| c.is_whitespace() || c == '?').next().unwrap_or("");
+            let kind = if line.starts_with("%%") {
+                dryml_magics::MagicKind::Cell
+            } else {
+                dryml_magics::MagicKind::Line
+            };
+            if let Some(spec) = dryml_magics::lookup(name, kind) {
+                return json!({"status": "ok", "found": true,
+                    "data": {"text/plain": spec.help_text()}, "metadata": {}});
+            }
+        }
+        // Extend to the end of the identifier under the cursor.
+        let end = code[byte_pos..]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|i| byte_pos + i)
+            .unwrap_or(code.len());
+        let word_start = code[..end]
+            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        let word = &code[word_start..end];
+        if let Some((_, ty)) = self.ctx.variables_and_types().find(|(n, _)| *n == word) {
+            let text = format!("{word}: {ty}");
+            return json!({"status": "ok", "found": true, "data": {"text/plain": text}, "metadata": {}});
+        }
+        match self.ctx.hover_at(code, end) {
+            Ok((plain, html)) if !plain.is_empty() && plain != "No documentation found" => json!({
+                "status": "ok", "found": true,
+                "data": {"text/plain": plain, "text/html": html}, "metadata": {}
+            }),
+            _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+        }
+    }
+}
+
+/// A `page` payload, which frontends show in their pager.
+fn page(text: &str) -> Value {
+    json!({"source": "page", "data": {"text/plain": text}, "start": 0})
+}
+
+/// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
+fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
+    if outputs.content_by_mime_type.is_empty() {
+        return None;
+    }
+    let mut data = Map::new();
+    for (mime, content) in outputs.content_by_mime_type {
+        let value = if mime.ends_with("json") {
+            serde_json::from_str(&content).unwrap_or(Value::String(content))
+        } else {
+            Value::String(content)
+        };
+        data.insert(mime, value);
+    }
+    if !data.contains_key("text/plain") {
+        let fallback = data
+            .get("text/html")
+            .and_then(Value::as_str)
+            .map(strip_tags)
+            .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
+        data.insert("text/plain".into(), Value::String(fallback));
+    }
+    Some(Value::Object(data))
+}
+
+fn strip_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.trim().to_string()
+}
+
+/// True when a cell names the `dryml` crate, so the dependency is added only for those.
+fn uses_dryml(code: &str) -> bool {
+    let re = regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b")
+        .expect("static regex");
+    re.is_match(code)
+}
+
+fn interrupt_error(killed: bool, lost: &[String]) -> CellError {
+    let evalue = if killed {
+        let lost = if lost.is_empty() {
+            "none were defined".to_string()
+        } else {
+            lost.join(", ")
+        };
+        format!("the cell did not stop within the grace period, so its process was restarted; variables lost: {lost}")
+    } else {
+        "the cell was interrupted; variables are kept".to_string()
+    };
+    CellError::new("KeyboardInterrupt", evalue)
+}
+
+/// Names the cause of a child's death from evcxr's termination text.
+fn crash_cause(text: &str) -> String {
+    let sig = regex::Regex::new(r"signal: (\d+)")
+        .expect("static regex")
+        .captures(text)
+        .and_then(|c| c[1].parse::<i32>().ok());
+    let base = match sig {
+        Some(libc::SIGABRT) => "the child process aborted (SIGABRT)".to_string(),
+        Some(libc::SIGSEGV) => "the child process crashed with a segmentation fault (SIGSEGV)".to_string(),
+        Some(libc::SIGKILL) => "the child process was killed (SIGKILL), typically by the out-of-memory killer".to_string(),
+        Some(libc::SIGBUS) => "the child process crashed with a bus error (SIGBUS)".to_string(),
+        Some(libc::SIGILL) => "the child process hit an illegal instruction (SIGILL)".to_string(),
+        Some(n) => format!("the child process was terminated by signal {n}"),
+        None => {
+            let code = regex::Regex::new(r"exit status: (\d+)")
+                .expect("static regex")
+                .captures(text)
+                .map(|c| c[1].to_string());
+            match code {
+                Some(c) => format!("the child process exited with status {c}"),
+                None => "the child process ended".to_string(),
+            }
+        }
+    };
+    if text.contains("Segmentation fault") {
+        return "the child process crashed with a segmentation fault".to_string();
+    }
+    if text.contains("overflowed its stack") {
+        format!("{base}: stack overflow")
+    } else {
+        base
+    }
+}
+
+/// User and system CPU seconds of a process, from /proc.
+fn cpu_times(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime / tick, stime / tick))
+}
+
+fn fmt_secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.0} ms", s * 1000.0)
+    }
+}
+
+fn char_to_byte(s: &str, chars: usize) -> usize {
+    s.char_indices().nth(chars).map(|(i, _)| i).unwrap_or(s.len())
+}
+
+fn byte_to_char(s: &str, byte: usize) -> usize {
+    s[..byte.min(s.len())].chars().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dryml_detection() {
+        assert!(uses_dryml("use dryml::display;"));
+        assert!(uses_dryml("let x = dryml :: version();"));
+        assert!(!uses_dryml("let dryml_count = 1;"));
+        assert!(!uses_dryml("let x = 1;"));
+    }
+
+    #[test]
+    fn crash_causes() {
+        assert!(crash_cause("Subprocess terminated with status: signal: 6 (SIGABRT) (core dumped)").contains("aborted"));
+        assert!(crash_cause("signal: 9 (SIGKILL)").contains("out-of-memory"));
+        assert!(crash_cause("exit status: 3").contains("status 3"));
+    }
+
+    #[test]
+    fn offsets_count_chars() {
+        let s = "é = 1";
+        assert_eq!(char_to_byte(s, 1), 2);
+        assert_eq!(byte_to_char(s, 2), 1);
+    }
+}

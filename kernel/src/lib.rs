@@ -1,0 +1,12 @@
+//! The DRYML Rust kernel: Jupyter protocol over ZeroMQ, the evcxr engine, the magic host, the CLI.
+
+pub mod child;
+pub mod engine;
+pub mod history;
+pub mod hooks;
+pub mod install;
+pub mod is_complete;
+pub mod outbox;
+pub mod server;
+pub mod stream;
+pub mod wire;

@@ -1,0 +1,66 @@
+//! `dryml-kernel`: the Jupyter kernel binary, its install commands, and evcxr's child process.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "dryml-kernel", version, about = "DRYML Rust: a Jupyter kernel for Rust built on evcxr")]
+struct Cli {
+    /// The connection file Jupyter writes; this runs the kernel.
+    #[arg(long, short = 'f', value_name = "FILE")]
+    connection_file: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install the `dryml-rust` kernelspec ("DRYML Rust").
+    Install {
+        #[command(flatten)]
+        place: dryml_kernel::install::Place,
+    },
+    /// Remove the `dryml-rust` kernelspec.
+    Uninstall {
+        #[command(flatten)]
+        place: dryml_kernel::install::Place,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    // In evcxr's child process these never return; in the kernel they do nothing.
+    dryml_kernel::child::setup_if_child();
+    evcxr::runtime_hook();
+
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("DRYML_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+
+    let cli = Cli::parse();
+    match (cli.command, cli.connection_file) {
+        (Some(Command::Install { place }), _) => {
+            let dir = dryml_kernel::install::install(&place)?;
+            println!("Installed kernelspec dryml-rust (\"DRYML Rust\") in {}", dir.display());
+        }
+        (Some(Command::Uninstall { place }), _) => {
+            let dir = dryml_kernel::install::uninstall(&place)?;
+            println!("Removed kernelspec dryml-rust from {}", dir.display());
+        }
+        (None, Some(file)) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading connection file {}", file.display()))?;
+            let info: jupyter_protocol::ConnectionInfo = serde_json::from_str(&text)
+                .with_context(|| format!("parsing connection file {}", file.display()))?;
+            dryml_kernel::server::run(info)?;
+        }
+        (None, None) => {
+            anyhow::bail!("nothing to do: pass --connection-file FILE (Jupyter does), or `install`; see --help");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! Kernel side of the child's output socket: publishes user stdout as it arrives, turns `dryml`
+//! display lines into `display_data`/`update_display_data`/`clear_output`, and signals the
+//! engine when a cell's output is complete.
+
+use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
+use crate::outbox::{Outbox, Shared};
+use serde_json::{json, Value};
+use std::io::Read;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Listens at `path`; each child (a new one after every restart) connects once.
+pub fn listen(
+    path: &Path,
+    shared: Arc<Shared>,
+    out: Outbox,
+    sync_tx: crossbeam_channel::Sender<()>,
+) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)?;
+    std::thread::Builder::new()
+        .name("dryml-stream-accept".into())
+        .spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (shared, out, sync_tx) = (shared.clone(), out.clone(), sync_tx.clone());
+                let _ = std::thread::Builder::new()
+                    .name("dryml-stream".into())
+                    .spawn(move || serve(conn, &shared, &out, &sync_tx));
+            }
+        })?;
+    Ok(())
+}
+
+fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbeam_channel::Sender<()>) {
+    // Bytes of a UTF-8 character split across two writes wait here.
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let mut head = [0u8; 5];
+        if conn.read_exact(&mut head).is_err() {
+            break;
+        }
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let mut payload = vec![0u8; len];
+        if conn.read_exact(&mut payload).is_err() {
+            break;
+        }
+        match head[0] {
+            TAG_OUT => {
+                carry.extend_from_slice(&payload);
+                let valid = match std::str::from_utf8(&carry) {
+                    Ok(_) => carry.len(),
+                    Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                    Err(_) => carry.len(),
+                };
+                let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
+                carry.drain(..valid);
+                out.stream(shared, "stdout", &text);
+            }
+            TAG_SYNC => {
+                let _ = sync_tx.send(());
+            }
+            TAG_CONTROL => control(&String::from_utf8_lossy(&payload), shared, out),
+            other => tracing::warn!("unknown frame tag {other} from the child"),
+        }
+    }
+}
+
+/// `DRYML_PANIC`, `DRYML_DISPLAY {json}` and `DRYML_CLEAR {json}` lines from the child.
+fn control(line: &str, shared: &Shared, out: &Outbox) {
+    if line == "DRYML_PANIC" {
+        shared.panicked.store(true, Ordering::SeqCst);
+        return;
+    }
+    let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
+    let body: Value = match serde_json::from_str(body) {
+        Ok(v) => v,
+        Err(e) => {
+            out.stream(shared, "stderr", &format!("dryml: bad {kind} message from the cell: {e}\n"));
+            return;
+        }
+    };
+    if shared.quiet.load(Ordering::SeqCst) {
+        return;
+    }
+    let Some(parent) = shared.parent.lock().unwrap().clone() else { return };
+    match kind {
+        "DRYML_DISPLAY" => {
+            let update = body["update"].as_bool().unwrap_or(false);
+            let mut content = json!({
+                "data": body["data"].clone(),
+                "metadata": body.get("metadata").cloned().unwrap_or(json!({})),
+                "transient": {},
+            });
+            if let Some(id) = body["display_id"].as_str() {
+                content["transient"] = json!({"display_id": id});
+            }
+            let msg_type = if update { "update_display_data" } else { "display_data" };
+            out.publish(&parent, msg_type, content);
+        }
+        "DRYML_CLEAR" => {
+            let wait = body["wait"].as_bool().unwrap_or(false);
+            out.publish(&parent, "clear_output", json!({"wait": wait}));
+        }
+        other => tracing::warn!("unknown control line {other} from the child"),
+    }
+}

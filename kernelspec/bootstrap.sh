@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Shared set-up for setup.sh and tests/run.sh: toolchain bits, the project venv, the release build.
+# Idempotent: a second run reuses the venv and the warm target directory.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+export PATH="$HOME/.cargo/bin:$PATH"
+
+# rust-analyzer (inside evcxr) completes std items only with the standard library's sources.
+if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
+    rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
+fi
+
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab" 2>/dev/null; then
+    echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet --upgrade pip
+    "$VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt"
+fi
+
+echo "==> building dryml-kernel (release)"
+(cd "$ROOT" && cargo build --release --locked -p dryml-kernel)
+KERNEL_BIN="$ROOT/target/release/dryml-kernel"
+export KERNEL_BIN VENV ROOT

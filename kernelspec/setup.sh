@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: build, install the kernelspec into the project's venv,
+# execute notebooks/tour.ipynb headless, and say where to look.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+"$KERNEL_BIN" install --prefix "$VENV"
+mkdir -p "$ROOT/build"
+OUT="$ROOT/build/tour.executed.ipynb"
+echo "==> executing notebooks/tour.ipynb"
+"$VENV/bin/jupyter" nbconvert --to notebook --execute \
+    --ExecutePreprocessor.kernel_name=dryml-rust --ExecutePreprocessor.timeout=600 \
+    --output "$OUT" "$ROOT/notebooks/tour.ipynb"
+cat <<MSG
+
+Done. The executed tour is at:
+    $OUT
+To work in JupyterLab with the "DRYML Rust" kernel:
+    $VENV/bin/jupyter lab $ROOT/notebooks
+MSG

@@ -1,0 +1,294 @@
+//! Pure parsing of `%`/`%%` magic lines and the one registry of magics: no I/O, no state.
+//!
+//! The kernel calls [`parse_cell`] on every cell. Leading `%name ...` lines and a leading
+//! `%%name ...` line are split off from the Rust body, checked against [`REGISTRY`], and returned
+//! as [`Invocation`]s with their arguments already validated. Anything wrong yields a
+//! [`MagicError`] naming the magic, the line and the column, with the nearest magic suggested.
+
+mod registry;
+mod tokens;
+
+pub use registry::{ArgSpec, MagicKind, MagicSpec, REGISTRY};
+pub use tokens::{tokenize, Token};
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A bad magic line: what was wrong and where (1-based line and column in the cell).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MagicError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+    /// The offending source line, for the caret display.
+    pub source_line: String,
+    pub suggestion: Option<String>,
+}
+
+impl fmt::Display for MagicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (line {}, column {})", self.message, self.line, self.column)?;
+        if let Some(s) = &self.suggestion {
+            write!(f, "; did you mean {s}?")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for MagicError {}
+
+impl MagicError {
+    /// The source line with a caret under the offending column, for tracebacks.
+    pub fn caret(&self) -> String {
+        format!(
+            "{}\n{}^",
+            self.source_line,
+            " ".repeat(self.column.saturating_sub(1))
+        )
+    }
+}
+
+/// Validated arguments of one magic invocation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args {
+    pub positionals: Vec<String>,
+    /// Options by long name without dashes; flags map to `None`.
+    pub options: BTreeMap<String, Option<String>>,
+}
+
+impl Args {
+    pub fn flag(&self, name: &str) -> bool {
+        self.options.contains_key(name)
+    }
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.options.get(name).and_then(|v| v.as_deref())
+    }
+}
+
+/// One magic call found at the top of a cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub spec: &'static MagicSpec,
+    /// `%name?`: the user asked for help instead of running it.
+    pub help: bool,
+    pub args: Args,
+    /// 1-based line in the cell.
+    pub line: usize,
+}
+
+/// A cell split into its magics and its Rust body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedCell {
+    pub line_magics: Vec<Invocation>,
+    pub cell_magic: Option<Invocation>,
+    /// The code left for evcxr (the cell body for a cell magic).
+    pub body: String,
+}
+
+impl ParsedCell {
+    pub fn has_magics(&self) -> bool {
+        !self.line_magics.is_empty() || self.cell_magic.is_some()
+    }
+}
+
+/// Finds a magic by exact name and kind.
+pub fn lookup(name: &str, kind: MagicKind) -> Option<&'static MagicSpec> {
+    REGISTRY.iter().find(|m| m.name == name && m.kind == kind)
+}
+
+/// The registered magic closest to `name`, written with its `%` or `%%` prefix.
+pub fn nearest(name: &str) -> Option<String> {
+    REGISTRY
+        .iter()
+        .map(|m| (strsim::damerau_levenshtein(name, m.name), m))
+        .filter(|(d, m)| *d <= 3.max(m.name.len() / 3) || m.name.starts_with(name))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, m)| m.display_name())
+}
+
+/// Magic names (with prefix) that start with `prefix`, which includes its `%` or `%%`.
+pub fn complete(prefix: &str) -> Vec<String> {
+    let mut out: Vec<String> = REGISTRY
+        .iter()
+        .map(|m| m.display_name())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Splits the leading magic lines from a cell and validates them.
+///
+/// Blank lines before and between magics are allowed; the first line that is not a magic starts
+/// the Rust body. A `%%` magic must be the first non-blank line and takes the rest as its body.
+pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
+    let mut line_magics = Vec::new();
+    let mut cell_magic = None;
+    let mut body_start = None;
+    let mut offset = 0;
+    for (idx, raw_line) in cell.split_inclusive('\n').enumerate() {
+        let line_no = idx + 1;
+        let line = raw_line.trim_end_matches(['\n', '\r']);
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        if trimmed.is_empty() {
+            offset += raw_line.len();
+            continue;
+        }
+        if let Some(rest) = trimmed.strip_prefix("%%") {
+            if !line_magics.is_empty() || cell_magic.is_some() {
+                return Err(error_at(
+                    line,
+                    line_no,
+                    indent + 1,
+                    "a %% cell magic must be the first line of the cell".into(),
+                    None,
+                ));
+            }
+            let inv = parse_invocation(rest, MagicKind::Cell, line, line_no, indent + 2)?;
+            cell_magic = Some(inv);
+            offset += raw_line.len();
+            body_start = Some(offset);
+            break;
+        } else if let Some(rest) = trimmed.strip_prefix('%') {
+            let inv = parse_invocation(rest, MagicKind::Line, line, line_no, indent + 1)?;
+            line_magics.push(inv);
+            offset += raw_line.len();
+        } else {
+            body_start = Some(offset);
+            break;
+        }
+    }
+    let body = match body_start {
+        Some(start) => cell[start..].to_string(),
+        None => String::new(),
+    };
+    Ok(ParsedCell {
+        line_magics,
+        cell_magic,
+        body,
+    })
+}
+
+fn error_at(
+    line: &str,
+    line_no: usize,
+    column: usize,
+    message: String,
+    suggestion: Option<String>,
+) -> MagicError {
+    MagicError {
+        message,
+        line: line_no,
+        column,
+        source_line: line.to_string(),
+        suggestion,
+    }
+}
+
+/// `rest` is the text after the `%`/`%%`; `name_col` is the 1-based column where the name starts.
+fn parse_invocation(
+    rest: &str,
+    kind: MagicKind,
+    line: &str,
+    line_no: usize,
+    name_col: usize,
+) -> Result<Invocation, MagicError> {
+    let name_len = rest
+        .find(|c: char| c.is_whitespace() || c == '?')
+        .unwrap_or(rest.len());
+    let name = &rest[..name_len];
+    let prefix = kind.prefix();
+    if name.is_empty() {
+        return Err(error_at(
+            line,
+            line_no,
+            name_col,
+            format!("expected a magic name after `{prefix}`"),
+            None,
+        ));
+    }
+    let mut after = &rest[name_len..];
+    let help = after.starts_with('?');
+    if help {
+        after = &after[1..];
+        if !after.trim().is_empty() {
+            return Err(error_at(
+                line,
+                line_no,
+                name_col + name_len + 1,
+                format!("`{prefix}{name}?` takes no arguments"),
+                None,
+            ));
+        }
+    }
+    let spec = match lookup(name, kind) {
+        Some(s) => s,
+        None => {
+            let other = match kind {
+                MagicKind::Line => lookup(name, MagicKind::Cell),
+                MagicKind::Cell => lookup(name, MagicKind::Line),
+            };
+            let message = match other {
+                Some(o) => format!(
+                    "`{prefix}{name}` is not a {} magic; `{}` is",
+                    kind.word(),
+                    o.display_name()
+                ),
+                None => format!("unknown magic `{prefix}{name}`"),
+            };
+            let suggestion = other.map(|o| o.display_name()).or_else(|| nearest(name));
+            return Err(error_at(line, line_no, name_col, message, suggestion));
+        }
+    };
+    let args_col = name_col + name_len + usize::from(help);
+    let tokens = tokenize(after).map_err(|(msg, col)| {
+        error_at(
+            line,
+            line_no,
+            args_col + col,
+            format!("{}: {msg}", spec.display_name()),
+            None,
+        )
+    })?;
+    let args = if help {
+        Args::default()
+    } else {
+        spec.validate(&tokens).map_err(|(msg, tok_idx)| {
+            let col = tok_idx
+                .and_then(|i| tokens.get(i))
+                .map(|t| args_col + t.column)
+                .unwrap_or(line.len() + 1);
+            error_at(
+                line,
+                line_no,
+                col,
+                format!("{}: {msg}", spec.display_name()),
+                None,
+            )
+        })?
+    };
+    Ok(Invocation {
+        spec,
+        help,
+        args,
+        line: line_no,
+    })
+}
+
+/// The `%lsmagic` listing, as plain text.
+pub fn lsmagic_text() -> String {
+    let mut out = String::from("Available line magics:\n");
+    for m in REGISTRY.iter().filter(|m| m.kind == MagicKind::Line) {
+        out.push_str(&format!("  {:<16} {}\n", m.display_name(), m.summary));
+    }
+    out.push_str("\nAvailable cell magics:\n");
+    for m in REGISTRY.iter().filter(|m| m.kind == MagicKind::Cell) {
+        out.push_str(&format!("  {:<16} {}\n", m.display_name(), m.summary));
+    }
+    out.push_str("\nAppend `?` to a magic for its help, e.g. `%env?`.\n");
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,295 @@
+//! The registry table: every magic's name, kind, summary and argument grammar, in one place.
+
+use crate::{Args, Token};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MagicKind {
+    /// `%name args`: applies to the rest of the cell.
+    Line,
+    /// `%%name args`: the whole cell is its body.
+    Cell,
+}
+
+impl MagicKind {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            MagicKind::Line => "%",
+            MagicKind::Cell => "%%",
+        }
+    }
+    pub(crate) fn word(self) -> &'static str {
+        match self {
+            MagicKind::Line => "line",
+            MagicKind::Cell => "cell",
+        }
+    }
+}
+
+/// One element of a magic's argument grammar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArgSpec {
+    /// `--long` or `-s`, no value.
+    Flag { long: &'static str, short: Option<char>, help: &'static str },
+    /// `--long VALUE` or `--long=VALUE`.
+    Opt { long: &'static str, value: &'static str, help: &'static str },
+    /// A positional argument; `many` takes all the rest.
+    Pos { name: &'static str, required: bool, many: bool, help: &'static str },
+}
+
+/// Extra checks a magic's grammar cannot say: message and the index of the bad token.
+pub type Check = fn(&Args, &[Token]) -> Result<(), (String, Option<usize>)>;
+
+#[derive(Debug)]
+pub struct MagicSpec {
+    pub name: &'static str,
+    pub kind: MagicKind,
+    pub summary: &'static str,
+    pub usage: &'static str,
+    pub details: &'static str,
+    pub args: &'static [ArgSpec],
+    pub check: Option<Check>,
+}
+
+/// Magics are identified by name and kind; the registry holds each once.
+impl PartialEq for MagicSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && self.kind == other.kind
+    }
+}
+impl Eq for MagicSpec {}
+
+impl MagicSpec {
+    pub fn display_name(&self) -> String {
+        format!("{}{}", self.kind.prefix(), self.name)
+    }
+
+    /// The `%name?` help text.
+    pub fn help_text(&self) -> String {
+        let mut out = format!(
+            "{}: {}\n\nUsage: {}\n",
+            self.display_name(),
+            self.summary,
+            self.usage
+        );
+        if !self.args.is_empty() {
+            out.push_str("\nArguments:\n");
+            for a in self.args {
+                let (left, help) = match a {
+                    ArgSpec::Flag { long, short, help } => (
+                        match short {
+                            Some(s) => format!("-{s}, --{long}"),
+                            None => format!("--{long}"),
+                        },
+                        help,
+                    ),
+                    ArgSpec::Opt { long, value, help } => (format!("--{long} {value}"), help),
+                    ArgSpec::Pos { name, help, .. } => (name.to_string(), help),
+                };
+                out.push_str(&format!("  {left:<20} {help}\n"));
+            }
+        }
+        if !self.details.is_empty() {
+            out.push('\n');
+            out.push_str(self.details);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// Checks tokens against the grammar. Errors carry the index of the offending token.
+    pub(crate) fn validate(&self, tokens: &[Token]) -> Result<Args, (String, Option<usize>)> {
+        let mut args = Args::default();
+        let positional: Vec<&ArgSpec> = self
+            .args
+            .iter()
+            .filter(|a| matches!(a, ArgSpec::Pos { .. }))
+            .collect();
+        let takes_many = positional
+            .iter()
+            .any(|a| matches!(a, ArgSpec::Pos { many: true, .. }));
+        let mut i = 0;
+        let mut only_positional = false;
+        while i < tokens.len() {
+            let tok = &tokens[i];
+            let text = tok.text.as_str();
+            if !only_positional && !tok.quoted && text == "--" {
+                only_positional = true;
+            } else if !only_positional && !tok.quoted && text.starts_with("--") {
+                let (name, inline) = match text[2..].split_once('=') {
+                    Some((n, v)) => (n, Some(v.to_string())),
+                    None => (&text[2..], None),
+                };
+                match self.find_long(name) {
+                    Some(ArgSpec::Flag { long, .. }) => {
+                        if inline.is_some() {
+                            return Err((format!("flag --{long} takes no value"), Some(i)));
+                        }
+                        args.options.insert(long.to_string(), None);
+                    }
+                    Some(ArgSpec::Opt { long, value, .. }) => {
+                        let v = match inline {
+                            Some(v) => v,
+                            None => {
+                                i += 1;
+                                match tokens.get(i) {
+                                    Some(t) => t.text.clone(),
+                                    None => {
+                                        return Err((
+                                            format!("option --{long} needs a value {value}"),
+                                            Some(i - 1),
+                                        ))
+                                    }
+                                }
+                            }
+                        };
+                        args.options.insert(long.to_string(), Some(v));
+                    }
+                    _ => return Err((self.unknown_option(text), Some(i))),
+                }
+            } else if !only_positional
+                && !tok.quoted
+                && text.len() == 2
+                && text.starts_with('-')
+                && text.as_bytes()[1].is_ascii_alphabetic()
+            {
+                let c = text.as_bytes()[1] as char;
+                match self.args.iter().find(
+                    |a| matches!(a, ArgSpec::Flag { short: Some(s), .. } if *s == c),
+                ) {
+                    Some(ArgSpec::Flag { long, .. }) => {
+                        args.options.insert(long.to_string(), None);
+                    }
+                    _ => return Err((self.unknown_option(text), Some(i))),
+                }
+            } else {
+                if args.positionals.len() >= positional.len() && !takes_many {
+                    return Err((
+                        if positional.is_empty() {
+                            format!("takes no arguments, got `{text}`")
+                        } else {
+                            format!("unexpected argument `{text}`")
+                        },
+                        Some(i),
+                    ));
+                }
+                args.positionals.push(tok.text.clone());
+            }
+            i += 1;
+        }
+        for (idx, p) in positional.iter().enumerate() {
+            if let ArgSpec::Pos { name, required: true, .. } = p {
+                if args.positionals.len() <= idx {
+                    return Err((format!("missing required argument {name}"), None));
+                }
+            }
+        }
+        if let Some(check) = self.check {
+            check(&args, tokens)?;
+        }
+        Ok(args)
+    }
+
+    fn find_long(&self, name: &str) -> Option<&ArgSpec> {
+        self.args.iter().find(|a| match a {
+            ArgSpec::Flag { long, .. } | ArgSpec::Opt { long, .. } => *long == name,
+            ArgSpec::Pos { .. } => false,
+        })
+    }
+
+    fn unknown_option(&self, text: &str) -> String {
+        let known: Vec<String> = self
+            .args
+            .iter()
+            .filter_map(|a| match a {
+                ArgSpec::Flag { long, .. } | ArgSpec::Opt { long, .. } => Some(format!("--{long}")),
+                ArgSpec::Pos { .. } => None,
+            })
+            .collect();
+        if known.is_empty() {
+            format!("unknown option `{text}` (this magic has no options)")
+        } else {
+            format!("unknown option `{text}` (known: {})", known.join(", "))
+        }
+    }
+}
+
+fn env_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+    let valid_name = |n: &str| {
+        !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace)
+    };
+    let pos_index = |k: usize| {
+        tokens
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
+            .nth(k)
+            .map(|(i, _)| i)
+    };
+    if args.flag("unset") {
+        if args.positionals.is_empty() {
+            return Err(("--unset needs the NAME of a variable".into(), None));
+        }
+        for (k, n) in args.positionals.iter().enumerate() {
+            if !valid_name(n) {
+                return Err((format!("`{n}` is not a valid variable name"), pos_index(k)));
+            }
+        }
+        return Ok(());
+    }
+    match args.positionals.as_slice() {
+        [] => Ok(()),
+        [one] => {
+            let name = one.split_once('=').map(|(n, _)| n).unwrap_or(one);
+            if valid_name(name) {
+                Ok(())
+            } else {
+                Err((format!("`{name}` is not a valid variable name"), pos_index(0)))
+            }
+        }
+        [name, _value] => {
+            if valid_name(name) {
+                Ok(())
+            } else {
+                Err((format!("`{name}` is not a valid variable name"), pos_index(0)))
+            }
+        }
+        _ => Err((
+            "expected at most NAME and VALUE; quote a value with spaces".into(),
+            pos_index(2),
+        )),
+    }
+}
+
+/// Every magic the kernel knows. `%lsmagic`, `%name?` and completion read this table only.
+pub static REGISTRY: &[MagicSpec] = &[
+    MagicSpec {
+        name: "lsmagic",
+        kind: MagicKind::Line,
+        summary: "List the available magics.",
+        usage: "%lsmagic",
+        details: "",
+        args: &[],
+        check: None,
+    },
+    MagicSpec {
+        name: "time",
+        kind: MagicKind::Cell,
+        summary: "Run the cell and report wall, user and system time.",
+        usage: "%%time",
+        details: "User and system time are those of the process that runs the code (evcxr's child),\nmeasured from /proc before and after the cell; wall time includes compilation.",
+        args: &[],
+        check: None,
+    },
+    MagicSpec {
+        name: "env",
+        kind: MagicKind::Line,
+        summary: "Show, set or unset environment variables of the process that runs cells.",
+        usage: "%env | %env NAME | %env NAME=VALUE | %env NAME VALUE | %env --unset NAME...",
+        details: "Settings are re-applied when the child process restarts.",
+        args: &[
+            ArgSpec::Flag { long: "unset", short: Some('u'), help: "remove the named variables" },
+            ArgSpec::Pos { name: "NAME[=VALUE]", required: false, many: true, help: "variable to show or set" },
+        ],
+        check: Some(env_check),
+    },
+];

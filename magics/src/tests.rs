@@ -1,0 +1,109 @@
+//! Data-driven tables for the magic parser.
+
+use super::*;
+
+fn names(p: &ParsedCell) -> Vec<String> {
+    p.line_magics
+        .iter()
+        .chain(p.cell_magic.iter())
+        .map(|i| i.spec.display_name())
+        .collect()
+}
+
+#[test]
+fn cells_that_parse() {
+    // (cell, magics found, body left for rustc, positionals of the first magic)
+    let table: &[(&str, &[&str], &str, &[&str])] = &[
+        ("let x = 1;", &[], "let x = 1;", &[]),
+        ("", &[], "", &[]),
+        ("%lsmagic", &["%lsmagic"], "", &[]),
+        ("%lsmagic\nlet y = 2;", &["%lsmagic"], "let y = 2;", &[]),
+        ("\n  %lsmagic\n\nx", &["%lsmagic"], "x", &[]),
+        ("%%time\nlet z = 3;\nz", &["%%time"], "let z = 3;\nz", &[]),
+        ("%%time\n%env A=1", &["%%time"], "%env A=1", &[]),
+        ("%env", &["%env"], "", &[]),
+        ("%env HOME", &["%env"], "", &["HOME"]),
+        ("%env A=1", &["%env"], "", &["A=1"]),
+        ("%env A 'x y'", &["%env"], "", &["A", "x y"]),
+        ("%env A \"a \\\"q\\\"\"", &["%env"], "", &["A", "a \"q\""]),
+        ("%env -u A B", &["%env"], "", &["A", "B"]),
+        ("%env --unset A\n%lsmagic\n1", &["%env", "%lsmagic"], "1", &["A"]),
+        ("// comment\n%lsmagic", &[], "// comment\n%lsmagic", &[]),
+    ];
+    for (cell, magics, body, pos) in table {
+        let parsed = parse_cell(cell).unwrap_or_else(|e| panic!("{cell:?}: {e}"));
+        assert_eq!(&names(&parsed), magics, "magics of {cell:?}");
+        assert_eq!(parsed.body, *body, "body of {cell:?}");
+        let first = parsed.line_magics.first().or(parsed.cell_magic.as_ref());
+        let got: Vec<&str> = first
+            .map(|i| i.args.positionals.iter().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(&got, pos, "positionals of {cell:?}");
+    }
+}
+
+#[test]
+fn flags_and_help() {
+    let p = parse_cell("%env -u A").unwrap();
+    assert!(p.line_magics[0].args.flag("unset"));
+    let p = parse_cell("%env?").unwrap();
+    assert!(p.line_magics[0].help);
+    let p = parse_cell("%%time?\nx").unwrap();
+    assert!(p.cell_magic.as_ref().unwrap().help);
+    assert!(p.cell_magic.unwrap().spec.help_text().contains("Usage: %%time"));
+}
+
+#[test]
+fn cells_that_fail() {
+    // (cell, words the message must contain, line, column, suggestion)
+    let table: &[(&str, &str, usize, usize, Option<&str>)] = &[
+        ("%lsmagik", "unknown magic `%lsmagik`", 1, 2, Some("%lsmagic")),
+        ("%tme", "unknown magic `%tme`", 1, 2, Some("%%time")),
+        ("%time", "`%time` is not a line magic", 1, 2, Some("%%time")),
+        ("%%env A=1", "`%%env` is not a cell magic", 1, 3, Some("%env")),
+        ("%%nosuchthing", "unknown magic", 1, 3, None),
+        ("%", "expected a magic name", 1, 2, None),
+        ("%lsmagic extra", "%lsmagic: takes no arguments, got `extra`", 1, 10, None),
+        ("%lsmagic --all", "unknown option `--all`", 1, 10, None),
+        ("%env --bogus", "unknown option `--bogus` (known: --unset)", 1, 6, None),
+        ("%env 'unclosed", "unclosed ' quote", 1, 6, None),
+        ("%env -u", "--unset needs the NAME", 1, 8, None),
+        ("%env A B C", "at most NAME and VALUE", 1, 10, None),
+        ("%env =x", "`` is not a valid variable name", 1, 6, None),
+        ("%lsmagic\n  %%time", "must be the first line", 2, 3, None),
+        ("%env?  x", "takes no arguments", 1, 6, None),
+    ];
+    for (cell, words, line, col, sugg) in table {
+        let err = parse_cell(cell).expect_err(cell);
+        assert!(err.message.contains(words), "{cell:?}: got {:?}", err.message);
+        assert_eq!((err.line, err.column), (*line, *col), "{cell:?}: position");
+        assert_eq!(err.suggestion.as_deref(), *sugg, "{cell:?}: suggestion");
+    }
+}
+
+#[test]
+fn caret_points_at_the_column() {
+    let err = parse_cell("%env --bogus").unwrap_err();
+    assert_eq!(err.caret(), "%env --bogus\n     ^");
+}
+
+#[test]
+fn completion_and_listing() {
+    assert_eq!(complete("%ls"), vec!["%lsmagic"]);
+    assert_eq!(complete("%%"), vec!["%%time"]);
+    assert!(complete("%").contains(&"%env".to_string()));
+    let text = lsmagic_text();
+    for m in REGISTRY {
+        assert!(text.contains(&m.display_name()), "{} missing", m.name);
+    }
+}
+
+#[test]
+fn tokenizer_columns() {
+    let t = tokenize(" a  'b c' d").unwrap();
+    let cols: Vec<(String, usize)> = t.into_iter().map(|t| (t.text, t.column)).collect();
+    assert_eq!(
+        cols,
+        vec![("a".into(), 1), ("b c".into(), 4), ("d".into(), 10)]
+    );
+}

@@ -1,0 +1,119 @@
+//! Rich output from cells: `display_data`, in-place updates by display id, and `clear_output`.
+//!
+//! Each call prints one `DRYML_...` line that the kernel turns into a Jupyter message while the
+//! cell is still running. Outside the kernel, the plain-text form is printed instead.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+fn in_kernel() -> bool {
+    std::env::var_os("DRYML_FLUSH_FDS").is_some()
+}
+
+/// Escapes a string as a JSON string literal (the crate has no dependencies on purpose).
+pub fn json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn emit(line: String) {
+    let mut out = std::io::stdout().lock();
+    // Finish any partial line first: the kernel reads these markers at line starts.
+    let _ = out.flush();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// Shows a mime bundle (pairs of mime type and content). With `display_id`, later calls with
+/// `update = true` replace it in place.
+pub fn display(bundle: &[(&str, &str)], display_id: Option<&str>, update: bool) {
+    if !in_kernel() {
+        if let Some((_, text)) = bundle.iter().find(|(m, _)| *m == "text/plain") {
+            println!("{text}");
+        }
+        return;
+    }
+    let data: Vec<String> = bundle
+        .iter()
+        .map(|(m, c)| format!("{}:{}", json_string(m), json_string(c)))
+        .collect();
+    let mut line = format!("DRYML_DISPLAY {{\"data\":{{{}}},\"update\":{update}", data.join(","));
+    if let Some(id) = display_id {
+        let _ = write!(line, ",\"display_id\":{}", json_string(id));
+    }
+    line.push('}');
+    emit(line);
+}
+
+/// Shows HTML (with a plain-text fallback made by stripping tags).
+pub fn html(html: &str) {
+    display(&[("text/html", html), ("text/plain", &strip_tags(html))], None, false);
+}
+
+/// Clears the cell's output; with `wait`, only when new output arrives.
+pub fn clear_output(wait: bool) {
+    if in_kernel() {
+        emit(format!("DRYML_CLEAR {{\"wait\":{wait}}}"));
+    }
+}
+
+fn strip_tags(html: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// A value that shows as HTML when it is a cell's result (evcxr's `evcxr_display` protocol).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Html(pub String);
+
+impl Html {
+    pub fn evcxr_display(&self) {
+        println!(
+            "EVCXR_BEGIN_CONTENT text/html\n{}\nEVCXR_END_CONTENT",
+            self.0
+        );
+        println!(
+            "EVCXR_BEGIN_CONTENT text/plain\n{}\nEVCXR_END_CONTENT",
+            strip_tags(&self.0)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escaping() {
+        assert_eq!(json_string("a\"b\\c\nd\u{1}"), r#""a\"b\\c\nd\u0001""#);
+    }
+
+    #[test]
+    fn strips_tags() {
+        assert_eq!(strip_tags("<b>bold</b> text"), "bold text");
+    }
+}

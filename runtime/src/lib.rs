@@ -1,0 +1,28 @@
+//! `dryml`: the crate DRYML Rust notebooks link (`use dryml::...` works with no set-up).
+//!
+//! This first cut carries what the kernel itself offers to cells: rich displays that update in
+//! place, `clear_output`, line input from the notebook, and the interrupt flag. Objects, repos,
+//! contexts and adaptive batching arrive in later issues.
+
+pub mod display;
+pub mod interrupt;
+
+pub use display::{clear_output, html, Html};
+pub use interrupt::interrupted;
+
+/// Reads a line typed by the notebook user (Jupyter's `input_request`).
+///
+/// Outside the kernel this reads standard input.
+pub fn input(prompt: &str) -> String {
+    use std::io::{BufRead, Write};
+    if std::env::var_os("EVCXR_IS_RUNTIME").is_some() {
+        // evcxr's input protocol: a request line on stdout, the answer on stdin.
+        println!("EVCXR_INPUT_REQUEST:{prompt}");
+    } else {
+        print!("{prompt}");
+    }
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    line.trim_end_matches(['\n', '\r']).to_string()
+}

@@ -1,0 +1,82 @@
+"""Cell round-trip latency from a real jupyter_client: 20 small cells, median and first cell.
+
+Runs DRYML Rust, and evcxr_jupyter side by side when its kernelspec ("rust") is installed,
+and prints the ratio. Usage: .venv/bin/python tests/bench_latency.py [--cells 20]
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import start_new_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cells(n):
+    out = []
+    for i in range(n // 2):
+        out.append(f"let x{i} = vec![{i}u64; 1000];")
+        out.append(f"x{i}.iter().sum::<u64>()")
+    return out
+
+
+def run(kernel_name, n, setup=()):
+    t0 = time.perf_counter()
+    km, kc = start_new_kernel(kernel_name=kernel_name, startup_timeout=300)
+    started = time.perf_counter() - t0
+    for code in setup:
+        kc.execute_interactive(code, timeout=300)
+    times = []
+    try:
+        for code in cells(n):
+            t = time.perf_counter()
+            reply = kc.execute_interactive(code, timeout=300, output_hook=lambda m: None)
+            times.append(time.perf_counter() - t)
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"{kernel_name}: {code!r} failed: {reply['content']}")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return {"start": started, "first": times[0], "median": statistics.median(times[1:]),
+            "p90": sorted(times)[int(0.9 * len(times)) - 1]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cells", type=int, default=20)
+    args = ap.parse_args()
+    jdir = tempfile.mkdtemp(prefix="dryml-bench-")
+    os.environ["JUPYTER_PATH"] = os.pathsep.join([f"{jdir}/share/jupyter", os.environ.get("JUPYTER_PATH", "")])
+    os.environ.setdefault("DRYML_HISTORY_FILE", f"{jdir}/history.sqlite")
+    subprocess.run([str(ROOT / "target/release/dryml-kernel"), "install", "--prefix", jdir], check=True,
+                   stdout=subprocess.DEVNULL)
+    specs = KernelSpecManager().find_kernel_specs()
+    rows = [("dryml-rust", "dryml-rust", ())]
+    if "rust" in specs:
+        rows.append(("evcxr_jupyter", "rust", ()))
+        rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
+    else:
+        print("evcxr_jupyter not installed (no 'rust' kernelspec): measuring dryml-rust alone")
+    results = {}
+    for label, name, setup in rows:
+        results[label] = run(name, args.cells, setup)
+    print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")
+    for label, r in results.items():
+        print(f"{label:<22}{r['start']:>9.2f}{r['first']:>9.2f}{r['median']:>10.3f}{r['p90']:>8.3f}")
+    if "evcxr_jupyter" in results:
+        base = results["dryml-rust"]
+        for label in ("evcxr_jupyter", "evcxr_jupyter :opt 0"):
+            other = results[label]
+            print(f"ratio dryml-rust / {label}: median {base['median'] / other['median']:.2f}, "
+                  f"first cell {base['first'] / other['first']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

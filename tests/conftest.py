@@ -1,0 +1,87 @@
+"""Shared fixtures: install the freshly built kernel into a private Jupyter path and start it."""
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
+
+_jupyter_dir = Path(tempfile.mkdtemp(prefix="dryml-jupyter-"))
+# Every kernel started by the tests finds our kernelspec, and keeps history out of $HOME.
+os.environ["JUPYTER_PATH"] = str(_jupyter_dir / "share" / "jupyter")
+os.environ["DRYML_HISTORY_FILE"] = str(_jupyter_dir / "history.sqlite")
+
+
+def pytest_configure(config):
+    if not KERNEL_BIN.exists():
+        raise pytest.UsageError(f"{KERNEL_BIN} is missing: build with `cargo build --release --locked` first")
+    subprocess.run([str(KERNEL_BIN), "install", "--prefix", str(_jupyter_dir)], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+class Kernel:
+    """A started kernel with small helpers that collect iopub traffic per request."""
+
+    def __init__(self):
+        from jupyter_client.manager import start_new_kernel
+        self.km, self.kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=120)
+
+    def execute(self, code, timeout=120, stdin_answers=None, **kw):
+        """Runs code; returns (reply content, [(arrival time, iopub msg)])."""
+        msg_id = self.kc.execute(code, allow_stdin=stdin_answers is not None, **kw)
+        return self.collect(msg_id, timeout, stdin_answers)
+
+    def collect(self, msg_id, timeout=120, stdin_answers=None):
+        deadline = time.time() + timeout
+        msgs = []
+        while True:
+            if stdin_answers:
+                try:
+                    req = self.kc.get_stdin_msg(timeout=0.05)
+                    if req["header"]["msg_type"] == "input_request":
+                        self.kc.input(stdin_answers.pop(0))
+                except Exception:
+                    pass
+            try:
+                m = self.kc.get_iopub_msg(timeout=0.1)
+            except Exception:
+                if time.time() > deadline:
+                    raise TimeoutError(f"no idle for {msg_id} within {timeout}s; got {[x[1]['msg_type'] for x in msgs]}")
+                continue
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            msgs.append((time.time(), m))
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                break
+        reply = self.kc.get_shell_msg(timeout=max(1, deadline - time.time()))
+        assert reply["parent_header"]["msg_id"] == msg_id
+        return reply["content"], msgs
+
+    def stop(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def stdout_of(msgs):
+    return "".join(m["content"]["text"] for _, m in msgs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+def stderr_of(msgs):
+    return "".join(m["content"]["text"] for _, m in msgs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+
+
+def of_type(msgs, t):
+    return [m for _, m in msgs if m["msg_type"] == t]
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    k = Kernel()
+    yield k
+    k.stop()

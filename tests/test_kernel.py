@@ -1,0 +1,258 @@
+"""End-to-end tests: the real dryml-kernel binary over real signed ZeroMQ messages."""
+import json
+import os
+import time
+
+import pytest
+
+from conftest import Kernel, of_type, stderr_of, stdout_of
+
+
+def test_execute_output_order_and_reply(kernel):
+    reply, msgs = kernel.execute('println!("hello"); 40 + 2')
+    types = [m["msg_type"] for _, m in msgs]
+    assert types[0] == "status" and msgs[0][1]["content"]["execution_state"] == "busy"
+    assert types[1] == "execute_input"
+    assert types[-1] == "status"
+    assert types.index("stream") < types.index("execute_result")
+    assert stdout_of(msgs) == "hello\n"
+    result = of_type(msgs, "execute_result")[0]["content"]
+    assert result["data"]["text/plain"] == "42"
+    assert reply["status"] == "ok"
+    assert reply["execution_count"] == result["execution_count"] == msgs[1][1]["content"]["execution_count"]
+
+
+def test_print_without_newline_streams_while_running(kernel):
+    code = '''
+print!("start");
+std::thread::sleep(std::time::Duration::from_millis(1500));
+for i in 0..3 { println!("tick {}", i); std::thread::sleep(std::time::Duration::from_millis(700)); }
+print!("end")
+'''
+    reply, msgs = kernel.execute(code)
+    assert reply["status"] == "ok"
+    streams = [(t, m["content"]["text"]) for t, m in msgs if m["msg_type"] == "stream"]
+    idle_at = msgs[-1][0]
+    first = next(t for t, text in streams if "start" in text)
+    # "start" has no newline yet shows up before the cell is done.
+    assert idle_at - first > 2.5, streams
+    ticks = [t for t, text in streams if "tick" in text]
+    assert len(ticks) >= 2 and ticks[-1] - ticks[0] > 0.8, streams
+    # A trailing print! with no newline still lands before idle.
+    assert stdout_of(msgs) == "starttick 0\ntick 1\ntick 2\nend"
+
+
+def test_compile_error_has_ename_in_reply_and_iopub(kernel):
+    reply, msgs = kernel.execute('let x: i32 = "not a number";')
+    assert reply["status"] == "error"
+    assert reply["ename"] == "CompilationError"
+    assert "mismatched types" in reply["evalue"]
+    err = of_type(msgs, "error")[0]["content"]
+    assert err["ename"] == "CompilationError" and err["traceback"]
+
+
+def test_panic_keeps_earlier_variables(kernel):
+    kernel.execute("let kept = 41u64;")
+    reply, msgs = kernel.execute('let lost = 1; panic!("boom {}", 7);')
+    assert reply["status"] == "error"
+    assert reply["ename"] == "panic"
+    assert "boom 7" in reply["evalue"]
+    reply, msgs = kernel.execute("kept + 1")
+    assert reply["status"] == "ok"
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+
+
+def test_abort_then_working_cell():
+    k = Kernel()
+    try:
+        k.execute("let before = 5;")
+        reply, _ = k.execute("std::process::abort();")
+        assert reply["status"] == "error"
+        assert reply["ename"] == "ChildProcessDied"
+        assert "SIGABRT" in reply["evalue"] and "before" in reply["evalue"]
+        reply, msgs = k.execute("1 + 2")
+        assert reply["status"] == "ok"
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "3"
+        # Streaming still works in the new child.
+        reply, msgs = k.execute('print!("again")')
+        assert stdout_of(msgs) == "again"
+        reply, _ = k.execute("unsafe { std::ptr::null_mut::<u64>().write_volatile(1) }")
+        assert reply["ename"] == "ChildProcessDied" and "segmentation fault" in reply["evalue"]
+        reply, _ = k.execute("7")
+        assert reply["status"] == "ok"
+    finally:
+        k.stop()
+
+
+def test_interrupt_by_message_stops_within_2s():
+    k = Kernel()
+    try:
+        k.execute("let survivor = 3;")
+        msg_id = k.kc.execute("loop { std::thread::sleep(std::time::Duration::from_millis(50)); }")
+        # Wait until it runs (compile first).
+        time.sleep(4)
+        t0 = time.time()
+        k.km.interrupt_kernel()
+        reply, msgs = k.collect(msg_id, timeout=30)
+        assert time.time() - t0 < 2.0
+        assert reply["ename"] == "KeyboardInterrupt"
+        assert "survivor" in reply["evalue"]  # said plainly that it was lost
+        reply, msgs = k.execute("2 * 3")
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "6"
+    finally:
+        k.stop()
+
+
+def test_interrupt_cooperative_keeps_variables():
+    k = Kernel()
+    try:
+        k.execute("let survivor = 3;")
+        msg_id = k.kc.execute("let mut n = 0u64; while !dryml::interrupted() { n += 1; std::thread::sleep(std::time::Duration::from_millis(10)); }")
+        time.sleep(12)  # the first use of dryml compiles it
+        t0 = time.time()
+        k.km.interrupt_kernel()
+        reply, _ = k.collect(msg_id, timeout=60)
+        assert time.time() - t0 < 2.0
+        assert reply["ename"] == "KeyboardInterrupt" and "kept" in reply["evalue"]
+        reply, msgs = k.execute("survivor")
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "3"
+    finally:
+        k.stop()
+
+
+def test_stop_on_error_aborts_queued(kernel):
+    first = kernel.kc.execute('panic!("first")')
+    second = kernel.kc.execute("1")
+    r1, _ = kernel.collect(first)
+    r2, _ = kernel.collect(second)
+    assert r1["status"] == "error"
+    assert r2["status"] == "aborted"
+    # Without stop_on_error the next one runs.
+    first = kernel.kc.execute('panic!("again")', stop_on_error=False)
+    second = kernel.kc.execute("2")
+    kernel.collect(first)
+    r2, _ = kernel.collect(second)
+    assert r2["status"] == "ok"
+
+
+def test_silent_and_user_expressions(kernel):
+    reply, _ = kernel.execute("let ue = 10;")
+    count = reply["execution_count"]
+    reply, msgs = kernel.execute("ue", silent=True)
+    assert reply["execution_count"] == count
+    assert not of_type(msgs, "execute_result") and not of_type(msgs, "execute_input")
+    reply, _ = kernel.execute("let ue2 = 1;", user_expressions={"double": "ue * 2", "bad": "nope_x"})
+    assert reply["user_expressions"]["double"]["data"]["text/plain"] == "20"
+    assert reply["user_expressions"]["bad"]["status"] == "error"
+
+
+def test_magics(kernel):
+    reply, msgs = kernel.execute("%lsmagic")
+    text = of_type(msgs, "display_data")[0]["content"]["data"]["text/plain"]
+    assert "%%time" in text and "%env" in text
+    reply, msgs = kernel.execute("%%time\nlet mut s = 0u64; for i in 0..50_000_000u64 { s = s.wrapping_add(i * i); } s")
+    assert reply["status"] == "ok"
+    out = stdout_of(msgs)
+    assert "CPU times: user" in out and "Wall time:" in out
+    reply, msgs = kernel.execute("%env DRYML_TEST_VAR=hello world")
+    assert reply["status"] == "error" and reply["ename"] == "MagicError"
+    reply, msgs = kernel.execute("%env DRYML_TEST_VAR 'hello world'\nstd::env::var(\"DRYML_TEST_VAR\").unwrap()")
+    assert reply["status"] == "ok", reply
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"hello world"'
+    reply, msgs = kernel.execute("%env DRYML_TEST_VAR")
+    assert stdout_of(msgs).strip() == "hello world"
+    reply, msgs = kernel.execute("%env -u DRYML_TEST_VAR\nstd::env::var(\"DRYML_TEST_VAR\").is_err()")
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "true"
+
+
+def test_bad_magic_changes_nothing(kernel):
+    kernel.execute("let untouched = 9;")
+    reply, msgs = kernel.execute("%lsmagik\nlet untouched = 10;")
+    assert reply["status"] == "error" and reply["ename"] == "MagicError"
+    assert "%lsmagic" in reply["evalue"] and "line 1, column 2" in reply["evalue"]
+    reply, msgs = kernel.execute("untouched")
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "9"
+    reply, _ = kernel.execute("%env?")
+    assert reply["payload"][0]["source"] == "page"
+    assert "Usage: %env" in reply["payload"][0]["data"]["text/plain"]
+
+
+def test_evcxr_commands_still_work(kernel):
+    kernel.execute("let listed_var = 1.5f64;")
+    reply, msgs = kernel.execute(":vars")
+    data = of_type(msgs, "execute_result")[0]["content"]["data"]
+    assert "listed_var" in data["text/plain"] and "f64" in data["text/plain"]
+
+
+def test_rich_html_and_displays(kernel):
+    reply, msgs = kernel.execute('dryml::Html("<b>bold</b>".to_string())', timeout=240)
+    assert reply["status"] == "ok", reply
+    data = of_type(msgs, "execute_result")[0]["content"]["data"]
+    assert data["text/html"] == "<b>bold</b>" and data["text/plain"] == "bold"
+    reply, msgs = kernel.execute('dryml::display::display(&[("text/plain", "v1")], Some("p"), false); dryml::display::display(&[("text/plain", "v2")], Some("p"), true); dryml::clear_output(false);')
+    assert of_type(msgs, "display_data")[0]["content"]["transient"]["display_id"] == "p"
+    assert of_type(msgs, "update_display_data")[0]["content"]["data"]["text/plain"] == "v2"
+    assert of_type(msgs, "clear_output")
+
+
+def test_stdin_input_request(kernel):
+    reply, msgs = kernel.execute('let name = dryml::input("who? "); println!("hi {}", name);',
+                                 stdin_answers=["ferris"])
+    assert reply["status"] == "ok", reply
+    assert "hi ferris" in stdout_of(msgs)
+
+
+def test_is_complete_and_completion(kernel):
+    cases = {"fn f() {": "incomplete", "let v = vec![1,": "incomplete", "}": "invalid", "let a = 1;": "complete"}
+    for code, want in cases.items():
+        kernel.kc.is_complete(code)
+        r = kernel.kc.get_shell_msg(timeout=10)["content"]
+        assert r["status"] == want, (code, r)
+    kernel.kc.complete("%ls", 3)
+    r = kernel.kc.get_shell_msg(timeout=30)["content"]
+    assert r["matches"] == ["%lsmagic"] and r["cursor_start"] == 0 and r["cursor_end"] == 3
+    kernel.execute("let completion_target_value = 1;")
+    code = "completion_tar"
+    kernel.kc.complete(code, len(code))
+    r = kernel.kc.get_shell_msg(timeout=60)["content"]
+    assert "completion_target_value" in r["matches"], r
+    assert r["cursor_start"] == 0 and r["cursor_end"] == len(code)
+
+
+def test_kernel_info(kernel):
+    kernel.kc.kernel_info()
+    r = kernel.kc.get_shell_msg(timeout=10)["content"]
+    li = r["language_info"]
+    assert li["name"] == "rust" and li["mimetype"] == "text/rust" and li["file_extension"] == ".rs"
+    assert li["pygments_lexer"] == "rust" and li["codemirror_mode"] == "rust"
+    assert r["protocol_version"] == "5.4" and r["help_links"]
+
+
+def test_history_persists_across_restart():
+    k = Kernel()
+    try:
+        marker = f"let history_marker_{os.getpid()} = 1;"
+        k.execute(marker)
+        k.km.restart_kernel(now=False)
+        k.kc.wait_for_ready(timeout=120)
+        k.kc.history(hist_access_type="tail", n=50)
+        r = k.kc.get_shell_msg(timeout=10)["content"]
+        assert any(h[2] == marker for h in r["history"]), r
+        k.kc.history(hist_access_type="search", pattern=f"*history_marker_{os.getpid()}*")
+        r = k.kc.get_shell_msg(timeout=10)["content"]
+        assert len(r["history"]) == 1
+    finally:
+        k.stop()
+
+
+def test_shutdown_ends_process():
+    k = Kernel()
+    k.kc.shutdown()
+    r = k.kc.get_shell_msg(timeout=10)
+    assert r["msg_type"] == "shutdown_reply"
+    deadline = time.time() + 10
+    while k.km.is_alive() and time.time() < deadline:
+        time.sleep(0.1)
+    assert not k.km.is_alive()
+    k.kc.stop_channels()
+    k.km.cleanup_resources()
