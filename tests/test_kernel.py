@@ -247,8 +247,8 @@ def test_history_persists_across_restart():
 
 def test_shutdown_ends_process():
     k = Kernel()
-    k.kc.shutdown()
-    r = k.kc.get_shell_msg(timeout=10)
+    k.kc.shutdown()  # jupyter_client sends it on the control channel
+    r = k.kc.get_control_msg(timeout=10)
     assert r["msg_type"] == "shutdown_reply"
     deadline = time.time() + 10
     while k.km.is_alive() and time.time() < deadline:

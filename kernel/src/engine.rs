@@ -317,7 +317,8 @@ impl Engine {
         if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
             match self.eval_user(&parsed.body, msg, allow_stdin) {
                 Ok(data) => {
-                    if let Some(data) = data {
+                    let silent = self.shared.quiet.load(Ordering::SeqCst);
+                    if let Some(data) = data.filter(|_| !silent) {
                         run.result_text = data["text/plain"].as_str().map(str::to_string);
                         self.out.publish(
                             msg,
@@ -442,14 +443,15 @@ impl Engine {
 
     /// Pushes the remembered `%env` settings for `names` into the child.
     fn apply_env(&mut self, names: &[String]) -> Result<(), CellError> {
-        let mut code = String::from("#[allow(unused_unsafe)] unsafe {\n");
+        // set_var is unsafe from edition 2024 on; the fn's allow covers older editions.
+        let mut code = String::from("#[allow(unused_unsafe)]\nfn dryml_apply_env() { unsafe {\n");
         for n in names {
             match self.env_overrides.get(n) {
                 Some(Some(v)) => code.push_str(&format!("std::env::set_var({n:?}, {v:?});\n")),
                 _ => code.push_str(&format!("std::env::remove_var({n:?});\n")),
             }
         }
-        code.push_str("}\n");
+        code.push_str("} }\ndryml_apply_env();\n");
         self.eval_hidden(&code).map(|_| ())
     }
 

@@ -145,13 +145,13 @@ pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
                     None,
                 ));
             }
-            let inv = parse_invocation(rest, MagicKind::Cell, line, line_no, indent + 2)?;
+            let inv = parse_invocation(rest, MagicKind::Cell, line, line_no, indent + 3)?;
             cell_magic = Some(inv);
             offset += raw_line.len();
             body_start = Some(offset);
             break;
         } else if let Some(rest) = trimmed.strip_prefix('%') {
-            let inv = parse_invocation(rest, MagicKind::Line, line, line_no, indent + 1)?;
+            let inv = parse_invocation(rest, MagicKind::Line, line, line_no, indent + 2)?;
             line_magics.push(inv);
             offset += raw_line.len();
         } else {
