@@ -1,6 +1,7 @@
 """End-to-end tests: the real dryml-kernel binary over real signed ZeroMQ messages."""
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -80,6 +81,14 @@ def test_abort_then_working_cell():
         assert reply["ename"] == "ChildProcessDied" and "segmentation fault" in reply["evalue"]
         reply, _ = k.execute("7")
         assert reply["status"] == "ok"
+        reply, _ = k.execute("fn deep(n: u64) -> u64 { let a = [n; 512]; std::hint::black_box(&a); "
+                             "if n == 0 { 0 } else { a[3] + deep(n - 1) } }\ndeep(10_000_000)")
+        assert reply["ename"] == "ChildProcessDied" and "stack overflow" in reply["evalue"], reply
+        # Killed from outside, as the out-of-memory killer does.
+        reply, _ = k.execute('std::process::Command::new("kill").args(["-9", &std::process::id().to_string()]).status().unwrap();')
+        assert reply["ename"] == "ChildProcessDied" and "SIGKILL" in reply["evalue"], reply
+        reply, msgs = k.execute("8")
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "8"
     finally:
         k.stop()
 
@@ -99,6 +108,15 @@ def test_interrupt_by_message_stops_within_2s():
         assert "survivor" in reply["evalue"]  # said plainly that it was lost
         reply, msgs = k.execute("2 * 3")
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "6"
+        # By signal, as Jupyter does with interrupt_mode "signal".
+        msg_id = k.kc.execute("loop { std::thread::sleep(std::time::Duration::from_millis(50)); }")
+        time.sleep(4)
+        t0 = time.time()
+        os.kill(k.km.provisioner.process.pid, signal.SIGINT)
+        reply, _ = k.collect(msg_id, timeout=30)
+        assert time.time() - t0 < 2.0 and reply["ename"] == "KeyboardInterrupt"
+        reply, _ = k.execute("1")
+        assert reply["status"] == "ok"
     finally:
         k.stop()
 
@@ -256,3 +274,22 @@ def test_shutdown_ends_process():
     assert not k.km.is_alive()
     k.kc.stop_channels()
     k.km.cleanup_resources()
+
+
+def test_comms_answer_without_errors(kernel):
+    kernel.kc.comm_info()
+    r = kernel.kc.get_shell_msg(timeout=10)["content"]
+    assert r["status"] == "ok" and r["comms"] == {}
+    msg = kernel.kc.session.msg("comm_open", {"comm_id": "c1", "target_name": "nothing_here", "data": {}})
+    kernel.kc.shell_channel.send(msg)
+    deadline = time.time() + 10
+    seen = []
+    while time.time() < deadline:
+        m = kernel.kc.get_iopub_msg(timeout=5)
+        seen.append(m["msg_type"])
+        if m["msg_type"] == "comm_close":
+            assert m["content"]["comm_id"] == "c1"
+            break
+    assert "comm_close" in seen, seen
+    reply, _ = kernel.execute("5")
+    assert reply["status"] == "ok"

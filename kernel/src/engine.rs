@@ -578,13 +578,11 @@ impl Engine {
         }
     }
 
+    /// After a crash or kill: note the new child's pid. Its start-up cell runs before the next
+    /// cell, not now, so the error reply is not held up by a compile.
     fn ensure_child_setup_if_dead(&mut self) {
         let pid = self.ctx.process_handle().lock().unwrap().id();
-        if pid != self.setup_pid {
-            self.ensure_child_setup();
-        } else {
-            self.shared.child_pid.store(pid, Ordering::SeqCst);
-        }
+        self.shared.child_pid.store(pid, Ordering::SeqCst);
     }
 
     fn panic_error(&self) -> CellError {
@@ -790,25 +788,11 @@ fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
         let fallback = data
             .get("text/html")
             .and_then(Value::as_str)
-            .map(strip_tags)
+            .map(dryml::display::strip_tags)
             .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
         data.insert("text/plain".into(), Value::String(fallback));
     }
     Some(Value::Object(data))
-}
-
-fn strip_tags(html: &str) -> String {
-    let mut out = String::new();
-    let mut in_tag = false;
-    for c in html.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' => in_tag = false,
-            _ if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out.trim().to_string()
 }
 
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
@@ -840,6 +824,10 @@ fn crash_cause(text: &str) -> String {
         .and_then(|c| c[1].parse::<i32>().ok());
     let base = match sig {
         Some(libc::SIGABRT) => "the child process aborted (SIGABRT)".to_string(),
+        // evcxr's SIGSEGV handler prints "Segmentation fault." unless the stack is exhausted.
+        Some(libc::SIGSEGV) if !text.contains("Segmentation fault") => {
+            "the child process crashed with a segmentation fault (SIGSEGV), most likely a stack overflow".to_string()
+        }
         Some(libc::SIGSEGV) => "the child process crashed with a segmentation fault (SIGSEGV)".to_string(),
         Some(libc::SIGKILL) => "the child process was killed (SIGKILL), typically by the out-of-memory killer".to_string(),
         Some(libc::SIGBUS) => "the child process crashed with a bus error (SIGBUS)".to_string(),
@@ -910,6 +898,8 @@ mod tests {
         assert!(crash_cause("Subprocess terminated with status: signal: 6 (SIGABRT) (core dumped)").contains("aborted"));
         assert!(crash_cause("signal: 9 (SIGKILL)").contains("out-of-memory"));
         assert!(crash_cause("exit status: 3").contains("status 3"));
+        assert!(crash_cause("signal: 11 (SIGSEGV)").contains("stack overflow"));
+        assert!(!crash_cause("Segmentation fault.\nsignal: 11 (SIGSEGV)").contains("stack overflow"));
     }
 
     #[test]

@@ -28,11 +28,20 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
     evcxr::runtime_hook();
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dryml-kernel: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
 
+fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(

@@ -351,7 +351,7 @@ pub fn interrupt(shared: &Arc<Shared>) {
     unsafe { libc::kill(child as i32, libc::SIGINT) };
     let shared = shared.clone();
     std::thread::spawn(move || {
-        let deadline = std::time::Instant::now() + Duration::from_millis(1200);
+        let deadline = std::time::Instant::now() + Duration::from_millis(1000);
         while std::time::Instant::now() < deadline {
             if !shared.running.load(Ordering::SeqCst) {
                 return;
@@ -415,11 +415,7 @@ async fn sender_task(
     signer: Signer,
 ) {
     while let Some(m) = rx.recv().await {
-        if let Some(z) = to_zmq(m.encode(&signer)) {
-            if let Err(e) = sock.send(z).await {
-                tracing::warn!("send failed: {e}");
-            }
-        }
+        send_encoded(&mut sock, &m, &signer).await;
     }
 }
 
@@ -428,9 +424,7 @@ async fn iopub_task(mut sock: zeromq::XPubSocket, mut rx: UnboundedReceiver<Mess
         tokio::select! {
             m = rx.recv() => {
                 let Some(m) = m else { return };
-                if let Some(z) = to_zmq(m.encode(&signer)) {
-                    let _ = sock.send(z).await;
-                }
+                send_encoded(&mut sock, &m, &signer).await;
             }
             sub = sock.recv() => {
                 // JEP 65: greet each new subscriber so clients know iopub is connected.
@@ -446,12 +440,18 @@ async fn iopub_task(mut sock: zeromq::XPubSocket, mut rx: UnboundedReceiver<Mess
                             content: json!({"subscription": topic}),
                             buffers: vec![],
                         };
-                        if let Some(z) = to_zmq(welcome.encode(&signer)) {
-                            let _ = sock.send(z).await;
-                        }
+                        send_encoded(&mut sock, &welcome, &signer).await;
                     }
                 }
             }
+        }
+    }
+}
+
+async fn send_encoded<S: SocketSend>(sock: &mut S, m: &Message, signer: &Signer) {
+    if let Some(z) = to_zmq(m.encode(signer)) {
+        if let Err(e) = sock.send(z).await {
+            tracing::warn!("send failed: {e}");
         }
     }
 }
@@ -474,9 +474,7 @@ async fn stdin_task(
         tokio::select! {
             m = rx.recv() => {
                 let Some(m) = m else { return };
-                if let Some(z) = to_zmq(m.encode(&signer)) {
-                    let _ = sock.send(z).await;
-                }
+                send_encoded(&mut sock, &m, &signer).await;
             }
             r = sock.recv() => {
                 let Ok(r) = r else { continue };

@@ -72,7 +72,8 @@ pub fn clear_output(wait: bool) {
     }
 }
 
-fn strip_tags(html: &str) -> String {
+/// Plain text of an HTML snippet, for the `text/plain` fallback.
+pub fn strip_tags(html: &str) -> String {
     let mut out = String::new();
     let mut in_tag = false;
     for c in html.chars() {
