@@ -15,6 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// rustc's optimisation level for cells (`:opt` changes it per notebook). See README for the
+/// latency/speed trade-off behind the choice.
+pub const DEFAULT_OPT_LEVEL: &str = "2";
+
 /// Work for the engine, in shell order.
 pub enum Request {
     Execute(Message),
@@ -98,7 +102,11 @@ impl Engine {
         cmd.env(STREAM_ENV, &parts.stream_socket);
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command(cmd)
             .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
-        let ctx = CommandContext::with_eval_context(eval_ctx);
+        let mut ctx = CommandContext::with_eval_context(eval_ctx);
+        let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
+        if let Err(e) = ctx.set_opt_level(&opt) {
+            tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
+        }
         // evcxr's stderr arrives line by line; forward it as it comes.
         {
             let shared = parts.shared.clone();
