@@ -322,19 +322,10 @@ impl Engine {
             }
         }
         let help_only = parsed.cell_magic.as_ref().is_some_and(|i| i.help);
+        let mut result = None;
         if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
             match self.eval_user(&parsed.body, msg, allow_stdin) {
-                Ok(data) => {
-                    let silent = self.shared.quiet.load(Ordering::SeqCst);
-                    if let Some(data) = data.filter(|_| !silent) {
-                        run.result_text = data["text/plain"].as_str().map(str::to_string);
-                        self.out.publish(
-                            msg,
-                            "execute_result",
-                            json!({"execution_count": self.execution_count, "data": data, "metadata": {}}),
-                        );
-                    }
-                }
+                Ok(data) => result = data.filter(|_| !self.shared.quiet.load(Ordering::SeqCst)),
                 Err(e) => run.error = Some(e),
             }
         }
@@ -355,6 +346,15 @@ impl Engine {
                     fmt_secs(user + sys),
                     fmt_secs(wall.as_secs_f64())
                 ),
+            );
+        }
+        // As in IPython, the timing comes before the result.
+        if let Some(data) = result {
+            run.result_text = data["text/plain"].as_str().map(str::to_string);
+            self.out.publish(
+                msg,
+                "execute_result",
+                json!({"execution_count": self.execution_count, "data": data, "metadata": {}}),
             );
         }
         let report = CellReport {
