@@ -227,7 +227,8 @@ fn held_suffix_start(cur: &[u8]) -> usize {
         .unwrap_or(cur.len())
 }
 
-/// Code for the kernel's hidden start-up cell: flush user stdout every 25 ms and on request.
+/// Code the kernel prepends to the first cell of each child: flush user stdout every 25 ms and
+/// on request. A block statement, so it defines nothing in the user's scope.
 /// It runs in user code because cells link their own copy of std (evcxr uses `-Cprefer-dynamic`).
 pub const FLUSHER_CELL: &str = r#"{
     use std::io::{Read, Write};
@@ -251,7 +252,7 @@ pub const FLUSHER_CELL: &str = r#"{
             });
         }
     }
-}"#;
+};"#;
 
 #[cfg(test)]
 mod tests {

@@ -70,6 +70,8 @@ pub struct Engine {
     history: Arc<Mutex<History>>,
     execution_count: i64,
     setup_pid: u32,
+    /// The child has no stdout flusher yet; it rides along with the next user cell.
+    flusher_pending: bool,
     dryml_added: bool,
     env_overrides: BTreeMap<String, Option<String>>,
     runtime_path: PathBuf,
@@ -141,6 +143,7 @@ impl Engine {
             history: parts.history,
             execution_count: 0,
             setup_pid: 0,
+            flusher_pending: true,
             dryml_added: false,
             env_overrides: BTreeMap::new(),
             runtime_path: runtime_path(),
@@ -467,7 +470,8 @@ impl Engine {
         self.shared.child_pid.load(Ordering::SeqCst)
     }
 
-    /// Runs the start-up cell whenever evcxr's child is new (first start or after a crash).
+    /// Notes a new child (first start or after a crash): its flusher is pending and the
+    /// `%env` settings are re-applied.
     fn ensure_child_setup(&mut self) {
         let pid = self.ctx.process_handle().lock().unwrap().id();
         self.shared.child_pid.store(pid, Ordering::SeqCst);
@@ -475,9 +479,7 @@ impl Engine {
             return;
         }
         self.setup_pid = pid;
-        if let Err(e) = self.eval_hidden(FLUSHER_CELL) {
-            tracing::warn!("start-up cell failed: {}", e.evalue);
-        }
+        self.flusher_pending = true;
         if !self.env_overrides.is_empty() {
             let names: Vec<String> = self.env_overrides.keys().cloned().collect();
             let _ = self.apply_env(&names);
@@ -539,6 +541,16 @@ impl Engine {
             .variables_and_types()
             .map(|(n, _)| n.to_string())
             .collect();
+        // The flusher is compiled with the user's first cell rather than as a cell of its own,
+        // which would cost a whole extra compile before the first result. evcxr's `:` commands
+        // must start the cell, so such cells wait for the next one.
+        let with_flusher = self.flusher_pending
+            && !code.lines().any(|l| l.trim_start().starts_with(':'));
+        let code = if with_flusher {
+            format!("{FLUSHER_CELL}\n{code}")
+        } else {
+            code.to_string()
+        };
         self.drain_syncs();
         self.shared.stderr_tail.lock().unwrap().clear();
         self.shared.panicked.store(false, Ordering::SeqCst);
@@ -557,12 +569,15 @@ impl Engine {
                 input_rx.recv().unwrap_or_default()
             },
         };
-        let result = self.ctx.execute_with_callbacks(code, &mut callbacks);
+        let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         self.shared.running.store(false, Ordering::SeqCst);
         let ran = matches!(
             result,
             Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_))
         );
+        if ran && with_flusher {
+            self.flusher_pending = false;
+        }
         if ran {
             self.wait_sync(Duration::from_secs(2));
         }
@@ -805,9 +820,12 @@ fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
 
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
 fn uses_dryml(code: &str) -> bool {
-    let re = regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b")
-        .expect("static regex");
-    re.is_match(code)
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| {
+        regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b")
+            .expect("static regex")
+    })
+    .is_match(code)
 }
 
 fn interrupt_error(killed: bool, lost: &[String]) -> CellError {

@@ -195,6 +195,8 @@ async fn recv_task(
             Ok(m) => m.into_vec(),
             Err(e) => {
                 tracing::warn!("{channel:?}: receive failed: {e}");
+                // A broken peer must not turn this loop into a spin.
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
@@ -477,7 +479,10 @@ async fn stdin_task(
                 send_encoded(&mut sock, &m, &signer).await;
             }
             r = sock.recv() => {
-                let Ok(r) = r else { continue };
+                let Ok(r) = r else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
                 match Message::decode(r.into_vec(), &signer) {
                     Ok(m) if m.msg_type() == "input_reply" => {
                         let value = m.content["value"].as_str().unwrap_or("").to_string();
