@@ -26,25 +26,37 @@ def cells(n):
     return out
 
 
-def run(kernel_name, n, setup=()):
+def start(kernel_name, setup=()):
     t0 = time.perf_counter()
     km, kc = start_new_kernel(kernel_name=kernel_name, startup_timeout=300)
     started = time.perf_counter() - t0
     for code in setup:
         kc.execute_interactive(code, timeout=300)
-    times = []
+    return km, kc, started
+
+
+def timed(kc, code, label):
+    t = time.perf_counter()
+    reply = kc.execute_interactive(code, timeout=300, output_hook=lambda m: None)
+    if reply["content"]["status"] != "ok":
+        raise RuntimeError(f"{label}: {code!r} failed: {reply['content']}")
+    return time.perf_counter() - t
+
+
+def run_all(rows, n):
+    """Starts every kernel, then runs cell i on each kernel in turn, so machine noise hits all alike."""
+    live = {label: start(name, setup) for label, name, setup in rows}
+    times = {label: [] for label in live}
     try:
         for code in cells(n):
-            t = time.perf_counter()
-            reply = kc.execute_interactive(code, timeout=300, output_hook=lambda m: None)
-            times.append(time.perf_counter() - t)
-            if reply["content"]["status"] != "ok":
-                raise RuntimeError(f"{kernel_name}: {code!r} failed: {reply['content']}")
+            for label, (_, kc, _) in live.items():
+                times[label].append(timed(kc, code, label))
     finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-    return {"start": started, "first": times[0], "median": statistics.median(times[1:]),
-            "p90": sorted(times)[int(0.9 * len(times)) - 1]}
+        for km, kc, _ in live.values():
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    return {label: {"start": live[label][2], "first": t[0], "median": statistics.median(t[1:]),
+                    "p90": sorted(t)[int(0.9 * len(t)) - 1]} for label, t in times.items()}
 
 
 def main():
@@ -63,9 +75,7 @@ def main():
         rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
     else:
         print("evcxr_jupyter not installed (no 'rust' kernelspec): measuring dryml-rust alone")
-    results = {}
-    for label, name, setup in rows:
-        results[label] = run(name, args.cells, setup)
+    results = run_all(rows, args.cells)
     print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")
     for label, r in results.items():
         print(f"{label:<22}{r['start']:>9.2f}{r['first']:>9.2f}{r['median']:>10.3f}{r['p90']:>8.3f}")

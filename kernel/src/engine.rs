@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// rustc's optimisation level for cells (`:opt` changes it per notebook). See README for the
 /// latency/speed trade-off behind the choice.
-pub const DEFAULT_OPT_LEVEL: &str = "2";
+pub const DEFAULT_OPT_LEVEL: &str = "1";
 
 /// Work for the engine, in shell order.
 pub enum Request {
