@@ -5,6 +5,7 @@ and prints the ratio. Usage: .venv/bin/python tests/bench_latency.py [--cells 20
 """
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -75,7 +76,10 @@ def main():
         rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
     else:
         print("evcxr_jupyter not installed (no 'rust' kernelspec): measuring dryml-rust alone")
-    results = run_all(rows, args.cells)
+    try:
+        results = run_all(rows, args.cells)
+    finally:
+        shutil.rmtree(jdir, ignore_errors=True)
     print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")
     for label, r in results.items():
         print(f"{label:<22}{r['start']:>9.2f}{r['first']:>9.2f}{r['median']:>10.3f}{r['p90']:>8.3f}")

@@ -1,5 +1,6 @@
 """Shared fixtures: install the freshly built kernel into a private Jupyter path and start it."""
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -21,6 +22,10 @@ def pytest_configure(config):
         raise pytest.UsageError(f"{KERNEL_BIN} is missing: build with `cargo build --release --locked` first")
     subprocess.run([str(KERNEL_BIN), "install", "--prefix", str(_jupyter_dir)], check=True,
                    stdout=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_jupyter_dir, ignore_errors=True)
 
 
 class Kernel:

@@ -64,12 +64,8 @@ fn start_pump(path: &std::path::Path) -> std::io::Result<()> {
     if orig < 0 || unsafe { libc::dup2(out_w, 1) } < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    unsafe {
-        libc::close(out_w);
-        // The user-side ends are inherited by nothing else but must survive exec-less use here.
-        libc::fcntl(req_r, libc::F_SETFD, 0);
-        libc::fcntl(ack_w, libc::F_SETFD, 0);
-    }
+    // The flusher's ends stay close-on-exec: it runs in this process, never in a program it starts.
+    unsafe { libc::close(out_w) };
     // Still single-threaded here: evcxr's runtime loop has not started.
     std::env::set_var(FLUSH_FDS_ENV, format!("{req_r},{ack_w}"));
     let pump = Pump {

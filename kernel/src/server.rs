@@ -36,15 +36,51 @@ enum Exit {
     Shutdown,
 }
 
+/// This kernel's scratch directory, `<tmp>/dryml-kernel-<uid>/<pid>`: the output socket and,
+/// unless the user set `EVCXR_TMPDIR`, evcxr's build directory. Directories left by kernels that
+/// were killed (their pid is gone) are removed at start, since a SIGKILL leaves no chance to clean.
+fn scratch_dir() -> Result<std::path::PathBuf> {
+    let base = std::env::temp_dir().join(format!("dryml-kernel-{}", unsafe { libc::getuid() }));
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for e in entries.flatten() {
+            let stale = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|pid| !std::path::Path::new(&format!("/proc/{pid}")).exists());
+            if stale {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = base.join(std::process::id().to_string());
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
 pub fn run(info: ConnectionInfo) -> Result<()> {
+    let scratch = scratch_dir()?;
+    if std::env::var_os("EVCXR_TMPDIR").is_none() {
+        let evcxr_dir = scratch.join("evcxr");
+        std::fs::create_dir_all(&evcxr_dir)?;
+        // Still single-threaded: the runtime and the engine start below.
+        std::env::set_var("EVCXR_TMPDIR", &evcxr_dir);
+    }
+    let result = run_in(info, &scratch);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn run_in(info: ConnectionInfo, scratch: &std::path::Path) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(serve(info))
+    rt.block_on(serve(info, scratch))
 }
 
-async fn serve(info: ConnectionInfo) -> Result<()> {
+async fn serve(info: ConnectionInfo, scratch: &std::path::Path) -> Result<()> {
     if info.signature_scheme != "hmac-sha256" && !info.key.is_empty() {
         anyhow::bail!(
             "unsupported signature_scheme {:?}; only hmac-sha256 is supported",
@@ -83,8 +119,7 @@ async fn serve(info: ConnectionInfo) -> Result<()> {
         }
     }));
 
-    let stream_dir = tempfile_dir()?;
-    let stream_socket = stream_dir.join("stream.sock");
+    let stream_socket = scratch.join("stream.sock");
     let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
     crate::stream::listen(&stream_socket, shared.clone(), out.clone(), sync_tx)?;
     let (input_tx, input_rx) = crossbeam_channel::unbounded::<String>();
@@ -135,14 +170,7 @@ async fn serve(info: ConnectionInfo) -> Result<()> {
     // Let the shutdown reply and the final idle status leave.
     tokio::time::sleep(Duration::from_millis(150)).await;
     kill_child(&ctx.shared);
-    let _ = std::fs::remove_dir_all(&stream_dir);
     Ok(())
-}
-
-fn tempfile_dir() -> Result<std::path::PathBuf> {
-    let dir = std::env::temp_dir().join(format!("dryml-kernel-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }
 
 fn kill_child(shared: &Shared) {
