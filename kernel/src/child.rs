@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
 
 pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
-pub const FLUSH_FDS_ENV: &str = "DRYML_FLUSH_FDS";
+use dryml::protocol::FLUSH_FDS_ENV;
 
 /// Socket frame tags, child to kernel.
 pub const TAG_OUT: u8 = b'O';
@@ -103,7 +103,7 @@ impl Pump {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            self.feed(&buf[..n].to_vec());
+            self.feed(&buf[..n]);
         }
     }
 
@@ -140,7 +140,7 @@ impl Pump {
             return;
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
-            self.send(TAG_CONTROL, b"DRYML_PANIC");
+            self.send(TAG_CONTROL, dryml::protocol::PANIC.as_bytes());
         }
         if proto == b"EVCXR_EXECUTION_COMPLETE\n" {
             self.flush_user_stdout();
@@ -176,11 +176,8 @@ impl Pump {
             if n <= 0 {
                 break;
             }
-            let chunk = buf[..n as usize].to_vec();
-            for piece in chunk.split_inclusive(|b| *b == b'\n') {
-                // Only user text can be here; protocol lines come from this thread's caller.
-                self.cur.extend_from_slice(piece);
-            }
+            // Only user text can be here: the child is between cells.
+            self.cur.extend_from_slice(&buf[..n as usize]);
         }
         let pending = std::mem::take(&mut self.cur);
         self.send(TAG_OUT, &pending);
@@ -264,5 +261,10 @@ mod tests {
         assert_eq!(held_suffix_start(b"EVX"), 3);
         assert_eq!(find_marker(b"abcEVCXR_PANIC_NOTIFICATION\n"), Some(3));
         assert_eq!(find_marker(b"plain\n"), None);
+    }
+
+    #[test]
+    fn flusher_reads_the_shared_env_name() {
+        assert!(FLUSHER_CELL.contains(&format!("\"{FLUSH_FDS_ENV}\"")));
     }
 }

@@ -123,7 +123,7 @@ impl Engine {
                     }
                 })?;
         }
-        // evcxr sends stdout here only when our pump is not in place (it always is).
+        // evcxr sends stdout here only when the pump could not reach the kernel's socket.
         {
             let shared = parts.shared.clone();
             let out = parts.out.clone();
@@ -473,8 +473,7 @@ impl Engine {
     /// Notes a new child (first start or after a crash): its flusher is pending and the
     /// `%env` settings are re-applied.
     fn ensure_child_setup(&mut self) {
-        let pid = self.ctx.process_handle().lock().unwrap().id();
-        self.shared.child_pid.store(pid, Ordering::SeqCst);
+        let pid = self.note_child_pid();
         if pid == self.setup_pid {
             return;
         }
@@ -585,7 +584,7 @@ impl Engine {
             let killed = self.shared.killed.load(Ordering::SeqCst);
             // Keep the error, then report the interrupt in its place.
             let lost = if killed { vars_before.clone() } else { Vec::new() };
-            self.ensure_child_setup_if_dead();
+            self.note_child_pid();
             return Err(interrupt_error(killed, &lost));
         }
         if self.shared.panicked.load(Ordering::SeqCst) {
@@ -595,17 +594,18 @@ impl Engine {
             Ok(outputs) => Ok(mime_bundle(outputs)),
             Err(e) => {
                 let err = self.map_error(e, &vars_before);
-                self.ensure_child_setup_if_dead();
+                self.note_child_pid();
                 Err(err)
             }
         }
     }
 
-    /// After a crash or kill: note the new child's pid. Its start-up cell runs before the next
-    /// cell, not now, so the error reply is not held up by a compile.
-    fn ensure_child_setup_if_dead(&mut self) {
+    /// Publishes the child's pid (evcxr replaces the child after a crash or kill) for the
+    /// interrupter and hooks. Set-up of a new child waits for the next cell.
+    fn note_child_pid(&self) -> u32 {
         let pid = self.ctx.process_handle().lock().unwrap().id();
         self.shared.child_pid.store(pid, Ordering::SeqCst);
+        pid
     }
 
     fn panic_error(&self) -> CellError {
@@ -689,9 +689,7 @@ impl Engine {
     }
 
     fn complete(&mut self, msg: &Message) -> Value {
-        let code = msg.content["code"].as_str().unwrap_or("");
-        let cursor = msg.content["cursor_pos"].as_u64().unwrap_or(code.chars().count() as u64);
-        let byte_pos = char_to_byte(code, cursor as usize);
+        let (code, byte_pos) = code_and_cursor(msg);
         let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
         let line_prefix = &code[line_start..byte_pos];
         let mut matches: Vec<String> = Vec::new();
@@ -714,10 +712,7 @@ impl Engine {
                 }
                 _ => {
                     // rust-analyzer had nothing: offer the notebook's own names.
-                    let word_start = code[..byte_pos]
-                        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-                        .map(|i| i + 1)
-                        .unwrap_or(0);
+                    let word_start = ident_start(code, byte_pos);
                     let word = &code[word_start..byte_pos];
                     if !word.is_empty() {
                         let mut names: Vec<String> = self
@@ -745,9 +740,7 @@ impl Engine {
     }
 
     fn inspect(&mut self, msg: &Message) -> Value {
-        let code = msg.content["code"].as_str().unwrap_or("");
-        let cursor = msg.content["cursor_pos"].as_u64().unwrap_or(code.chars().count() as u64);
-        let byte_pos = char_to_byte(code, cursor as usize);
+        let (code, byte_pos) = code_and_cursor(msg);
         // Magic help, as `%name?` gives it.
         let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
         let line = code[line_start..].lines().next().unwrap_or("").trim();
@@ -766,14 +759,10 @@ impl Engine {
         }
         // Extend to the end of the identifier under the cursor.
         let end = code[byte_pos..]
-            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .find(|c: char| !is_ident_char(c))
             .map(|i| byte_pos + i)
             .unwrap_or(code.len());
-        let word_start = code[..end]
-            .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .map(|i| i + 1)
-            .unwrap_or(0);
-        let word = &code[word_start..end];
+        let word = &code[ident_start(code, end)..end];
         if let Some((_, ty)) = self.ctx.variables_and_types().find(|(n, _)| *n == word) {
             let text = format!("{word}: {ty}");
             return json!({"status": "ok", "found": true, "data": {"text/plain": text}, "metadata": {}});
@@ -897,6 +886,25 @@ fn fmt_secs(s: f64) -> String {
     } else {
         format!("{:.0} ms", s * 1000.0)
     }
+}
+
+/// A request's code and its cursor as a byte offset (Jupyter counts characters).
+fn code_and_cursor(msg: &Message) -> (&str, usize) {
+    let code = msg.content["code"].as_str().unwrap_or("");
+    let cursor = msg.content["cursor_pos"]
+        .as_u64()
+        .map(|c| c as usize)
+        .unwrap_or(code.chars().count());
+    (code, char_to_byte(code, cursor))
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Byte offset where the identifier ending at `pos` starts.
+fn ident_start(code: &str, pos: usize) -> usize {
+    code[..pos].rfind(|c: char| !is_ident_char(c)).map(|i| i + 1).unwrap_or(0)
 }
 
 fn char_to_byte(s: &str, chars: usize) -> usize {

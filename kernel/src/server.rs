@@ -31,11 +31,6 @@ fn to_zmq(frames: Vec<bytes::Bytes>) -> Option<ZmqMessage> {
     ZmqMessage::try_from(frames).ok()
 }
 
-/// Why the kernel's main loop ended.
-enum Exit {
-    Shutdown,
-}
-
 /// This kernel's scratch directory, `<tmp>/dryml-kernel-<uid>/<pid>`: the output socket and,
 /// unless the user set `EVCXR_TMPDIR`, evcxr's build directory. Directories left by kernels that
 /// were killed (their pid is gone) are removed at start, since a SIGKILL leaves no chance to clean.
@@ -163,7 +158,7 @@ async fn serve(info: ConnectionInfo, scratch: &std::path::Path) -> Result<()> {
         engine: engine_tx,
         signer,
     });
-    let (exit_tx, mut exit_rx) = unbounded_channel::<Exit>();
+    let (exit_tx, mut exit_rx) = unbounded_channel::<()>();
     tokio::spawn(recv_task(shell_recv, ctx.clone(), Channel::Shell, exit_tx.clone()));
     tokio::spawn(recv_task(control_recv, ctx.clone(), Channel::Control, exit_tx));
     let _ = exit_rx.recv().await;
@@ -216,7 +211,7 @@ async fn recv_task(
     mut sock: zeromq::RouterRecvHalf,
     ctx: Arc<Dispatch>,
     channel: Channel,
-    exit: UnboundedSender<Exit>,
+    exit: UnboundedSender<()>,
 ) {
     loop {
         let frames = match sock.recv().await {
@@ -237,7 +232,7 @@ async fn recv_task(
             }
         };
         if ctx.handle(msg, channel) {
-            let _ = exit.send(Exit::Shutdown);
+            let _ = exit.send(());
             return;
         }
     }

@@ -69,7 +69,8 @@ fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbea
 
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}` and `DRYML_CLEAR {json}` lines from the child.
 fn control(line: &str, shared: &Shared, out: &Outbox) {
-    if line == "DRYML_PANIC" {
+    use dryml::protocol::{CLEAR, DISPLAY, PANIC};
+    if line == PANIC {
         shared.panicked.store(true, Ordering::SeqCst);
         return;
     }
@@ -86,7 +87,7 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
     }
     let Some(parent) = shared.parent.lock().unwrap().clone() else { return };
     match kind {
-        "DRYML_DISPLAY" => {
+        DISPLAY => {
             let update = body["update"].as_bool().unwrap_or(false);
             let mut content = json!({
                 "data": body["data"].clone(),
@@ -99,7 +100,7 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
             let msg_type = if update { "update_display_data" } else { "display_data" };
             out.publish(&parent, msg_type, content);
         }
-        "DRYML_CLEAR" => {
+        CLEAR => {
             let wait = body["wait"].as_bool().unwrap_or(false);
             out.publish(&parent, "clear_output", json!({"wait": wait}));
         }

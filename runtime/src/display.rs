@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 fn in_kernel() -> bool {
-    std::env::var_os("DRYML_FLUSH_FDS").is_some()
+    std::env::var_os(crate::protocol::FLUSH_FDS_ENV).is_some()
 }
 
 /// Escapes a string as a JSON string literal (the crate has no dependencies on purpose).
@@ -52,7 +52,11 @@ pub fn display(bundle: &[(&str, &str)], display_id: Option<&str>, update: bool) 
         .iter()
         .map(|(m, c)| format!("{}:{}", json_string(m), json_string(c)))
         .collect();
-    let mut line = format!("DRYML_DISPLAY {{\"data\":{{{}}},\"update\":{update}", data.join(","));
+    let mut line = format!(
+        "{} {{\"data\":{{{}}},\"update\":{update}",
+        crate::protocol::DISPLAY,
+        data.join(",")
+    );
     if let Some(id) = display_id {
         let _ = write!(line, ",\"display_id\":{}", json_string(id));
     }
@@ -68,7 +72,7 @@ pub fn html(html: &str) {
 /// Clears the cell's output; with `wait`, only when new output arrives.
 pub fn clear_output(wait: bool) {
     if in_kernel() {
-        emit(format!("DRYML_CLEAR {{\"wait\":{wait}}}"));
+        emit(format!("{} {{\"wait\":{wait}}}", crate::protocol::CLEAR));
     }
 }
 

@@ -6,6 +6,7 @@
 
 pub mod display;
 pub mod interrupt;
+pub mod protocol;
 
 pub use display::{clear_output, html, Html};
 pub use interrupt::interrupted;
