@@ -3,7 +3,8 @@
 
 use crate::child::{FLUSHER_CELL, STREAM_ENV};
 use crate::history::History;
-use crate::hooks::{CellHook, CellInfo, CellReport, HookOutput};
+use crate::experiment::{self as exp, CellLogger, Experiment, LoggerMode};
+use crate::meter::{Meter, Sample};
 use crate::outbox::{Outbox, Shared};
 use crate::wire::Message;
 use dryml_magics::{Invocation, MagicError};
@@ -75,8 +76,12 @@ pub struct Engine {
     dryml_added: bool,
     env_overrides: BTreeMap<String, Option<String>>,
     runtime_path: PathBuf,
-    hooks: Vec<Box<dyn CellHook>>,
     pending: VecDeque<Request>,
+    meter: Meter,
+    experiment: Option<Experiment>,
+    logger: CellLogger,
+    /// The kernel's scratch directory, where cells find `dryml::experiment::last()`'s file.
+    state_dir: PathBuf,
 }
 
 /// Everything `Engine::start` needs from the server.
@@ -87,6 +92,7 @@ pub struct EngineParts {
     pub input_rx: crossbeam_channel::Receiver<String>,
     pub history: Arc<Mutex<History>>,
     pub stream_socket: PathBuf,
+    pub scratch: PathBuf,
 }
 
 /// Where the `dryml` crate's sources are: `$DRYML_RUNTIME_PATH`, else this checkout's `runtime/`.
@@ -102,6 +108,11 @@ impl Engine {
         let exe = std::env::current_exe()?;
         let mut cmd = std::process::Command::new(exe);
         cmd.env(STREAM_ENV, &parts.stream_socket);
+        cmd.env(dryml::experiment::STATE_DIR_ENV, &parts.scratch);
+        // CUDA then numbers GPUs as NVML and the reports do (IPyExperiments issue #2).
+        if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
+            cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        }
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command(cmd)
             .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
         let mut ctx = CommandContext::with_eval_context(eval_ctx);
@@ -147,16 +158,14 @@ impl Engine {
             dryml_added: false,
             env_overrides: BTreeMap::new(),
             runtime_path: runtime_path(),
-            hooks: Vec::new(),
             pending: VecDeque::new(),
+            meter: Meter::default(),
+            experiment: None,
+            logger: CellLogger::new(),
+            state_dir: parts.scratch,
         };
         engine.ensure_child_setup();
         Ok(engine)
-    }
-
-    /// Registers a hook that sees every cell (experiments and the cell logger plug in here).
-    pub fn add_hook(&mut self, hook: Box<dyn CellHook>) {
-        self.hooks.push(hook);
     }
 
     pub fn run(mut self, rx: crossbeam_channel::Receiver<Request>) {
@@ -299,15 +308,10 @@ impl Engine {
                 return run;
             }
         };
-        let info = CellInfo {
-            code: code.to_string(),
-            execution_count: self.execution_count,
-            child_pid: self.child_pid(),
-        };
-        let started = Instant::now();
-        for hook in &mut self.hooks {
-            hook.before_cell(&info);
-        }
+        // While the logger is on or an experiment is open, the cell is measured.
+        let spent0 = self.meter.spent;
+        let before = (self.logger.mode != LoggerMode::Off || self.experiment.is_some())
+            .then(|| self.checkpoint());
         for inv in &parsed.line_magics {
             if let Err(e) = self.line_magic(inv, msg, &mut run.payload) {
                 run.error = Some(e);
@@ -321,6 +325,10 @@ impl Engine {
                     run.payload.push(page(&inv.spec.help_text()));
                 } else if inv.spec.name == "time" {
                     timer = Some((Instant::now(), cpu_times(self.child_pid())));
+                } else if inv.spec.name == "experiment" {
+                    let keep = inv.args.value("keep").map(dryml_magics::keep_list);
+                    let keep = keep.and_then(Result::ok).unwrap_or_default();
+                    self.start_experiment(msg, inv.args.positionals.first().cloned(), keep);
                 }
             }
         }
@@ -330,6 +338,9 @@ impl Engine {
             match self.eval_user(&parsed.body, msg, allow_stdin) {
                 Ok(data) => result = data.filter(|_| !self.shared.quiet.load(Ordering::SeqCst)),
                 Err(e) => run.error = Some(e),
+            }
+            if let Some(e) = &mut self.experiment {
+                e.note_cell(&parsed.body);
             }
         }
         if let Some((t0, cpu0)) = timer {
@@ -360,20 +371,159 @@ impl Engine {
                 json!({"execution_count": self.execution_count, "data": data, "metadata": {}}),
             );
         }
-        let report = CellReport {
-            elapsed: started.elapsed(),
-            error: run.error.as_ref().map(|e| e.ename.clone()),
-            child_pid: self.child_pid(),
-        };
-        let mut extra = Vec::new();
-        for hook in &mut self.hooks {
-            extra.extend(hook.after_cell(&info, &report));
+        // The experiment of a `%%experiment` cell ends with it, whether or not the body failed.
+        let cell_experiment = parsed.cell_magic.as_ref().is_some_and(|i| i.spec.name == "experiment" && !i.help);
+        if cell_experiment && self.experiment.is_some() {
+            self.finish_experiment(msg);
         }
-        for HookOutput { data } in extra {
+        if let Some(before) = before {
+            let after = self.checkpoint();
+            if self.logger.mode != LoggerMode::Off {
+                let gpus = self.visible_gpus();
+                let measure = self.meter.spent - spent0;
+                let line = self.logger.record(self.execution_count, &before, &after, &gpus, measure);
+                self.show(msg, line);
+            }
+        }
+        run
+    }
+
+    /// Publishes a display bundle, unless the request is silent.
+    fn show(&self, msg: &Message, data: Value) {
+        if !self.shared.quiet.load(Ordering::SeqCst) {
             self.out
                 .publish(msg, "display_data", json!({"data": data, "metadata": {}, "transient": {}}));
         }
-        run
+    }
+
+    /// The value of an environment variable in the child: `%env` settings over the kernel's.
+    fn child_env(&self, name: &str) -> Option<String> {
+        match self.env_overrides.get(name) {
+            Some(v) => v.clone(),
+            None => std::env::var(name).ok(),
+        }
+    }
+
+    fn visible_gpus(&mut self) -> Vec<crate::gpu::Gpu> {
+        let cvd = self.child_env("CUDA_VISIBLE_DEVICES");
+        self.meter.visible_gpus(cvd.as_deref())
+    }
+
+    /// The processes that run user code: evcxr's child.
+    fn measured_pids(&self) -> Vec<u32> {
+        vec![self.child_pid()]
+    }
+
+    /// Samples memory, restarts the high-water mark, and feeds an open experiment.
+    fn checkpoint(&mut self) -> Sample {
+        let gpus = self.visible_gpus();
+        let s = self.meter.sample(&self.measured_pids(), &gpus, true);
+        if let Some(e) = &mut self.experiment {
+            e.observe(&s);
+        }
+        s
+    }
+
+    fn variables(&self) -> BTreeMap<String, String> {
+        self.ctx
+            .variables_and_types()
+            .map(|(n, t)| (n.to_string(), t.to_string()))
+            .collect()
+    }
+
+    /// Starts an experiment, finishing an open one first (as IPyExperiments does).
+    fn start_experiment(&mut self, msg: &Message, name: Option<String>, keep: Vec<String>) {
+        if self.experiment.is_some() {
+            self.finish_experiment(msg);
+        }
+        self.note_child_pid();
+        let gpus = self.visible_gpus();
+        let s = self.meter.sample(&self.measured_pids(), &gpus, true);
+        let name = name.unwrap_or_else(|| format!("#{}", self.execution_count));
+        let note = self.meter.gpu_note();
+        self.show(msg, exp::start_banner(&name, &s, &gpus, note.as_deref()));
+        let vars = self.variables();
+        self.experiment = Some(Experiment::start(name, s, gpus, vars, keep));
+    }
+
+    /// Deletes the experiment's variables, trims the child's heap, and reports.
+    fn finish_experiment(&mut self, msg: &Message) {
+        let Some(mut e) = self.experiment.take() else { return };
+        self.note_child_pid();
+        let pids = self.measured_pids();
+        let before = self.meter.sample(&pids, e.gpus(), true);
+        e.observe(&before);
+        let plan = e.cleanup(&self.variables());
+        let doomed: Vec<String> = plan.delete.iter().chain(&plan.reassigned).cloned().collect();
+        let mut notes = Vec::new();
+        if self.eval_hidden(&exp::cleanup_code(&doomed)).is_err() && !doomed.is_empty() {
+            // One variable at a time, so one that cannot be dropped does not keep the rest.
+            for name in &doomed {
+                if let Err(err) = self.eval_hidden(&exp::cleanup_code(std::slice::from_ref(name))) {
+                    notes.push(format!("deleting {name}: {}", err.evalue));
+                }
+            }
+        }
+        let left = self.variables();
+        let failed: Vec<String> = doomed.into_iter().filter(|n| left.contains_key(n)).collect();
+        let after = self.meter.sample(&pids, e.gpus(), true);
+        if let Some(n) = self.meter.gpu_note() {
+            notes.push(n);
+        }
+        let report = e.report(&before, &after, plan, failed, notes);
+        let path = self.state_dir.join(dryml::experiment::LAST_FILE);
+        if let Err(err) = write_atomic(&path, &report.to_record()) {
+            tracing::warn!("experiment report not saved to {}: {err}", path.display());
+        }
+        // The GPU note, if any, is already among the report's notes.
+        let state = exp::state_block(&after, e.gpus(), None);
+        self.show(msg, exp::report_bundle(&report, true, Some(state)));
+    }
+
+    fn experiment_magic(&mut self, inv: &Invocation, msg: &Message) -> Result<(), CellError> {
+        let sub = inv.args.positionals[0].as_str();
+        let rest = &inv.args.positionals[1..];
+        if sub == "start" {
+            self.start_experiment(msg, rest.first().cloned(), Vec::new());
+            return Ok(());
+        }
+        if self.experiment.is_none() {
+            return Err(CellError::new(
+                "MagicError",
+                format!("%experiment {sub}: no experiment is open (start one with %experiment start [NAME])"),
+            ));
+        }
+        match sub {
+            "keep" => {
+                self.experiment.as_mut().unwrap().keep(rest);
+                Ok(())
+            }
+            "data" => {
+                let e = self.experiment.as_ref().unwrap();
+                let (pids, gpus) = (e.pids().to_vec(), e.gpus().to_vec());
+                let now = self.meter.sample(&pids, &gpus, false);
+                let e = self.experiment.as_mut().unwrap();
+                e.observe(&now);
+                let r = e.so_far(&now);
+                self.show(msg, exp::report_bundle(&r, false, None));
+                Ok(())
+            }
+            _ => {
+                self.finish_experiment(msg);
+                Ok(())
+            }
+        }
+    }
+
+    fn cell_logger_magic(&mut self, inv: &Invocation, msg: &Message) {
+        match inv.args.positionals[0].as_str() {
+            "on" => self.logger.mode = LoggerMode::On,
+            "compact" => self.logger.mode = LoggerMode::Compact,
+            "off" => self.logger.mode = LoggerMode::Off,
+            "reset" => self.logger.log.clear(),
+            "data" => self.show(msg, self.logger.data()),
+            _ => self.show(msg, self.logger.plot()),
+        }
     }
 
     fn line_magic(
@@ -396,6 +546,11 @@ impl Engine {
                 Ok(())
             }
             "env" => self.env_magic(inv),
+            "experiment" => self.experiment_magic(inv, msg),
+            "cell_logger" => {
+                self.cell_logger_magic(inv, msg);
+                Ok(())
+            }
             other => Err(CellError::new(
                 "MagicError",
                 format!("%{other} is registered but this kernel has no handler for it"),
@@ -775,6 +930,13 @@ impl Engine {
             _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
         }
     }
+}
+
+/// Writes a file so readers see the old or the new contents, never half of one.
+fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// A `page` payload, which frontends show in their pager.

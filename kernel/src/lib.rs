@@ -2,10 +2,12 @@
 
 pub mod child;
 pub mod engine;
+pub mod experiment;
+pub mod gpu;
 pub mod history;
-pub mod hooks;
 pub mod install;
 pub mod is_complete;
+pub mod meter;
 pub mod outbox;
 pub mod server;
 pub mod stream;

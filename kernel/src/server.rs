@@ -128,6 +128,7 @@ async fn serve(info: ConnectionInfo, scratch: &std::path::Path) -> Result<()> {
         input_rx,
         history: history.clone(),
         stream_socket,
+        scratch: scratch.to_path_buf(),
     };
     let engine_out = out.clone();
     std::thread::Builder::new()

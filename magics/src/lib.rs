@@ -8,7 +8,7 @@
 mod registry;
 mod tokens;
 
-pub use registry::{ArgSpec, MagicKind, MagicSpec, REGISTRY};
+pub use registry::{keep_list, ArgSpec, MagicKind, MagicSpec, REGISTRY};
 pub use tokens::{tokenize, Token};
 
 use std::collections::BTreeMap;

@@ -217,14 +217,7 @@ fn env_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>
     let valid_name = |n: &str| {
         !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace)
     };
-    let pos_index = |k: usize| {
-        tokens
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
-            .nth(k)
-            .map(|(i, _)| i)
-    };
+    let pos_index = |k: usize| positional_token(tokens, k);
     if args.flag("unset") {
         if args.positionals.is_empty() {
             return Err(("--unset needs the NAME of a variable".into(), None));
@@ -256,6 +249,96 @@ fn env_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>
         _ => Err((
             "expected at most NAME and VALUE; quote a value with spaces".into(),
             pos_index(2),
+        )),
+    }
+}
+
+fn is_ident(n: &str) -> bool {
+    let mut c = n.chars();
+    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
+        && c.all(|ch| ch.is_alphanumeric() || ch == '_')
+        && n != "_"
+}
+
+/// Index of the k-th positional token (tokens that are not options), for error carets.
+fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
+    tokens
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
+        .nth(k)
+        .map(|(i, _)| i)
+}
+
+/// Index of the token holding an option's value (`--keep a,b` or `--keep=a,b`).
+fn option_token(tokens: &[Token], long: &str) -> Option<usize> {
+    let flag = format!("--{long}");
+    tokens.iter().position(|t| t.text == flag || t.text.starts_with(&format!("{flag}="))).map(|i| {
+        if tokens[i].text == flag {
+            i + 1
+        } else {
+            i
+        }
+    })
+}
+
+/// `--keep a,b`: a comma-separated list of variable names.
+pub fn keep_list(value: &str) -> Result<Vec<String>, String> {
+    let names: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
+    for n in &names {
+        if !is_ident(n) {
+            return Err(format!("`{n}` is not a variable name (expected --keep a,b,c)"));
+        }
+    }
+    Ok(names)
+}
+
+const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
+
+fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+    let Some(sub) = args.positionals.first() else {
+        return Err((
+            format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")),
+            None,
+        ));
+    };
+    let rest = &args.positionals[1..];
+    match sub.as_str() {
+        "start" if rest.len() > 1 => {
+            Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
+        }
+        "keep" if rest.is_empty() => Err(("keep needs the NAMEs of variables to keep".into(), None)),
+        "keep" => match rest.iter().position(|n| !is_ident(n)) {
+            Some(k) => Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
+            None => Ok(()),
+        },
+        "data" | "finish" if !rest.is_empty() => {
+            Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
+        }
+        "start" | "data" | "finish" => Ok(()),
+        other => Err((
+            format!("unknown subcommand `{other}` (expected {})", EXPERIMENT_SUBCOMMANDS.join(", ")),
+            positional_token(tokens, 0),
+        )),
+    }
+}
+
+fn experiment_cell_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+    match args.value("keep") {
+        Some(v) => keep_list(v).map(|_| ()).map_err(|m| (m, option_token(tokens, "keep"))),
+        None => Ok(()),
+    }
+}
+
+const LOGGER_MODES: &[&str] = &["on", "off", "compact", "data", "reset", "plot"];
+
+fn cell_logger_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+    match args.positionals.first() {
+        None => Err((format!("expected one of: {}", LOGGER_MODES.join(", ")), None)),
+        Some(m) if LOGGER_MODES.contains(&m.as_str()) => Ok(()),
+        Some(m) => Err((
+            format!("unknown mode `{m}` (expected {})", LOGGER_MODES.join(", ")),
+            positional_token(tokens, 0),
         )),
     }
 }
@@ -292,4 +375,46 @@ pub static REGISTRY: &[MagicSpec] = &[
         ],
         check: Some(env_check),
     },
+    MagicSpec {
+        name: "experiment",
+        kind: MagicKind::Line,
+        summary: "Run an experiment across cells: report its memory and delete the variables it made.",
+        usage: "%experiment start [NAME] | %experiment keep NAME... | %experiment data | %experiment finish",
+        details: "start snapshots the notebook's variables and memory (finishing an open experiment first).\n\
+keep marks variables to survive the finish. data shows the figures so far. finish deletes every\n\
+variable created since the start, and every earlier one re-bound by a top-level `let` or `=`\n\
+during it, except those kept; it then hands freed heap back to the system (malloc_trim) and\n\
+reports consumed, peaked and reclaimed memory per device. Peaks are the kernel's own high-water\n\
+mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
+        args: &[
+            ArgSpec::Pos { name: "SUBCOMMAND", required: true, many: false, help: "start, keep, data or finish" },
+            ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "NAME for start; variable names for keep" },
+        ],
+        check: Some(experiment_check),
+    },
+    MagicSpec {
+        name: "experiment",
+        kind: MagicKind::Cell,
+        summary: "Run this cell as an experiment: report its memory and delete the variables it made.",
+        usage: "%%experiment [NAME] [--keep a,b]",
+        details: "The experiment starts before the cell and finishes after it, even when the cell fails.",
+        args: &[
+            ArgSpec::Opt { long: "keep", value: "a,b", help: "variables to keep after the finish" },
+            ArgSpec::Pos { name: "NAME", required: false, many: false, help: "a name for the report" },
+        ],
+        check: Some(experiment_cell_check),
+    },
+    MagicSpec {
+        name: "cell_logger",
+        kind: MagicKind::Line,
+        summary: "Report each cell's memory and time after it runs, and keep a per-cell log.",
+        usage: "%cell_logger on|off|compact|data|reset|plot",
+        details: "on/compact: a report after every cell (compact: one line). off: stop. data: the log as a\n\
+table (HTML and JSON). reset: empty the log. plot: memory and time per cell as an SVG chart.\n\
+△Consumed is the change in the process's resident memory; △Peaked is the highest usage during\n\
+the cell above its usage at the start.",
+        args: &[ArgSpec::Pos { name: "MODE", required: true, many: false, help: "on, off, compact, data, reset or plot" }],
+        check: Some(cell_logger_check),
+    },
+
 ];

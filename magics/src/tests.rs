@@ -29,6 +29,14 @@ fn cells_that_parse() {
         ("%env -u A B", &["%env"], "", &["A", "B"]),
         ("%env --unset A\n%lsmagic\n1", &["%env", "%lsmagic"], "1", &["A"]),
         ("// comment\n%lsmagic", &[], "// comment\n%lsmagic", &[]),
+        ("%experiment start", &["%experiment"], "", &["start"]),
+        ("%experiment start 'lr sweep'", &["%experiment"], "", &["start", "lr sweep"]),
+        ("%experiment keep a b_2", &["%experiment"], "", &["keep", "a", "b_2"]),
+        ("%experiment finish\nx", &["%experiment"], "x", &["finish"]),
+        ("%%experiment\nlet v = 1;", &["%%experiment"], "let v = 1;", &[]),
+        ("%%experiment big --keep a,b\nx", &["%%experiment"], "x", &["big"]),
+        ("%cell_logger on", &["%cell_logger"], "", &["on"]),
+        ("%cell_logger plot\n1", &["%cell_logger"], "1", &["plot"]),
     ];
     for (cell, magics, body, pos) in table {
         let parsed = parse_cell(cell).unwrap_or_else(|e| panic!("{cell:?}: {e}"));
@@ -72,6 +80,19 @@ fn cells_that_fail() {
         ("%env =x", "`` is not a valid variable name", 1, 6, None),
         ("%lsmagic\n  %%time", "must be the first line", 2, 3, None),
         ("%env?  x", "takes no arguments", 1, 6, None),
+        ("%experiment", "missing required argument SUBCOMMAND", 1, 12, None),
+        ("%experiment begin", "unknown subcommand `begin`", 1, 13, None),
+        ("%experiment start a b", "at most one NAME", 1, 21, None),
+        ("%experiment keep", "keep needs the NAMEs", 1, 17, None),
+        ("%experiment keep ok 9bad", "`9bad` is not a variable name", 1, 21, None),
+        ("%experiment finish now", "finish takes no arguments", 1, 20, None),
+        ("%%experiment --keep a,,b\nx", "`` is not a variable name", 1, 21, None),
+        ("%%experiment --keep=a-b\nx", "`a-b` is not a variable name", 1, 14, None),
+        ("%%experiment --keep\nx", "option --keep needs a value", 1, 14, None),
+        ("%%experiment a b\nx", "unexpected argument `b`", 1, 16, None),
+        ("%cell_logger", "missing required argument MODE", 1, 13, None),
+        ("%cell_logger loud", "unknown mode `loud`", 1, 14, None),
+        ("%cell_loger on", "unknown magic", 1, 2, Some("%cell_logger")),
     ];
     for (cell, words, line, col, sugg) in table {
         let err = parse_cell(cell).expect_err(cell);
@@ -90,7 +111,7 @@ fn caret_points_at_the_column() {
 #[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
-    assert_eq!(complete("%%"), vec!["%%time"]);
+    assert_eq!(complete("%%"), vec!["%%experiment", "%%time"]);
     assert!(complete("%").contains(&"%env".to_string()));
     let text = lsmagic_text();
     for m in REGISTRY {

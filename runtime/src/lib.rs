@@ -1,10 +1,11 @@
 //! `dryml`: the crate DRYML Rust notebooks link (`use dryml::...` works with no set-up).
 //!
-//! This first cut carries what the kernel itself offers to cells: rich displays that update in
-//! place, `clear_output`, line input from the notebook, and the interrupt flag. Objects, repos,
-//! contexts and adaptive batching arrive in later issues.
+//! It carries what the kernel itself offers to cells: rich displays that update in place,
+//! `clear_output`, line input from the notebook, the interrupt flag, and the figures of the
+//! last experiment. Objects, repos, contexts and adaptive batching arrive in later issues.
 
 pub mod display;
+pub mod experiment;
 pub mod interrupt;
 pub mod protocol;
 

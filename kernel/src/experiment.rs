@@ -1,0 +1,789 @@
+//! Experiments and the cell logger: IPyExperiments' bookkeeping and reports, fed by `meter`.
+//!
+//! The engine owns one [`Monitor`]. It samples the child at cell boundaries while the logger is
+//! on or an experiment is open; an experiment keeps the variables it found at its start, the
+//! names it saw re-bound, and the highest marks seen, and turns them into a [`Report`].
+
+use crate::gpu::Gpu;
+use crate::meter::Sample;
+use dryml::experiment::{DeviceFigures, Report};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// Unreclaimed memory above this is called a potential leak. Every compiled cell keeps its
+/// library mapped (about 0.1 to 1 MiB each), so a few MiB are expected over a long experiment.
+pub const LEAK_THRESHOLD: u64 = 32 << 20;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// An open experiment.
+pub struct Experiment {
+    pub name: String,
+    started: Instant,
+    start: Sample,
+    gpus: Vec<Gpu>,
+    /// Variable names and types when it started.
+    vars_at_start: BTreeMap<String, String>,
+    keep: BTreeSet<String>,
+    /// Pre-existing names re-bound by a top-level `let` or assignment during the experiment.
+    rebound: BTreeSet<String>,
+    /// Highest CPU high-water mark and per-process GPU usage seen.
+    peak_cpu: u64,
+    peak_gpu: Vec<u64>,
+}
+
+/// What the finish will do to the notebook's variables.
+pub struct Cleanup {
+    pub delete: Vec<String>,
+    pub reassigned: Vec<String>,
+    pub kept: Vec<String>,
+}
+
+impl Experiment {
+    pub fn start(
+        name: String,
+        start: Sample,
+        gpus: Vec<Gpu>,
+        vars: BTreeMap<String, String>,
+        keep: impl IntoIterator<Item = String>,
+    ) -> Experiment {
+        Experiment {
+            name,
+            started: Instant::now(),
+            peak_cpu: start.cpu.rss,
+            peak_gpu: start.gpus.iter().map(|g| g.used_by_us).collect(),
+            start,
+            gpus,
+            vars_at_start: vars,
+            keep: keep.into_iter().collect(),
+            rebound: BTreeSet::new(),
+        }
+    }
+
+    pub fn keep(&mut self, names: &[String]) {
+        self.keep.extend(names.iter().cloned());
+    }
+
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.gpus
+    }
+
+    pub fn pids(&self) -> &[u32] {
+        &self.start.pids
+    }
+
+    /// Folds in a sample taken while the experiment was open.
+    pub fn observe(&mut self, s: &Sample) {
+        self.peak_cpu = self.peak_cpu.max(s.cpu.hwm).max(s.cpu.rss);
+        for (p, g) in self.peak_gpu.iter_mut().zip(&s.gpus) {
+            *p = (*p).max(g.used_by_us);
+        }
+    }
+
+    /// Notes the pre-existing names a cell of the experiment re-binds.
+    pub fn note_cell(&mut self, body: &str) {
+        for name in rebound_names(body) {
+            if self.vars_at_start.contains_key(&name) {
+                self.rebound.insert(name);
+            }
+        }
+    }
+
+    /// Plans the clean-up against the variables the notebook holds now. A pre-existing variable
+    /// whose type changed was re-bound too, even where the syntax did not show it.
+    pub fn cleanup(&self, vars_now: &BTreeMap<String, String>) -> Cleanup {
+        let mut c = Cleanup {
+            delete: vec![],
+            reassigned: vec![],
+            kept: vec![],
+        };
+        for (name, ty) in vars_now {
+            let before = self.vars_at_start.get(name);
+            let new = before.is_none();
+            let rebound = !new && (self.rebound.contains(name) || before != Some(ty));
+            if !new && !rebound {
+                continue;
+            }
+            if self.keep.contains(name) {
+                c.kept.push(name.clone());
+            } else if new {
+                c.delete.push(name.clone());
+            } else {
+                c.reassigned.push(name.clone());
+            }
+        }
+        c
+    }
+
+    /// Figures so far (`%experiment data`): consumed and peaked, nothing reclaimed yet.
+    pub fn so_far(&self, now: &Sample) -> Report {
+        self.report(now, now, Cleanup { delete: vec![], reassigned: vec![], kept: vec![] }, vec![], vec![])
+    }
+
+    /// The finish report from the samples before and after the clean-up.
+    pub fn report(
+        &self,
+        before: &Sample,
+        after: &Sample,
+        cleanup: Cleanup,
+        failed: Vec<String>,
+        mut notes: Vec<String>,
+    ) -> Report {
+        let start = &self.start;
+        if before.pids != start.pids {
+            notes.push(
+                "the child process was restarted during the experiment, so the figures compare two processes"
+                    .into(),
+            );
+        }
+        let peak_cpu = self.peak_cpu.max(before.cpu.hwm);
+        let mut devices = vec![DeviceFigures {
+            device: "cpu".into(),
+            name: "CPU".into(),
+            consumed: before.cpu.rss as i64 - start.cpu.rss as i64,
+            reclaimed: before.cpu.rss as i64 - after.cpu.rss as i64,
+            peaked: peak_cpu as i64 - start.cpu.rss as i64,
+            used: after.cpu.rss,
+            free: after.cpu.available,
+            total: after.cpu.total,
+        }];
+        for (i, g) in self.gpus.iter().enumerate() {
+            let (Some(s0), Some(b), Some(a)) = (start.gpus.get(i), before.gpus.get(i), after.gpus.get(i)) else {
+                continue;
+            };
+            let peak = self.peak_gpu.get(i).copied().unwrap_or(0).max(b.used_by_us);
+            devices.push(DeviceFigures {
+                device: g.label.clone(),
+                name: format!("{} ({})", g.name, g.bus_id),
+                consumed: b.used_by_us as i64 - s0.used_by_us as i64,
+                reclaimed: b.used_by_us as i64 - a.used_by_us as i64,
+                peaked: peak as i64 - s0.used_by_us as i64,
+                used: a.used_by_us,
+                free: a.free,
+                total: a.total,
+            });
+        }
+        Report {
+            name: self.name.clone(),
+            elapsed_secs: self.started.elapsed().as_secs_f64(),
+            deleted: cleanup.delete.into_iter().filter(|n| !failed.contains(n)).collect(),
+            reassigned: cleanup.reassigned.into_iter().filter(|n| !failed.contains(n)).collect(),
+            kept: cleanup.kept,
+            failed,
+            devices,
+            leak_threshold: LEAK_THRESHOLD,
+            notes,
+        }
+    }
+}
+
+/// Names a cell binds at its top level: `let` patterns and plain `name = ...` assignments.
+pub fn rebound_names(body: &str) -> Vec<String> {
+    let Ok(block) = syn::parse_str::<syn::Block>(&format!("{{\n{body}\n}}")) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for stmt in &block.stmts {
+        match stmt {
+            syn::Stmt::Local(local) => pattern_names(&local.pat, &mut out),
+            syn::Stmt::Expr(syn::Expr::Assign(a), _) => {
+                if let syn::Expr::Path(p) = &*a.left {
+                    if let Some(id) = p.path.get_ident() {
+                        out.push(id.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn pattern_names(pat: &syn::Pat, out: &mut Vec<String>) {
+    match pat {
+        syn::Pat::Ident(p) => out.push(p.ident.to_string()),
+        syn::Pat::Type(t) => pattern_names(&t.pat, out),
+        syn::Pat::Tuple(t) => t.elems.iter().for_each(|p| pattern_names(p, out)),
+        syn::Pat::TupleStruct(t) => t.elems.iter().for_each(|p| pattern_names(p, out)),
+        syn::Pat::Struct(s) => s.fields.iter().for_each(|f| pattern_names(&f.pat, out)),
+        syn::Pat::Slice(s) => s.elems.iter().for_each(|p| pattern_names(p, out)),
+        syn::Pat::Reference(r) => pattern_names(&r.pat, out),
+        syn::Pat::Paren(p) => pattern_names(&p.pat, out),
+        _ => {}
+    }
+}
+
+/// The code that deletes variables in the child and hands freed heap back to the system.
+///
+/// No line may start with `:`, which evcxr reads as a command. `drop` frees a moved value at once. The `String` re-binding makes every name a moved value
+/// when evcxr stores variables after the cell, so evcxr forgets it even for `Copy` types.
+pub fn cleanup_code(names: &[String]) -> String {
+    let mut code = String::new();
+    for n in names {
+        let _ = writeln!(
+            code,
+            "std::mem::drop({n}); let {n} = std::string::String::new(); std::mem::drop({n});"
+        );
+    }
+    code.push_str(
+        "{ unsafe extern \"C\" { fn malloc_trim(pad: usize) -> i32; } unsafe { malloc_trim(0); } }\n",
+    );
+    code
+}
+
+// ---- rendering -------------------------------------------------------------------------------
+
+fn mib(b: impl Into<f64>) -> String {
+    group(b.into() / MIB)
+}
+
+/// Whole MiB with thousands separators, as IPyExperiments prints them.
+fn group(v: f64) -> String {
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+/// A text table with right-aligned columns after the first, and its HTML twin.
+fn table(head: &[&str], rows: &[Vec<String>]) -> (String, String) {
+    let cols = head.len();
+    let mut width = vec![0; cols];
+    for r in std::iter::once(head.iter().map(|s| s.to_string()).collect::<Vec<_>>()).chain(rows.iter().cloned()) {
+        for (i, c) in r.iter().enumerate().take(cols) {
+            width[i] = width[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i == 0 {
+                let _ = write!(l, "{c:<w$}", w = width[0]);
+            } else {
+                let _ = write!(l, "  {c:>w$}", w = width[i]);
+            }
+        }
+        l.trim_end().to_string()
+    };
+    let mut text = line(head.iter().map(|s| s.to_string()).collect());
+    for r in rows {
+        text.push('\n');
+        text.push_str(&line(r.clone()));
+    }
+    let mut html = String::from("<table class=\"dryml-report\"><thead><tr>");
+    for h in head {
+        let _ = write!(html, "<th>{}</th>", html_escape(h));
+    }
+    html.push_str("</tr></thead><tbody>");
+    for r in rows {
+        html.push_str("<tr>");
+        for (i, c) in r.iter().enumerate() {
+            let align = if i == 0 { "left" } else { "right" };
+            let _ = write!(html, "<td style=\"text-align:{align}\">{}</td>", html_escape(c));
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</tbody></table>");
+    (text, html)
+}
+
+/// A display bundle: text, HTML and the figures as JSON.
+pub fn bundle(text: String, html: String, data: Value) -> Value {
+    json!({"text/plain": text, "text/html": html, "application/json": data})
+}
+
+/// The "current state" block: the measured processes' usage and the machine's.
+pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String, String, Value) {
+    let used = s.cpu.total.saturating_sub(s.cpu.available);
+    let mut rows = vec![vec![
+        "CPU".to_string(),
+        mib(s.cpu.rss as f64),
+        mib(used as f64),
+        mib(s.cpu.available as f64),
+        mib(s.cpu.total as f64),
+        format!("{:.2}%", pct(used, s.cpu.total)),
+    ]];
+    let mut devices = vec![json!({"device": "cpu", "name": "CPU", "process": s.cpu.rss,
+        "used": used, "free": s.cpu.available, "total": s.cpu.total})];
+    for (g, m) in gpus.iter().zip(&s.gpus) {
+        let used = m.total.saturating_sub(m.free);
+        rows.push(vec![
+            format!("{} {} ({})", g.label, g.name, g.bus_id),
+            mib(m.used_by_us as f64),
+            mib(used as f64),
+            mib(m.free as f64),
+            mib(m.total as f64),
+            format!("{:.2}%", pct(used, m.total)),
+        ]);
+        devices.push(json!({"device": g.label, "name": g.name, "bus_id": g.bus_id,
+            "process": m.used_by_us, "used": used, "free": m.free, "total": m.total}));
+    }
+    let (mut text, mut html) = table(&["RAM (MiB)", "This process", "Used", "Free", "Total", "Util"], &rows);
+    if let Some(n) = gpu_note {
+        text.push_str(&format!("\n({n})"));
+        html.push_str(&format!("<p><em>{}</em></p>", html_escape(n)));
+    }
+    (text, html, json!(devices))
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+/// The banner printed when an experiment starts.
+pub fn start_banner(name: &str, s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> Value {
+    let (t, h, devices) = state_block(s, gpus, gpu_note);
+    let title = format!("*** Experiment {name} started");
+    bundle(
+        format!("{title}\n\n*** Current state:\n{t}\n"),
+        format!("<div class=\"dryml-experiment\"><b>{}</b><br><b>Current state:</b>{h}</div>", html_escape(&title)),
+        json!({"event": "start", "name": name, "devices": devices}),
+    )
+}
+
+/// The finish report (or `%experiment data`'s figures so far when `finished` is false).
+pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, Value)>) -> Value {
+    let mut text = String::new();
+    let mut html = String::from("<div class=\"dryml-experiment\">");
+    let title = if finished {
+        format!("*** Experiment {} finished in {} (elapsed wall time)", r.name, hms(r.elapsed_secs))
+    } else {
+        format!("*** Experiment {} running for {}", r.name, hms(r.elapsed_secs))
+    };
+    let _ = writeln!(text, "{title}");
+    let _ = write!(html, "<b>{}</b>", html_escape(&title));
+    if finished {
+        let _ = writeln!(text, "\n*** Variables:");
+        html.push_str("<p><b>Variables:</b><br>");
+        for (label, list) in [
+            ("Deleted", &r.deleted),
+            ("Deleted (re-bound during the experiment)", &r.reassigned),
+            ("Kept", &r.kept),
+            ("Failed to delete", &r.failed),
+        ] {
+            if label.starts_with("Deleted") || !list.is_empty() {
+                if label.starts_with("Deleted (") && list.is_empty() {
+                    continue;
+                }
+                let names = if list.is_empty() { "none".to_string() } else { list.join(", ") };
+                let _ = writeln!(text, "{label}: {names}");
+                let _ = write!(html, "{}: {}<br>", html_escape(label), html_escape(&names));
+            }
+        }
+        html.push_str("</p>");
+    }
+    let head: &[&str] = if finished {
+        &["RAM (MiB)", "Consumed", "Peaked", "Reclaimed", "Reclaimed %"]
+    } else {
+        &["RAM (MiB)", "Consumed", "Peaked"]
+    };
+    let rows: Vec<Vec<String>> = r
+        .devices
+        .iter()
+        .map(|d| {
+            let label = if d.device == "cpu" { "CPU".to_string() } else { format!("{} {}", d.device, d.name) };
+            let mut row = vec![label, mib(d.consumed as f64), mib(d.peaked as f64)];
+            if finished {
+                row.push(mib(d.reclaimed as f64));
+                row.push(format!("{:.2}%", d.reclaimed_percent()));
+            }
+            row
+        })
+        .collect();
+    let (t, h) = table(head, &rows);
+    let _ = writeln!(text, "\n*** Experiment memory:\n{t}");
+    let _ = write!(html, "<p><b>Experiment memory:</b></p>{h}");
+    if finished {
+        for d in r.potential_leaks() {
+            let line = format!(
+                "Potential leak on {}: {} MiB consumed and not reclaimed (threshold {} MiB)",
+                if d.device == "cpu" { "CPU" } else { &d.device },
+                mib(d.unreclaimed() as f64),
+                mib(r.leak_threshold as f64)
+            );
+            let _ = writeln!(text, "{line}");
+            let _ = write!(html, "<p style=\"color:#b00\"><b>{}</b></p>", html_escape(&line));
+        }
+    }
+    for n in &r.notes {
+        let _ = writeln!(text, "({n})");
+        let _ = write!(html, "<p><em>{}</em></p>", html_escape(n));
+    }
+    let mut data = report_json(r, finished);
+    if let Some((t, h, devices)) = state {
+        let _ = writeln!(text, "\n*** Current state:\n{t}");
+        let _ = write!(html, "<p><b>Current state:</b></p>{h}");
+        data["current"] = devices;
+    }
+    html.push_str("</div>");
+    bundle(text, html, data)
+}
+
+pub fn report_json(r: &Report, finished: bool) -> Value {
+    json!({
+        "event": if finished { "finish" } else { "data" },
+        "name": r.name,
+        "elapsed_secs": r.elapsed_secs,
+        "deleted": r.deleted,
+        "reassigned": r.reassigned,
+        "kept": r.kept,
+        "failed": r.failed,
+        "leak_threshold": r.leak_threshold,
+        "potential_leaks": r.potential_leaks().iter().map(|d| d.device.clone()).collect::<Vec<_>>(),
+        "devices": r.devices.iter().map(|d| json!({
+            "device": d.device, "name": d.name, "consumed": d.consumed, "reclaimed": d.reclaimed,
+            "reclaimed_percent": d.reclaimed_percent(), "peaked": d.peaked,
+            "used": d.used, "free": d.free, "total": d.total,
+        })).collect::<Vec<_>>(),
+        "notes": r.notes,
+    })
+}
+
+/// `H:MM:SS.mmm`, as IPyExperiments prints times.
+pub fn hms(secs: f64) -> String {
+    let ms = (secs * 1000.0).round() as u64;
+    format!("{}:{:02}:{:02}.{:03}", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
+}
+
+// ---- the cell logger -------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoggerMode {
+    Off,
+    On,
+    Compact,
+}
+
+/// One device's figures for one cell, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CellMem {
+    pub consumed: i64,
+    pub peaked: i64,
+    pub used: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct CellEntry {
+    pub execution_count: i64,
+    pub secs: f64,
+    pub cpu: CellMem,
+    pub gpus: Vec<CellMem>,
+    /// Time the two samples took.
+    pub measure_us: u64,
+}
+
+pub struct CellLogger {
+    pub mode: LoggerMode,
+    pub log: Vec<CellEntry>,
+    pub gpu_labels: Vec<String>,
+}
+
+impl CellLogger {
+    pub fn new() -> Self {
+        CellLogger {
+            mode: LoggerMode::Off,
+            log: vec![],
+            gpu_labels: vec![],
+        }
+    }
+
+    /// Records a cell from its samples; returns the line to print.
+    pub fn record(&mut self, count: i64, before: &Sample, after: &Sample, gpus: &[Gpu], measure: Duration) -> Value {
+        let delta = |b0: u64, b1: u64, peak: u64| CellMem {
+            consumed: b1 as i64 - b0 as i64,
+            peaked: (peak.max(b1) as i64 - b0 as i64).max(0),
+            used: b1,
+        };
+        let entry = CellEntry {
+            execution_count: count,
+            secs: after.at.duration_since(before.at).as_secs_f64(),
+            cpu: delta(before.cpu.rss, after.cpu.rss, after.cpu.hwm),
+            gpus: before
+                .gpus
+                .iter()
+                .zip(&after.gpus)
+                .map(|(a, b)| delta(a.used_by_us, b.used_by_us, b.used_by_us))
+                .collect(),
+            measure_us: measure.as_micros() as u64,
+        };
+        self.gpu_labels = gpus.iter().map(|g| g.label.clone()).collect();
+        let line = self.line(&entry);
+        self.log.push(entry);
+        line
+    }
+
+    fn line(&self, e: &CellEntry) -> Value {
+        let mut rows = vec![("CPU".to_string(), e.cpu)];
+        for (l, g) in self.gpu_labels.iter().zip(&e.gpus) {
+            rows.push((l.to_uppercase(), *g));
+        }
+        let text = if self.mode == LoggerMode::Compact {
+            let mut t = String::from("・ RAM: △Consumed △Peaked Used Total");
+            for (l, m) in &rows {
+                let _ = write!(t, " | {l}: {} {} {} MiB", mib(m.consumed as f64), mib(m.peaked as f64), mib(m.used as f64));
+            }
+            let _ = write!(t, " | Exec time {}", hms(e.secs));
+            t
+        } else {
+            let w = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(3).max(3);
+            let mut t = format!("・ {:<w$}  △Consumed    △Peaked    Used Total | Exec time {}", "RAM:", hms(e.secs), w = w + 1);
+            for (l, m) in &rows {
+                let _ = write!(
+                    t,
+                    "\n・ {:<w$}  {:>9}  {:>9}  {:>10} MiB |",
+                    format!("{l}:"),
+                    mib(m.consumed as f64),
+                    mib(m.peaked as f64),
+                    mib(m.used as f64),
+                    w = w + 1
+                );
+            }
+            t
+        };
+        json!({"text/plain": text})
+    }
+
+    fn head(&self) -> Vec<String> {
+        let mut h: Vec<String> = ["cell", "time (s)", "CPU △consumed", "CPU △peaked", "CPU used"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for l in &self.gpu_labels {
+            for k in ["△consumed", "△peaked", "used"] {
+                h.push(format!("{} {k}", l.to_uppercase()));
+            }
+        }
+        h.push("measure (µs)".into());
+        h
+    }
+
+    /// `%cell_logger data`: the log as a table (MiB) and as JSON (bytes).
+    pub fn data(&self) -> Value {
+        let rows: Vec<Vec<String>> = self
+            .log
+            .iter()
+            .map(|e| {
+                let mut r = vec![
+                    e.execution_count.to_string(),
+                    format!("{:.3}", e.secs),
+                    mib(e.cpu.consumed as f64),
+                    mib(e.cpu.peaked as f64),
+                    mib(e.cpu.used as f64),
+                ];
+                for g in &e.gpus {
+                    r.extend([mib(g.consumed as f64), mib(g.peaked as f64), mib(g.used as f64)]);
+                }
+                r.push(e.measure_us.to_string());
+                r
+            })
+            .collect();
+        let head = self.head();
+        let head_refs: Vec<&str> = head.iter().map(String::as_str).collect();
+        let (text, html) = table(&head_refs, &rows);
+        let text = if self.log.is_empty() {
+            "The cell log is empty (turn it on with %cell_logger on).".to_string()
+        } else {
+            format!("Cell log (MiB):\n{text}")
+        };
+        let cells: Vec<Value> = self
+            .log
+            .iter()
+            .map(|e| {
+                let m = |c: &CellMem| json!({"consumed": c.consumed, "peaked": c.peaked, "used": c.used});
+                json!({"execution_count": e.execution_count, "secs": e.secs, "cpu": m(&e.cpu),
+                    "gpus": e.gpus.iter().map(m).collect::<Vec<_>>(), "measure_us": e.measure_us})
+            })
+            .collect();
+        bundle(text, html, json!({"gpus": self.gpu_labels, "cells": cells}))
+    }
+
+    /// `%cell_logger plot`: memory and time per cell as an inline SVG.
+    pub fn plot(&self) -> Value {
+        let svg = plot_svg(&self.log);
+        json!({"image/svg+xml": svg, "text/plain": format!("<cell log plot: {} cells>", self.log.len())})
+    }
+}
+
+impl Default for CellLogger {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Two panels sharing the cell axis: CPU memory used (line) with each cell's peak (bars), and
+/// execution time (bars).
+pub fn plot_svg(log: &[CellEntry]) -> String {
+    let (w, h, left, right, top) = (640.0, 360.0, 64.0, 16.0, 24.0);
+    let panel = 130.0;
+    let gap = 46.0;
+    let n = log.len().max(1) as f64;
+    let x_step = (w - left - right) / n;
+    let mem_max = log
+        .iter()
+        .map(|e| (e.cpu.used as f64).max(e.cpu.used as f64 - e.cpu.consumed as f64 + e.cpu.peaked as f64))
+        .fold(1.0, f64::max)
+        / MIB;
+    let t_max = log.iter().map(|e| e.secs).fold(1e-3, f64::max);
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
+         <text x=\"{left}\" y=\"14\" font-weight=\"bold\">CPU memory per cell (MiB): used after the cell, peak during it</text>\n"
+    );
+    let mem_y = |v: f64| top + panel - v / mem_max * panel;
+    let t_top = top + panel + gap;
+    let t_y = |v: f64| t_top + panel - v / t_max * panel;
+    for (k, e) in log.iter().enumerate() {
+        let x = left + k as f64 * x_step;
+        let start = e.cpu.used as f64 - e.cpu.consumed as f64;
+        let peak = (start + e.cpu.peaked as f64) / MIB;
+        let _ = writeln!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f4b183\"><title>cell {}: peak {} MiB</title></rect>",
+            x + x_step * 0.15,
+            mem_y(peak),
+            x_step * 0.7,
+            top + panel - mem_y(peak),
+            e.execution_count,
+            mib(start + e.cpu.peaked as f64)
+        );
+        let _ = writeln!(
+            s,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#5b9bd5\"><title>cell {}: {:.3} s</title></rect>",
+            x + x_step * 0.15,
+            t_y(e.secs),
+            x_step * 0.7,
+            t_top + panel - t_y(e.secs),
+            e.execution_count,
+            e.secs
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            x + x_step / 2.0,
+            t_top + panel + 14.0,
+            e.execution_count
+        );
+    }
+    let points: Vec<String> = log
+        .iter()
+        .enumerate()
+        .map(|(k, e)| format!("{:.1},{:.1}", left + (k as f64 + 0.5) * x_step, mem_y(e.cpu.used as f64 / MIB)))
+        .collect();
+    let _ = writeln!(
+        s,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#c00000\" stroke-width=\"2\"/>",
+        points.join(" ")
+    );
+    for (y0, label_max, unit) in [(top, mem_max, "MiB"), (t_top, t_max, "s")] {
+        let _ = writeln!(
+            s,
+            "<line x1=\"{left}\" y1=\"{y0}\" x2=\"{left}\" y2=\"{:.1}\" stroke=\"black\"/>\
+             <line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
+             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">0</text>",
+            y0 + panel,
+            y0 + panel,
+            w - right,
+            y0 + panel,
+            left - 4.0,
+            y0 + 10.0,
+            if unit == "s" { format!("{label_max:.2} s") } else { format!("{} MiB", group(label_max)) },
+            left - 4.0,
+            y0 + panel
+        );
+    }
+    let _ = writeln!(
+        s,
+        "<text x=\"{left}\" y=\"{:.1}\" font-weight=\"bold\">Execution time per cell (s), by execution count</text>\n</svg>",
+        t_top - 8.0
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meter::CpuMem;
+
+    fn sample(rss: u64, hwm: u64) -> Sample {
+        Sample {
+            at: Instant::now(),
+            cpu: CpuMem { rss, hwm, available: 1 << 30, total: 2 << 30 },
+            gpus: vec![],
+            pids: vec![1],
+        }
+    }
+
+    fn vars(list: &[(&str, &str)]) -> BTreeMap<String, String> {
+        list.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn rebound_names_from_top_level_bindings() {
+        let got = rebound_names("let a = 1; let (b, mut c): (i32, i32) = (1, 2); d = 3; if x { e = 4; } let S { f, .. } = s;");
+        assert_eq!(got, ["a", "b", "c", "d", "f"]);
+        assert!(rebound_names("let = ;").is_empty());
+    }
+
+    #[test]
+    fn cleanup_plan() {
+        let mut e = Experiment::start("x".into(), sample(100, 100), vec![], vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "i32")]), ["k".to_string()]);
+        e.note_cell("let m = vec![1u8];");
+        let now = vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "String"), ("new1", "u8"), ("k", "u8")]);
+        let c = e.cleanup(&now);
+        assert_eq!(c.delete, ["new1"]);
+        assert_eq!(c.reassigned, ["m", "t"]);
+        assert_eq!(c.kept, ["k"]);
+    }
+
+    #[test]
+    fn report_figures() {
+        let mut e = Experiment::start("x".into(), sample(100 << 20, 100 << 20), vec![], BTreeMap::new(), []);
+        e.observe(&sample(400 << 20, 900 << 20));
+        let r = e.report(&sample(612 << 20, 612 << 20), &sample(101 << 20, 101 << 20),
+            Cleanup { delete: vec!["a".into()], reassigned: vec![], kept: vec![] }, vec![], vec![]);
+        let cpu = r.cpu().unwrap();
+        assert_eq!(cpu.consumed, 512 << 20);
+        assert_eq!(cpu.reclaimed, 511 << 20);
+        assert_eq!(cpu.peaked, 800 << 20);
+        assert!(r.potential_leaks().is_empty());
+        let b = report_bundle(&r, true, None);
+        let text = b["text/plain"].as_str().unwrap();
+        assert!(text.contains("Deleted: a") && text.contains("99.80%"), "{text}");
+        assert_eq!(b["application/json"]["devices"][0]["consumed"], 512 << 20);
+    }
+
+    #[test]
+    fn formatting() {
+        assert_eq!(group(1234567.4), "1,234,567");
+        assert_eq!(group(-1500.0), "-1,500");
+        assert_eq!(group(0.2), "0");
+        assert_eq!(hms(3723.5), "1:02:03.500");
+    }
+
+    #[test]
+    fn cleanup_code_shape() {
+        let c = cleanup_code(&["a".into()]);
+        assert!(c.contains("drop(a)") && c.contains("malloc_trim(0)"));
+    }
+}

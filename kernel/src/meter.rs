@@ -1,0 +1,162 @@
+//! Memory of the processes that run user code, read from /proc and NVML at cell boundaries.
+//!
+//! Peaks come from the kernel's own high-water mark (`VmHWM`), reset through
+//! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
+
+use crate::gpu::{Gpu, GpuMem, Gpus};
+use std::time::{Duration, Instant};
+
+/// CPU memory at one moment, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuMem {
+    /// Resident set of the measured processes.
+    pub rss: u64,
+    /// Their high-water mark since the last reset.
+    pub hwm: u64,
+    /// `MemAvailable` of the machine.
+    pub available: u64,
+    pub total: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub at: Instant,
+    pub cpu: CpuMem,
+    pub gpus: Vec<GpuMem>,
+    /// Which processes were measured (the child is replaced after a crash).
+    pub pids: Vec<u32>,
+}
+
+/// Takes samples; opens NVML on first use, since loading it costs a few milliseconds.
+#[derive(Default)]
+pub struct Meter {
+    gpus: Option<Gpus>,
+    /// Time spent measuring, for the benchmark and the cell log.
+    pub spent: Duration,
+}
+
+impl Meter {
+    fn gpus(&mut self) -> &Gpus {
+        self.gpus.get_or_insert_with(Gpus::open)
+    }
+
+    /// The GPUs the child sees under its `CUDA_VISIBLE_DEVICES`.
+    pub fn visible_gpus(&mut self, cuda_visible: Option<&str>) -> Vec<Gpu> {
+        self.gpus().visible(cuda_visible)
+    }
+
+    /// Why there are no GPU figures, if there are none.
+    pub fn gpu_note(&mut self) -> Option<String> {
+        self.gpus().note.clone()
+    }
+
+    /// Measures `pids`; with `reset_peak`, the high-water marks restart from the current usage
+    /// after being read.
+    pub fn sample(&mut self, pids: &[u32], gpus: &[Gpu], reset_peak: bool) -> Sample {
+        let t0 = Instant::now();
+        let (available, total) = meminfo();
+        let mut cpu = CpuMem {
+            available,
+            total,
+            ..CpuMem::default()
+        };
+        for &pid in pids {
+            let (rss, hwm) = rss_hwm(pid);
+            cpu.rss += rss;
+            cpu.hwm += hwm.max(rss);
+            if reset_peak {
+                reset_hwm(pid);
+            }
+        }
+        let gpu_mem = if gpus.is_empty() {
+            Vec::new()
+        } else {
+            self.gpus().sample(gpus, pids)
+        };
+        self.spent += t0.elapsed();
+        Sample {
+            at: t0,
+            cpu,
+            gpus: gpu_mem,
+            pids: pids.to_vec(),
+        }
+    }
+}
+
+/// `VmRSS` and `VmHWM` of a process, in bytes (zero when it is gone).
+pub fn rss_hwm(pid: u32) -> (u64, u64) {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return (0, 0);
+    };
+    let (mut rss, mut hwm) = (0, 0);
+    for line in status.lines() {
+        if let Some(v) = line.strip_prefix("VmRSS:") {
+            rss = kib(v);
+        } else if let Some(v) = line.strip_prefix("VmHWM:") {
+            hwm = kib(v);
+        }
+    }
+    (rss, hwm)
+}
+
+fn kib(field: &str) -> u64 {
+    field.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) * 1024
+}
+
+/// Restarts a process's `VmHWM` from its current RSS (`clear_refs` value 5).
+fn reset_hwm(pid: u32) {
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+        tracing::debug!("clear_refs for {pid}: {e}");
+    }
+}
+
+/// `MemAvailable` and `MemTotal`, in bytes.
+fn meminfo() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let (mut avail, mut total) = (0, 0);
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("MemAvailable:") {
+            avail = kib(v);
+        } else if let Some(v) = line.strip_prefix("MemTotal:") {
+            total = kib(v);
+        }
+        if avail > 0 && total > 0 {
+            break;
+        }
+    }
+    (avail, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn high_water_mark_catches_a_freed_spike() {
+        // A real child process: touch 64 MiB, free it, then wait.
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import mmap,sys,time\nm=mmap.mmap(-1,64<<20)\nm.write(b'x'*(64<<20))\nm.close()\nprint('freed',flush=True)\nsys.stdin.readline()",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid = child.id();
+        let mut meter = Meter::default();
+        let s = meter.sample(&[pid], &[], true);
+        assert!(s.cpu.hwm >= s.cpu.rss + (64 << 20), "{:?}", s.cpu);
+        let after = meter.sample(&[pid], &[], false);
+        assert!(after.cpu.hwm < s.cpu.rss + (8 << 20), "reset did not take: {:?}", after.cpu);
+        assert!(s.cpu.total > 0 && s.cpu.available > 0);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
