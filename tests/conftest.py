@@ -31,9 +31,10 @@ def pytest_unconfigure(config):
 class Kernel:
     """A started kernel with small helpers that collect iopub traffic per request."""
 
-    def __init__(self):
+    def __init__(self, env=None):
         from jupyter_client.manager import start_new_kernel
-        self.km, self.kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=120)
+        extra = {"env": {**os.environ, **env}} if env else {}
+        self.km, self.kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=120, **extra)
 
     def execute(self, code, timeout=120, stdin_answers=None, **kw):
         """Runs code; returns (reply content, [(arrival time, iopub msg)])."""
@@ -83,6 +84,26 @@ def stderr_of(msgs):
 
 def of_type(msgs, t):
     return [m for _, m in msgs if m["msg_type"] == t]
+
+
+def displays(msgs):
+    """The data bundles of a request's display_data messages, in order."""
+    return [m["content"]["data"] for m in of_type(msgs, "display_data")]
+
+
+def json_events(msgs, event=None):
+    """The application/json payloads of displays, optionally only one event kind."""
+    out = [d["application/json"] for d in displays(msgs) if "application/json" in d]
+    return [j for j in out if event is None or (isinstance(j, dict) and j.get("event") == event)]
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib(tmp_path_factory):
+    """The fake libnvidia-ml.so, compiled from tests/fake_nvml/fake_nvml.c."""
+    out = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out),
+                    str(ROOT / "tests" / "fake_nvml" / "fake_nvml.c")], check=True)
+    return out
 
 
 @pytest.fixture(scope="module")

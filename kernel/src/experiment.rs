@@ -449,6 +449,7 @@ pub fn report_json(r: &Report, finished: bool) -> Value {
         "kept": r.kept,
         "failed": r.failed,
         "leak_threshold": r.leak_threshold,
+        "peak_tolerance": crate::meter::peak_tolerance(),
         "potential_leaks": r.potential_leaks().iter().map(|d| d.device.clone()).collect::<Vec<_>>(),
         "devices": r.devices.iter().map(|d| json!({
             "device": d.device, "name": d.name, "consumed": d.consumed, "reclaimed": d.reclaimed,
@@ -614,7 +615,8 @@ impl CellLogger {
                     "gpus": e.gpus.iter().map(m).collect::<Vec<_>>(), "measure_us": e.measure_us})
             })
             .collect();
-        bundle(text, html, json!({"gpus": self.gpu_labels, "cells": cells}))
+        let tolerance = crate::meter::peak_tolerance();
+        bundle(text, html, json!({"gpus": self.gpu_labels, "cells": cells, "peak_tolerance": tolerance}))
     }
 
     /// `%cell_logger plot`: memory and time per cell as an inline SVG.

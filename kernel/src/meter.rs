@@ -83,6 +83,15 @@ impl Meter {
     }
 }
 
+/// How far `VmHWM` may sit below the true peak. Linux keeps RSS in per-CPU counters and folds a
+/// CPU's share into the total only every `max(32, 2 * cpus)` pages; `VmRSS` sums them (since 6.16)
+/// but the high-water mark is taken from the folded total.
+pub fn peak_tolerance() -> u64 {
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    cpus * 32u64.max(2 * cpus) * page
+}
+
 /// `VmRSS` and `VmHWM` of a process, in bytes (zero when it is gone).
 pub fn rss_hwm(pid: u32) -> (u64, u64) {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
