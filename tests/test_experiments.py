@@ -163,6 +163,10 @@ def test_cell_logger_modes(kernel):
     cpu_row = next(l for l in line.splitlines() if "CPU:" in l)
     assert int(cpu_row.split()[2].replace(",", "")) in range(63, 66), line
     reply, msgs = kernel.execute("{ let t = vec![1u8; 200 << 20]; drop(t); }")
+    # An experiment inside a logged cell restarts the high-water mark; the cell's peak survives.
+    reply, msgs = kernel.execute("%%experiment\nlet e = vec![1u8; 96 << 20];")
+    row = next(l for l in displays(msgs)[-1]["text/plain"].splitlines() if "CPU:" in l)
+    assert int(row.split()[2]) == 0 and int(row.split()[3]) >= 95, row
     kernel.execute("%cell_logger compact")
     reply, msgs = kernel.execute("1 + 1")
     compact = displays(msgs)[-1]["text/plain"]
@@ -174,7 +178,7 @@ def test_cell_logger_modes(kernel):
     peaked = [c["cpu"]["peaked"] for c in cells]
     assert any(abs(c - 64 * MIB) < 2 * MIB for c in consumed), consumed
     assert any(p >= 200 * MIB - data["peak_tolerance"] for p in peaked), peaked
-    assert all(c["measure_us"] > 0 for c in cells)
+    assert all(c["measure_us"] > 0 for c in cells) and len(cells) == 5
     assert "<table" in displays(msgs)[0]["text/html"]
     reply, msgs = kernel.execute("%cell_logger plot")
     svg = displays(msgs)[0]["image/svg+xml"]

@@ -310,6 +310,7 @@ impl Engine {
         };
         // While the logger is on or an experiment is open, the cell is measured.
         let spent0 = self.meter.spent;
+        self.meter.begin_cell();
         let before = (self.logger.mode != LoggerMode::Off || self.experiment.is_some())
             .then(|| self.checkpoint());
         for inv in &parsed.line_magics {
@@ -381,7 +382,8 @@ impl Engine {
             if self.logger.mode != LoggerMode::Off {
                 let gpus = self.visible_gpus();
                 let measure = self.meter.spent - spent0;
-                let line = self.logger.record(self.execution_count, &before, &after, &gpus, measure);
+                let peaks = (self.meter.cell_peak_cpu, self.meter.cell_peak_gpu.clone());
+                let line = self.logger.record(self.execution_count, &before, &after, peaks, &gpus, measure);
                 self.show(msg, line);
             }
         }
@@ -645,7 +647,7 @@ impl Engine {
         let was_quiet = self.shared.quiet.swap(true, Ordering::SeqCst);
         self.drain_syncs();
         let r = self.ctx.execute(code);
-        if r.is_ok() {
+        if r.is_ok() && runs_code(code) {
             self.wait_sync(Duration::from_millis(500));
         }
         self.shared.quiet.store(was_quiet, Ordering::SeqCst);
@@ -732,7 +734,7 @@ impl Engine {
         if ran && with_flusher {
             self.flusher_pending = false;
         }
-        if ran {
+        if ran && runs_code(&code) {
             self.wait_sync(Duration::from_secs(2));
         }
         if self.shared.interrupted.load(Ordering::SeqCst) {
@@ -969,6 +971,12 @@ fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
     Some(Value::Object(data))
 }
 
+/// False when a cell holds only evcxr `:` commands, which run nothing in the child (so no
+/// end-of-cell sync will come).
+fn runs_code(code: &str) -> bool {
+    code.lines().map(str::trim).any(|l| !l.is_empty() && !l.starts_with(':') && !l.starts_with("//"))
+}
+
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
 fn uses_dryml(code: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
@@ -1087,6 +1095,13 @@ mod tests {
         assert!(uses_dryml("let x = dryml :: version();"));
         assert!(!uses_dryml("let dryml_count = 1;"));
         assert!(!uses_dryml("let x = 1;"));
+    }
+
+    #[test]
+    fn command_only_cells() {
+        assert!(!runs_code(":vars"));
+        assert!(!runs_code(":dep x = \"1\"\n\n// note\n:opt 1"));
+        assert!(runs_code(":dep x = \"1\"\nlet y = 2;"));
     }
 
     #[test]

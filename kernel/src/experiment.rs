@@ -509,7 +509,16 @@ impl CellLogger {
     }
 
     /// Records a cell from its samples; returns the line to print.
-    pub fn record(&mut self, count: i64, before: &Sample, after: &Sample, gpus: &[Gpu], measure: Duration) -> Value {
+    /// `peaks` are the highest CPU and per-GPU usage seen during the cell.
+    pub fn record(
+        &mut self,
+        count: i64,
+        before: &Sample,
+        after: &Sample,
+        peaks: (u64, Vec<u64>),
+        gpus: &[Gpu],
+        measure: Duration,
+    ) -> Value {
         let delta = |b0: u64, b1: u64, peak: u64| CellMem {
             consumed: b1 as i64 - b0 as i64,
             peaked: (peak.max(b1) as i64 - b0 as i64).max(0),
@@ -518,12 +527,13 @@ impl CellLogger {
         let entry = CellEntry {
             execution_count: count,
             secs: after.at.duration_since(before.at).as_secs_f64(),
-            cpu: delta(before.cpu.rss, after.cpu.rss, after.cpu.hwm),
+            cpu: delta(before.cpu.rss, after.cpu.rss, peaks.0),
             gpus: before
                 .gpus
                 .iter()
                 .zip(&after.gpus)
-                .map(|(a, b)| delta(a.used_by_us, b.used_by_us, b.used_by_us))
+                .enumerate()
+                .map(|(k, (a, b))| delta(a.used_by_us, b.used_by_us, peaks.1.get(k).copied().unwrap_or(0)))
                 .collect(),
             measure_us: measure.as_micros() as u64,
         };

@@ -33,6 +33,10 @@ pub struct Meter {
     gpus: Option<Gpus>,
     /// Time spent measuring, for the benchmark and the cell log.
     pub spent: Duration,
+    /// Highest CPU and per-GPU usage over every sample since [`Meter::begin_cell`]: other samples
+    /// (an experiment starting mid-cell) restart the high-water mark, so the cell's own is kept here.
+    pub cell_peak_cpu: u64,
+    pub cell_peak_gpu: Vec<u64>,
 }
 
 impl Meter {
@@ -43,6 +47,11 @@ impl Meter {
     /// The GPUs the child sees under its `CUDA_VISIBLE_DEVICES`.
     pub fn visible_gpus(&mut self, cuda_visible: Option<&str>) -> Vec<Gpu> {
         self.gpus().visible(cuda_visible)
+    }
+
+    pub fn begin_cell(&mut self) {
+        self.cell_peak_cpu = 0;
+        self.cell_peak_gpu.clear();
     }
 
     /// Why there are no GPU figures, if there are none.
@@ -73,6 +82,11 @@ impl Meter {
         } else {
             self.gpus().sample(gpus, pids)
         };
+        self.cell_peak_cpu = self.cell_peak_cpu.max(cpu.hwm).max(cpu.rss);
+        self.cell_peak_gpu.resize(self.cell_peak_gpu.len().max(gpu_mem.len()), 0);
+        for (p, g) in self.cell_peak_gpu.iter_mut().zip(&gpu_mem) {
+            *p = (*p).max(g.used_by_us);
+        }
         self.spent += t0.elapsed();
         Sample {
             at: t0,

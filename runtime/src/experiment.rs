@@ -71,12 +71,15 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn cpu(&self) -> Option<&DeviceFigures> {
-        self.devices.iter().find(|d| d.device == "cpu")
+    // Owned copies: a notebook variable cannot hold a reference into another one (evcxr).
+    /// The CPU's figures.
+    pub fn cpu(&self) -> Option<DeviceFigures> {
+        self.devices.iter().find(|d| d.device == "cpu").cloned()
     }
 
-    pub fn gpus(&self) -> impl Iterator<Item = &DeviceFigures> {
-        self.devices.iter().filter(|d| d.device != "cpu")
+    /// Each visible GPU's figures, `gpu/0` first.
+    pub fn gpus(&self) -> Vec<DeviceFigures> {
+        self.devices.iter().filter(|d| d.device != "cpu").cloned().collect()
     }
 
     /// Devices whose unreclaimed memory is over the threshold.
