@@ -84,6 +84,7 @@ def test_keep_keeps_variable_and_memory(kernel):
     assert r["kept"] == ["kept_buf"] and r["deleted"] == ["scratch"]
     c = cpu(r)
     assert c["consumed"] >= 127 * MIB and c["reclaimed"] < 4 * MIB, c
+    assert c["peaked"] < 4 * MIB, c  # kept memory is consumed, not a passing peak
     reply, msgs = kernel.execute("kept_buf.len()")
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == str(128 * MIB)
     kernel.execute("drop(kept_buf);")

@@ -144,7 +144,7 @@ impl Experiment {
             name: "CPU".into(),
             consumed: before.cpu.rss as i64 - start.cpu.rss as i64,
             reclaimed: before.cpu.rss as i64 - after.cpu.rss as i64,
-            peaked: peak_cpu as i64 - start.cpu.rss as i64,
+            peaked: peaked(start.cpu.rss, before.cpu.rss, peak_cpu),
             used: after.cpu.rss,
             free: after.cpu.available,
             total: after.cpu.total,
@@ -159,7 +159,7 @@ impl Experiment {
                 name: format!("{} ({})", g.name, g.bus_id),
                 consumed: b.used_by_us as i64 - s0.used_by_us as i64,
                 reclaimed: b.used_by_us as i64 - a.used_by_us as i64,
-                peaked: peak as i64 - s0.used_by_us as i64,
+                peaked: peaked(s0.used_by_us, b.used_by_us, peak),
                 used: a.used_by_us,
                 free: a.free,
                 total: a.total,
@@ -177,6 +177,13 @@ impl Experiment {
             notes,
         }
     }
+}
+
+/// IPyExperiments' △Peaked: usage above the start at the peak, less what is still held at the
+/// end, so memory used only for a while shows here and memory kept shows as consumed.
+pub fn peaked(start: u64, end: u64, peak: u64) -> i64 {
+    let consumed = end as i64 - start as i64;
+    (peak.max(end) as i64 - start as i64 - consumed.max(0)).max(0)
 }
 
 /// Names a cell binds at its top level: `let` patterns and plain `name = ...` assignments.
@@ -521,7 +528,7 @@ impl CellLogger {
     ) -> Value {
         let delta = |b0: u64, b1: u64, peak: u64| CellMem {
             consumed: b1 as i64 - b0 as i64,
-            peaked: (peak.max(b1) as i64 - b0 as i64).max(0),
+            peaked: peaked(b0, b1, peak),
             used: b1,
         };
         let entry = CellEntry {
@@ -642,6 +649,12 @@ impl Default for CellLogger {
     }
 }
 
+/// The highest usage during a cell, in bytes, from its logged deltas.
+fn peak_of(m: &CellMem) -> f64 {
+    let start = m.used as f64 - m.consumed as f64;
+    (start + m.consumed.max(0) as f64 + m.peaked as f64).max(m.used as f64)
+}
+
 /// Two panels sharing the cell axis: CPU memory used (line) with each cell's peak (bars), and
 /// execution time (bars).
 pub fn plot_svg(log: &[CellEntry]) -> String {
@@ -650,11 +663,7 @@ pub fn plot_svg(log: &[CellEntry]) -> String {
     let gap = 46.0;
     let n = log.len().max(1) as f64;
     let x_step = (w - left - right) / n;
-    let mem_max = log
-        .iter()
-        .map(|e| (e.cpu.used as f64).max(e.cpu.used as f64 - e.cpu.consumed as f64 + e.cpu.peaked as f64))
-        .fold(1.0, f64::max)
-        / MIB;
+    let mem_max = log.iter().map(|e| peak_of(&e.cpu)).fold(1.0, f64::max) / MIB;
     let t_max = log.iter().map(|e| e.secs).fold(1e-3, f64::max);
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
@@ -666,8 +675,7 @@ pub fn plot_svg(log: &[CellEntry]) -> String {
     let t_y = |v: f64| t_top + panel - v / t_max * panel;
     for (k, e) in log.iter().enumerate() {
         let x = left + k as f64 * x_step;
-        let start = e.cpu.used as f64 - e.cpu.consumed as f64;
-        let peak = (start + e.cpu.peaked as f64) / MIB;
+        let peak = peak_of(&e.cpu) / MIB;
         let _ = writeln!(
             s,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f4b183\"><title>cell {}: peak {} MiB</title></rect>",
@@ -676,7 +684,7 @@ pub fn plot_svg(log: &[CellEntry]) -> String {
             x_step * 0.7,
             top + panel - mem_y(peak),
             e.execution_count,
-            mib(start + e.cpu.peaked as f64)
+            mib(peak_of(&e.cpu))
         );
         let _ = writeln!(
             s,
@@ -777,7 +785,9 @@ mod tests {
         let cpu = r.cpu().unwrap();
         assert_eq!(cpu.consumed, 512 << 20);
         assert_eq!(cpu.reclaimed, 511 << 20);
-        assert_eq!(cpu.peaked, 800 << 20);
+        assert_eq!(cpu.peaked, 288 << 20);
+        assert_eq!(peaked(100, 50, 300), 200);
+        assert_eq!(peaked(100, 150, 150), 0);
         assert!(r.potential_leaks().is_empty());
         let b = report_bundle(&r, true, None);
         let text = b["text/plain"].as_str().unwrap();

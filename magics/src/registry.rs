@@ -411,8 +411,8 @@ mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
         usage: "%cell_logger on|off|compact|data|reset|plot",
         details: "on/compact: a report after every cell (compact: one line). off: stop. data: the log as a\n\
 table (HTML and JSON). reset: empty the log. plot: memory and time per cell as an SVG chart.\n\
-△Consumed is the change in the process's resident memory; △Peaked is the highest usage during\n\
-the cell above its usage at the start.",
+△Consumed is the change in the process's resident memory; △Peaked, as in IPyExperiments, is\n\
+memory used during the cell beyond that: the highest usage above the start, less △Consumed.",
         args: &[ArgSpec::Pos { name: "MODE", required: true, many: false, help: "on, off, compact, data, reset or plot" }],
         check: Some(cell_logger_check),
     },

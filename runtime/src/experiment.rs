@@ -24,7 +24,8 @@ pub struct DeviceFigures {
     pub consumed: i64,
     /// Memory given back by the clean-up.
     pub reclaimed: i64,
-    /// Highest usage during the experiment minus usage at its start.
+    /// Memory used for a while and given back before the end, as IPyExperiments' △Peaked: the
+    /// highest usage above the start, less what was still consumed at the end.
     pub peaked: i64,
     /// This process's usage after clean-up.
     pub used: u64,
