@@ -63,9 +63,12 @@ class Kernel:
             msgs.append((time.time(), m))
             if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                 break
-        reply = self.kc.get_shell_msg(timeout=max(1, deadline - time.time()))
-        assert reply["parent_header"]["msg_id"] == msg_id
-        return reply["content"], msgs
+        # Skip stale replies: under load, start-up's wait_for_ready may send kernel_info twice.
+        while True:
+            reply = self.kc.get_shell_msg(timeout=max(1, deadline - time.time()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"], msgs
+            assert reply["msg_type"] == "kernel_info_reply", reply["msg_type"]
 
     def stop(self):
         self.kc.stop_channels()

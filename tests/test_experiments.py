@@ -262,6 +262,16 @@ def test_gpu_leak_and_cell_logger_rows(gpu_kernel):
     rows = {l.split()[1]: l for l in line.splitlines()[1:]}
     assert set(rows) == {"CPU:", "GPU/0:", "GPU/1:"}, line
     assert rows["GPU/1:"].split()[2] == "2,048", line
+    # A GPU spike inside the cell, freed before it ends: caught by the watch that reads NVML
+    # every 20 ms while a cell runs (NVML keeps no high-water mark).
+    reply, msgs = gpu_kernel.execute(
+        f'{{ let t = FakeGpuTensor::new("{d}/t1", 3 << 30); std::thread::sleep(std::time::Duration::from_millis(300)); drop(t); }}')
+    row = next(l for l in displays(msgs)[-1]["text/plain"].splitlines() if "GPU/0:" in l)
+    assert row.split()[2:4] == ["0", "3,072"], row
+    reply, msgs = gpu_kernel.execute(
+        f'%%experiment\n{{ let t = FakeGpuTensor::new("{d}/t1", 1 << 30); std::thread::sleep(std::time::Duration::from_millis(300)); drop(t); }}')
+    g0 = next(g for g in finish_of(msgs)["devices"] if g["device"] == "gpu/0")
+    assert (g0["consumed"], g0["peaked"]) == (0, 1 << 30), g0
     gpu_kernel.execute("%cell_logger off")
     # Kept GPU memory is not reclaimed: flagged as a potential leak when not asked to be kept.
     reply, msgs = gpu_kernel.execute(f'%experiment start leaky\nstd::mem::forget(FakeGpuTensor::new("{d}/t1", 1 << 30));')

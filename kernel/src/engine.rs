@@ -336,9 +336,20 @@ impl Engine {
         let help_only = parsed.cell_magic.as_ref().is_some_and(|i| i.help);
         let mut result = None;
         if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
+            // GPU peaks need reads while the cell runs: NVML has no high-water mark.
+            let measured = before.is_some() || self.experiment.is_some();
+            let gpus = if measured { self.visible_gpus() } else { Vec::new() };
+            let watch = self.meter.watch_gpus(&gpus, &self.measured_pids());
             match self.eval_user(&parsed.body, msg, allow_stdin) {
                 Ok(data) => result = data.filter(|_| !self.shared.quiet.load(Ordering::SeqCst)),
                 Err(e) => run.error = Some(e),
+            }
+            if let Some(w) = watch {
+                let peaks = self.meter.end_watch(w);
+                // Unless `%env CUDA_VISIBLE_DEVICES` changed the GPUs since the experiment began.
+                if let Some(e) = self.experiment.as_mut().filter(|e| e.gpus() == gpus.as_slice()) {
+                    e.observe_gpu_peaks(&peaks);
+                }
             }
             if let Some(e) = &mut self.experiment {
                 e.note_cell(&parsed.body);

@@ -39,6 +39,8 @@ pub struct Cleanup {
     pub delete: Vec<String>,
     pub reassigned: Vec<String>,
     pub kept: Vec<String>,
+    /// Names asked to be kept that the notebook does not hold (a typo, often).
+    pub unknown_keep: Vec<String>,
 }
 
 impl Experiment {
@@ -82,6 +84,13 @@ impl Experiment {
         }
     }
 
+    /// Folds in per-GPU peaks seen by a watch while a cell ran.
+    pub fn observe_gpu_peaks(&mut self, peaks: &[u64]) {
+        for (p, g) in self.peak_gpu.iter_mut().zip(peaks) {
+            *p = (*p).max(*g);
+        }
+    }
+
     /// Notes the pre-existing names a cell of the experiment re-binds.
     pub fn note_cell(&mut self, body: &str) {
         for name in rebound_names(body) {
@@ -98,6 +107,7 @@ impl Experiment {
             delete: vec![],
             reassigned: vec![],
             kept: vec![],
+            unknown_keep: self.keep.iter().filter(|k| !vars_now.contains_key(*k)).cloned().collect(),
         };
         for (name, ty) in vars_now {
             let before = self.vars_at_start.get(name);
@@ -119,7 +129,8 @@ impl Experiment {
 
     /// Figures so far (`%experiment data`): consumed and peaked, nothing reclaimed yet.
     pub fn so_far(&self, now: &Sample) -> Report {
-        self.report(now, now, Cleanup { delete: vec![], reassigned: vec![], kept: vec![] }, vec![], vec![])
+        let none = Cleanup { delete: vec![], reassigned: vec![], kept: vec![], unknown_keep: vec![] };
+        self.report(now, now, none, vec![], vec![])
     }
 
     /// The finish report from the samples before and after the clean-up.
@@ -132,6 +143,12 @@ impl Experiment {
         mut notes: Vec<String>,
     ) -> Report {
         let start = &self.start;
+        if !cleanup.unknown_keep.is_empty() {
+            notes.push(format!(
+                "asked to keep {}, but no such variable exists",
+                cleanup.unknown_keep.join(", ")
+            ));
+        }
         if before.pids != start.pids {
             notes.push(
                 "the child process was restarted during the experiment, so the figures compare two processes"
@@ -781,7 +798,8 @@ mod tests {
         let mut e = Experiment::start("x".into(), sample(100 << 20, 100 << 20), vec![], BTreeMap::new(), []);
         e.observe(&sample(400 << 20, 900 << 20));
         let r = e.report(&sample(612 << 20, 612 << 20), &sample(101 << 20, 101 << 20),
-            Cleanup { delete: vec!["a".into()], reassigned: vec![], kept: vec![] }, vec![], vec![]);
+            Cleanup { delete: vec!["a".into()], reassigned: vec![], kept: vec![], unknown_keep: vec!["modle".into()] }, vec![], vec![]);
+        assert_eq!(r.notes, ["asked to keep modle, but no such variable exists"]);
         let cpu = r.cpu().unwrap();
         assert_eq!(cpu.consumed, 512 << 20);
         assert_eq!(cpu.reclaimed, 511 << 20);

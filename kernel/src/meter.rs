@@ -4,7 +4,19 @@
 //! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
 
 use crate::gpu::{Gpu, GpuMem, Gpus};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How often GPU memory is read while a cell runs. NVML keeps no per-process high-water mark, so
+/// GPU peaks held for less than this can be missed; the thread sleeps between reads.
+pub const GPU_POLL: Duration = Duration::from_millis(20);
+
+/// A running GPU watch (see [`Meter::watch_gpus`]).
+pub struct GpuWatch {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Vec<u64>>,
+}
 
 /// CPU memory at one moment, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -30,7 +42,7 @@ pub struct Sample {
 /// Takes samples; opens NVML on first use, since loading it costs a few milliseconds.
 #[derive(Default)]
 pub struct Meter {
-    gpus: Option<Gpus>,
+    gpus: Option<Arc<Gpus>>,
     /// Time spent measuring, for the benchmark and the cell log.
     pub spent: Duration,
     /// Highest CPU and per-GPU usage over every sample since [`Meter::begin_cell`]: other samples
@@ -40,8 +52,48 @@ pub struct Meter {
 }
 
 impl Meter {
-    fn gpus(&mut self) -> &Gpus {
-        self.gpus.get_or_insert_with(Gpus::open)
+    fn gpus(&mut self) -> &Arc<Gpus> {
+        self.gpus.get_or_insert_with(|| Arc::new(Gpus::open()))
+    }
+
+    /// Reads the GPUs' per-process memory every [`GPU_POLL`] until [`Meter::end_watch`]; `None`
+    /// when there is no GPU to watch.
+    pub fn watch_gpus(&mut self, gpus: &[Gpu], pids: &[u32]) -> Option<GpuWatch> {
+        if gpus.is_empty() {
+            return None;
+        }
+        let nvml = self.gpus().clone();
+        let (gpus, pids) = (gpus.to_vec(), pids.to_vec());
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("dryml-gpu-watch".into())
+            .spawn(move || {
+                let mut peaks = vec![0u64; gpus.len()];
+                loop {
+                    for (p, m) in peaks.iter_mut().zip(nvml.sample(&gpus, &pids)) {
+                        *p = (*p).max(m.used_by_us);
+                    }
+                    if flag.load(Ordering::SeqCst) {
+                        return peaks;
+                    }
+                    std::thread::park_timeout(GPU_POLL);
+                }
+            })
+            .ok()?;
+        Some(GpuWatch { stop, handle })
+    }
+
+    /// Stops a watch and folds its peaks into the cell's; returns them.
+    pub fn end_watch(&mut self, w: GpuWatch) -> Vec<u64> {
+        w.stop.store(true, Ordering::SeqCst);
+        w.handle.thread().unpark();
+        let peaks = w.handle.join().unwrap_or_default();
+        self.cell_peak_gpu.resize(self.cell_peak_gpu.len().max(peaks.len()), 0);
+        for (p, g) in self.cell_peak_gpu.iter_mut().zip(&peaks) {
+            *p = (*p).max(*g);
+        }
+        peaks
     }
 
     /// The GPUs the child sees under its `CUDA_VISIBLE_DEVICES`.
