@@ -5,6 +5,7 @@
 //! as [`Invocation`]s with their arguments already validated. Anything wrong yields a
 //! [`MagicError`] naming the magic, the line and the column, with the nearest magic suggested.
 
+pub mod context;
 mod registry;
 mod tokens;
 

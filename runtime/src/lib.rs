@@ -4,6 +4,7 @@
 //! `clear_output`, line input from the notebook, the interrupt flag, and the figures of the
 //! last experiment. Objects, repos, contexts and adaptive batching arrive in later issues.
 
+pub mod context;
 pub mod display;
 pub mod experiment;
 pub mod interrupt;
