@@ -311,8 +311,9 @@ impl Engine {
         // While the logger is on or an experiment is open, the cell is measured.
         let spent0 = self.meter.spent;
         self.meter.begin_cell();
-        let before = (self.logger.mode != LoggerMode::Off || self.experiment.is_some())
-            .then(|| self.checkpoint());
+        let measuring = self.logger.mode != LoggerMode::Off || self.experiment.is_some();
+        let gpus = if measuring { self.visible_gpus() } else { Vec::new() };
+        let before = measuring.then(|| self.checkpoint(&gpus));
         for inv in &parsed.line_magics {
             if let Err(e) = self.line_magic(inv, msg, &mut run.payload) {
                 run.error = Some(e);
@@ -337,8 +338,8 @@ impl Engine {
         let mut result = None;
         if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
             // GPU peaks need reads while the cell runs: NVML has no high-water mark.
-            let measured = before.is_some() || self.experiment.is_some();
-            let gpus = if measured { self.visible_gpus() } else { Vec::new() };
+            // A `%experiment start` in this cell opened one after `gpus` was read.
+            let gpus = if !measuring && self.experiment.is_some() { self.visible_gpus() } else { gpus.clone() };
             let watch = self.meter.watch_gpus(&gpus, &self.measured_pids());
             match self.eval_user(&parsed.body, msg, allow_stdin) {
                 Ok(data) => result = data.filter(|_| !self.shared.quiet.load(Ordering::SeqCst)),
@@ -389,9 +390,8 @@ impl Engine {
             self.finish_experiment(msg);
         }
         if let Some(before) = before {
-            let after = self.checkpoint();
+            let after = self.checkpoint(&gpus);
             if self.logger.mode != LoggerMode::Off {
-                let gpus = self.visible_gpus();
                 let measure = self.meter.spent - spent0;
                 let peaks = (self.meter.cell_peak_cpu, self.meter.cell_peak_gpu.clone());
                 let line = self.logger.record(self.execution_count, &before, &after, peaks, &gpus, measure);
@@ -428,9 +428,8 @@ impl Engine {
     }
 
     /// Samples memory, restarts the high-water mark, and feeds an open experiment.
-    fn checkpoint(&mut self) -> Sample {
-        let gpus = self.visible_gpus();
-        let s = self.meter.sample(&self.measured_pids(), &gpus, true);
+    fn checkpoint(&mut self, gpus: &[crate::gpu::Gpu]) -> Sample {
+        let s = self.meter.sample(&self.measured_pids(), gpus, true);
         if let Some(e) = &mut self.experiment {
             e.observe(&s);
         }
@@ -485,7 +484,7 @@ impl Engine {
         }
         let report = e.report(&before, &after, plan, failed, notes);
         let path = self.state_dir.join(dryml::experiment::LAST_FILE);
-        if let Err(err) = write_atomic(&path, &report.to_record()) {
+        if let Err(err) = crate::write_atomic(&path, report.to_record().as_bytes()) {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
         // The GPU note, if any, is already among the report's notes.
@@ -943,13 +942,6 @@ impl Engine {
             _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
         }
     }
-}
-
-/// Writes a file so readers see the old or the new contents, never half of one.
-fn write_atomic(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// A `page` payload, which frontends show in their pager.

@@ -79,16 +79,12 @@ impl Experiment {
     /// Folds in a sample taken while the experiment was open.
     pub fn observe(&mut self, s: &Sample) {
         self.peak_cpu = self.peak_cpu.max(s.cpu.hwm).max(s.cpu.rss);
-        for (p, g) in self.peak_gpu.iter_mut().zip(&s.gpus) {
-            *p = (*p).max(g.used_by_us);
-        }
+        self.observe_gpu_peaks(&s.gpus.iter().map(|g| g.used_by_us).collect::<Vec<_>>());
     }
 
     /// Folds in per-GPU peaks seen by a watch while a cell ran.
     pub fn observe_gpu_peaks(&mut self, peaks: &[u64]) {
-        for (p, g) in self.peak_gpu.iter_mut().zip(peaks) {
-            *p = (*p).max(*g);
-        }
+        crate::meter::fold_max(&mut self.peak_gpu, peaks.iter().copied());
     }
 
     /// Notes the pre-existing names a cell of the experiment re-binds.
@@ -405,14 +401,13 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
             ("Kept", &r.kept),
             ("Failed to delete", &r.failed),
         ] {
-            if label.starts_with("Deleted") || !list.is_empty() {
-                if label.starts_with("Deleted (") && list.is_empty() {
-                    continue;
-                }
-                let names = if list.is_empty() { "none".to_string() } else { list.join(", ") };
-                let _ = writeln!(text, "{label}: {names}");
-                let _ = write!(html, "{}: {}<br>", html_escape(label), html_escape(&names));
+            // "Deleted" is always shown (as "none" when empty); the other lines only when they list names.
+            if list.is_empty() && label != "Deleted" {
+                continue;
             }
+            let names = if list.is_empty() { "none".to_string() } else { list.join(", ") };
+            let _ = writeln!(text, "{label}: {names}");
+            let _ = write!(html, "{}: {}<br>", html_escape(label), html_escape(&names));
         }
         html.push_str("</p>");
     }

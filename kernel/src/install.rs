@@ -65,10 +65,8 @@ pub fn install(place: &Place) -> Result<PathBuf> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     // Write then rename, so a half-written kernel.json is never seen.
     let write = |name: &str, data: &[u8]| -> Result<()> {
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, dir.join(name))?;
-        Ok(())
+        let path = dir.join(name);
+        crate::write_atomic(&path, data).with_context(|| format!("writing {}", path.display()))
     };
     write("kernel.json", kernel_json()?.as_bytes())?;
     write("logo-32x32.png", LOGO_32)?;

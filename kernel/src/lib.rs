@@ -12,3 +12,11 @@ pub mod outbox;
 pub mod server;
 pub mod stream;
 pub mod wire;
+
+/// Writes a file so readers see the old or the new contents, never half of one (write, rename).
+pub fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, data)?;
+    std::fs::rename(&tmp, path)
+}

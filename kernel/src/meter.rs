@@ -89,10 +89,7 @@ impl Meter {
         w.stop.store(true, Ordering::SeqCst);
         w.handle.thread().unpark();
         let peaks = w.handle.join().unwrap_or_default();
-        self.cell_peak_gpu.resize(self.cell_peak_gpu.len().max(peaks.len()), 0);
-        for (p, g) in self.cell_peak_gpu.iter_mut().zip(&peaks) {
-            *p = (*p).max(*g);
-        }
+        fold_max(&mut self.cell_peak_gpu, peaks.iter().copied());
         peaks
     }
 
@@ -135,10 +132,7 @@ impl Meter {
             self.gpus().sample(gpus, pids)
         };
         self.cell_peak_cpu = self.cell_peak_cpu.max(cpu.hwm).max(cpu.rss);
-        self.cell_peak_gpu.resize(self.cell_peak_gpu.len().max(gpu_mem.len()), 0);
-        for (p, g) in self.cell_peak_gpu.iter_mut().zip(&gpu_mem) {
-            *p = (*p).max(g.used_by_us);
-        }
+        fold_max(&mut self.cell_peak_gpu, gpu_mem.iter().map(|g| g.used_by_us));
         self.spent += t0.elapsed();
         Sample {
             at: t0,
@@ -158,24 +152,34 @@ pub fn peak_tolerance() -> u64 {
     cpus * 32u64.max(2 * cpus) * page
 }
 
-/// `VmRSS` and `VmHWM` of a process, in bytes (zero when it is gone).
-pub fn rss_hwm(pid: u32) -> (u64, u64) {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return (0, 0);
-    };
-    let (mut rss, mut hwm) = (0, 0);
-    for line in status.lines() {
-        if let Some(v) = line.strip_prefix("VmRSS:") {
-            rss = kib(v);
-        } else if let Some(v) = line.strip_prefix("VmHWM:") {
-            hwm = kib(v);
+/// Raises each entry of `peaks` to the matching value, growing it as needed.
+pub fn fold_max(peaks: &mut Vec<u64>, values: impl IntoIterator<Item = u64>) {
+    for (i, v) in values.into_iter().enumerate() {
+        if i == peaks.len() {
+            peaks.push(0);
         }
+        peaks[i] = peaks[i].max(v);
     }
-    (rss, hwm)
 }
 
-fn kib(field: &str) -> u64 {
-    field.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) * 1024
+/// The `kB` fields named by `keys` (with their colon) in a /proc file, in bytes; zero when the
+/// file or a field is missing (a process that is gone).
+fn proc_kib<const N: usize>(path: &str, keys: [&str; N]) -> [u64; N] {
+    let mut out = [0; N];
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines() {
+        if let Some(k) = keys.iter().position(|k| line.starts_with(k)) {
+            let v = line[keys[k].len()..].trim().trim_end_matches("kB").trim();
+            out[k] = v.parse::<u64>().unwrap_or(0) * 1024;
+        }
+    }
+    out
+}
+
+/// `VmRSS` and `VmHWM` of a process, in bytes (zero when it is gone).
+pub fn rss_hwm(pid: u32) -> (u64, u64) {
+    let [rss, hwm] = proc_kib(&format!("/proc/{pid}/status"), ["VmRSS:", "VmHWM:"]);
+    (rss, hwm)
 }
 
 /// Restarts a process's `VmHWM` from its current RSS (`clear_refs` value 5).
@@ -187,18 +191,7 @@ fn reset_hwm(pid: u32) {
 
 /// `MemAvailable` and `MemTotal`, in bytes.
 fn meminfo() -> (u64, u64) {
-    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let (mut avail, mut total) = (0, 0);
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("MemAvailable:") {
-            avail = kib(v);
-        } else if let Some(v) = line.strip_prefix("MemTotal:") {
-            total = kib(v);
-        }
-        if avail > 0 && total > 0 {
-            break;
-        }
-    }
+    let [avail, total] = proc_kib("/proc/meminfo", ["MemAvailable:", "MemTotal:"]);
     (avail, total)
 }
 
