@@ -143,13 +143,13 @@ impl Meter {
     }
 }
 
-/// How far `VmHWM` may sit below the true peak. Linux keeps RSS in per-CPU counters and folds a
-/// CPU's share into the total only every `max(32, 2 * cpus)` pages; `VmRSS` sums them (since 6.16)
-/// but the high-water mark is taken from the folded total.
+/// How far `VmHWM` may sit below the true peak. Linux keeps RSS in three per-CPU counters (file,
+/// anon, shmem pages) and folds a CPU's share into each total only every `max(32, 2 * cpus)` pages;
+/// `VmRSS` sums them (since 6.16) but the high-water mark is taken from the folded totals.
 pub fn peak_tolerance() -> u64 {
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as u64;
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    cpus * 32u64.max(2 * cpus) * page
+    3 * cpus * 32u64.max(2 * cpus) * page
 }
 
 /// Raises each entry of `peaks` to the matching value, growing it as needed.
