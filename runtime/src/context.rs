@@ -4,7 +4,13 @@
 //! pairs, e.g. `tf gpu/0=0.5 torch num_gpus=0`. Keys are `num_cpus` and `num_gpus` (whole numbers,
 //! -1 meaning all that remain fully free) and `cpu/<i>` and `gpu/<i>` (a fraction in (0, 1]).
 //! Errors carry the index of the offending token so callers can point at it.
+//!
+//! A [`Context`] is what a process was given: each framework's devices and shares. It travels
+//! in the `DRYML_CONTEXT` environment variable, so a process, its sandboxes and the kernel agree
+//! on it; [`current`] reads it and [`context_check`] compares it with requirements, failing with
+//! DRYML's errors.
 
+use crate::pool::{Device, Kind, Machine, Pool};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -185,6 +191,283 @@ impl fmt::Display for Requests {
     }
 }
 
+/// The environment variable holding a process's context.
+pub const CONTEXT_ENV: &str = "DRYML_CONTEXT";
+
+/// What one process holds: per framework, devices and the share of each.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Context {
+    pub frameworks: Vec<(String, Vec<(Device, f64)>)>,
+}
+
+/// DRYML's context errors, by the names DRYML gives them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContextError {
+    /// No context is set in this process.
+    NoContext,
+    /// The context does not satisfy the requirements (DRYML's message and the requirements).
+    Incompatible { requirements: String, context: String, why: String },
+    /// An existing context was to be used but does not fit.
+    WrongContext { requirements: String, context: String, why: String },
+    /// `set_context` when one is already set.
+    AlreadyActive { context: String },
+    /// The pool cannot meet the request.
+    ResourcesUnavailable(String),
+}
+
+impl ContextError {
+    /// DRYML's exception name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ContextError::NoContext => "NoContextError",
+            ContextError::Incompatible { .. } => "ContextIncompatibilityError",
+            ContextError::WrongContext { .. } => "WrongContextError",
+            ContextError::AlreadyActive { .. } => "ContextAlreadyActiveError",
+            ContextError::ResourcesUnavailable(_) => "ResourcesUnavailableError",
+        }
+    }
+}
+
+impl fmt::Display for ContextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.name())?;
+        match self {
+            ContextError::NoContext => {
+                f.write_str("no context is set in this process (set one with %context or dryml::context::set_context)")
+            }
+            ContextError::Incompatible { requirements, context, why } => {
+                write!(f, "Context doesn't satisfy requirements {requirements} ({why}; the context is {context})")
+            }
+            ContextError::WrongContext { requirements, context, why } => {
+                write!(f, "the existing context ({context}) doesn't satisfy requirements {requirements} ({why})")
+            }
+            ContextError::AlreadyActive { context } => write!(
+                f,
+                "this process already has a context ({context}); a context is set once per process \
+                 (in a notebook, %context --restart REQS replaces it by restarting the process)"
+            ),
+            ContextError::ResourcesUnavailable(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for ContextError {}
+
+impl Context {
+    /// The devices of one framework.
+    pub fn get(&self, framework: &str) -> Option<&[(Device, f64)]> {
+        self.frameworks.iter().find(|(f, _)| f == framework).map(|(_, d)| d.as_slice())
+    }
+
+    /// Every device any framework holds, with the summed share.
+    pub fn devices(&self) -> BTreeMap<Device, f64> {
+        let mut out = BTreeMap::new();
+        for (_, ds) in &self.frameworks {
+            for &(d, s) in ds {
+                *out.entry(d).or_insert(0.0) += s;
+            }
+        }
+        out
+    }
+
+    /// Why the context does not satisfy `reqs`, if it does not. Keys not given ask for nothing;
+    /// `num_*` counts the devices held (of any share); `-1` asks for nothing beyond the framework.
+    pub fn unmet(&self, reqs: &Requests) -> Option<String> {
+        for (fw, r) in &reqs.frameworks {
+            let Some(held) = self.get(fw) else {
+                return Some(format!("it has no `{fw}` framework"));
+            };
+            for (kind, specific, num, key) in
+                [(Kind::Cpu, &r.cpus, r.num_cpus, "num_cpus"), (Kind::Gpu, &r.gpus, r.num_gpus, "num_gpus")]
+            {
+                let count = held.iter().filter(|(d, _)| d.kind == kind).count();
+                if let Some(n) = num.filter(|n| *n > 0) {
+                    if (count as i64) < n {
+                        return Some(format!("{fw} asks for {key}={n}, it holds {count}"));
+                    }
+                }
+                for (&i, &share) in specific {
+                    let d = Device { kind, index: i };
+                    let have: f64 = held.iter().filter(|(x, _)| *x == d).map(|(_, s)| s).sum();
+                    if have + 1e-9 < share {
+                        return Some(format!("{fw} asks for {d}={share}, it holds {}", crate::pool::short(have)));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The compact form carried in `DRYML_CONTEXT`: `tf=gpu/0:0.5,cpu/1:1;torch=`.
+    pub fn encode(&self) -> String {
+        let fws: Vec<String> = self
+            .frameworks
+            .iter()
+            .map(|(fw, ds)| {
+                let items: Vec<String> = ds.iter().map(|(d, s)| format!("{d}:{s}")).collect();
+                format!("{fw}={}", items.join(","))
+            })
+            .collect();
+        fws.join(";")
+    }
+
+    pub fn decode(text: &str) -> Result<Context, String> {
+        let mut ctx = Context::default();
+        for part in text.split(';').filter(|p| !p.is_empty()) {
+            let (fw, items) = part.split_once('=').ok_or_else(|| format!("bad context part `{part}`"))?;
+            let mut ds = Vec::new();
+            for item in items.split(',').filter(|i| !i.is_empty()) {
+                let (d, s) = item.split_once(':').ok_or_else(|| format!("bad context item `{item}`"))?;
+                let share: f64 = s.parse().map_err(|_| format!("bad share in `{item}`"))?;
+                ds.push((d.parse()?, share));
+            }
+            ctx.frameworks.push((fw.to_string(), ds));
+        }
+        Ok(ctx)
+    }
+
+    /// The environment a process of this context gets: the context itself, the GPUs CUDA may
+    /// see (in PCI bus order, as the kernel starts the child with `CUDA_DEVICE_ORDER=PCI_BUS_ID`),
+    /// and thread counts for OpenMP, MKL, rayon and TensorFlow.
+    pub fn env(&self, machine: &Machine) -> Vec<(String, String)> {
+        let devices = self.devices();
+        let gpus: Vec<String> = devices
+            .keys()
+            .filter(|d| d.kind == Kind::Gpu)
+            .filter_map(|d| machine.gpu(d.index).map(|g| g.cuda_id.clone()))
+            .collect();
+        let mut env = vec![
+            (CONTEXT_ENV.to_string(), self.encode()),
+            ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(",")),
+        ];
+        let cpu_share: f64 = devices.iter().filter(|(d, _)| d.kind == Kind::Cpu).map(|(_, s)| s).sum();
+        if cpu_share > 0.0 {
+            let threads = (cpu_share.ceil() as u64).max(1).to_string();
+            for name in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"] {
+                env.push((name.to_string(), threads.clone()));
+            }
+        }
+        if self.get("tf").is_some() {
+            // TensorFlow otherwise maps all of a GPU's memory at start-up.
+            env.push(("TF_FORCE_GPU_ALLOW_GROWTH".to_string(), "true".to_string()));
+        }
+        env
+    }
+
+    /// The logical CPUs to pin to: every CPU held, of any share. Empty means no pinning.
+    pub fn cpu_set(&self) -> Vec<u32> {
+        self.devices().keys().filter(|d| d.kind == Kind::Cpu).map(|d| d.index).collect()
+    }
+
+    /// The CUDA device number `gpu/<index>` has inside a process of this context.
+    pub fn cuda_device(&self, gpu: u32) -> Option<usize> {
+        self.devices().keys().filter(|d| d.kind == Kind::Gpu).position(|d| d.index == gpu)
+    }
+
+    /// The share of `gpu/<index>` a framework may use: for the framework's own memory limit,
+    /// since no framework lets another process enforce one.
+    pub fn gpu_share(&self, framework: &str, gpu: u32) -> Option<f64> {
+        self.get(framework)?
+            .iter()
+            .find(|(d, _)| *d == Device::gpu(gpu))
+            .map(|(_, s)| *s)
+    }
+}
+
+/// The table form: `tf: cpu/0, gpu/1=0.5; torch: cpu/1`.
+impl fmt::Display for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.frameworks.is_empty() {
+            return f.write_str("(empty)");
+        }
+        for (k, (fw, ds)) in self.frameworks.iter().enumerate() {
+            if k > 0 {
+                f.write_str("; ")?;
+            }
+            let items: Vec<String> = ds
+                .iter()
+                .map(|(d, s)| if *s >= 1.0 { d.to_string() } else { format!("{d}={}", crate::pool::short(*s)) })
+                .collect();
+            if items.is_empty() {
+                write!(f, "{fw}: no devices")?;
+            } else {
+                write!(f, "{fw}: {}", items.join(", "))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// This process's context, if one was set (by `%context`, [`set_context`], or a sandbox).
+pub fn current() -> Option<Context> {
+    let text = std::env::var(CONTEXT_ENV).ok()?;
+    Context::decode(&text).ok()
+}
+
+/// DRYML's `context_check`: fails unless this process's context satisfies `reqs`.
+pub fn context_check(reqs: &Requests) -> Result<(), ContextError> {
+    let ctx = current().ok_or(ContextError::NoContext)?;
+    match ctx.unmet(reqs) {
+        None => Ok(()),
+        Some(why) => Err(ContextError::Incompatible {
+            requirements: reqs.to_string(),
+            context: ctx.to_string(),
+            why,
+        }),
+    }
+}
+
+/// DRYML's `set_context` for a program: claims `reqs` from the pool for this process and
+/// applies them to it. Once per process. (In a notebook, use `%context`, which also restarts.)
+pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
+    if let Some(ctx) = current() {
+        return Err(ContextError::AlreadyActive { context: ctx.to_string() });
+    }
+    let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
+    let mut pool = Pool::open().map_err(unavailable)?;
+    let ctx = pool.allocate(reqs).map_err(ContextError::ResourcesUnavailable)?;
+    pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
+    let machine = pool.machine.clone();
+    pool.commit().map_err(unavailable)?;
+    apply(&ctx, &machine);
+    Ok(ctx)
+}
+
+/// Applies a context to this process: its environment and the CPU affinity of every thread.
+/// Frameworks read the environment when they start, so what started before is not changed.
+pub fn apply(ctx: &Context, machine: &Machine) {
+    for (k, v) in ctx.env(machine) {
+        // The kernel's helper threads in this process never read the environment.
+        std::env::set_var(k, v);
+    }
+    pin_cpus(&ctx.cpu_set());
+}
+
+/// Pins every thread of this process to `cpus` (new threads inherit it). Empty: no change.
+pub fn pin_cpus(cpus: &[u32]) {
+    if cpus.is_empty() {
+        return;
+    }
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        unsafe { libc::CPU_SET(c as usize, &mut set) };
+    }
+    let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default();
+    for tid in tids {
+        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    }
+}
+
+/// Called by the kernel's hidden cell after `%context` claimed `encoded` for this process.
+#[doc(hidden)]
+pub fn __adopt(encoded: &str) {
+    if let Ok(ctx) = Context::decode(encoded) {
+        apply(&ctx, &Machine::load());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +525,60 @@ mod tests {
         assert_eq!(r.check_devices(4, 1).unwrap_err(), "tf: gpu/1 does not exist (this machine has 1 gpu, numbered from 0)");
         assert!(r.check_devices(4, 2).is_ok());
         assert!(r.check_devices(3, 2).unwrap_err().starts_with("torch: cpu/3"));
+    }
+
+    #[test]
+    fn checks_against_a_context() {
+        let ctx = Context::decode("tf=gpu/0:1,cpu/0:1;torch=cpu/1:0.5").unwrap();
+        assert_eq!(ctx.to_string(), "tf: gpu/0, cpu/0; torch: cpu/1=0.5");
+        assert_eq!(Context::decode(&ctx.encode()).unwrap(), ctx);
+        // (requirements, None when satisfied or words of why not)
+        let table: &[(&str, Option<&str>)] = &[
+            ("tf", None),
+            ("tf num_gpus=1", None),
+            ("tf num_gpus=2", Some("tf asks for num_gpus=2, it holds 1")),
+            ("tf num_gpus=-1 num_cpus=-1", None),
+            ("torch cpu/1=0.5", None),
+            ("torch cpu/1=0.75", Some("torch asks for cpu/1=0.75, it holds 0.5")),
+            ("torch num_gpus=1", Some("torch asks for num_gpus=1, it holds 0")),
+            ("jax", Some("it has no `jax` framework")),
+            ("", None),
+        ];
+        for (req, want) in table {
+            let got = ctx.unmet(&Requests::parse(req).unwrap());
+            match want {
+                None => assert_eq!(got, None, "{req}"),
+                Some(w) => assert!(got.as_deref().unwrap_or("").contains(w), "{req}: {got:?}"),
+            }
+        }
+        let e = ContextError::Incompatible {
+            requirements: Requests::parse("tf num_gpus=2").unwrap().to_string(),
+            context: ctx.to_string(),
+            why: "x".into(),
+        };
+        assert!(e.to_string().starts_with("ContextIncompatibilityError: Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}"));
+    }
+
+    #[test]
+    fn environment_of_a_context() {
+        let machine = Machine {
+            cpus: 4,
+            gpus: vec![
+                crate::pool::GpuInfo { index: 0, cuda_id: "1".into(), name: "A".into(), total_bytes: 1 },
+                crate::pool::GpuInfo { index: 1, cuda_id: "3".into(), name: "B".into(), total_bytes: 1 },
+            ],
+        };
+        let ctx = Context::decode("tf=gpu/1:0.5,cpu/2:1;torch=gpu/0:1,cpu/3:0.5").unwrap();
+        let env: BTreeMap<String, String> = ctx.env(&machine).into_iter().collect();
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "1,3");
+        assert_eq!(env["OMP_NUM_THREADS"], "2");
+        assert_eq!(env["TF_FORCE_GPU_ALLOW_GROWTH"], "true");
+        assert_eq!(ctx.cpu_set(), vec![2, 3]);
+        assert_eq!(ctx.cuda_device(1), Some(1));
+        assert_eq!(ctx.gpu_share("tf", 1), Some(0.5));
+        let none = Context::decode("default=").unwrap();
+        let env: BTreeMap<String, String> = none.env(&machine).into_iter().collect();
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "no GPU held: CUDA sees none");
+        assert!(!env.contains_key("OMP_NUM_THREADS"));
     }
 }

@@ -4,13 +4,16 @@
 //! `clear_output`, line input from the notebook, the interrupt flag, and the figures of the
 //! last experiment. Objects, repos, contexts and adaptive batching arrive in later issues.
 
+pub mod compute;
 pub mod context;
 pub mod display;
 pub mod experiment;
 pub mod interrupt;
+pub mod pool;
 pub mod protocol;
 
 pub use display::{clear_output, html, Html};
+pub use compute::{compute, Compute, ComputeError};
 pub use interrupt::interrupted;
 
 /// Reads a line typed by the notebook user (Jupyter's `input_request`).

@@ -1,0 +1,722 @@
+//! Sandboxed compute, DRYML's `compute_context`: run a closure in a forked child process that
+//! holds a context from the pool, and get its serde-serialized result back.
+//!
+//! The child is a `fork` of the caller, so it starts with copies of everything the closure
+//! uses, whatever their types; only the result (and updated objects) cross back, as JSON over a
+//! pipe. The child ends with `_exit`: no destructor of the caller's state runs twice. Its claims
+//! are released when it ends, whether it returned, panicked, timed out, ran out of its memory
+//! limit or was killed. What a context can enforce is listed in [`crate::context::Context::env`].
+
+use crate::context::{self, Context, ContextError, Requests};
+use crate::pool::{Machine, Pool};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How often the parent checks the sandbox's memory, the clock and the interrupt flag.
+const POLL_MS: i32 = 5;
+
+/// Why compute did not return a value.
+#[derive(Clone, PartialEq)]
+pub enum ComputeError {
+    /// `NoContextError`, `WrongContextError` or `ResourcesUnavailableError`.
+    Context(ContextError),
+    /// The closure panicked; the message and where.
+    Panicked(String),
+    TimedOut { after: Duration },
+    /// The sandbox went over `mem_limit` (memory it added beyond what it was forked with).
+    OutOfMemory { limit: u64, used: u64 },
+    /// The sandbox died of a signal it was not sent by us (the OOM killer's SIGKILL, a SIGSEGV).
+    Killed { signal: i32 },
+    /// The sandbox exited without a result (`std::process::exit` in the closure).
+    Exited { code: i32 },
+    /// The user interrupted the notebook while the sandbox ran.
+    Interrupted,
+    /// The result or an updated object did not (de)serialize, or the system refused.
+    Failed(String),
+}
+
+impl ComputeError {
+    pub fn name(&self) -> &'static str {
+        match self {
+            ComputeError::Context(e) => e.name(),
+            ComputeError::Panicked(_) => "SandboxPanicked",
+            ComputeError::TimedOut { .. } => "SandboxTimedOut",
+            ComputeError::OutOfMemory { .. } => "SandboxOutOfMemory",
+            ComputeError::Killed { .. } => "SandboxKilled",
+            ComputeError::Exited { .. } => "SandboxExited",
+            ComputeError::Interrupted => "KeyboardInterrupt",
+            ComputeError::Failed(_) => "SandboxFailed",
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        _ => return format!("signal {sig}"),
+    };
+    format!("{name} ({sig})")
+}
+
+impl fmt::Display for ComputeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let ComputeError::Context(e) = self {
+            return write!(f, "{e}");
+        }
+        write!(f, "{}: ", self.name())?;
+        match self {
+            ComputeError::Context(_) => Ok(()),
+            ComputeError::Panicked(m) => write!(f, "the sandbox panicked: {m}"),
+            ComputeError::TimedOut { after } => {
+                write!(f, "the sandbox was stopped after the {} s timeout", after.as_secs_f64())
+            }
+            ComputeError::OutOfMemory { limit, used } => write!(
+                f,
+                "the sandbox was stopped at {} for going over its memory limit of {}",
+                size(*used),
+                size(*limit)
+            ),
+            ComputeError::Killed { signal } => {
+                let hint = if *signal == libc::SIGKILL { " (by the system's OOM killer?)" } else { "" };
+                write!(f, "the sandbox was killed by {}{hint}", signal_name(*signal))
+            }
+            ComputeError::Exited { code } => write!(f, "the sandbox exited with code {code} before returning"),
+            ComputeError::Interrupted => f.write_str("the sandbox was stopped by an interrupt"),
+            ComputeError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+// evcxr prints a cell's `?` errors with `{:?}`: make that the readable message.
+impl fmt::Debug for ComputeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::error::Error for ComputeError {}
+
+impl From<ContextError> for ComputeError {
+    fn from(e: ContextError) -> Self {
+        ComputeError::Context(e)
+    }
+}
+
+/// Bytes in binary units, one decimal: `1.5 GiB`.
+pub fn size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+/// What one compute call did, for the notebook's report line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// The sandbox's pid; None when it ran in the caller's own process.
+    pub pid: Option<u32>,
+    pub wall: Duration,
+    /// The sandbox's peak resident memory, pages shared with the caller included.
+    pub peak_rss: u64,
+    /// The most memory it held beyond what it was forked with.
+    pub peak_added: u64,
+    /// The context it ran in.
+    pub context: Context,
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.pid {
+            None => write!(
+                f,
+                "ran in this process's own context ({}) in {:.3} s",
+                self.context,
+                self.wall.as_secs_f64()
+            ),
+            Some(pid) => write!(
+                f,
+                "sandbox pid {pid}: {:.3} s, peak memory {} (+{} over the notebook's), held {}; all released",
+                self.wall.as_secs_f64(),
+                size(self.peak_rss),
+                size(self.peak_added),
+                self.context
+            ),
+        }
+    }
+}
+
+static LAST: std::sync::Mutex<Option<Report>> = std::sync::Mutex::new(None);
+
+/// The report of this process's last compute call (also after a failed one, if a sandbox ran).
+pub fn last_report() -> Option<Report> {
+    LAST.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// A compute call's options, DRYML's `compute_context(...)` arguments.
+#[derive(Debug, Clone, Default)]
+pub struct Compute {
+    reqs: Requests,
+    timeout: Option<Duration>,
+    mem_limit: Option<u64>,
+    use_existing: bool,
+    dont_create: bool,
+    verbose: bool,
+}
+
+/// Runs `f` in a sandbox holding `reqs` and returns its result: DRYML's `@compute`.
+pub fn compute<T, F>(reqs: &Requests, f: F) -> Result<T, ComputeError>
+where
+    T: Serialize + DeserializeOwned,
+    F: FnOnce() -> T,
+{
+    Compute::new(reqs).run(f)
+}
+
+enum Place {
+    Here(Context),
+    Sandbox,
+}
+
+/// Frame tags of the result pipe.
+const OK: u8 = 0;
+const PANIC: u8 = 1;
+const FAIL: u8 = 2;
+
+impl Compute {
+    pub fn new(reqs: &Requests) -> Compute {
+        Compute { reqs: reqs.clone(), ..Compute::default() }
+    }
+    /// Stops the sandbox after this long.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+    /// Stops the sandbox once it holds this many bytes beyond what it was forked with.
+    pub fn mem_limit(mut self, bytes: u64) -> Self {
+        self.mem_limit = Some(bytes);
+        self
+    }
+    /// Runs in this process if its context satisfies the request (`WrongContextError` if not).
+    pub fn use_existing(mut self, yes: bool) -> Self {
+        self.use_existing = yes;
+        self
+    }
+    /// Never starts a sandbox: `NoContextError` without a context, `WrongContextError` if it
+    /// does not satisfy the request.
+    pub fn dont_create(mut self, yes: bool) -> Self {
+        self.dont_create = yes;
+        self
+    }
+    /// Prints what the sandbox was given (context, environment, CPU pinning) to stderr.
+    pub fn verbose(mut self, yes: bool) -> Self {
+        self.verbose = yes;
+        self
+    }
+
+    fn place(&self) -> Result<Place, ComputeError> {
+        let existing = context::current();
+        if !(self.use_existing || self.dont_create) {
+            return Ok(Place::Sandbox);
+        }
+        match existing {
+            None if self.dont_create => Err(ContextError::NoContext.into()),
+            None => Ok(Place::Sandbox),
+            Some(ctx) => match ctx.unmet(&self.reqs) {
+                None => Ok(Place::Here(ctx)),
+                Some(why) => Err(ContextError::WrongContext {
+                    requirements: self.reqs.to_string(),
+                    context: ctx.to_string(),
+                    why,
+                }
+                .into()),
+            },
+        }
+    }
+
+    /// Runs `f` and returns its value.
+    pub fn run<T, F>(&self, f: F) -> Result<T, ComputeError>
+    where
+        T: Serialize + DeserializeOwned,
+        F: FnOnce() -> T,
+    {
+        if let Place::Here(ctx) = self.place()? {
+            return Ok(self.here(ctx, f));
+        }
+        let bytes = self.sandbox(|| encode(&f()))?;
+        decode(&bytes, "the result")
+    }
+
+    /// Runs `f` on `obj` and, when it returns, gives `obj` the sandbox's final state
+    /// (DRYML's `ctx_update_objs`). On any failure `obj` is left as it was.
+    pub fn run_updating<U, T, F>(&self, obj: &mut U, f: F) -> Result<T, ComputeError>
+    where
+        U: Serialize + DeserializeOwned,
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(&mut U) -> T,
+    {
+        if let Place::Here(ctx) = self.place()? {
+            return Ok(self.here(ctx, || f(obj)));
+        }
+        let bytes = self.sandbox(|| {
+            // A bitwise copy: this is the sandbox's own memory, and it never returns to drop it.
+            let mut mine = unsafe { std::ptr::read(obj as *const U) };
+            let value = f(&mut mine);
+            let r = encode(&(value, &mine));
+            std::mem::forget(mine);
+            r
+        })?;
+        let (value, new): (T, U) = decode(&bytes, "the result and the updated object")?;
+        *obj = new;
+        Ok(value)
+    }
+
+    fn here<T>(&self, ctx: Context, f: impl FnOnce() -> T) -> T {
+        let t0 = Instant::now();
+        let v = f();
+        let report = Report { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx };
+        *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        v
+    }
+
+    /// The `%%compute` form: where the cell runs is decided like [`Compute::run`]; `body` gets
+    /// a [`Cell`] to pass updated variables and the shown value through, and must end with
+    /// [`Cell::finish`]. In this process the body runs as an ordinary closure.
+    #[doc(hidden)]
+    pub fn run_cell(&self, body: impl FnOnce(&mut Cell)) -> Result<CellResult, ComputeError> {
+        if let Place::Here(ctx) = self.place()? {
+            let t0 = Instant::now();
+            let mut cell = Cell { updates: Vec::new(), shown: None, here: true };
+            body(&mut cell);
+            *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(Report { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx });
+            return Ok(CellResult { here: true, updates: Vec::new(), shown: cell.shown });
+        }
+        let bytes = self.sandbox(|| {
+            let mut cell = Cell { updates: Vec::new(), shown: None, here: false };
+            body(&mut cell);
+            // `finish` ends the process; reaching here means the body returned early.
+            Err("the %%compute body returned without finishing".into())
+        })?;
+        let (updates, shown): (Vec<(String, serde_json::Value)>, Option<String>) =
+            decode(&bytes, "the cell's results")?;
+        Ok(CellResult { here: false, updates, shown })
+    }
+
+    /// Forks, runs `body` in the child with the context applied, and returns the bytes it
+    /// produced. Claims are taken before the fork and released after the child is reaped.
+    fn sandbox(&self, body: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<Vec<u8>, ComputeError> {
+        let failed = |what: &str, e: std::io::Error| ComputeError::Failed(format!("{what}: {e}"));
+        let mut pool = Pool::open().map_err(|e| failed("opening the resource pool", e))?;
+        let ctx = pool.allocate(&self.reqs).map_err(|e| ComputeError::Context(ContextError::ResourcesUnavailable(e)))?;
+        let machine = pool.machine.clone();
+        let mut fds = [0; 2];
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(failed("creating the result pipe", std::io::Error::last_os_error()));
+        }
+        let (read_fd, write_fd) = (fds[0], fds[1]);
+        let base = resident(std::process::id()).unwrap_or(0);
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        let t0 = Instant::now();
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe {
+                libc::close(read_fd);
+                libc::close(write_fd);
+            }
+            return Err(failed("fork", e));
+        }
+        if pid == 0 {
+            unsafe { libc::close(read_fd) };
+            child(write_fd, &ctx, &machine, self.verbose, body);
+        }
+        let pid = pid as u32;
+        unsafe { libc::close(write_fd) };
+        let claimed = pool.claim(pid, "sandbox", &ctx).and_then(|_| pool.commit());
+        if let Err(e) = claimed {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let _ = reap(pid);
+            unsafe { libc::close(read_fd) };
+            return Err(failed("recording the sandbox's claims", e));
+        }
+        let watched = self.watch(pid, read_fd, base, t0);
+        unsafe { libc::close(read_fd) };
+        // The claims went with the process; drop them now rather than at the next reader.
+        if let Ok(mut pool) = Pool::open() {
+            pool.release(pid);
+            let _ = pool.commit();
+        }
+        let report = Report {
+            pid: Some(pid),
+            wall: t0.elapsed(),
+            peak_rss: watched.peak_rss,
+            peak_added: watched.peak_added,
+            context: ctx,
+        };
+        *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+        if let Some(e) = watched.stopped {
+            return Err(e);
+        }
+        match watched.frame.split_first() {
+            Some((&OK, rest)) => Ok(rest.to_vec()),
+            Some((&PANIC, rest)) => Err(ComputeError::Panicked(String::from_utf8_lossy(rest).into_owned())),
+            Some((&FAIL, rest)) => Err(ComputeError::Failed(String::from_utf8_lossy(rest).into_owned())),
+            _ => Err(match watched.status {
+                Exit::Signal(s) => ComputeError::Killed { signal: s },
+                Exit::Code(c) => ComputeError::Exited { code: c },
+            }),
+        }
+    }
+
+    /// Reads the child's result while enforcing the timeout, the memory limit and interrupts.
+    fn watch(&self, pid: u32, fd: i32, base: u64, t0: Instant) -> Watched {
+        let mut frame = Vec::new();
+        let mut stopped = None;
+        let mut peak_added = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            let ready = unsafe { libc::poll(&mut p, 1, POLL_MS) };
+            if ready > 0 {
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n == 0 {
+                    break;
+                }
+                if n > 0 {
+                    frame.extend_from_slice(&buf[..n as usize]);
+                }
+            }
+            if stopped.is_some() {
+                continue;
+            }
+            if let Some(rss) = resident(pid) {
+                let added = rss.saturating_sub(base);
+                peak_added = peak_added.max(added);
+                if let Some(limit) = self.mem_limit.filter(|l| added > *l) {
+                    stopped = Some(ComputeError::OutOfMemory { limit, used: added });
+                }
+            }
+            if stopped.is_none() {
+                if let Some(t) = self.timeout.filter(|t| t0.elapsed() > *t) {
+                    stopped = Some(ComputeError::TimedOut { after: t });
+                }
+            }
+            if stopped.is_none() && crate::interrupted() {
+                stopped = Some(ComputeError::Interrupted);
+            }
+            if stopped.is_some() {
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        let (status, peak_rss) = reap(pid);
+        Watched { frame, stopped, status, peak_rss, peak_added }
+    }
+}
+
+struct Watched {
+    frame: Vec<u8>,
+    stopped: Option<ComputeError>,
+    status: Exit,
+    peak_rss: u64,
+    peak_added: u64,
+}
+
+enum Exit {
+    Code(i32),
+    Signal(i32),
+}
+
+/// Waits for the child; returns how it ended and its peak resident memory.
+fn reap(pid: u32) -> (Exit, u64) {
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+        if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    let exit = if libc::WIFSIGNALED(status) {
+        Exit::Signal(libc::WTERMSIG(status))
+    } else {
+        Exit::Code(libc::WEXITSTATUS(status))
+    };
+    (exit, usage.ru_maxrss.max(0) as u64 * 1024)
+}
+
+/// A process's resident memory in bytes, from /proc/<pid>/statm.
+fn resident(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
+}
+
+/// The sandbox side: apply the context, run, send one frame, and end without unwinding into
+/// the caller's frames or running its destructors.
+fn child(
+    fd: i32,
+    ctx: &Context,
+    machine: &Machine,
+    verbose: bool,
+    body: impl FnOnce() -> Result<Vec<u8>, String>,
+) -> ! {
+    set_result_fd(fd);
+    context::apply(ctx, machine);
+    if verbose {
+        let env: Vec<String> = ctx.env(machine).into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let pin = ctx.cpu_set();
+        eprintln!(
+            "[sandbox pid {}] context {ctx}; {}; CPU affinity {}",
+            std::process::id(),
+            env.join(" "),
+            if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
+        );
+    }
+    // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run here.
+    let message = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let message = message.clone();
+        std::panic::set_hook(Box::new(move |info| {
+            let text = if let Some(s) = info.payload().downcast_ref::<&str>() {
+                s.to_string()
+            } else if let Some(s) = info.payload().downcast_ref::<String>() {
+                s.clone()
+            } else {
+                "(a panic with a non-string payload)".to_string()
+            };
+            let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
+            *message.lock().unwrap_or_else(|e| e.into_inner()) = format!("{text}{at}");
+        }));
+    }
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    match outcome {
+        Ok(Ok(bytes)) => send_frame(OK, &bytes),
+        Ok(Err(e)) => send_frame(FAIL, e.as_bytes()),
+        Err(_) => {
+            let m = message.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            send_frame(PANIC, m.as_bytes())
+        }
+    }
+}
+
+static RESULT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+fn set_result_fd(fd: i32) {
+    RESULT_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Writes the one result frame and ends the sandbox.
+fn send_frame(tag: u8, bytes: &[u8]) -> ! {
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
+    let mut data = Vec::with_capacity(bytes.len() + 1);
+    data.push(tag);
+    data.extend_from_slice(bytes);
+    let mut off = 0;
+    while off < data.len() {
+        let n = unsafe { libc::write(fd, data[off..].as_ptr().cast(), data.len() - off) };
+        if n <= 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            unsafe { libc::_exit(3) };
+        }
+        off += n as usize;
+    }
+    unsafe { libc::_exit(0) }
+}
+
+fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(v).map_err(|e| format!("SandboxFailed: the sandbox's result does not serialize: {e}"))
+}
+
+fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
+    serde_json::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("SandboxFailed: {what} did not deserialize: {e}")))
+}
+
+/// What a `%%compute` body hands back from the sandbox.
+#[doc(hidden)]
+pub struct Cell {
+    updates: Vec<(String, serde_json::Value)>,
+    shown: Option<String>,
+    here: bool,
+}
+
+impl Cell {
+    /// Sends `value` back as the new value of the notebook's variable `name`.
+    pub fn update<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), String> {
+        if self.here {
+            return Ok(());
+        }
+        let v = serde_json::to_value(value)
+            .map_err(|e| format!("SandboxFailed: --update {name}: the value does not serialize: {e}"))?;
+        self.updates.push((name.to_string(), v));
+        Ok(())
+    }
+
+    /// The cell's value, shown as evcxr shows one (its `Debug` form).
+    pub fn show<T: fmt::Debug>(&mut self, value: &T) {
+        self.shown = Some(format!("{value:?}"));
+    }
+
+    /// Ends the body: in a sandbox, sends the results and exits without dropping anything.
+    pub fn finish(self) {
+        if self.here {
+            return;
+        }
+        match encode(&(&self.updates, &self.shown)) {
+            Ok(b) => send_frame(OK, &b),
+            Err(e) => send_frame(FAIL, e.as_bytes()),
+        }
+    }
+
+    /// Ends the body with an error message (an update that failed to serialize).
+    pub fn fail(self, message: String) {
+        if !self.here {
+            send_frame(FAIL, message.as_bytes());
+        }
+    }
+}
+
+/// The notebook side of a `%%compute` cell's results.
+#[doc(hidden)]
+pub struct CellResult {
+    here: bool,
+    updates: Vec<(String, serde_json::Value)>,
+    shown: Option<String>,
+}
+
+/// A value shown as its already formatted text.
+pub struct Shown(pub String);
+
+impl fmt::Debug for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl CellResult {
+    /// The new value of `name`, for the notebook to assign. `None` when the cell ran in the
+    /// notebook's own process (the variable is already updated).
+    pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, ComputeError> {
+        if self.here {
+            return Ok(None);
+        }
+        let i = self
+            .updates
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| ComputeError::Failed(format!("SandboxFailed: the sandbox sent no value for `{name}`")))?;
+        let v = self.updates.swap_remove(i).1;
+        serde_json::from_value(v)
+            .map(Some)
+            .map_err(|e| ComputeError::Failed(format!("SandboxFailed: --update {name}: the value did not deserialize: {e}")))
+    }
+
+    /// The text of the cell's value, when it had one and it ran in a sandbox.
+    pub fn shown(&mut self) -> Option<Shown> {
+        self.shown.take().map(Shown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reqs(s: &str) -> Requests {
+        Requests::parse(s).unwrap()
+    }
+
+    #[test]
+    fn returns_values_and_applies_the_context() {
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+        let got = compute(&reqs("default num_cpus=1"), move || {
+            let ctx = crate::context::current().unwrap();
+            (big.iter().map(|&b| b as u64).sum::<u64>(), ctx.to_string(), std::env::var("OMP_NUM_THREADS").unwrap())
+        })
+        .unwrap();
+        let want: u64 = (0..1_000_000u32).map(|i| (i % 251) as u64).sum();
+        assert_eq!(got.0, want);
+        assert!(got.1.starts_with("default: cpu/"), "{}", got.1);
+        assert_eq!(got.2, "1");
+        let r = last_report().unwrap();
+        assert!(r.pid.is_some() && r.peak_rss > 0);
+        assert!(crate::context::current().is_none(), "the caller's context is untouched");
+    }
+
+    #[test]
+    fn failures_are_reported_and_leave_the_caller_intact() {
+        let r = compute(&reqs("default num_cpus=0"), || -> u32 { panic!("boom {}", 7) });
+        match r {
+            Err(ComputeError::Panicked(m)) => assert!(m.starts_with("boom 7 (at "), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let r = Compute::new(&reqs("default num_cpus=0"))
+            .timeout(Duration::from_millis(200))
+            .run::<(), _>(|| std::thread::sleep(Duration::from_secs(30)));
+        assert_eq!(r.unwrap_err().to_string(), "SandboxTimedOut: the sandbox was stopped after the 0.2 s timeout");
+        let r = Compute::new(&reqs("default num_cpus=0")).mem_limit(50 << 20).run::<(), _>(|| {
+            let mut v: Vec<Vec<u8>> = Vec::new();
+            loop {
+                v.push(vec![1u8; 8 << 20]);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        match r {
+            Err(ComputeError::OutOfMemory { limit, used }) => assert!(limit == 50 << 20 && used > limit),
+            other => panic!("{other:?}"),
+        }
+        let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::exit(4) });
+        assert_eq!(r.unwrap_err(), ComputeError::Exited { code: 4 });
+        let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::abort() });
+        assert_eq!(r.unwrap_err().to_string(), "SandboxKilled: the sandbox was killed by SIGABRT (6)");
+    }
+
+    #[test]
+    fn updates_come_back_only_on_success() {
+        let mut model = vec![1.0f64, 2.0];
+        let loss = Compute::new(&reqs("default num_cpus=0"))
+            .run_updating(&mut model, |m| {
+                m.push(3.0);
+                m.iter().sum::<f64>()
+            })
+            .unwrap();
+        assert_eq!((loss, model.clone()), (6.0, vec![1.0, 2.0, 3.0]));
+        let r = Compute::new(&reqs("default num_cpus=0")).run_updating::<_, (), _>(&mut model, |m| {
+            m.clear();
+            panic!("no")
+        });
+        assert!(matches!(r, Err(ComputeError::Panicked(_))));
+        assert_eq!(model, vec![1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn existing_context_flags() {
+        // No context in this test process.
+        let e = Compute::new(&reqs("tf")).dont_create(true).run(|| 1).unwrap_err();
+        assert!(e.to_string().starts_with("NoContextError"), "{e}");
+        let v = Compute::new(&reqs("default num_cpus=0")).use_existing(true).run(|| 5).unwrap();
+        assert_eq!(v, 5, "no context: a sandbox is made");
+        let e = compute(&reqs("tf num_gpus=1"), || 1).unwrap_err();
+        assert!(e.to_string().starts_with("ResourcesUnavailableError: tf: num_gpus=1 cannot be met"), "{e}");
+    }
+}
