@@ -1,8 +1,123 @@
-//! The JSON form of a resource request (`%context {"tf": {"gpu/0": 0.5}}`), read into the same
-//! grammar as the text form, so both give the same values and the same errors.
+//! The arguments of `%context` and `%%compute`: resource requests in the text form or the JSON
+//! form (`%context {"tf": {"gpu/0": 0.5}}`), read into one grammar so both give the same values
+//! and the same errors, plus `%%compute`'s options.
 
+use crate::registry::{is_ident, keep_list, option_token, positional_token};
+use crate::{Args, Token};
 use dryml::context::Requests;
 use serde_json::Value;
+
+type ArgError = (String, Option<usize>);
+
+/// What a `%context` line asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContextCommand {
+    Show,
+    Set { requests: Requests, restart: bool },
+    Check(Requests),
+}
+
+/// Reads `%context`'s arguments. Errors point at the token.
+pub fn context_command(args: &Args, tokens: &[Token]) -> Result<ContextCommand, ArgError> {
+    let restart = args.flag("restart");
+    let check = args.positionals.first().is_some_and(|p| p == "check");
+    if check && restart {
+        return Err(("check and --restart do not go together".into(), tokens.iter().position(|t| t.text == "--restart")));
+    }
+    let skip = usize::from(check);
+    if args.positionals.len() == skip {
+        return match (check, restart) {
+            (false, false) => Ok(ContextCommand::Show),
+            (true, _) => Err(("check needs the REQS to check, as in `%context check tf num_gpus=1`".into(), None)),
+            (_, true) => Err(("--restart needs the REQS of the new context".into(), None)),
+        };
+    }
+    let requests = requests_of(args, tokens, skip)?;
+    Ok(if check { ContextCommand::Check(requests) } else { ContextCommand::Set { requests, restart } })
+}
+
+/// The requests in the positionals from `skip` on: JSON when they start with `{`.
+fn requests_of(args: &Args, tokens: &[Token], skip: usize) -> Result<Requests, ArgError> {
+    let words = &args.positionals[skip..];
+    if words.is_empty() {
+        return Ok(Requests::parse("default").expect("the default request parses"));
+    }
+    let first = positional_token(tokens, skip);
+    if words[0].starts_with('{') {
+        let json = match args.raw.find('{') {
+            Some(at) => args.raw[at..].trim(),
+            None => "",
+        };
+        return requests_from_json(json).map_err(|m| (m, first));
+    }
+    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
+    Requests::parse_tokens(&refs).map_err(|e| (e.message, e.token.and_then(|k| positional_token(tokens, skip + k))))
+}
+
+/// `%%compute`'s arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComputeOptions {
+    pub requests: Requests,
+    pub update: Vec<String>,
+    pub timeout: Option<f64>,
+    pub mem_limit: Option<u64>,
+    pub verbose: bool,
+    pub use_existing: bool,
+    pub dont_create: bool,
+}
+
+/// Reads `%%compute`'s arguments. Errors point at the token.
+pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, ArgError> {
+    let update = match args.value("update") {
+        Some(v) => keep_list(v)
+            .map_err(|m| (m.replace("--keep", "--update"), option_token(tokens, "update")))?,
+        None => Vec::new(),
+    };
+    debug_assert!(update.iter().all(|n| is_ident(n)));
+    let timeout = match args.value("timeout") {
+        Some(v) => Some(
+            v.parse::<f64>()
+                .ok()
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .ok_or_else(|| (format!("--timeout must be a positive number of seconds, got `{v}`"), option_token(tokens, "timeout")))?,
+        ),
+        None => None,
+    };
+    let mem_limit = match args.value("mem-limit") {
+        Some(v) => Some(parse_size(v).map_err(|m| (format!("--mem-limit: {m}"), option_token(tokens, "mem-limit")))?),
+        None => None,
+    };
+    Ok(ComputeOptions {
+        requests: requests_of(args, tokens, 0)?,
+        update,
+        timeout,
+        mem_limit,
+        verbose: args.flag("verbose"),
+        use_existing: args.flag("use-existing"),
+        dont_create: args.flag("dont-create"),
+    })
+}
+
+/// `512M`, `1.5G`, `2GiB`, `1000`: bytes, with binary K/M/G/T suffixes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let digits = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let n: f64 = num.parse().map_err(|_| format!("`{text}` is not a size (as in 512M or 2G)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(format!("`{text}`: unknown unit `{unit}` (use K, M, G or T)")),
+    };
+    let bytes = n * mult as f64;
+    if !(bytes >= 1.0) || bytes > u64::MAX as f64 {
+        return Err(format!("`{text}` is not a positive size"));
+    }
+    Ok(bytes as u64)
+}
 
 /// Parses `{"framework": {"key": number, ...}, ...}`. Errors name the place in the JSON.
 pub fn requests_from_json(text: &str) -> Result<Requests, String> {
@@ -38,6 +153,74 @@ pub fn requests_from_json(text: &str) -> Result<Requests, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn args_of(magic: &str) -> Result<crate::Invocation, crate::MagicError> {
+        crate::parse_cell(magic).map(|p| p.line_magics.into_iter().chain(p.cell_magic).next().unwrap())
+    }
+
+    #[test]
+    fn context_lines() {
+        use ContextCommand::*;
+        let r = |t: &str| Requests::parse(t).unwrap();
+        // (line, command)
+        let table: Vec<(&str, ContextCommand)> = vec![
+            ("%context", Show),
+            ("%context tf gpu/0=0.5 torch num_gpus=0", Set { requests: r("tf gpu/0=0.5 torch num_gpus=0"), restart: false }),
+            (r#"%context {"tf": {"gpu/0": 0.5}}"#, Set { requests: r("tf gpu/0=0.5"), restart: false }),
+            (r#"%context --restart {"tf": {"num_cpus": 1}}"#, Set { requests: r("tf num_cpus=1"), restart: true }),
+            ("%context check tf num_gpus=2", Check(r("tf num_gpus=2"))),
+            (r#"%context check {"tf": {}}"#, Check(r("tf"))),
+        ];
+        for (line, want) in table {
+            let inv = args_of(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let tokens = crate::tokenize(&inv.args.raw).unwrap();
+            assert_eq!(context_command(&inv.args, &tokens).unwrap(), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn bad_context_lines_point_at_the_token() {
+        // (line, words of the message, 1-based column of the caret)
+        let table: &[(&str, &str, usize)] = &[
+            ("%context tf gpu/0=1.5", "tf: gpu/0 must be a fraction in (0, 1], got 1.5", 13),
+            ("%context check tf tpu/0=1", "unknown key `tpu/0`", 19),
+            ("%context --restart", "--restart needs the REQS", 19),
+            ("%context check", "check needs the REQS", 15),
+            ("%context check --restart tf", "do not go together", 16),
+            (r#"%context {"tf": {"gpu/0": 2}}"#, "(at \"tf\".\"gpu/0\")", 10),
+            ("%context gpu/0=0.5", "needs a framework before it", 10),
+            ("%%compute tf num_gpus=x", "num_gpus must be a whole number", 14),
+            ("%%compute --update a,,b", "`` is not a variable name (expected --update a,b,c)", 20),
+            ("%%compute --timeout -3", "--timeout must be a positive number of seconds, got `-3`", 21),
+            ("%%compute --mem-limit 12Q", "--mem-limit: `12Q`: unknown unit `Q`", 23),
+            ("%%compute --frobnicate", "unknown option `--frobnicate`", 11),
+        ];
+        for (line, words, col) in table {
+            let e = args_of(line).expect_err(line);
+            assert!(e.message.contains(words), "{line}: {}", e.message);
+            assert_eq!(e.column, *col, "{line}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn compute_lines() {
+        let inv = args_of("%%compute tf gpu/0=0.5 --update model,loss --timeout 2.5 --mem-limit 1.5G -v --dont-create").unwrap();
+        let tokens = crate::tokenize(&inv.args.raw).unwrap();
+        let o = compute_options(&inv.args, &tokens).unwrap();
+        assert_eq!(o.requests, Requests::parse("tf gpu/0=0.5").unwrap());
+        assert_eq!(o.update, vec!["model", "loss"]);
+        assert_eq!((o.timeout, o.mem_limit), (Some(2.5), Some(3 << 29)));
+        assert!(o.verbose && o.dont_create && !o.use_existing);
+        let inv = args_of("%%compute").unwrap();
+        let o = compute_options(&inv.args, &[]).unwrap();
+        assert_eq!(o.requests, Requests::parse("default").unwrap());
+        for (text, bytes) in [("512M", 512u64 << 20), ("2GiB", 2 << 30), ("1000", 1000), ("4k", 4096)] {
+            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
+        }
+        for bad in ["", "M", "-1G", "0", "1.2.3M"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn json_and_text_forms_agree() {

@@ -9,6 +9,7 @@ pub mod context;
 mod registry;
 mod tokens;
 
+pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand};
 pub use registry::{keep_list, ArgSpec, MagicKind, MagicSpec, REGISTRY};
 pub use tokens::{tokenize, Token};
 
@@ -55,6 +56,8 @@ pub struct Args {
     pub positionals: Vec<String>,
     /// Options by long name without dashes; flags map to `None`.
     pub options: BTreeMap<String, Option<String>>,
+    /// The argument text as written, for arguments that are not shell words (JSON).
+    pub raw: String,
 }
 
 impl Args {
@@ -255,7 +258,7 @@ fn parse_invocation(
     let args = if help {
         Args::default()
     } else {
-        spec.validate(&tokens).map_err(|(msg, tok_idx)| {
+        spec.validate(&tokens, after).map_err(|(msg, tok_idx)| {
             let col = tok_idx
                 .and_then(|i| tokens.get(i))
                 .map(|t| args_col + t.column)

@@ -97,8 +97,8 @@ impl MagicSpec {
     }
 
     /// Checks tokens against the grammar. Errors carry the index of the offending token.
-    pub(crate) fn validate(&self, tokens: &[Token]) -> Result<Args, (String, Option<usize>)> {
-        let mut args = Args::default();
+    pub(crate) fn validate(&self, tokens: &[Token], raw: &str) -> Result<Args, (String, Option<usize>)> {
+        let mut args = Args { raw: raw.trim().to_string(), ..Args::default() };
         let positional: Vec<&ArgSpec> = self
             .args
             .iter()
@@ -253,7 +253,7 @@ fn env_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>
     }
 }
 
-fn is_ident(n: &str) -> bool {
+pub(crate) fn is_ident(n: &str) -> bool {
     let mut c = n.chars();
     matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
         && c.all(|ch| ch.is_alphanumeric() || ch == '_')
@@ -261,7 +261,7 @@ fn is_ident(n: &str) -> bool {
 }
 
 /// Index of the k-th positional token (tokens that are not options), for error carets.
-fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
+pub(crate) fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
     tokens
         .iter()
         .enumerate()
@@ -271,7 +271,7 @@ fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
 }
 
 /// Index of the token holding an option's value (`--keep a,b` or `--keep=a,b`).
-fn option_token(tokens: &[Token], long: &str) -> Option<usize> {
+pub(crate) fn option_token(tokens: &[Token], long: &str) -> Option<usize> {
     let flag = format!("--{long}");
     tokens.iter().position(|t| t.text == flag || t.text.starts_with(&format!("{flag}="))).map(|i| {
         if tokens[i].text == flag {
@@ -415,6 +415,44 @@ table (HTML and JSON). reset: empty the log. plot: memory and time per cell as a
 memory used during the cell beyond that: the highest usage above the start, less △Consumed.",
         args: &[ArgSpec::Pos { name: "MODE", required: true, many: false, help: "on, off, compact, data, reset or plot" }],
         check: Some(cell_logger_check),
+    },
+    MagicSpec {
+        name: "context",
+        kind: MagicKind::Line,
+        summary: "Show, set or check the compute context of the notebook's process (DRYML's set_context).",
+        usage: "%context | %context REQS | %context --restart REQS | %context check REQS",
+        details: "REQS: framework names, each followed by key=value pairs, e.g. `tf gpu/0=0.5 torch num_gpus=0`,\n\
+or the JSON form `{\"tf\": {\"gpu/0\": 0.5}}`. Keys: num_cpus and num_gpus (whole numbers, -1 for all\n\
+that remain fully free), cpu/<i> and gpu/<i> (a share in (0, 1]). A framework naming no CPU gets one.\n\
+Alone: the context and the pool (who holds what). REQS: claims the devices for this process, once;\n\
+--restart: restarts the process (variables are lost) with the new context. check: fails with\n\
+NoContextError or ContextIncompatibilityError unless the context satisfies REQS.",
+        args: &[
+            ArgSpec::Flag { long: "restart", short: None, help: "restart the process with this context (variables are lost)" },
+            ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
+        ],
+        check: Some(|a, t| crate::context_command(a, t).map(|_| ())),
+    },
+    MagicSpec {
+        name: "compute",
+        kind: MagicKind::Cell,
+        summary: "Run the cell in a sandbox process holding the requested context (DRYML's compute_context).",
+        usage: "%%compute [REQS] [--update a,b] [--timeout S] [--mem-limit SIZE] [--verbose] [--use-existing] [--dont-create]",
+        details: "The sandbox is a fork of the notebook's process: it starts with copies of every variable, of any\n\
+type, and nothing it does changes the notebook except the --update variables, which come back\n\
+(their types must implement serde's Serialize and Deserialize). Its memory, CPUs and GPUs are\n\
+released when it ends; the line after the output shows its time, peak memory and what it held.\n\
+REQS default to `default` (one CPU). SIZE: bytes, or with K, M, G (powers of 1024).",
+        args: &[
+            ArgSpec::Opt { long: "update", value: "a,b", help: "variables to bring back from the sandbox" },
+            ArgSpec::Opt { long: "timeout", value: "S", help: "stop the sandbox after S seconds" },
+            ArgSpec::Opt { long: "mem-limit", value: "SIZE", help: "stop the sandbox when it holds SIZE beyond the notebook's memory" },
+            ArgSpec::Flag { long: "verbose", short: Some('v'), help: "print the context, environment and CPU pinning the sandbox got" },
+            ArgSpec::Flag { long: "use-existing", short: None, help: "run in the notebook's process if its context satisfies REQS (WrongContextError if not)" },
+            ArgSpec::Flag { long: "dont-create", short: None, help: "never start a sandbox (NoContextError without a context)" },
+            ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
+        ],
+        check: Some(|a, t| crate::compute_options(a, t).map(|_| ())),
     },
 
 ];

@@ -111,7 +111,7 @@ fn caret_points_at_the_column() {
 #[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
-    assert_eq!(complete("%%"), vec!["%%experiment", "%%time"]);
+    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%time"]);
     assert!(complete("%").contains(&"%env".to_string()));
     let text = lsmagic_text();
     for m in REGISTRY {
