@@ -80,8 +80,13 @@ pub struct Engine {
     meter: Meter,
     experiment: Option<Experiment>,
     logger: CellLogger,
-    /// The kernel's scratch directory, where cells find `dryml::experiment::last()`'s file.
+    /// The kernel's scratch directory, where cells find `dryml::experiment::last()`'s file
+    /// and the resource pool's files.
     state_dir: PathBuf,
+    /// What `%context` asked for the notebook's process, re-claimed when the process restarts.
+    context_reqs: Option<dryml::context::Requests>,
+    /// The environment names the context set in the child (to drop them on `--restart`).
+    context_env: Vec<String>,
 }
 
 /// Everything `Engine::start` needs from the server.
@@ -163,7 +168,10 @@ impl Engine {
             experiment: None,
             logger: CellLogger::new(),
             state_dir: parts.scratch,
+            context_reqs: None,
+            context_env: Vec::new(),
         };
+        engine.write_machine();
         engine.ensure_child_setup();
         Ok(engine)
     }
@@ -321,12 +329,15 @@ impl Engine {
             }
         }
         let mut timer = None;
+        let mut compute = None;
         if run.error.is_none() {
             if let Some(inv) = &parsed.cell_magic {
                 if inv.help {
                     run.payload.push(page(&inv.spec.help_text()));
                 } else if inv.spec.name == "time" {
                     timer = Some((Instant::now(), cpu_times(self.child_pid())));
+                } else if inv.spec.name == "compute" {
+                    compute = Some(inv);
                 } else if inv.spec.name == "experiment" {
                     let keep = inv.args.value("keep").map(dryml_magics::keep_list);
                     let keep = keep.and_then(Result::ok).unwrap_or_default();
@@ -340,8 +351,12 @@ impl Engine {
             // GPU peaks need reads while the cell runs: NVML has no high-water mark.
             // A `%experiment start` in this cell opened one after `gpus` was read.
             let gpus = if !measuring && self.experiment.is_some() { self.visible_gpus() } else { gpus.clone() };
-            let watch = self.meter.watch_gpus(&gpus, &self.measured_pids());
-            match self.eval_user(&parsed.body, msg, allow_stdin) {
+            let watch = self.meter.watch_gpus(&gpus, self.child_pid());
+            let code = match compute {
+                Some(inv) => self.compute_cell(inv, &parsed.body),
+                None => Ok(parsed.body.clone()),
+            };
+            match code.and_then(|code| self.eval_user(&code, msg, allow_stdin)) {
                 Ok(data) => result = data.filter(|_| !self.shared.quiet.load(Ordering::SeqCst)),
                 Err(e) => run.error = Some(e),
             }
@@ -422,9 +437,9 @@ impl Engine {
         self.meter.visible_gpus(cvd.as_deref())
     }
 
-    /// The processes that run user code: evcxr's child.
+    /// The processes that run user code: evcxr's child and its live descendants (sandboxes).
     fn measured_pids(&self) -> Vec<u32> {
-        vec![self.child_pid()]
+        crate::meter::with_descendants(self.child_pid())
     }
 
     /// Samples memory, restarts the high-water mark, and feeds an open experiment.
@@ -563,11 +578,137 @@ impl Engine {
                 self.cell_logger_magic(inv, msg);
                 Ok(())
             }
+            "context" => self.context_magic(inv, msg),
             other => Err(CellError::new(
                 "MagicError",
                 format!("%{other} is registered but this kernel has no handler for it"),
             )),
         }
+    }
+
+    /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
+    fn write_machine(&mut self) {
+        let gpus = self.meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+        let totals: Vec<u64> = self.meter.sample(&[], &gpus, false).gpus.iter().map(|g| g.total).collect();
+        let machine = crate::contexts::machine(&gpus, &totals);
+        if let Err(e) = machine.save(&self.state_dir) {
+            tracing::warn!("resource pool disabled: writing {}: {e}", self.state_dir.display());
+        }
+    }
+
+    fn pool(&self) -> Result<dryml::pool::Pool, CellError> {
+        dryml::pool::Pool::open_dir(&self.state_dir)
+            .map_err(|e| CellError::new("ResourcesUnavailableError", format!("the resource pool: {e}")))
+    }
+
+    /// The context the notebook's process holds: the one `%context` put in its environment.
+    fn notebook_context(&self) -> Option<dryml::context::Context> {
+        dryml::context::Context::decode(&self.child_env(dryml::context::CONTEXT_ENV)?).ok()
+    }
+
+    /// Claims `reqs` for the child and applies them: environment and CPU affinity.
+    fn claim_context(&mut self, reqs: &dryml::context::Requests) -> Result<dryml::context::Context, CellError> {
+        let pid = self.note_child_pid();
+        let mut pool = self.pool()?;
+        pool.release(pid);
+        let ctx = pool
+            .allocate(reqs)
+            .map_err(|e| CellError::new("ResourcesUnavailableError", e))?;
+        pool.claim(pid, "notebook", &ctx)
+            .and_then(|_| {
+                let machine = pool.machine.clone();
+                pool.commit().map(|_| machine)
+            })
+            .map(|machine| {
+                for name in std::mem::take(&mut self.context_env) {
+                    self.env_overrides.remove(&name);
+                }
+                for (k, v) in ctx.env(&machine) {
+                    self.context_env.push(k.clone());
+                    self.env_overrides.insert(k, Some(v));
+                }
+            })
+            .map_err(|e| CellError::new("ResourcesUnavailableError", format!("the resource pool: {e}")))?;
+        let names = self.context_env.clone();
+        self.apply_env(&names)?;
+        crate::contexts::pin(pid, &ctx);
+        Ok(ctx)
+    }
+
+    fn context_magic(&mut self, inv: &Invocation, msg: &Message) -> Result<(), CellError> {
+        use dryml_magics::ContextCommand;
+        let tokens = dryml_magics::tokenize(&inv.args.raw).unwrap_or_default();
+        let cmd = dryml_magics::context_command(&inv.args, &tokens)
+            .map_err(|(m, _)| CellError::new("MagicError", format!("%context: {m}")))?;
+        self.ensure_child_setup();
+        let current = self.notebook_context();
+        match cmd {
+            ContextCommand::Show => {
+                let pool = self.pool()?;
+                self.show(msg, crate::contexts::pool_table(&pool, self.child_pid(), current.as_ref()));
+                Ok(())
+            }
+            ContextCommand::Check(reqs) => {
+                let ctx = current.ok_or_else(|| ctx_error(dryml::context::ContextError::NoContext))?;
+                match ctx.unmet(&reqs) {
+                    None => {
+                        self.out.stream(&self.shared, "stdout", &format!("The context ({ctx}) satisfies {reqs}\n"));
+                        Ok(())
+                    }
+                    Some(why) => Err(ctx_error(dryml::context::ContextError::Incompatible {
+                        requirements: reqs.to_string(),
+                        context: ctx.to_string(),
+                        why,
+                    })),
+                }
+            }
+            ContextCommand::Set { requests, restart } => {
+                if let (Some(ctx), false) = (&current, restart) {
+                    return Err(ctx_error(dryml::context::ContextError::AlreadyActive { context: ctx.to_string() }));
+                }
+                if restart {
+                    let vars: Vec<String> = self.variables().into_keys().collect();
+                    let lost = if vars.is_empty() { "none".to_string() } else { vars.join(", ") };
+                    self.out.stream(
+                        &self.shared,
+                        "stderr",
+                        &format!("Warning: restarting the notebook's process for the new context; its variables are lost ({lost}).\n"),
+                    );
+                    // Frees the old context: its claims die with the process.
+                    self.context_reqs = None;
+                    self.eval_hidden(":restart")?;
+                    self.ensure_child_setup();
+                }
+                let ctx = self.claim_context(&requests)?;
+                self.context_reqs = Some(requests);
+                let machine = self.pool()?.machine.clone();
+                let env: Vec<String> = ctx.env(&machine).into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let pin = ctx.cpu_set();
+                self.out.stream(
+                    &self.shared,
+                    "stdout",
+                    &format!(
+                        "Context set for the notebook's process (pid {}): {ctx}\nApplied: {}; CPU affinity: {}\n\
+                         Enforced: the GPUs CUDA can see and the CPUs the process may run on. Advisory: GPU memory shares \
+                         (read them with dryml::context::current()), and thread counts for libraries started before now.\n",
+                        self.child_pid(),
+                        env.join(" "),
+                        if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
+                    ),
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The code a `%%compute` cell runs (see `contexts::compute_code`).
+    fn compute_cell(&mut self, inv: &Invocation, body: &str) -> Result<String, CellError> {
+        let tokens = dryml_magics::tokenize(&inv.args.raw).unwrap_or_default();
+        let opts = dryml_magics::compute_options(&inv.args, &tokens)
+            .map_err(|(m, _)| CellError::new("MagicError", format!("%%compute: {m}")))?;
+        self.ensure_child_setup();
+        crate::contexts::compute_code(&opts, body, &self.variables())
+            .map_err(|m| CellError::new("MagicError", format!("%%compute: {m}")))
     }
 
     fn env_magic(&mut self, inv: &Invocation) -> Result<(), CellError> {
@@ -644,11 +785,28 @@ impl Engine {
         if pid == self.setup_pid {
             return;
         }
+        let first = self.setup_pid == 0;
         self.setup_pid = pid;
         self.flusher_pending = true;
         if !self.env_overrides.is_empty() {
             let names: Vec<String> = self.env_overrides.keys().cloned().collect();
             let _ = self.apply_env(&names);
+        }
+        // A new process (after a crash or restart) claims the notebook's context again.
+        if let (false, Some(reqs)) = (first, self.context_reqs.clone()) {
+            if let Err(e) = self.claim_context(&reqs) {
+                self.context_reqs = None;
+                let names = std::mem::take(&mut self.context_env);
+                for n in &names {
+                    self.env_overrides.insert(n.clone(), None);
+                }
+                let _ = self.apply_env(&names);
+                self.out.stream(
+                    &self.shared,
+                    "stderr",
+                    &format!("dryml: the restarted process has no context: {}\n", e.evalue),
+                );
+            }
         }
     }
 
@@ -720,6 +878,7 @@ impl Engine {
         self.drain_syncs();
         self.shared.stderr_tail.lock().unwrap().clear();
         self.shared.panicked.store(false, Ordering::SeqCst);
+        self.shared.raised.lock().unwrap().take();
         self.shared.interrupted.store(false, Ordering::SeqCst);
         self.shared.killed.store(false, Ordering::SeqCst);
         self.shared.running.store(true, Ordering::SeqCst);
@@ -756,6 +915,9 @@ impl Engine {
         }
         if self.shared.panicked.load(Ordering::SeqCst) {
             return Err(self.panic_error());
+        }
+        if let Some((ename, evalue)) = self.shared.raised.lock().unwrap().take() {
+            return Err(CellError::new(&ename, evalue));
         }
         match result {
             Ok(outputs) => Ok(mime_bundle(outputs)),
@@ -981,6 +1143,13 @@ fn runs_code(code: &str) -> bool {
 }
 
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
+/// A context error as a cell error, under DRYML's exception name.
+fn ctx_error(e: dryml::context::ContextError) -> CellError {
+    let text = e.to_string();
+    let evalue = text.split_once(": ").map(|(_, v)| v.to_string()).unwrap_or_default();
+    CellError::new(e.name(), evalue)
+}
+
 fn uses_dryml(code: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| {

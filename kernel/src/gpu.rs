@@ -17,6 +17,8 @@ pub struct Gpu {
     pub label: String,
     pub name: String,
     pub bus_id: String,
+    /// NVML's UUID, which `CUDA_VISIBLE_DEVICES` accepts whatever the device order.
+    pub uuid: String,
     nvml_index: u32,
 }
 
@@ -83,6 +85,7 @@ impl Gpus {
                 label: format!("gpu/{cuda}"),
                 name: self.all[k].3.clone(),
                 bus_id: self.all[k].1.clone(),
+                uuid: self.all[k].2.clone(),
                 nvml_index: self.all[k].0,
             })
             .collect()

@@ -1,6 +1,7 @@
 //! The DRYML Rust kernel: Jupyter protocol over ZeroMQ, the evcxr engine, the magic host, the CLI.
 
 pub mod child;
+pub mod contexts;
 pub mod engine;
 pub mod experiment;
 pub mod gpu;

@@ -58,12 +58,14 @@ impl Meter {
 
     /// Reads the GPUs' per-process memory every [`GPU_POLL`] until [`Meter::end_watch`]; `None`
     /// when there is no GPU to watch.
-    pub fn watch_gpus(&mut self, gpus: &[Gpu], pids: &[u32]) -> Option<GpuWatch> {
+    /// The processes counted are `root` and its descendants at each read, so sandboxes started
+    /// during the cell are seen.
+    pub fn watch_gpus(&mut self, gpus: &[Gpu], root: u32) -> Option<GpuWatch> {
         if gpus.is_empty() {
             return None;
         }
         let nvml = self.gpus().clone();
-        let (gpus, pids) = (gpus.to_vec(), pids.to_vec());
+        let gpus = gpus.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -71,6 +73,7 @@ impl Meter {
             .spawn(move || {
                 let mut peaks = vec![0u64; gpus.len()];
                 loop {
+                    let pids = with_descendants(root);
                     for (p, m) in peaks.iter_mut().zip(nvml.sample(&gpus, &pids)) {
                         *p = (*p).max(m.used_by_us);
                     }
@@ -141,6 +144,23 @@ impl Meter {
             pids: pids.to_vec(),
         }
     }
+}
+
+/// `pid` and every live process below it (from `/proc/PID/task/TID/children`).
+pub fn with_descendants(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
+            for t in tasks.flatten() {
+                let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+                out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+            }
+        }
+        i += 1;
+    }
+    out
 }
 
 /// How far `VmHWM` may sit below the true peak. Linux keeps RSS in three per-CPU counters (file,

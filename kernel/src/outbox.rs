@@ -18,6 +18,8 @@ pub struct Shared {
     pub interrupted: AtomicBool,
     pub killed: AtomicBool,
     pub panicked: AtomicBool,
+    /// An error a cell raised through `dryml::display::raise_error` (ename, evalue).
+    pub raised: Mutex<Option<(String, String)>>,
     /// Suppress stream output (hidden kernel-written evals, silent executes).
     pub quiet: AtomicBool,
     /// When set, stdout is collected here instead of published.

@@ -69,7 +69,7 @@ fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbea
 
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}` and `DRYML_CLEAR {json}` lines from the child.
 fn control(line: &str, shared: &Shared, out: &Outbox) {
-    use dryml::protocol::{CLEAR, DISPLAY, PANIC};
+    use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC};
     if line == PANIC {
         shared.panicked.store(true, Ordering::SeqCst);
         return;
@@ -82,6 +82,11 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
             return;
         }
     };
+    if kind == ERROR {
+        let text = |k: &str| body[k].as_str().unwrap_or("").to_string();
+        *shared.raised.lock().unwrap() = Some((text("ename"), text("evalue")));
+        return;
+    }
     if shared.quiet.load(Ordering::SeqCst) {
         return;
     }

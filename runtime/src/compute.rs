@@ -135,7 +135,8 @@ pub struct Report {
     pub wall: Duration,
     /// The sandbox's peak resident memory, pages shared with the caller included.
     pub peak_rss: u64,
-    /// The most memory it held beyond what it was forked with.
+    /// The most memory it allocated: resident memory beyond what it had when it started (the
+    /// pages it shares with the notebook are not counted).
     pub peak_added: u64,
     /// The context it ran in.
     pub context: Context,
@@ -152,7 +153,7 @@ impl fmt::Display for Report {
             ),
             Some(pid) => write!(
                 f,
-                "sandbox pid {pid}: {:.3} s, peak memory {} (+{} over the notebook's), held {}; all released",
+                "sandbox pid {pid}: {:.3} s, peak memory {} ({} allocated in the sandbox), held {}; all released",
                 self.wall.as_secs_f64(),
                 size(self.peak_rss),
                 size(self.peak_added),
@@ -163,6 +164,33 @@ impl fmt::Display for Report {
 }
 
 static LAST: std::sync::Mutex<Option<Report>> = std::sync::Mutex::new(None);
+
+fn clear_report() {
+    *LAST.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// Records a `%%compute` cell that ran in this process's own context.
+#[doc(hidden)]
+pub fn record_here(context: Context, wall: Duration) {
+    *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some(Report { pid: None, wall, peak_rss: 0, peak_added: 0, context });
+}
+
+/// Ends the running notebook cell as this error (its DRYML name), keeping the variables.
+#[doc(hidden)]
+pub fn raise(e: &ComputeError) {
+    let text = e.to_string();
+    let evalue = text.split_once(": ").map(|(_, v)| v).unwrap_or(&text);
+    crate::display::raise_error(e.name(), evalue);
+}
+
+/// Prints the last report as `%%compute`'s closing line, if a compute call made one.
+#[doc(hidden)]
+pub fn print_report() {
+    if let Some(r) = last_report() {
+        println!("[%%compute] {r}");
+    }
+}
 
 /// The report of this process's last compute call (also after a failed one, if a sandbox ran).
 pub fn last_report() -> Option<Report> {
@@ -208,7 +236,8 @@ impl Compute {
         self.timeout = Some(t);
         self
     }
-    /// Stops the sandbox once it holds this many bytes beyond what it was forked with.
+    /// Stops the sandbox once it has allocated this many bytes (resident memory beyond what it
+    /// had when it started).
     pub fn mem_limit(mut self, bytes: u64) -> Self {
         self.mem_limit = Some(bytes);
         self
@@ -295,33 +324,37 @@ impl Compute {
         v
     }
 
-    /// The `%%compute` form: where the cell runs is decided like [`Compute::run`]; `body` gets
-    /// a [`Cell`] to pass updated variables and the shown value through, and must end with
-    /// [`Cell::finish`]. In this process the body runs as an ordinary closure.
+    /// Where a `%%compute` cell runs: `Some(context)` in this process (with `use_existing` or
+    /// `dont_create` and a context that fits), `None` in a sandbox.
     #[doc(hidden)]
-    pub fn run_cell(&self, body: impl FnOnce(&mut Cell)) -> Result<CellResult, ComputeError> {
-        if let Place::Here(ctx) = self.place()? {
-            let t0 = Instant::now();
-            let mut cell = Cell { updates: Vec::new(), shown: None, here: true };
-            body(&mut cell);
-            *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
-                Some(Report { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx });
-            return Ok(CellResult { here: true, updates: Vec::new(), shown: cell.shown });
-        }
+    pub fn where_to_run(&self) -> Result<Option<Context>, ComputeError> {
+        clear_report();
+        Ok(match self.place()? {
+            Place::Here(ctx) => Some(ctx),
+            Place::Sandbox => None,
+        })
+    }
+
+    /// The sandbox half of a `%%compute` cell: `body` passes updated variables and the shown
+    /// value through its [`Cell`] and ends with [`Cell::finish`].
+    #[doc(hidden)]
+    pub fn run_cell(&self, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
         let bytes = self.sandbox(|| {
-            let mut cell = Cell { updates: Vec::new(), shown: None, here: false };
-            body(&mut cell);
-            // `finish` ends the process; reaching here means the body returned early.
-            Err("the %%compute body returned without finishing".into())
+            let mut cell = Cell { updates: Vec::new(), shown: None };
+            match body(&mut cell) {
+                Ok(()) => Err("SandboxFailed: the %%compute body returned without finishing".into()),
+                Err(e) => Err(format!("SandboxFailed: the cell returned an error: {}", e.0)),
+            }
         })?;
         let (updates, shown): (Vec<(String, serde_json::Value)>, Option<String>) =
             decode(&bytes, "the cell's results")?;
-        Ok(CellResult { here: false, updates, shown })
+        Ok(CellResult { updates, shown })
     }
 
     /// Forks, runs `body` in the child with the context applied, and returns the bytes it
     /// produced. Claims are taken before the fork and released after the child is reaped.
     fn sandbox(&self, body: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<Vec<u8>, ComputeError> {
+        clear_report();
         let failed = |what: &str, e: std::io::Error| ComputeError::Failed(format!("{what}: {e}"));
         let mut pool = Pool::open().map_err(|e| failed("opening the resource pool", e))?;
         let ctx = pool.allocate(&self.reqs).map_err(|e| ComputeError::Context(ContextError::ResourcesUnavailable(e)))?;
@@ -331,7 +364,6 @@ impl Compute {
             return Err(failed("creating the result pipe", std::io::Error::last_os_error()));
         }
         let (read_fd, write_fd) = (fds[0], fds[1]);
-        let base = resident(std::process::id()).unwrap_or(0);
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
@@ -357,7 +389,7 @@ impl Compute {
             unsafe { libc::close(read_fd) };
             return Err(failed("recording the sandbox's claims", e));
         }
-        let watched = self.watch(pid, read_fd, base, t0);
+        let watched = self.watch(pid, read_fd, t0);
         unsafe { libc::close(read_fd) };
         // The claims went with the process; drop them now rather than at the next reader.
         if let Ok(mut pool) = Pool::open() {
@@ -387,8 +419,10 @@ impl Compute {
     }
 
     /// Reads the child's result while enforcing the timeout, the memory limit and interrupts.
-    fn watch(&self, pid: u32, fd: i32, base: u64, t0: Instant) -> Watched {
+    /// The child first sends its resident memory at its start (8 bytes), then one frame.
+    fn watch(&self, pid: u32, fd: i32, t0: Instant) -> Watched {
         let mut frame = Vec::new();
+        let mut base = None;
         let mut stopped = None;
         let mut peak_added = 0u64;
         let mut buf = vec![0u8; 1 << 16];
@@ -407,7 +441,11 @@ impl Compute {
             if stopped.is_some() {
                 continue;
             }
-            if let Some(rss) = resident(pid) {
+            if base.is_none() && frame.len() >= 8 {
+                let head: Vec<u8> = frame.drain(..8).collect();
+                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
+            }
+            if let (Some(rss), Some(base)) = (resident(pid), base) {
                 let added = rss.saturating_sub(base);
                 peak_added = peak_added.max(added);
                 if let Some(limit) = self.mem_limit.filter(|l| added > *l) {
@@ -425,6 +463,11 @@ impl Compute {
             if stopped.is_some() {
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             }
+        }
+        if base.is_none() {
+            // The word arrived with the frame in one read, or (short) the child died first.
+            let n = if frame.len() >= 8 { 8 } else { frame.len() };
+            frame.drain(..n);
         }
         let (status, peak_rss) = reap(pid);
         Watched { frame, stopped, status, peak_rss, peak_added }
@@ -480,6 +523,10 @@ fn child(
 ) -> ! {
     set_result_fd(fd);
     context::apply(ctx, machine);
+    let start = resident(std::process::id()).unwrap_or(0).to_le_bytes();
+    if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
+        unsafe { libc::_exit(3) };
+    }
     if verbose {
         let env: Vec<String> = ctx.env(machine).into_iter().map(|(k, v)| format!("{k}={v}")).collect();
         let pin = ctx.cpu_set();
@@ -558,19 +605,27 @@ fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeErr
 pub struct Cell {
     updates: Vec<(String, serde_json::Value)>,
     shown: Option<String>,
-    here: bool,
+}
+
+/// An error a `%%compute` body returned with `?`: any error type, kept as its `Debug` text
+/// (as evcxr shows a cell's `?` errors). It is not `Debug` itself, so the conversion is total.
+#[doc(hidden)]
+pub struct CellError(pub String);
+
+impl<E: fmt::Debug> From<E> for CellError {
+    fn from(e: E) -> Self {
+        CellError(format!("{e:?}"))
+    }
 }
 
 impl Cell {
-    /// Sends `value` back as the new value of the notebook's variable `name`.
-    pub fn update<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), String> {
-        if self.here {
-            return Ok(());
+    /// Sends `value` back as the new value of the notebook's variable `name`; a value that
+    /// does not serialize ends the sandbox with that error.
+    pub fn update<T: Serialize>(&mut self, name: &str, value: &T) {
+        match serde_json::to_value(value) {
+            Ok(v) => self.updates.push((name.to_string(), v)),
+            Err(e) => send_frame(FAIL, format!("SandboxFailed: --update {name}: the value does not serialize: {e}").as_bytes()),
         }
-        let v = serde_json::to_value(value)
-            .map_err(|e| format!("SandboxFailed: --update {name}: the value does not serialize: {e}"))?;
-        self.updates.push((name.to_string(), v));
-        Ok(())
     }
 
     /// The cell's value, shown as evcxr shows one (its `Debug` form).
@@ -578,21 +633,11 @@ impl Cell {
         self.shown = Some(format!("{value:?}"));
     }
 
-    /// Ends the body: in a sandbox, sends the results and exits without dropping anything.
-    pub fn finish(self) {
-        if self.here {
-            return;
-        }
+    /// Ends the body: sends the results and exits without dropping anything.
+    pub fn finish(&mut self) {
         match encode(&(&self.updates, &self.shown)) {
             Ok(b) => send_frame(OK, &b),
             Err(e) => send_frame(FAIL, e.as_bytes()),
-        }
-    }
-
-    /// Ends the body with an error message (an update that failed to serialize).
-    pub fn fail(self, message: String) {
-        if !self.here {
-            send_frame(FAIL, message.as_bytes());
         }
     }
 }
@@ -600,7 +645,6 @@ impl Cell {
 /// The notebook side of a `%%compute` cell's results.
 #[doc(hidden)]
 pub struct CellResult {
-    here: bool,
     updates: Vec<(String, serde_json::Value)>,
     shown: Option<String>,
 }
@@ -615,12 +659,8 @@ impl fmt::Debug for Shown {
 }
 
 impl CellResult {
-    /// The new value of `name`, for the notebook to assign. `None` when the cell ran in the
-    /// notebook's own process (the variable is already updated).
-    pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<Option<T>, ComputeError> {
-        if self.here {
-            return Ok(None);
-        }
+    /// The new value of the notebook's variable `name`.
+    pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, ComputeError> {
         let i = self
             .updates
             .iter()
@@ -628,13 +668,12 @@ impl CellResult {
             .ok_or_else(|| ComputeError::Failed(format!("SandboxFailed: the sandbox sent no value for `{name}`")))?;
         let v = self.updates.swap_remove(i).1;
         serde_json::from_value(v)
-            .map(Some)
             .map_err(|e| ComputeError::Failed(format!("SandboxFailed: --update {name}: the value did not deserialize: {e}")))
     }
 
-    /// The text of the cell's value, when it had one and it ran in a sandbox.
-    pub fn shown(&mut self) -> Option<Shown> {
-        self.shown.take().map(Shown)
+    /// The cell's value as the sandbox showed it.
+    pub fn shown(&mut self) -> Shown {
+        Shown(self.shown.take().unwrap_or_default())
     }
 }
 

@@ -164,6 +164,28 @@ fn unknown(key: &str) -> String {
     format!("unknown key `{key}` (expected num_cpus, num_gpus, cpu/<i> or gpu/<i>)")
 }
 
+impl Requests {
+    /// The text form, which [`Requests::parse`] reads back.
+    pub fn to_text(&self) -> String {
+        let mut words = Vec::new();
+        for (fw, r) in &self.frameworks {
+            words.push(fw.clone());
+            if let Some(n) = r.num_cpus {
+                words.push(format!("num_cpus={n}"));
+            }
+            if let Some(n) = r.num_gpus {
+                words.push(format!("num_gpus={n}"));
+            }
+            for (kind, map) in [("cpu", &r.cpus), ("gpu", &r.gpus)] {
+                for (i, v) in map {
+                    words.push(format!("{kind}/{i}={v}"));
+                }
+            }
+        }
+        words.join(" ")
+    }
+}
+
 /// DRYML's dictionary spelling, as its error messages show requests.
 impl fmt::Display for Requests {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -440,11 +462,12 @@ pub fn apply(ctx: &Context, machine: &Machine) {
         // The kernel's helper threads in this process never read the environment.
         std::env::set_var(k, v);
     }
-    pin_cpus(&ctx.cpu_set());
+    pin_threads(None, &ctx.cpu_set());
 }
 
-/// Pins every thread of this process to `cpus` (new threads inherit it). Empty: no change.
-pub fn pin_cpus(cpus: &[u32]) {
+/// Pins every thread of a process (`None`: this one) to `cpus`; threads it starts later inherit
+/// the mask. Empty: no change.
+pub fn pin_threads(pid: Option<u32>, cpus: &[u32]) {
     if cpus.is_empty() {
         return;
     }
@@ -452,7 +475,11 @@ pub fn pin_cpus(cpus: &[u32]) {
     for &c in cpus {
         unsafe { libc::CPU_SET(c as usize, &mut set) };
     }
-    let tids: Vec<i32> = std::fs::read_dir("/proc/self/task")
+    let dir = match pid {
+        Some(p) => format!("/proc/{p}/task"),
+        None => "/proc/self/task".to_string(),
+    };
+    let tids: Vec<i32> = std::fs::read_dir(dir)
         .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
         .unwrap_or_default();
     for tid in tids {
@@ -486,6 +513,7 @@ mod tests {
         for (text, want) in table {
             let r = Requests::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
             assert_eq!(r.to_string(), *want, "{text:?}");
+            assert_eq!(Requests::parse(&r.to_text()).unwrap(), r, "{text:?} round trip");
         }
         let r = Requests::parse("tf gpu/0=0.5").unwrap();
         assert_eq!(r.get("tf").unwrap().gpus[&0], 0.5);

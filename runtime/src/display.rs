@@ -64,6 +64,22 @@ pub fn display(bundle: &[(&str, &str)], display_id: Option<&str>, update: bool) 
     emit(line);
 }
 
+/// Makes the running cell end as an error named `ename` (as a Python exception would), after
+/// it has returned normally, so the notebook's variables are kept. Outside the kernel the error
+/// is printed to stderr.
+pub fn raise_error(ename: &str, evalue: &str) {
+    if !in_kernel() {
+        eprintln!("{ename}: {evalue}");
+        return;
+    }
+    emit(format!(
+        "{} {{\"ename\":{},\"evalue\":{}}}",
+        crate::protocol::ERROR,
+        json_string(ename),
+        json_string(evalue)
+    ));
+}
+
 /// Shows HTML (with a plain-text fallback made by stripping tags).
 pub fn html(html: &str) {
     display(&[("text/html", html), ("text/plain", &strip_tags(html))], None, false);

@@ -6,5 +6,7 @@ pub const FLUSH_FDS_ENV: &str = "DRYML_FLUSH_FDS";
 pub const DISPLAY: &str = "DRYML_DISPLAY";
 /// `DRYML_CLEAR {"wait": bool}`: clear the cell's output.
 pub const CLEAR: &str = "DRYML_CLEAR";
+/// `DRYML_ERROR {"ename": "...", "evalue": "..."}`: the cell ends as this error once it returns.
+pub const ERROR: &str = "DRYML_ERROR";
 /// Sent by the kernel's output pump when evcxr reports that a cell panicked.
 pub const PANIC: &str = "DRYML_PANIC";
