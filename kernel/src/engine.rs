@@ -432,8 +432,14 @@ impl Engine {
         }
     }
 
+    /// The GPUs measured, numbered as the child's CUDA numbers them; with a context, the
+    /// pool's GPUs (numbered as `%context` does), since sandboxes may hold GPUs the notebook's
+    /// own process cannot see.
     fn visible_gpus(&mut self) -> Vec<crate::gpu::Gpu> {
-        let cvd = self.child_env("CUDA_VISIBLE_DEVICES");
+        let cvd = match self.context_reqs {
+            Some(_) => std::env::var("CUDA_VISIBLE_DEVICES").ok(),
+            None => self.child_env("CUDA_VISIBLE_DEVICES"),
+        };
         self.meter.visible_gpus(cvd.as_deref())
     }
 

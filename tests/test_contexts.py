@@ -1,0 +1,236 @@
+"""Compute contexts and sandboxes, end to end: `%context` claims devices for the notebook's real
+process, `%%compute` cells run in real forked sandboxes, and the pool is the kernel's real claim
+files. GPUs come from the fake NVML library."""
+import json
+import re
+import time
+
+import pytest
+
+from conftest import Kernel, displays, of_type, stdout_of
+
+MIB = 1 << 20
+GIB = 1 << 30
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
+    yield k
+    k.stop()
+
+
+def ok(kernel, code, timeout=300):
+    reply, msgs = kernel.execute(code, timeout=timeout)
+    assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"), stdout_of(msgs))
+    return msgs
+
+
+def value(kernel, expr):
+    msgs = ok(kernel, expr)
+    return of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+
+
+def failed(kernel, code, ename, words=""):
+    reply, msgs = kernel.execute(code, timeout=300)
+    assert reply["status"] == "error", (code, stdout_of(msgs))
+    assert reply["ename"] == ename, (reply["ename"], reply["evalue"])
+    assert words in reply["evalue"], reply["evalue"]
+    return reply, msgs
+
+
+def pool(kernel):
+    """The claims of the pool, from `%context`'s JSON."""
+    msgs = ok(kernel, "%context")
+    return [d["application/json"] for d in displays(msgs)][0]
+
+
+def test_context_check_fails_then_passes_after_context(kernel):
+    failed(kernel, "%context check tf", "NoContextError", "no context is set")
+    msgs = ok(kernel, 'let r = dryml::context::context_check(&dryml::context::Requests::parse("tf").unwrap());\nprintln!("{}", r.unwrap_err());')
+    assert stdout_of(msgs).startswith("NoContextError: ")
+    msgs = ok(kernel, '%context {"tf": {"num_cpus": 1}, "torch": {"num_cpus": 0}}')
+    assert "Context set for the notebook's process" in stdout_of(msgs)
+    ok(kernel, "%context check tf")
+    ok(kernel, "%context check tf num_cpus=1 torch")
+    failed(kernel, "%context check tf num_gpus=2", "ContextIncompatibilityError",
+           "Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}")
+    assert value(kernel, "dryml::context::current().unwrap().to_string()").startswith('"tf: cpu/')
+    # The environment and the CPU affinity of the notebook's process follow the context.
+    assert value(kernel, 'std::env::var("OMP_NUM_THREADS").unwrap()') == '"1"'
+    assert value(kernel, 'std::env::var("CUDA_VISIBLE_DEVICES").unwrap()') == '""'
+    allowed = value(kernel, 'std::fs::read_to_string("/proc/self/status").unwrap().lines().find(|l| l.starts_with("Cpus_allowed_list")).unwrap().to_string()')
+    held = pool(kernel)["claims"]
+    assert [c["device"] for c in held if c["holder"] == "notebook"] == ["cpu/0"], held
+    assert allowed.endswith('\\t0"'), allowed
+    # Once per process, as in DRYML.
+    failed(kernel, "%context tf", "ContextAlreadyActiveError", "%context --restart")
+
+
+def test_restart_replaces_the_context_and_warns(kernel):
+    ok(kernel, "let keepme = 1;")
+    reply, msgs = kernel.execute("%context --restart default num_cpus=0", timeout=300)
+    assert reply["status"] == "ok", reply
+    warn = "".join(m["content"]["text"] for _, m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert "variables are lost" in warn and "keepme" in warn, warn
+    assert value(kernel, "dryml::context::current().unwrap().to_string()") == '"default: no devices"'
+    # The old process's claim went with it.
+    assert pool(kernel)["claims"] == []
+
+
+def test_update_round_trip_and_the_notebook_is_untouched(kernel):
+    ok(kernel, "let mut model = vec![1.0f64, 2.0];\nlet mut steps = 0u32;\nlet data = vec![3u8; 1000];\nlet name = String::from(\"mlp\");")
+    msgs = ok(kernel, "%%compute --update model,steps\n"
+                      "model.push(data.len() as f64);\nsteps += 5;\n"
+                      "let name = name + \"-changed\";\n"
+                      "println!(\"sandbox {} vs {}\", std::process::id(), name);\nmodel.len()")
+    out = stdout_of(msgs)
+    assert "-changed" in out and "[%%compute] sandbox pid" in out and "all released" in out, out
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "3"
+    assert value(kernel, "(model.clone(), steps, name.clone())") == '([1.0, 2.0, 1000.0], 5, "mlp")'
+    # A body that moves a notebook variable moves the sandbox's copy only.
+    assert value(kernel, "%%compute\nlet owned = data; owned.len()") == "1000"
+    assert value(kernel, "data.len()") == "1000"
+    # The sandbox is another process.
+    assert value(kernel, "%%compute\nstd::process::id()") != value(kernel, "std::process::id()")
+
+
+def test_failing_sandboxes_release_claims_and_keep_variables(kernel):
+    ok(kernel, "let survivor = vec![7u8; 3];\nlet mut counter = 1u32;")
+    cases = [
+        ("%%compute --update counter\ncounter += 1;\npanic!(\"bad batch {}\", 3);", "SandboxPanicked", "bad batch 3"),
+        ("%%compute --update counter --timeout 0.5\ncounter += 1;\nstd::thread::sleep(std::time::Duration::from_secs(60));",
+         "SandboxTimedOut", "after the 0.5 s timeout"),
+        ("%%compute --update counter --mem-limit 64M\ncounter += 1;\nlet mut v: Vec<Vec<u8>> = Vec::new();\n"
+         "loop { v.push(vec![1u8; 8 << 20]); }", "SandboxOutOfMemory", "memory limit of 64.0 MiB"),
+        ("%%compute --update counter\ncounter += 1;\nstd::process::exit(3)", "SandboxExited", "exited with code 3"),
+        ("%%compute --update counter\ncounter += 1;\nstd::process::abort()", "SandboxKilled", "SIGABRT"),
+        ("%%compute --update counter\ncounter += 1;\nlet n: u32 = \"x\".parse()?;\nn", "SandboxFailed", "ParseIntError"),
+    ]
+    for code, ename, words in cases:
+        t0 = time.time()
+        failed(kernel, code, ename, words)
+        assert time.time() - t0 < 60, code
+        assert pool(kernel)["claims"] == [], code
+        assert value(kernel, "(survivor.clone(), counter)") == "([7, 7, 7], 1)", code
+
+
+def test_interrupt_stops_the_sandbox(kernel):
+    ok(kernel, "let before_interrupt = 42;")
+    msg_id = kernel.kc.execute("%%compute\nloop { std::thread::sleep(std::time::Duration::from_millis(5)); }")
+    time.sleep(3)
+    kernel.km.interrupt_kernel()
+    reply, msgs = kernel.collect(msg_id, timeout=60)
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert value(kernel, "before_interrupt") == "42"
+    assert pool(kernel)["claims"] == []
+
+
+def test_overcommitted_pool_is_refused(kernel):
+    ok(kernel, "%context --restart tf num_cpus=-1")
+    held = pool(kernel)["claims"]
+    assert all(c["holder"] == "notebook" for c in held) and len(held) >= 1, held
+    failed(kernel, "%%compute torch num_cpus=1\n1", "ResourcesUnavailableError",
+           "torch: num_cpus=1 cannot be met: 0 of the pool's")
+    failed(kernel, "%%compute torch cpu/0=0.5\n1", "ResourcesUnavailableError", "is held by the notebook")
+    # --use-existing runs in the notebook's own process when its context fits...
+    out = stdout_of(ok(kernel, "%%compute --use-existing tf\nstd::process::id()"))
+    assert "ran in this process's own context" in out
+    # ...and fails with WrongContextError when it does not.
+    failed(kernel, "%%compute --use-existing torch\n1", "WrongContextError", "has no `torch` framework")
+    failed(kernel, "%%compute --dont-create tf num_gpus=1\n1", "WrongContextError", "num_gpus=1")
+    ok(kernel, "%context --restart default num_cpus=0")
+    failed(kernel, "%%compute --dont-create jax\n1", "WrongContextError")
+
+
+def test_bad_requests_point_at_the_token(kernel):
+    reply, _ = kernel.execute("%context tf gpu/0=1.5")
+    assert reply["status"] == "error" and "gpu/0 must be a fraction in (0, 1], got 1.5" in reply["evalue"]
+    assert any(line.endswith("^") for line in reply["traceback"]), reply["traceback"]
+    failed(kernel, "%context check tf gpu/3=0.5", "ContextIncompatibilityError")
+    failed(kernel, "%%compute tf gpu/3=0.5\n1", "ResourcesUnavailableError", "tf: gpu/3 does not exist")
+    reply, _ = kernel.execute('%context {"tf": {"gpu/0": "half"}}')
+    assert reply["status"] == "error" and '"tf"."gpu/0": expected a number' in reply["evalue"], reply
+    failed(kernel, "%%compute --update nope\n1", "MagicError", "no variable `nope`")
+
+
+def test_runtime_compute_api(kernel):
+    code = """
+let big: Vec<u8> = vec![1; 1 << 20];
+let r = dryml::compute(&dryml::context::Requests::parse("default").unwrap(), move || {
+    (big.len(), std::process::id(), dryml::context::current().unwrap().to_string())
+}).unwrap();
+let mut opt = vec![0.5f32];
+let loss = dryml::Compute::new(&dryml::context::Requests::parse("default num_cpus=0").unwrap())
+    .run_updating(&mut opt, |o| { o.push(1.5); o.iter().sum::<f32>() }).unwrap();
+let e = dryml::compute(&dryml::context::Requests::parse("default num_cpus=0").unwrap(), || -> u8 { panic!("inner") }).unwrap_err();
+format!("{} {} {} {:?} {} | {}", r.0, r.1 != std::process::id(), r.2.starts_with("default: cpu/"), opt, loss, e)
+"""
+    text = value(kernel, code)
+    assert text.startswith('"1048576 true true [0.5, 1.5] 2 | SandboxPanicked: the sandbox panicked: inner (at '), text
+
+
+def test_sandbox_memory_is_released_as_experiments_see_it(kernel):
+    ok(kernel, "%experiment start sandboxed")
+    out = stdout_of(ok(kernel, "%%compute\nlet v = vec![1u8; 300 << 20];\nv.len()"))
+    ok(kernel, "let small = 1u8;")
+    msgs = ok(kernel, "%experiment finish")
+    finish = [d["application/json"] for d in displays(msgs) if d.get("application/json", {}).get("event") == "finish"][0]
+    cpu = next(d for d in finish["devices"] if d["device"] == "cpu")
+    # The sandbox's 300 MiB never stayed in the notebook's process.
+    assert cpu["consumed"] < 32 * MIB, cpu
+    # The report line says what the sandbox itself allocated.
+    m = re.search(r"peak memory [\d.]+ \w+ \(([\d.]+) MiB allocated in the sandbox\)", out)
+    assert m and float(m.group(1)) >= 290, out
+
+
+@pytest.fixture(scope="module")
+def gpu_kernel(fake_nvml_lib, tmp_path_factory):
+    """Two fake GPUs, listed by NVML out of PCI order; the script exists before the kernel starts,
+    so the pool sees them."""
+    d = tmp_path_factory.mktemp("ctx-gpu")
+    script = d / "script"
+    script.write_text(
+        f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GIB} {80 * GIB} Fake H100 B\n"
+        f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GIB} {40 * GIB} Fake A100 A\n")
+    k = Kernel(env={"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)})
+    k.script = script
+    yield k
+    k.stop()
+
+
+def test_gpu_pool_through_nvml(gpu_kernel):
+    k = gpu_kernel
+    table = displays(ok(k, "%context"))[0]["text/plain"]
+    # gpu/N counts in PCI bus order: the A100 on bus 1A is gpu/0.
+    assert "gpu/0   Fake A100 A (0000:1a:00.0)" in table and "gpu/1   Fake H100 B (0000:5e:00.0)" in table, table
+    failed(k, "%context tf gpu/2=0.5", "ResourcesUnavailableError", "tf: gpu/2 does not exist (the pool has 2 GPUs)")
+    msgs = ok(k, "%context tf gpu/1=0.5 num_cpus=0")
+    assert "CUDA_VISIBLE_DEVICES=GPU-bbbb2222" in stdout_of(msgs)
+    assert value(k, 'std::env::var("CUDA_VISIBLE_DEVICES").unwrap()') == '"GPU-bbbb2222"'
+    # The other half of gpu/1 is free; three quarters are not.
+    failed(k, "%%compute torch gpu/1=0.75 num_cpus=0\n1", "ResourcesUnavailableError",
+           "torch: gpu/1=0.75 cannot be met: 0.5 of gpu/1 is free; it is held by the notebook")
+    got = value(k, "%%compute torch gpu/1=0.5 num_gpus=1 num_cpus=0\n"
+                   "let c = dryml::context::current().unwrap();\n"
+                   "(std::env::var(\"CUDA_VISIBLE_DEVICES\").unwrap(), c.to_string(), c.cuda_device(0), c.gpu_share(\"torch\", 1))")
+    assert got == '("GPU-aaaa1111,GPU-bbbb2222", "torch: gpu/1=0.5, gpu/0", Some(0), Some(0.5))', got
+    failed(k, "%%compute torch num_gpus=2 num_cpus=0\n1", "ResourcesUnavailableError", "1 of the pool's 2 GPUs is fully free")
+
+
+def test_sandbox_gpu_memory_is_seen_then_released(gpu_kernel):
+    """A sandbox 'allocates' 6 GiB on gpu/0 (the fake NVML reports its pid); the notebook's
+    experiment sees the peak, and nothing stays consumed once the sandbox is gone."""
+    k = gpu_kernel
+    ok(k, "%context --restart default num_cpus=0")
+    ok(k, "%experiment start gpu-sandbox")
+    script = str(k.script)
+    out = stdout_of(ok(k, "%%compute default num_gpus=1 num_cpus=0\n"
+                          f"{{ use std::io::Write; let mut f = std::fs::OpenOptions::new().append(true).open({json.dumps(script)}).unwrap();\n"
+                          f"writeln!(f, \"proc 1 {{}} {6 * GIB}\", std::process::id()).unwrap(); }}\n"
+                          "std::thread::sleep(std::time::Duration::from_millis(300));"))
+    assert "held default: gpu/0" in out, out
+    msgs = ok(k, "%experiment finish")
+    finish = [d["application/json"] for d in displays(msgs) if d.get("application/json", {}).get("event") == "finish"][0]
+    gpu0 = next(d for d in finish["devices"] if d["device"] == "gpu/0")
+    assert gpu0["consumed"] == 0 and gpu0["peaked"] >= 6 * GIB, gpu0
