@@ -206,7 +206,7 @@ mod tests {
         let code = compute_code(&opts("%%compute tf --update model --timeout 2"), "model.push(data.len() as f64);\nmodel.len()", &vars).unwrap();
         assert!(code.contains("let mut model = unsafe { ::std::ptr::read(&model) };"), "{code}");
         assert!(code.contains("let mut data = unsafe"), "{code}");
-        assert!(!code.contains("unused"), "variables the body does not name are not copied");
+        assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
         assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
         assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));
         assert!(code.contains("match __dryml_result.take(\"model\") { Ok(v) => model = v,"), "{code}");
