@@ -435,12 +435,14 @@ fn parse_claims(text: &str) -> Result<Vec<Claim>, String> {
     Ok(out)
 }
 
-/// Write to a temporary file in the same directory, fsync, rename over `path`.
+/// Write to a temporary file in the same directory, then rename over `path`: readers see the
+/// old file or the new one, never half of one. No fsync: the pool lives only as long as its
+/// processes, and a claim that outlives a crash is dropped by the next reader anyway.
 fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
+    drop(f);
     std::fs::rename(&tmp, path)
 }
 
