@@ -87,6 +87,8 @@ pub struct Engine {
     context_reqs: Option<dryml::context::Requests>,
     /// The environment names the context set in the child (to drop them on `--restart`).
     context_env: Vec<String>,
+    /// The pool's CPU and GPU counts, for errors at the token that names a missing device.
+    devices: (usize, usize),
 }
 
 /// Everything `Engine::start` needs from the server.
@@ -170,6 +172,7 @@ impl Engine {
             state_dir: parts.scratch,
             context_reqs: None,
             context_env: Vec::new(),
+            devices: (0, 0),
         };
         engine.write_machine();
         engine.ensure_child_setup();
@@ -597,6 +600,7 @@ impl Engine {
         let gpus = self.meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let totals: Vec<u64> = self.meter.sample(&[], &gpus, false).gpus.iter().map(|g| g.total).collect();
         let machine = crate::contexts::machine(&gpus, &totals);
+        self.devices = (machine.cpus as usize, machine.gpus.len());
         if let Err(e) = machine.save(&self.state_dir) {
             tracing::warn!("resource pool disabled: writing {}: {e}", self.state_dir.display());
         }
@@ -646,6 +650,9 @@ impl Engine {
         let tokens = dryml_magics::tokenize(&inv.args.raw).unwrap_or_default();
         let cmd = dryml_magics::context_command(&inv.args, &tokens)
             .map_err(|(m, _)| CellError::new("MagicError", format!("%context: {m}")))?;
+        if let ContextCommand::Set { requests: r, .. } | ContextCommand::Check(r) = &cmd {
+            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| CellError::from_magic(&e))?;
+        }
         self.ensure_child_setup();
         let current = self.notebook_context();
         match cmd {
@@ -712,6 +719,7 @@ impl Engine {
         let tokens = dryml_magics::tokenize(&inv.args.raw).unwrap_or_default();
         let opts = dryml_magics::compute_options(&inv.args, &tokens)
             .map_err(|(m, _)| CellError::new("MagicError", format!("%%compute: {m}")))?;
+        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| CellError::from_magic(&e))?;
         self.ensure_child_setup();
         crate::contexts::compute_code(&opts, body, &self.variables())
             .map_err(|m| CellError::new("MagicError", format!("%%compute: {m}")))

@@ -203,6 +203,33 @@ mod tests {
     }
 
     #[test]
+    fn missing_devices_point_at_their_token() {
+        // (line, machine's cpus and gpus, 1-based column of the caret, words)
+        let table: &[(&str, usize, usize, usize, &str)] = &[
+            ("%context tf gpu/0=0.5 torch gpu/1=0.5", 2, 1, 29, "torch: gpu/1 does not exist (this machine has 1 gpu"),
+            ("%context check tf cpu/4=1", 4, 0, 19, "tf: cpu/4 does not exist (this machine has 4 cpus"),
+            ("%%compute --timeout 3 tf gpu/0=1", 2, 0, 26, "tf: gpu/0 does not exist"),
+            (r#"%context {"tf": {"gpu/3": 1}}"#, 2, 2, 10, "tf: gpu/3 does not exist"),
+        ];
+        for (line, cpus, gpus, col, words) in table {
+            let inv = args_of(line).unwrap();
+            let tokens = crate::tokenize(&inv.args.raw).unwrap();
+            let reqs = match inv.spec.kind {
+                crate::MagicKind::Cell => compute_options(&inv.args, &tokens).unwrap().requests,
+                crate::MagicKind::Line => match context_command(&inv.args, &tokens).unwrap() {
+                    ContextCommand::Set { requests, .. } | ContextCommand::Check(requests) => requests,
+                    ContextCommand::Show => unreachable!(),
+                },
+            };
+            let e = inv.check_devices(&reqs, *cpus, *gpus).expect_err(line);
+            assert!(e.message.contains(words), "{line}: {}", e.message);
+            assert_eq!(e.column, *col, "{line}: {}", e.caret());
+        }
+        let inv = args_of("%context tf gpu/0=0.5").unwrap();
+        assert!(inv.check_devices(&Requests::parse("tf gpu/0=0.5").unwrap(), 1, 1).is_ok());
+    }
+
+    #[test]
     fn compute_lines() {
         let inv = args_of("%%compute tf gpu/0=0.5 --update model,loss --timeout 2.5 --mem-limit 1.5G -v --dont-create").unwrap();
         let tokens = crate::tokenize(&inv.args.raw).unwrap();

@@ -58,6 +58,8 @@ pub struct Args {
     pub options: BTreeMap<String, Option<String>>,
     /// The argument text as written, for arguments that are not shell words (JSON).
     pub raw: String,
+    /// The same, untrimmed: token columns count from its start.
+    pub raw_line: String,
 }
 
 impl Args {
@@ -78,6 +80,35 @@ pub struct Invocation {
     pub args: Args,
     /// 1-based line in the cell.
     pub line: usize,
+    /// The magic's line as written, and the 1-based column where its arguments start, so
+    /// later checks (devices the machine lacks) can point at a token too.
+    pub source_line: String,
+    pub args_column: usize,
+}
+
+impl Invocation {
+    /// An error pointing at the `index`-th token of the arguments (the line's end if none).
+    pub fn error_at(&self, index: Option<usize>, message: String) -> MagicError {
+        let tokens = tokenize(&self.args.raw_line).unwrap_or_default();
+        let column = index
+            .and_then(|i| tokens.get(i))
+            .map(|t| self.args_column + t.column)
+            .unwrap_or(self.source_line.len() + 1);
+        error_at(&self.source_line, self.line, column, format!("{}: {message}", self.spec.display_name()), None)
+    }
+
+    /// Checks that every `cpu/<i>` and `gpu/<i>` of `requests` exists on a machine with `cpus`
+    /// CPUs and `gpus` GPUs; the error points at the key's token (or the JSON's start).
+    pub fn check_devices(&self, requests: &dryml::context::Requests, cpus: usize, gpus: usize) -> Result<(), MagicError> {
+        let Err((message, key)) = requests.check_devices(cpus, gpus) else { return Ok(()) };
+        let tokens = tokenize(&self.args.raw_line).unwrap_or_default();
+        let prefix = format!("{key}=");
+        let at = tokens
+            .iter()
+            .position(|t| t.text.starts_with(&prefix))
+            .or_else(|| tokens.iter().position(|t| t.text.starts_with('{')));
+        Err(self.error_at(at, message))
+    }
 }
 
 /// A cell split into its magics and its Rust body.
@@ -277,6 +308,8 @@ fn parse_invocation(
         help,
         args,
         line: line_no,
+        source_line: line.to_string(),
+        args_column: args_col,
     })
 }
 

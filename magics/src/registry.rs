@@ -98,7 +98,7 @@ impl MagicSpec {
 
     /// Checks tokens against the grammar. Errors carry the index of the offending token.
     pub(crate) fn validate(&self, tokens: &[Token], raw: &str) -> Result<Args, (String, Option<usize>)> {
-        let mut args = Args { raw: raw.trim().to_string(), ..Args::default() };
+        let mut args = Args { raw: raw.trim().to_string(), raw_line: raw.to_string(), ..Args::default() };
         let positional: Vec<&ArgSpec> = self
             .args
             .iter()

@@ -100,14 +100,15 @@ impl Requests {
     }
 
     /// Checks that every `cpu/<i>` and `gpu/<i>` names a device of a machine with `cpus` CPUs
-    /// and `gpus` GPUs; the error names the framework and the key.
-    pub fn check_devices(&self, cpus: usize, gpus: usize) -> Result<(), String> {
+    /// and `gpus` GPUs; the error names the framework and the key, and gives the key apart.
+    pub fn check_devices(&self, cpus: usize, gpus: usize) -> Result<(), (String, String)> {
         for (fw, r) in &self.frameworks {
             for (kind, map, have) in [("cpu", &r.cpus, cpus), ("gpu", &r.gpus, gpus)] {
                 if let Some(i) = map.keys().find(|&&i| i as usize >= have) {
                     let plural = if have == 1 { "" } else { "s" };
-                    return Err(format!(
-                        "{fw}: {kind}/{i} does not exist (this machine has {have} {kind}{plural}, numbered from 0)"
+                    return Err((
+                        format!("{fw}: {kind}/{i} does not exist (this machine has {have} {kind}{plural}, numbered from 0)"),
+                        format!("{kind}/{i}"),
                     ));
                 }
             }
@@ -550,9 +551,11 @@ mod tests {
     #[test]
     fn devices_must_exist() {
         let r = Requests::parse("tf gpu/1=0.5 torch cpu/3=1").unwrap();
-        assert_eq!(r.check_devices(4, 1).unwrap_err(), "tf: gpu/1 does not exist (this machine has 1 gpu, numbered from 0)");
+        let (message, key) = r.check_devices(4, 1).unwrap_err();
+        assert_eq!(message, "tf: gpu/1 does not exist (this machine has 1 gpu, numbered from 0)");
+        assert_eq!(key, "gpu/1");
         assert!(r.check_devices(4, 2).is_ok());
-        assert!(r.check_devices(3, 2).unwrap_err().starts_with("torch: cpu/3"));
+        assert!(r.check_devices(3, 2).unwrap_err().0.starts_with("torch: cpu/3"));
     }
 
     #[test]
