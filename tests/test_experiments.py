@@ -213,15 +213,17 @@ impl Drop for FakeGpuTensor {
 def gpu_kernel(fake_nvml_lib, tmp_path_factory):
     d = tmp_path_factory.mktemp("gpu")
     script = d / "script"
-    script.write_text("")
+    GiB = 1 << 30
+    # NVML lists the GPUs out of PCI order; another user's job holds 20 GiB on the first. The
+    # GPUs exist before the kernel starts (it reads them once); the child's pid comes after.
+    gpus = (f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GiB} {50 * GiB} Fake H100 B\n"
+            f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} {39 * GiB} Fake A100 A\n")
+    script.write_text(gpus)
     k = Kernel(env={"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)})
     reply, msgs = k.execute("std::process::id()")
     pid = int(of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
-    GiB = 1 << 30
-    # NVML lists the GPUs out of PCI order; another user's job holds 20 GiB on the first.
     script.write_text(
-        f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GiB} {50 * GiB} Fake H100 B\n"
-        f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} {39 * GiB} Fake A100 A\n"
+        gpus +
         f"proc 0 999999 {20 * GiB}\n"
         f"proc 0 {pid} @{d}/t0\n"
         f"proc 1 {pid} @{d}/t1\n")

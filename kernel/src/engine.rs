@@ -190,11 +190,14 @@ impl Engine {
             };
             match req {
                 Request::Execute(msg) => {
-                    let failed = self.execute(&msg);
+                    let (failed, reply) = self.execute(&msg);
                     let stop = msg.content["stop_on_error"].as_bool().unwrap_or(true);
-                    if failed && stop {
-                        self.abort_queued(&rx);
-                    }
+                    // Only what was queued before the error's reply is aborted: a client that
+                    // waits for the reply and then sends more must not see it aborted.
+                    let queued = if failed && stop { self.take_queued(&rx) } else { Vec::new() };
+                    self.out.reply(Message::reply_to(&msg, "execute_reply", reply));
+                    self.out.status(&msg, "idle");
+                    self.abort(queued);
                 }
                 Request::Complete(msg) => self.with_status(&msg, Self::complete),
                 Request::Inspect(msg) => self.with_status(&msg, Self::inspect),
@@ -211,25 +214,32 @@ impl Engine {
     }
 
     /// After an error, executes already queued are answered `aborted`, as ipykernel does.
-    fn abort_queued(&mut self, rx: &crossbeam_channel::Receiver<Request>) {
+    fn take_queued(&mut self, rx: &crossbeam_channel::Receiver<Request>) -> Vec<Message> {
+        let mut executes = Vec::new();
         while let Ok(req) = rx.try_recv() {
             match req {
-                Request::Execute(msg) => {
-                    self.out.status(&msg, "busy");
-                    self.out.reply(Message::reply_to(
-                        &msg,
-                        "execute_reply",
-                        json!({"status": "aborted", "execution_count": self.execution_count}),
-                    ));
-                    self.out.status(&msg, "idle");
-                }
+                Request::Execute(msg) => executes.push(msg),
                 other => self.pending.push_back(other),
             }
         }
+        executes
     }
 
-    /// Runs one execute_request end to end. Returns true when the cell failed.
-    fn execute(&mut self, msg: &Message) -> bool {
+    fn abort(&mut self, executes: Vec<Message>) {
+        for msg in executes {
+            self.out.status(&msg, "busy");
+            self.out.reply(Message::reply_to(
+                &msg,
+                "execute_reply",
+                json!({"status": "aborted", "execution_count": self.execution_count}),
+            ));
+            self.out.status(&msg, "idle");
+        }
+    }
+
+    /// Runs one execute_request up to its reply: returns whether the cell failed, and the
+    /// reply content for the caller to send (then idle).
+    fn execute(&mut self, msg: &Message) -> (bool, Value) {
         let c = &msg.content;
         let code = c["code"].as_str().unwrap_or("").to_string();
         let silent = c["silent"].as_bool().unwrap_or(false);
@@ -288,9 +298,7 @@ impl Engine {
             }
         }
         self.shared.quiet.store(false, Ordering::SeqCst);
-        self.out.reply(Message::reply_to(msg, "execute_reply", reply));
-        self.out.status(msg, "idle");
-        failed
+        (failed, reply)
     }
 
     fn user_expressions(&mut self, exprs: &Map<String, Value>) -> Value {

@@ -196,7 +196,20 @@ fn private_dir() -> io::Result<&'static Path> {
         return Ok(p);
     }
     let me = std::process::id();
-    let dir = std::env::temp_dir().join(format!("dryml-pool-{me}-{}", process_start(me).unwrap_or(0)));
+    let tmp = std::env::temp_dir();
+    // The pools of programs that have ended go first: nothing else would remove them.
+    if let Ok(entries) = std::fs::read_dir(&tmp) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("dryml-pool-")) else { continue };
+            let Some((pid, start)) = rest.split_once('-') else { continue };
+            let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { continue };
+            if process_start(pid) != Some(start) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = tmp.join(format!("dryml-pool-{me}-{}", process_start(me).unwrap_or(0)));
     std::fs::create_dir_all(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
 }
