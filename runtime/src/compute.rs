@@ -364,6 +364,18 @@ impl Compute {
             return Err(failed("creating the result pipe", std::io::Error::last_os_error()));
         }
         let (read_fd, write_fd) = (fds[0], fds[1]);
+        // The child waits on this until its claims are recorded: a quick closure could otherwise
+        // end before the parent could name its pid in the pool.
+        let mut go = [0; 2];
+        if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            let e = std::io::Error::last_os_error();
+            unsafe {
+                libc::close(read_fd);
+                libc::close(write_fd);
+            }
+            return Err(failed("creating the start pipe", e));
+        }
+        let parent = std::process::id();
         let _ = std::io::stdout().flush();
         let _ = std::io::stderr().flush();
         let t0 = Instant::now();
@@ -371,23 +383,54 @@ impl Compute {
         if pid < 0 {
             let e = std::io::Error::last_os_error();
             unsafe {
-                libc::close(read_fd);
-                libc::close(write_fd);
+                for fd in [read_fd, write_fd, go[0], go[1]] {
+                    libc::close(fd);
+                }
             }
             return Err(failed("fork", e));
         }
         if pid == 0 {
-            unsafe { libc::close(read_fd) };
+            unsafe {
+                libc::close(read_fd);
+                libc::close(go[1]);
+                // A sandbox dies with the process that started it, so it cannot hold devices
+                // for a notebook that has gone.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() as u32 != parent {
+                    libc::_exit(9);
+                }
+                // stdin is evcxr's command pipe in a notebook: never the sandbox's to read.
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+                if null >= 0 {
+                    libc::dup2(null, 0);
+                    libc::close(null);
+                }
+                let mut b = [0u8; 1];
+                if libc::read(go[0], b.as_mut_ptr().cast(), 1) != 1 {
+                    libc::_exit(9);
+                }
+                libc::close(go[0]);
+            }
             child(write_fd, &ctx, &machine, self.verbose, body);
         }
         let pid = pid as u32;
-        unsafe { libc::close(write_fd) };
+        unsafe {
+            libc::close(write_fd);
+            libc::close(go[0]);
+        }
         let claimed = pool.claim(pid, "sandbox", &ctx).and_then(|_| pool.commit());
         if let Err(e) = claimed {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            unsafe {
+                libc::kill(pid as i32, libc::SIGKILL);
+                libc::close(go[1]);
+            }
             let _ = reap(pid);
             unsafe { libc::close(read_fd) };
             return Err(failed("recording the sandbox's claims", e));
+        }
+        unsafe {
+            libc::write(go[1], [1u8].as_ptr().cast(), 1);
+            libc::close(go[1]);
         }
         let watched = self.watch(pid, read_fd, t0);
         unsafe { libc::close(read_fd) };
@@ -438,9 +481,6 @@ impl Compute {
                     frame.extend_from_slice(&buf[..n as usize]);
                 }
             }
-            if stopped.is_some() {
-                continue;
-            }
             if base.is_none() && frame.len() >= 8 {
                 let head: Vec<u8> = frame.drain(..8).collect();
                 base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
@@ -461,7 +501,9 @@ impl Compute {
                 stopped = Some(ComputeError::Interrupted);
             }
             if stopped.is_some() {
+                // No need to read on: a process the sandbox started could hold the pipe open.
                 unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                break;
             }
         }
         if base.is_none() {
@@ -728,6 +770,45 @@ mod tests {
         assert_eq!(r.unwrap_err(), ComputeError::Exited { code: 4 });
         let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::abort() });
         assert_eq!(r.unwrap_err().to_string(), "SandboxKilled: the sandbox was killed by SIGABRT (6)");
+    }
+
+    #[test]
+    fn sandboxes_read_no_stdin_and_die_with_their_parent() {
+        let n = compute(&reqs("default num_cpus=0"), || {
+            let mut s = String::new();
+            std::io::stdin().read_line(&mut s).unwrap()
+        });
+        assert_eq!(n.unwrap(), 0, "stdin is /dev/null");
+        // A process that starts a sandbox and is then killed: the sandbox goes too.
+        let file = std::env::temp_dir().join(format!("dryml-orphan-{}", std::process::id()));
+        let _ = std::fs::remove_file(&file);
+        let middle = unsafe { libc::fork() };
+        if middle == 0 {
+            let f = file.clone();
+            let _ = compute(&reqs("default num_cpus=0"), move || {
+                std::fs::write(&f, std::process::id().to_string()).unwrap();
+                std::thread::sleep(Duration::from_secs(60));
+            });
+            unsafe { libc::_exit(0) };
+        }
+        let t0 = Instant::now();
+        let sandbox: i32 = loop {
+            if let Some(p) = std::fs::read_to_string(&file).ok().and_then(|t| t.parse().ok()) {
+                break p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "the sandbox never started");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        unsafe {
+            libc::kill(middle, libc::SIGKILL);
+            libc::waitpid(middle, std::ptr::null_mut(), 0);
+        }
+        let t0 = Instant::now();
+        while crate::pool::process_start(sandbox as u32).is_some() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the orphaned sandbox {sandbox} lives on");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&file);
     }
 
     #[test]
