@@ -18,6 +18,12 @@ if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupy
     "$VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt"
 fi
 
+# PyTorch's wheel carries libtorch 2.13.0, which tch 0.26 (dryml's `torch` feature) builds against.
+if ! compgen -G "$VENV/lib/python3*/site-packages/torch/lib/libtorch.so" >/dev/null; then
+    echo "==> installing torch==2.13.0 into $VENV (libtorch for tch cells; about 5 GB)"
+    "$VENV/bin/pip" install --quiet torch==2.13.0
+fi
+
 echo "==> building dryml-kernel (release)"
 (cd "$ROOT" && cargo build --release --locked -p dryml-kernel)
 KERNEL_BIN="$ROOT/target/release/dryml-kernel"

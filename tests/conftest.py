@@ -85,6 +85,19 @@ def stderr_of(msgs):
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
 
 
+def ok(kernel, code, timeout=300):
+    """Runs code that must succeed; returns its iopub messages."""
+    reply, msgs = kernel.execute(code, timeout=timeout)
+    assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"), stdout_of(msgs))
+    return msgs
+
+
+def value(kernel, code, timeout=300):
+    """The text/plain result of code that must succeed."""
+    msgs = ok(kernel, code, timeout)
+    return of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+
+
 def of_type(msgs, t):
     return [m for _, m in msgs if m["msg_type"] == t]
 

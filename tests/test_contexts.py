@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import Kernel, displays, of_type, stdout_of
+from conftest import Kernel, displays, of_type, ok, stdout_of, value
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -18,17 +18,6 @@ def kernel():
     k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
     yield k
     k.stop()
-
-
-def ok(kernel, code, timeout=300):
-    reply, msgs = kernel.execute(code, timeout=timeout)
-    assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"), stdout_of(msgs))
-    return msgs
-
-
-def value(kernel, expr):
-    msgs = ok(kernel, expr)
-    return of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
 
 
 def failed(kernel, code, ename, words=""):

@@ -74,6 +74,8 @@ pub struct Engine {
     /// The child has no stdout flusher yet; it rides along with the next user cell.
     flusher_pending: bool,
     dryml_added: bool,
+    /// `dryml` was added with its `torch` feature, and `tch` beside it.
+    torch_added: bool,
     env_overrides: BTreeMap<String, Option<String>>,
     runtime_path: PathBuf,
     pending: VecDeque<Request>,
@@ -163,6 +165,7 @@ impl Engine {
             setup_pid: 0,
             flusher_pending: true,
             dryml_added: false,
+            torch_added: false,
             env_overrides: BTreeMap::new(),
             runtime_path: runtime_path(),
             pending: VecDeque::new(),
@@ -874,13 +877,18 @@ impl Engine {
         allow_stdin: bool,
     ) -> Result<Option<Value>, CellError> {
         self.ensure_child_setup();
-        if !self.dryml_added && uses_dryml(code) {
-            let dep = format!(
-                ":dep dryml = {{ path = {:?} }}",
-                self.runtime_path.to_string_lossy()
-            );
+        // A cell naming `tch` gets it (and dryml's torch support) when the venv has libtorch.
+        let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
+        if torch || (!self.dryml_added && uses_dryml(code)) {
+            let path = self.runtime_path.to_string_lossy();
+            let dep = if torch || self.torch_added {
+                format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
+            } else {
+                format!(":dep dryml = {{ path = {path:?} }}")
+            };
             self.eval_hidden(&dep)?;
             self.dryml_added = true;
+            self.torch_added |= torch;
         }
         let vars_before: Vec<String> = self
             .ctx
@@ -1170,6 +1178,15 @@ fn ctx_error(e: dryml::context::ContextError) -> CellError {
     let text = e.to_string();
     let evalue = text.split_once(": ").map(|(_, v)| v.to_string()).unwrap_or_default();
     CellError::new(e.name(), evalue)
+}
+
+/// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).
+const TCH_VERSION: &str = "0.26.0";
+
+fn uses_tch(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex"))
+        .is_match(code)
 }
 
 fn uses_dryml(code: &str) -> bool {

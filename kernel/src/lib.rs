@@ -12,6 +12,7 @@ pub mod meter;
 pub mod outbox;
 pub mod server;
 pub mod stream;
+pub mod torch;
 pub mod wire;
 
 /// Writes a file so readers see the old or the new contents, never half of one (write, rename).

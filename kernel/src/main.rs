@@ -32,6 +32,7 @@ fn main() -> std::process::ExitCode {
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
     evcxr::runtime_hook();
+    dryml_kernel::torch::setup_env();
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

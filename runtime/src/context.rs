@@ -363,9 +363,8 @@ impl Context {
             (CONTEXT_ENV.to_string(), self.encode()),
             ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(",")),
         ];
-        let cpu_share: f64 = devices.iter().filter(|(d, _)| d.kind == Kind::Cpu).map(|(_, s)| s).sum();
-        if cpu_share > 0.0 {
-            let threads = (cpu_share.ceil() as u64).max(1).to_string();
+        if let Some(threads) = self.threads() {
+            let threads = threads.to_string();
             for name in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"] {
                 env.push((name.to_string(), threads.clone()));
             }
@@ -375,6 +374,13 @@ impl Context {
             env.push(("TF_FORCE_GPU_ALLOW_GROWTH".to_string(), "true".to_string()));
         }
         env
+    }
+
+    /// The thread count for compute libraries: the CPU shares held, rounded up; None when the
+    /// context holds no CPU.
+    pub fn threads(&self) -> Option<usize> {
+        let share: f64 = self.devices().iter().filter(|(d, _)| d.kind == Kind::Cpu).map(|(_, s)| s).sum();
+        (share > 0.0).then(|| (share.ceil() as usize).max(1))
     }
 
     /// The logical CPUs to pin to: every CPU held, of any share. Empty means no pinning.
@@ -464,6 +470,12 @@ pub fn apply(ctx: &Context, machine: &Machine) {
         std::env::set_var(k, v);
     }
     pin_threads(None, &ctx.cpu_set());
+    // libtorch reads OMP_NUM_THREADS only when it starts; a fork of a process where it already
+    // runs needs the call.
+    #[cfg(feature = "torch")]
+    if let Some(n) = ctx.threads() {
+        tch::set_num_threads(n as i32);
+    }
 }
 
 /// Pins every thread of a process (`None`: this one) to `cpus`; threads it starts later inherit
