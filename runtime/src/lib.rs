@@ -9,6 +9,7 @@ pub mod context;
 pub mod display;
 pub mod experiment;
 pub mod interrupt;
+pub mod object;
 pub mod pool;
 pub mod protocol;
 

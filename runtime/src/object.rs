@@ -1,0 +1,656 @@
+//! DRYML's `Object` and `ObjectDef` for Rust: objects that know how they were built, save to one
+//! versioned file each, and load from that file alone, without the type at the call site.
+//!
+//! A type opts in with [`Build`] (its constructor arguments and how to build from them) and one
+//! line, `dryml::object!(Type);`, which implements [`Object`] and registers the type's name
+//! with a constructor when the code is loaded (an `.init_array` entry). The registration runs
+//! in every evcxr cell library that holds the type, so `load_object` builds the cell's own
+//! version of it. Loading never runs code from the file: the file names a registered type and
+//! carries data (JSON arguments, binary state sections), nothing else.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The container format this build writes; it reads this version and older.
+pub const FILE_VERSION: u32 = 1;
+const MAGIC: &[u8; 8] = b"DRYMLOBJ";
+/// Magic, version, body length, CRC-32 of the body.
+const HEADER_LEN: usize = 8 + 4 + 8 + 4;
+
+/// Who an object is: its id (a UUID unless given), when it was made, and a description.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Meta {
+    pub id: String,
+    /// Seconds since the Unix epoch.
+    pub created: f64,
+    pub description: String,
+}
+
+impl Meta {
+    /// A fresh identity: a random (version 4) UUID and the time now.
+    pub fn new() -> Meta {
+        Meta { id: uuid_v4(), created: now(), description: String::new() }
+    }
+    pub fn with_id(id: impl Into<String>) -> Meta {
+        Meta { id: id.into(), ..Meta::new() }
+    }
+}
+
+impl Default for Meta {
+    fn default() -> Self {
+        Meta::new()
+    }
+}
+
+fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// A random UUID (version 4) from the kernel's random source.
+pub fn uuid_v4() -> String {
+    let mut b = [0u8; 16];
+    if unsafe { libc::getrandom(b.as_mut_ptr().cast(), 16, 0) } != 16 {
+        // getrandom cannot fail for 16 bytes once the pool is ready; fall back to time and pid.
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        b[..8].copy_from_slice(&(t.as_nanos() as u64).to_le_bytes());
+        b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+}
+
+/// How to make an object: a registered type name and the constructor arguments as JSON.
+/// Arguments that serialize to a JSON array are DRYML's positional `args`; to an object, its
+/// named `kwargs`; anything else is one positional argument.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectDef {
+    pub type_name: String,
+    pub args: Value,
+}
+
+impl ObjectDef {
+    pub fn new<A: Serialize>(type_name: &str, args: &A) -> Result<ObjectDef, ObjectError> {
+        let args = serde_json::to_value(args).map_err(|e| ObjectError::Args(type_name.to_string(), e.to_string()))?;
+        Ok(ObjectDef { type_name: type_name.to_string(), args })
+    }
+
+    /// A fresh object from these arguments, with a new id: "train ten copies of this network".
+    pub fn build(&self) -> Result<Box<dyn Object>, ObjectError> {
+        build(self, Meta::new())
+    }
+
+    /// The positional arguments (empty when the arguments are named).
+    pub fn positional(&self) -> Vec<&Value> {
+        match &self.args {
+            Value::Array(a) => a.iter().collect(),
+            Value::Object(_) => Vec::new(),
+            v => vec![v],
+        }
+    }
+
+    /// The named arguments, when the arguments are a JSON object.
+    pub fn named(&self) -> Option<&serde_json::Map<String, Value>> {
+        self.args.as_object()
+    }
+}
+
+impl fmt::Display for ObjectDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.type_name, self.args)
+    }
+}
+
+/// What a type provides to become an [`Object`]; `dryml::object!(Type)` does the rest.
+pub trait Build: Sized + 'static {
+    /// The constructor arguments, saved in the definition.
+    type Args: Serialize + DeserializeOwned;
+    /// Makes the object; `meta` is its identity, to be kept and returned by [`Build::meta`].
+    fn build(args: Self::Args, meta: Meta) -> Self;
+    fn args(&self) -> &Self::Args;
+    fn meta(&self) -> &Meta;
+    fn meta_mut(&mut self) -> &mut Meta;
+    /// DRYML's `save_object_imp`: state beyond the arguments (weights, optimiser state).
+    fn save_state(&self, _state: &mut State) -> Result<(), ObjectError> {
+        Ok(())
+    }
+    /// DRYML's `load_object_imp`, run on a freshly built object.
+    fn load_state(&mut self, _state: &State) -> Result<(), ObjectError> {
+        Ok(())
+    }
+}
+
+/// An object of a registered type, as a trait object. [`dryml::object!`](crate::object!)
+/// implements it from [`Build`].
+pub trait Object: Any {
+    fn type_name(&self) -> &'static str;
+    /// The definition it was built from (type and arguments; no id).
+    fn definition(&self) -> ObjectDef;
+    fn meta(&self) -> &Meta;
+    fn meta_mut(&mut self) -> &mut Meta;
+    fn save_state(&self, state: &mut State) -> Result<(), ObjectError>;
+    fn load_state(&mut self, state: &State) -> Result<(), ObjectError>;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+    fn into_any(self: Box<Self>) -> Box<dyn Any>;
+}
+
+impl dyn Object {
+    pub fn id(&self) -> &str {
+        &self.meta().id
+    }
+    pub fn downcast_ref<T: Object>(&self) -> Option<&T> {
+        self.as_any().downcast_ref()
+    }
+    pub fn downcast_mut<T: Object>(&mut self) -> Option<&mut T> {
+        self.as_any_mut().downcast_mut()
+    }
+    /// The concrete object, or the box back when it is another type.
+    pub fn downcast<T: Object>(self: Box<Self>) -> Result<Box<T>, Box<dyn Object>> {
+        if self.as_any().is::<T>() {
+            Ok(self.into_any().downcast().expect("checked"))
+        } else {
+            Err(self)
+        }
+    }
+}
+
+impl fmt::Debug for dyn Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [{}]", self.definition(), self.meta().id)
+    }
+}
+
+/// Implements [`Object`] for a [`Build`] type and registers it under its name (the type's
+/// name, or the one given: `dryml::object!(Mlp, "models.Mlp")`).
+#[macro_export]
+macro_rules! object {
+    ($t:ty) => {
+        $crate::object!($t, stringify!($t));
+    };
+    ($t:ty, $name:expr) => {
+        impl $crate::object::Object for $t {
+            fn type_name(&self) -> &'static str {
+                $name
+            }
+            fn definition(&self) -> $crate::object::ObjectDef {
+                $crate::object::ObjectDef::new($name, <$t as $crate::object::Build>::args(self))
+                    .expect("the arguments serialized when the object was built")
+            }
+            fn meta(&self) -> &$crate::object::Meta {
+                <$t as $crate::object::Build>::meta(self)
+            }
+            fn meta_mut(&mut self) -> &mut $crate::object::Meta {
+                <$t as $crate::object::Build>::meta_mut(self)
+            }
+            fn save_state(&self, s: &mut $crate::object::State) -> Result<(), $crate::object::ObjectError> {
+                <$t as $crate::object::Build>::save_state(self, s)
+            }
+            fn load_state(&mut self, s: &$crate::object::State) -> Result<(), $crate::object::ObjectError> {
+                <$t as $crate::object::Build>::load_state(self, s)
+            }
+            fn as_any(&self) -> &dyn ::std::any::Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn ::std::any::Any {
+                self
+            }
+            fn into_any(self: Box<Self>) -> Box<dyn ::std::any::Any> {
+                self
+            }
+        }
+        const _: () = {
+            extern "C" fn register() {
+                $crate::object::register::<$t>($name);
+            }
+            // Runs when the binary or library holding the type is loaded.
+            #[used]
+            #[unsafe(link_section = ".init_array")]
+            static REGISTER: extern "C" fn() = register;
+        };
+    };
+}
+
+type Constructor = fn(&Value, Meta) -> Result<Box<dyn Object>, ObjectError>;
+
+static REGISTRY: Mutex<BTreeMap<String, Constructor>> = Mutex::new(BTreeMap::new());
+
+fn construct<T: Build + Object>(args: &Value, meta: Meta) -> Result<Box<dyn Object>, ObjectError> {
+    let name = std::any::type_name::<T>();
+    let args: T::Args = serde_json::from_value(args.clone()).map_err(|e| ObjectError::Args(name.to_string(), e.to_string()))?;
+    Ok(Box::new(T::build(args, meta)))
+}
+
+/// Registers `T` under `name` (done by `dryml::object!`; a later registration replaces it).
+pub fn register<T: Build + Object>(name: &str) {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), construct::<T>);
+}
+
+/// The registered type names.
+pub fn registered() -> Vec<String> {
+    REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+}
+
+fn build(def: &ObjectDef, meta: Meta) -> Result<Box<dyn Object>, ObjectError> {
+    let found = REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).get(&def.type_name).copied();
+    let ctor = found.ok_or_else(|| ObjectError::UnknownType(def.type_name.clone(), registered()))?;
+    ctor(&def.args, meta)
+}
+
+/// Named binary sections of an object's state, and nested objects saved with their parent.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct State {
+    sections: Vec<(String, Vec<u8>)>,
+}
+
+impl State {
+    /// Stores raw bytes under `name`.
+    pub fn put_bytes(&mut self, name: &str, bytes: Vec<u8>) {
+        self.sections.retain(|(n, _)| n != name);
+        self.sections.push((name.to_string(), bytes));
+    }
+    /// Stores any serde value under `name` (MessagePack).
+    pub fn put<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), ObjectError> {
+        let b = rmp_serde::to_vec(value).map_err(|e| ObjectError::State(name.to_string(), e.to_string()))?;
+        self.put_bytes(name, b);
+        Ok(())
+    }
+    /// Stores a nested object, whole (its definition, identity and state).
+    pub fn put_object(&mut self, name: &str, obj: &dyn Object) -> Result<(), ObjectError> {
+        let b = to_bytes(obj)?;
+        self.put_bytes(name, b);
+        Ok(())
+    }
+    pub fn bytes(&self, name: &str) -> Result<&[u8], ObjectError> {
+        self.sections
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, b)| b.as_slice())
+            .ok_or_else(|| ObjectError::State(name.to_string(), "no such section".into()))
+    }
+    pub fn get<T: DeserializeOwned>(&self, name: &str) -> Result<T, ObjectError> {
+        rmp_serde::from_slice(self.bytes(name)?).map_err(|e| ObjectError::State(name.to_string(), e.to_string()))
+    }
+    pub fn get_object(&self, name: &str) -> Result<Box<dyn Object>, ObjectError> {
+        from_bytes(self.bytes(name)?, None)
+    }
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.sections.iter().map(|(n, _)| n.as_str())
+    }
+}
+
+/// Why an object could not be saved or loaded. File errors name the file.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ObjectError {
+    /// A file problem: the path and what is wrong.
+    File(PathBuf, String),
+    /// The type is not registered in this process (with the registered names).
+    UnknownType(String, Vec<String>),
+    /// Arguments that do not fit the type.
+    Args(String, String),
+    /// A state section that is missing or malformed.
+    State(String, String),
+    /// The bytes are not a DRYML object (where they came from is added by the caller).
+    Format(String),
+}
+
+impl fmt::Display for ObjectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ObjectError::File(p, m) => write!(f, "{}: {m}", p.display()),
+            ObjectError::UnknownType(t, known) => write!(
+                f,
+                "unknown type `{t}`: no `dryml::object!({t})` in this process (registered: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ),
+            ObjectError::Args(t, m) => write!(f, "arguments of `{t}`: {m}"),
+            ObjectError::State(s, m) => write!(f, "state section `{s}`: {m}"),
+            ObjectError::Format(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ObjectError {}
+
+/// The definition record of a file and of a repo's index: `{"type", "args", "id", "created",
+/// "description"}`. Written by hand: the crate avoids serde's derive (and its compile time in
+/// every notebook).
+pub fn record(def: &ObjectDef, meta: &Meta) -> Value {
+    json!({"type": def.type_name, "args": def.args, "id": meta.id, "created": meta.created, "description": meta.description})
+}
+
+/// Reads [`record`]'s form back.
+pub fn from_record(v: &Value) -> Result<(ObjectDef, Meta), String> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("the record has no `{k}`"));
+    let def = ObjectDef { type_name: s("type")?, args: v.get("args").cloned().unwrap_or(Value::Null) };
+    let meta = Meta {
+        id: s("id")?,
+        created: v.get("created").and_then(Value::as_f64).unwrap_or(0.0),
+        description: v.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
+    };
+    Ok((def, meta))
+}
+
+/// The whole file for `obj`: header (magic, version, length, CRC-32), then the body: the
+/// definition as JSON and the state sections.
+pub fn to_bytes(obj: &dyn Object) -> Result<Vec<u8>, ObjectError> {
+    let mut state = State::default();
+    obj.save_state(&mut state)?;
+    let record = serde_json::to_vec(&record(&obj.definition(), obj.meta()))
+        .map_err(|e| ObjectError::Format(format!("the definition does not serialize: {e}")))?;
+    let mut body = Vec::with_capacity(record.len() + 64);
+    body.extend_from_slice(&(record.len() as u64).to_le_bytes());
+    body.extend_from_slice(&record);
+    body.extend_from_slice(&(state.sections.len() as u32).to_le_bytes());
+    for (name, bytes) in &state.sections {
+        body.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        body.extend_from_slice(name.as_bytes());
+        body.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        body.extend_from_slice(bytes);
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FILE_VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Reads the header and body, checking magic, version, length and checksum; returns the
+/// definition record and the sections.
+fn parse(bytes: &[u8]) -> Result<(ObjectDef, Meta, State), ObjectError> {
+    let bad = |m: String| ObjectError::Format(m);
+    if bytes.len() < HEADER_LEN {
+        if !MAGIC.starts_with(&bytes[..bytes.len().min(8)]) {
+            return Err(bad("not a DRYML object file (bad magic)".into()));
+        }
+        return Err(bad(format!("truncated: {} bytes, shorter than the {HEADER_LEN}-byte header", bytes.len())));
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(bad("not a DRYML object file (bad magic)".into()));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().unwrap());
+    if version > FILE_VERSION {
+        return Err(bad(format!(
+            "written by a newer dryml (format version {version}; this build reads up to {FILE_VERSION})"
+        )));
+    }
+    let len = u64::from_le_bytes(bytes[12..20].try_into().unwrap());
+    let crc = u32::from_le_bytes(bytes[20..24].try_into().unwrap());
+    let body = &bytes[HEADER_LEN..];
+    if (body.len() as u64) < len {
+        return Err(bad(format!("truncated: the header promises {len} bytes of body, the file has {}", body.len())));
+    }
+    if (body.len() as u64) > len {
+        return Err(bad(format!("{} stray bytes after the body", body.len() as u64 - len)));
+    }
+    if crc32fast::hash(body) != crc {
+        return Err(bad("corrupt: the checksum does not match the contents".into()));
+    }
+    let mut r = Reader { b: body, at: 0 };
+    let rec_len = r.u64()? as usize;
+    let rec: Value = serde_json::from_slice(r.take(rec_len)?)
+        .map_err(|e| bad(format!("corrupt definition record: {e}")))?;
+    let (def, meta) = from_record(&rec).map_err(|e| bad(format!("corrupt definition record: {e}")))?;
+    let n = r.u32()?;
+    let mut state = State::default();
+    for _ in 0..n {
+        let nl = r.u32()? as usize;
+        let name = String::from_utf8(r.take(nl)?.to_vec()).map_err(|_| bad("a section name is not UTF-8".into()))?;
+        let bl = r.u64()? as usize;
+        state.sections.push((name, r.take(bl)?.to_vec()));
+    }
+    Ok((def, meta, state))
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ObjectError> {
+        let end = self.at.checked_add(n).filter(|e| *e <= self.b.len());
+        let end = end.ok_or_else(|| ObjectError::Format("corrupt: a length runs past the end of the body".into()))?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32, ObjectError> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64, ObjectError> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+}
+
+/// Builds the object a file's bytes describe and loads its state. `path` names the file in
+/// errors.
+pub fn from_bytes(bytes: &[u8], path: Option<&Path>) -> Result<Box<dyn Object>, ObjectError> {
+    let at = |e: ObjectError| match path {
+        Some(p) => ObjectError::File(p.to_path_buf(), e.to_string()),
+        None => e,
+    };
+    let (def, meta, state) = parse(bytes).map_err(at)?;
+    let mut obj = build(&def, meta).map_err(at)?;
+    obj.load_state(&state).map_err(at)?;
+    Ok(obj)
+}
+
+/// The definition and identity in a file, without building the object (for indexes).
+pub fn read_definition(bytes: &[u8]) -> Result<(ObjectDef, Meta), ObjectError> {
+    parse(bytes).map(|(d, m, _)| (d, m))
+}
+
+/// Saves `obj` to `path`: written to a temporary file, synced, then renamed over `path`, so
+/// the file is either the old one or the whole new one.
+pub fn save_object(obj: &dyn Object, path: impl AsRef<Path>) -> Result<(), ObjectError> {
+    let path = path.as_ref();
+    let bytes = to_bytes(obj)?;
+    write_durably(path, &bytes).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))
+}
+
+/// Loads the object saved in `path`, whatever its (registered) type.
+pub fn load_object(path: impl AsRef<Path>) -> Result<Box<dyn Object>, ObjectError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))?;
+    from_bytes(&bytes, Some(path))
+}
+
+/// Write, fsync, rename, fsync the directory.
+pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), uuid_v4()));
+    let r = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        std::fs::File::open(dir)?.sync_all()
+    })();
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) struct Mlp {
+        args: (f64, Vec<usize>),
+        meta: Meta,
+        weights: Vec<f32>,
+        head: Option<Box<dyn Object>>,
+    }
+
+    impl Build for Mlp {
+        type Args = (f64, Vec<usize>);
+        fn build(args: Self::Args, meta: Meta) -> Self {
+            let n = args.1.iter().sum();
+            Mlp { args, meta, weights: vec![0.0; n], head: None }
+        }
+        fn args(&self) -> &Self::Args {
+            &self.args
+        }
+        fn meta(&self) -> &Meta {
+            &self.meta
+        }
+        fn meta_mut(&mut self) -> &mut Meta {
+            &mut self.meta
+        }
+        fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
+            s.put("weights", &self.weights)?;
+            if let Some(h) = &self.head {
+                s.put_object("head", h.as_ref())?;
+            }
+            Ok(())
+        }
+        fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
+            self.weights = s.get("weights")?;
+            self.head = s.get_object("head").ok();
+            Ok(())
+        }
+    }
+    crate::object!(Mlp);
+
+    #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
+    pub(crate) struct Cfg {
+        pub lr: f64,
+        pub data: String,
+    }
+    pub(crate) struct Named {
+        args: Cfg,
+        meta: Meta,
+    }
+    impl Build for Named {
+        type Args = Cfg;
+        fn build(args: Cfg, meta: Meta) -> Self {
+            Named { args, meta }
+        }
+        fn args(&self) -> &Cfg {
+            &self.args
+        }
+        fn meta(&self) -> &Meta {
+            &self.meta
+        }
+        fn meta_mut(&mut self) -> &mut Meta {
+            &mut self.meta
+        }
+    }
+    crate::object!(Named, "models.Named");
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dryml-obj-{}-{}", std::process::id(), uuid_v4()));
+        std::fs::create_dir_all(&d).unwrap();
+        d.join(name)
+    }
+
+    #[test]
+    fn round_trip_with_state_and_a_nested_object() {
+        let mut m = Mlp::build((0.1, vec![2, 3]), Meta::with_id("m-1"));
+        m.weights = vec![1.0, 2.0, 3.0, 4.0, 5.0];
+        m.head = Some(Box::new(Named::build(Cfg { lr: 0.5, data: "mnist".into() }, Meta::new())));
+        let path = tmp("m.dry");
+        save_object(&m, &path).unwrap();
+        let back = load_object(&path).unwrap();
+        assert_eq!(back.type_name(), "Mlp");
+        assert_eq!(back.id(), "m-1");
+        assert_eq!(back.definition(), ObjectDef::new("Mlp", &(0.1, vec![2, 3])).unwrap());
+        let back = back.downcast::<Mlp>().map_err(|_| "not an Mlp").unwrap();
+        assert_eq!(back.weights, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        let head = back.head.as_ref().unwrap().downcast_ref::<Named>().unwrap();
+        assert_eq!(head.args.data, "mnist");
+        // build() makes a fresh object from the same arguments, with a new id and fresh state.
+        let copy = back.definition().build().unwrap();
+        assert_ne!(copy.id(), "m-1");
+        assert_eq!(copy.downcast_ref::<Mlp>().unwrap().weights, vec![0.0; 5]);
+        assert_eq!(copy.definition().positional().len(), 2);
+        let n = Named::build(Cfg { lr: 0.1, data: "x".into() }, Meta::new());
+        assert_eq!(n.definition().named().unwrap()["lr"], 0.1);
+        assert_eq!(n.definition().type_name, "models.Named");
+    }
+
+    #[test]
+    fn bad_files_say_what_is_wrong_and_where() {
+        let m = Mlp::build((0.1, vec![1]), Meta::new());
+        let good = to_bytes(&m).unwrap();
+        let path = tmp("bad.dry");
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (good[..good.len() - 3].to_vec(), "truncated: the header promises"),
+            (good[..10].to_vec(), "truncated: 10 bytes"),
+            ({ let mut b = good.clone(); let n = b.len(); b[n - 2] ^= 0xff; b }, "corrupt: the checksum does not match"),
+            ({ let mut b = good.clone(); b[8..12].copy_from_slice(&7u32.to_le_bytes()); b }, "written by a newer dryml (format version 7"),
+            (b"PK\x03\x04 a zip file, not ours at all".to_vec(), "not a DRYML object file"),
+            ({ let mut b = good.clone(); b.push(0); b }, "1 stray bytes"),
+            (unknown_type_file(), "unknown type `Gone`"),
+        ];
+        for (bytes, words) in cases {
+            std::fs::write(&path, &bytes).unwrap();
+            let e = load_object(&path).unwrap_err().to_string();
+            assert!(e.starts_with(&path.display().to_string()), "{e}");
+            assert!(e.contains(words), "{words}: {e}");
+        }
+        let e = load_object(path.with_file_name("missing.dry")).unwrap_err().to_string();
+        assert!(e.contains("missing.dry") && e.contains("No such file"), "{e}");
+    }
+
+    fn unknown_type_file() -> Vec<u8> {
+        struct Gone {
+            meta: Meta,
+        }
+        impl Object for Gone {
+            fn type_name(&self) -> &'static str {
+                "Gone"
+            }
+            fn definition(&self) -> ObjectDef {
+                ObjectDef::new("Gone", &()).unwrap()
+            }
+            fn meta(&self) -> &Meta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut Meta {
+                &mut self.meta
+            }
+            fn save_state(&self, _: &mut State) -> Result<(), ObjectError> {
+                Ok(())
+            }
+            fn load_state(&mut self, _: &State) -> Result<(), ObjectError> {
+                Ok(())
+            }
+            fn as_any(&self) -> &dyn Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn Any {
+                self
+            }
+            fn into_any(self: Box<Self>) -> Box<dyn Any> {
+                self
+            }
+        }
+        // Implemented by hand, never registered: the file names a type this process lacks.
+        to_bytes(&Gone { meta: Meta::new() }).unwrap()
+    }
+
+    #[test]
+    fn uuids_are_version_4() {
+        let a = uuid_v4();
+        assert_eq!(a.len(), 36);
+        assert_eq!(&a[14..15], "4");
+        assert_ne!(a, uuid_v4());
+    }
+}
