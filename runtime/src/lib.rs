@@ -4,6 +4,9 @@
 //! `clear_output`, line input from the notebook, the interrupt flag, and the figures of the
 //! last experiment. Objects, repos, contexts and adaptive batching arrive in later issues.
 
+// The derive's expansion names `::dryml`, which must resolve inside this crate too.
+extern crate self as dryml;
+
 pub mod compute;
 pub mod context;
 pub mod display;
@@ -15,6 +18,9 @@ pub mod protocol;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};
+// The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.
+pub use dryml_derive::Object;
+pub use object::{load_object, save_object, Build, Meta, Object, ObjectDef, State};
 pub use interrupt::interrupted;
 
 /// Reads a line typed by the notebook user (Jupyter's `input_request`).

@@ -2,10 +2,9 @@
 //! versioned file each, and load from that file alone, without the type at the call site.
 //!
 //! A type opts in with [`Build`] (its constructor arguments and how to build from them) and one
-//! line, `dryml::object!(Type);`, which implements [`Object`] and registers the type's name
+//! line, `#[derive(dryml::Object)]`, which implements [`Object`] and registers the type's name
 //! with a constructor when the code is loaded (an `.init_array` entry). The registration runs
-//! in every evcxr cell library that holds the type, so `load_object` builds the cell's own
-//! version of it. Loading never runs code from the file: the file names a registered type and
+//! in every evcxr cell library that holds the type, so `load_object` works in any later cell. Loading never runs code from the file: the file names a registered type and
 //! carries data (JSON arguments, binary state sections), nothing else.
 
 use serde::de::DeserializeOwned;
@@ -112,7 +111,7 @@ impl fmt::Display for ObjectDef {
     }
 }
 
-/// What a type provides to become an [`Object`]; `dryml::object!(Type)` does the rest.
+/// What a type provides to become an [`Object`]; `#[derive(dryml::Object)]` does the rest.
 pub trait Build: Sized + 'static {
     /// The constructor arguments, saved in the definition.
     type Args: Serialize + DeserializeOwned;
@@ -131,8 +130,8 @@ pub trait Build: Sized + 'static {
     }
 }
 
-/// An object of a registered type, as a trait object. [`dryml::object!`](crate::object!)
-/// implements it from [`Build`].
+/// An object of a registered type, as a trait object. `#[derive(dryml::Object)]` implements it
+/// from [`Build`].
 pub trait Object: Any {
     fn type_name(&self) -> &'static str;
     /// The definition it was built from (type and arguments; no id).
@@ -172,56 +171,6 @@ impl fmt::Debug for dyn Object {
     }
 }
 
-/// Implements [`Object`] for a [`Build`] type and registers it under its name (the type's
-/// name, or the one given: `dryml::object!(Mlp, "models.Mlp")`).
-#[macro_export]
-macro_rules! object {
-    ($t:ty) => {
-        $crate::object!($t, stringify!($t));
-    };
-    ($t:ty, $name:expr) => {
-        impl $crate::object::Object for $t {
-            fn type_name(&self) -> &'static str {
-                $name
-            }
-            fn definition(&self) -> $crate::object::ObjectDef {
-                $crate::object::ObjectDef::new($name, <$t as $crate::object::Build>::args(self))
-                    .expect("the arguments serialized when the object was built")
-            }
-            fn meta(&self) -> &$crate::object::Meta {
-                <$t as $crate::object::Build>::meta(self)
-            }
-            fn meta_mut(&mut self) -> &mut $crate::object::Meta {
-                <$t as $crate::object::Build>::meta_mut(self)
-            }
-            fn save_state(&self, s: &mut $crate::object::State) -> Result<(), $crate::object::ObjectError> {
-                <$t as $crate::object::Build>::save_state(self, s)
-            }
-            fn load_state(&mut self, s: &$crate::object::State) -> Result<(), $crate::object::ObjectError> {
-                <$t as $crate::object::Build>::load_state(self, s)
-            }
-            fn as_any(&self) -> &dyn ::std::any::Any {
-                self
-            }
-            fn as_any_mut(&mut self) -> &mut dyn ::std::any::Any {
-                self
-            }
-            fn into_any(self: Box<Self>) -> Box<dyn ::std::any::Any> {
-                self
-            }
-        }
-        const _: () = {
-            extern "C" fn register() {
-                $crate::object::register::<$t>($name);
-            }
-            // Runs when the binary or library holding the type is loaded.
-            #[used]
-            #[unsafe(link_section = ".init_array")]
-            static REGISTER: extern "C" fn() = register;
-        };
-    };
-}
-
 type Constructor = fn(&Value, Meta) -> Result<Box<dyn Object>, ObjectError>;
 
 static REGISTRY: Mutex<BTreeMap<String, Constructor>> = Mutex::new(BTreeMap::new());
@@ -232,7 +181,7 @@ fn construct<T: Build + Object>(args: &Value, meta: Meta) -> Result<Box<dyn Obje
     Ok(Box::new(T::build(args, meta)))
 }
 
-/// Registers `T` under `name` (done by `dryml::object!`; a later registration replaces it).
+/// Registers `T` under `name` (done by the derive; a later registration replaces it).
 pub fn register<T: Build + Object>(name: &str) {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_string(), construct::<T>);
 }
@@ -311,7 +260,7 @@ impl fmt::Display for ObjectError {
             ObjectError::File(p, m) => write!(f, "{}: {m}", p.display()),
             ObjectError::UnknownType(t, known) => write!(
                 f,
-                "unknown type `{t}`: no `dryml::object!({t})` in this process (registered: {})",
+                "unknown type `{t}`: no `#[derive(dryml::Object)]` type of that name in this process (registered: {})",
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
             ),
             ObjectError::Args(t, m) => write!(f, "arguments of `{t}`: {m}"),
@@ -491,6 +440,7 @@ pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    #[derive(crate::Object)]
     pub(crate) struct Mlp {
         args: (f64, Vec<usize>),
         meta: Meta,
@@ -526,13 +476,14 @@ mod tests {
             Ok(())
         }
     }
-    crate::object!(Mlp);
 
     #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
     pub(crate) struct Cfg {
         pub lr: f64,
         pub data: String,
     }
+    #[derive(crate::Object)]
+    #[dryml(name = "models.Named")]
     pub(crate) struct Named {
         args: Cfg,
         meta: Meta,
@@ -552,7 +503,6 @@ mod tests {
             &mut self.meta
         }
     }
-    crate::object!(Named, "models.Named");
 
     fn tmp(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("dryml-obj-{}-{}", std::process::id(), uuid_v4()));
