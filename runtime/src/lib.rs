@@ -15,12 +15,14 @@ pub mod interrupt;
 pub mod object;
 pub mod pool;
 pub mod protocol;
+pub mod repo;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};
 // The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.
 pub use dryml_derive::Object;
 pub use object::{load_object, save_object, Build, Meta, Object, ObjectDef, State};
+pub use repo::{Repo, Selector};
 pub use interrupt::interrupted;
 
 /// Reads a line typed by the notebook user (Jupyter's `input_request`).
