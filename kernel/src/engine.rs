@@ -91,6 +91,8 @@ pub struct Engine {
     context_env: Vec<String>,
     /// The pool's CPU and GPU counts, for errors at the token that names a missing device.
     devices: (usize, usize),
+    /// The repo `%repo open` opened.
+    repo: Option<dryml::repo::Repo>,
 }
 
 /// Everything `Engine::start` needs from the server.
@@ -176,6 +178,7 @@ impl Engine {
             context_reqs: None,
             context_env: Vec::new(),
             devices: (0, 0),
+            repo: None,
         };
         engine.write_machine();
         engine.ensure_child_setup();
@@ -599,6 +602,7 @@ impl Engine {
                 Ok(())
             }
             "context" => self.context_magic(inv, msg),
+            "repo" => self.repo_magic(inv, msg),
             other => Err(CellError::new(
                 "MagicError",
                 format!("%{other} is registered but this kernel has no handler for it"),
@@ -723,6 +727,80 @@ impl Engine {
                 Ok(())
             }
         }
+    }
+
+    fn repo_magic(&mut self, inv: &Invocation, msg: &Message) -> Result<(), CellError> {
+        let repo_error = |e: dryml::repo::RepoError| CellError::new("RepoError", e.to_string());
+        let sub = inv.args.positionals[0].as_str();
+        let rest = &inv.args.positionals[1..];
+        if sub == "open" {
+            let dir = std::path::Path::new(&rest[0]);
+            let exists = dir.join("dryml-repo").exists();
+            let repo = if inv.args.flag("create") && !exists {
+                dryml::repo::Repo::create(dir)
+            } else {
+                dryml::repo::Repo::open(dir)
+            }
+            .map_err(repo_error)?;
+            let verb = if exists { "Opened" } else { "Created" };
+            let n = repo.len();
+            self.out.stream(&self.shared, "stdout", &format!("{verb} repo {}: {n} objects\n", repo.dir().display()));
+            self.repo = Some(repo);
+            return Ok(());
+        }
+        let Some(repo) = self.repo.as_mut() else {
+            return Err(CellError::new("RepoError", format!("%repo {sub}: no repo is open (use %repo open DIR [--create])")));
+        };
+        // Other processes (sandboxes, other notebooks) may have added objects.
+        repo.reload().map_err(repo_error)?;
+        let entry = |repo: &dryml::repo::Repo, id: &str| {
+            repo.find(&dryml::repo::Selector::id(id))
+                .first()
+                .map(|e| (*e).clone())
+                .ok_or_else(|| CellError::new("RepoError", format!("no object with id `{id}` in {}", repo.dir().display())))
+        };
+        match sub {
+            "ls" => {
+                let all = repo.entries();
+                let title = format!("{}: {} objects", repo.dir().display(), all.len());
+                let bundle = crate::repo::table(&title, &all);
+                self.show(msg, bundle);
+            }
+            "get" => {
+                let sel = crate::repo::selector(rest).map_err(|m| CellError::new("MagicError", format!("%repo get: {m}")))?;
+                let found = repo.find(&sel);
+                let title = format!("{} matching {sel}", found.len());
+                let bundle = crate::repo::table(&title, &found);
+                self.show(msg, bundle);
+            }
+            "show" => {
+                let e = entry(repo, &rest[0])?;
+                let bundle = crate::repo::show(repo, &e);
+                self.show(msg, bundle);
+            }
+            "rm" => {
+                entry(repo, &rest[0])?;
+                repo.delete(&rest[0]).map_err(repo_error)?;
+                self.out.stream(&self.shared, "stdout", &format!("Deleted {}\n", rest[0]));
+            }
+            "load" => {
+                let (id, var) = (&rest[0], &rest[2]);
+                let e = entry(repo, id)?;
+                let dir = repo.dir().to_string_lossy().into_owned();
+                // evcxr names a variable's type from what is in scope, hence the `use`.
+                let code = format!(
+                    "use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
+                );
+                self.eval_user(&code, msg, false)?;
+                self.out.stream(
+                    &self.shared,
+                    "stdout",
+                    &format!("{var} = {} {id} (downcast with {var}.downcast_ref::<{}>())\n", e.def, e.def.type_name),
+                );
+            }
+            _ => unreachable!("checked by the registry"),
+        }
+        Ok(())
     }
 
     /// The code a `%%compute` cell runs (see `contexts::compute_code`).

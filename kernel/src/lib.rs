@@ -10,6 +10,7 @@ pub mod install;
 pub mod is_complete;
 pub mod meter;
 pub mod outbox;
+pub mod repo;
 pub mod server;
 pub mod stream;
 pub mod torch;

@@ -330,6 +330,38 @@ fn experiment_cell_check(args: &Args, tokens: &[Token]) -> Result<(), (String, O
     }
 }
 
+const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
+
+fn repo_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+    let Some(sub) = args.positionals.first() else {
+        return Err((format!("expected a subcommand: {}", REPO_SUBCOMMANDS.join(", ")), None));
+    };
+    let rest = &args.positionals[1..];
+    let at = |k: usize| positional_token(tokens, k);
+    if args.flag("create") && sub != "open" {
+        return Err(("--create goes with `open`".into(), tokens.iter().position(|t| t.text == "--create")));
+    }
+    match (sub.as_str(), rest.len()) {
+        ("open", 1) | ("ls", 0) => Ok(()),
+        ("open", _) => Err(("open takes one DIR; quote a path with spaces".into(), at(2))),
+        ("ls", _) => Err((format!("ls takes no arguments, got `{}`", rest[0]), at(1))),
+        ("get", 0) => Err(("get needs a TYPE (or *), then key=value pairs, as in `%repo get Mlp lr=0.1`".into(), None)),
+        ("get", _) => {
+            let words: Vec<&str> = rest.iter().map(String::as_str).collect();
+            dryml::repo::Selector::parse(&words).map(|_| ()).map_err(|(m, i)| (m, at(i + 1)))
+        }
+        ("show" | "rm", 1) => Ok(()),
+        ("show" | "rm", n) => Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0))),
+        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => Ok(()),
+        ("load", 3) if rest[1] == "as" => Err((format!("`{}` is not a variable name", rest[2]), at(3))),
+        ("load", _) => Err(("expected `load ID as VAR`".into(), at(1))),
+        (other, _) => Err((
+            format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")),
+            at(0),
+        )),
+    }
+}
+
 const LOGGER_MODES: &[&str] = &["on", "off", "compact", "data", "reset", "plot"];
 
 fn cell_logger_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
@@ -432,6 +464,22 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
             ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
         ],
         check: Some(|a, t| crate::context_command(a, t).map(|_| ())),
+    },
+    MagicSpec {
+        name: "repo",
+        kind: MagicKind::Line,
+        summary: "Open a dryml object repo and list, query, show, delete or load its objects.",
+        usage: "%repo open DIR [--create] | %repo ls | %repo get TYPE [key=value ...] | %repo show ID | %repo rm ID | %repo load ID as VAR",
+        details: "get: TYPE is a registered type name (or * for any); key=value pairs match named arguments as a\n\
+subset (dotted keys reach nested ones: data.name=mnist), 0=..., 1=... positional ones. Values are\n\
+JSON where they parse as JSON, else strings. ls and get read only the index, never object files.\n\
+load builds the object in the notebook as VAR (a Box<dyn dryml::Object>; downcast_ref::<T>()).",
+        args: &[
+            ArgSpec::Flag { long: "create", short: None, help: "with open: make the repo if it does not exist" },
+            ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: false, help: "open, ls, get, show, rm or load" },
+            ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "the subcommand's arguments" },
+        ],
+        check: Some(repo_check),
     },
     MagicSpec {
         name: "compute",

@@ -109,6 +109,37 @@ fn caret_points_at_the_column() {
 }
 
 #[test]
+fn repo_lines() {
+    // (line, None when valid, or (words of the error, 1-based column))
+    let table: &[(&str, Option<(&str, usize)>)] = &[
+        ("%repo open /tmp/r --create", None),
+        ("%repo ls", None),
+        ("%repo get Mlp lr=0.1 data.name=mnist", None),
+        ("%repo get * 0=2", None),
+        ("%repo show abc", None),
+        ("%repo load abc as model", None),
+        ("%repo", Some(("expected a subcommand", 6))),
+        ("%repo list", Some(("unknown subcommand `list`", 7))),
+        ("%repo get Mlp lr", Some(("`lr` is not key=value", 15))),
+        ("%repo get lr=0.1", Some(("the first word is the type name", 11))),
+        ("%repo load abc as 9x", Some(("`9x` is not a variable name", 19))),
+        ("%repo load abc model", Some(("expected `load ID as VAR`", 12))),
+        ("%repo ls --create", Some(("--create goes with `open`", 10))),
+        ("%repo open", Some(("open takes one DIR", 11))),
+    ];
+    for (line, want) in table {
+        match (parse_cell(line), want) {
+            (Ok(_), None) => {}
+            (Err(e), Some((words, col))) => {
+                assert!(e.message.contains(words), "{line}: {}", e.message);
+                assert_eq!(e.column, *col, "{line}: {}", e.caret());
+            }
+            (r, w) => panic!("{line}: got {r:?}, wanted {w:?}"),
+        }
+    }
+}
+
+#[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
     assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%time"]);

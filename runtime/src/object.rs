@@ -111,15 +111,14 @@ impl fmt::Display for ObjectDef {
     }
 }
 
-/// What a type provides to become an [`Object`]; `#[derive(dryml::Object)]` does the rest.
+/// What a type provides to become an [`Object`]; `#[derive(dryml::Object)]` does the rest,
+/// reading the arguments and the identity from the fields `args: Self::Args` and `meta: Meta`
+/// (or those marked `#[dryml(args)]` and `#[dryml(meta)]`).
 pub trait Build: Sized + 'static {
     /// The constructor arguments, saved in the definition.
     type Args: Serialize + DeserializeOwned;
-    /// Makes the object; `meta` is its identity, to be kept and returned by [`Build::meta`].
+    /// Makes the object; `meta` is its identity, to be kept in its `meta` field.
     fn build(args: Self::Args, meta: Meta) -> Self;
-    fn args(&self) -> &Self::Args;
-    fn meta(&self) -> &Meta;
-    fn meta_mut(&mut self) -> &mut Meta;
     /// DRYML's `save_object_imp`: state beyond the arguments (weights, optimiser state).
     fn save_state(&self, _state: &mut State) -> Result<(), ObjectError> {
         Ok(())
@@ -442,9 +441,9 @@ pub(crate) mod tests {
 
     #[derive(crate::Object)]
     pub(crate) struct Mlp {
-        args: (f64, Vec<usize>),
+        pub(crate) args: (f64, Vec<usize>),
         meta: Meta,
-        weights: Vec<f32>,
+        pub(crate) weights: Vec<f32>,
         head: Option<Box<dyn Object>>,
     }
 
@@ -453,15 +452,6 @@ pub(crate) mod tests {
         fn build(args: Self::Args, meta: Meta) -> Self {
             let n = args.1.iter().sum();
             Mlp { args, meta, weights: vec![0.0; n], head: None }
-        }
-        fn args(&self) -> &Self::Args {
-            &self.args
-        }
-        fn meta(&self) -> &Meta {
-            &self.meta
-        }
-        fn meta_mut(&mut self) -> &mut Meta {
-            &mut self.meta
         }
         fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
             s.put("weights", &self.weights)?;
@@ -485,22 +475,15 @@ pub(crate) mod tests {
     #[derive(crate::Object)]
     #[dryml(name = "models.Named")]
     pub(crate) struct Named {
-        args: Cfg,
-        meta: Meta,
+        #[dryml(args)]
+        pub(crate) cfg: Cfg,
+        #[dryml(meta)]
+        id: Meta,
     }
     impl Build for Named {
         type Args = Cfg;
-        fn build(args: Cfg, meta: Meta) -> Self {
-            Named { args, meta }
-        }
-        fn args(&self) -> &Cfg {
-            &self.args
-        }
-        fn meta(&self) -> &Meta {
-            &self.meta
-        }
-        fn meta_mut(&mut self) -> &mut Meta {
-            &mut self.meta
+        fn build(cfg: Cfg, id: Meta) -> Self {
+            Named { cfg, id }
         }
     }
 
@@ -524,7 +507,7 @@ pub(crate) mod tests {
         let back = back.downcast::<Mlp>().map_err(|_| "not an Mlp").unwrap();
         assert_eq!(back.weights, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
         let head = back.head.as_ref().unwrap().downcast_ref::<Named>().unwrap();
-        assert_eq!(head.args.data, "mnist");
+        assert_eq!(head.cfg.data, "mnist");
         // build() makes a fresh object from the same arguments, with a new id and fresh state.
         let copy = back.definition().build().unwrap();
         assert_ne!(copy.id(), "m-1");

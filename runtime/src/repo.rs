@@ -496,7 +496,7 @@ mod tests {
         assert_eq!(repo.len(), 11);
         assert_eq!(repo.get(&Selector::of("Mlp").args(vec![json!(0.2)])).unwrap().len(), 5);
         let one = repo.get_one(&Selector::of("models.Named")).unwrap();
-        assert_eq!(one.downcast_ref::<Named>().unwrap().args().data, "mnist");
+        assert_eq!(one.downcast_ref::<Named>().unwrap().cfg.data, "mnist");
         let e = repo.get_one(&Selector::of("Mlp")).err().unwrap().to_string();
         assert_eq!(e, "expected one object matching Selector(Mlp), found 10");
         // A second handle (another process, say) sees additions after reload.
@@ -567,6 +567,48 @@ mod tests {
             let (m, i) = Selector::parse(words).err().unwrap();
             assert!(m.contains(msg) && i == at, "{words:?}: {m} at {i}");
         }
+    }
+
+    #[test]
+    fn a_writer_killed_mid_save_leaves_every_acknowledged_object_loadable() {
+        let d = dir();
+        Repo::create(&d).unwrap();
+        let acks = d.join("acks");
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let mut repo = Repo::open(&d).unwrap();
+            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&acks).unwrap();
+            for i in 0.. {
+                let mut m = Mlp::build((i as f64, vec![64, 64]), Meta::new());
+                m.weights.iter_mut().for_each(|w| *w = i as f32);
+                let id = repo.add(&m).unwrap();
+                // Acknowledged: add returned.
+                writeln!(f, "{id}").unwrap();
+            }
+            unsafe { libc::_exit(0) };
+        }
+        let t0 = std::time::Instant::now();
+        while std::fs::read_to_string(&acks).map(|t| t.lines().count()).unwrap_or(0) < 20 {
+            assert!(t0.elapsed().as_secs() < 60, "the writer made no progress");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        let acked: Vec<String> = std::fs::read_to_string(&acks).unwrap().lines().map(str::to_string).collect();
+        let repo = Repo::open(&d).unwrap();
+        assert!(repo.len() >= acked.len(), "{} indexed, {} acknowledged", repo.len(), acked.len());
+        for id in &acked {
+            let m = repo.by_id(id).unwrap();
+            let m = m.downcast_ref::<Mlp>().unwrap();
+            assert!(m.weights.iter().all(|w| *w == m.args.0 as f32));
+        }
+        // Whatever else the index holds loads too; leftovers are only temporary files.
+        for e in repo.entries() {
+            repo.by_id(&e.meta.id).unwrap();
+        }
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
