@@ -23,6 +23,8 @@ pub use compute::{compute, Compute, ComputeError};
 pub use dryml_derive::Object;
 pub use object::{load_object, save_object, Build, Meta, Object, ObjectDef, State};
 pub use repo::{Repo, Selector};
+// For `json!` in selectors and arguments without another dependency.
+pub use serde_json;
 pub use interrupt::interrupted;
 
 /// Reads a line typed by the notebook user (Jupyter's `input_request`).

@@ -105,9 +105,16 @@ impl ObjectDef {
     }
 }
 
+/// DRYML's call spelling: `Data([1, 2])` for positional arguments, `Mlp(lr=0.1, ...)` for named.
 impl fmt::Display for ObjectDef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}({})", self.type_name, self.args)
+        let inner: Vec<String> = match &self.args {
+            Value::Array(a) => a.iter().map(Value::to_string).collect(),
+            Value::Object(m) => m.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            Value::Null => Vec::new(),
+            v => vec![v.to_string()],
+        };
+        write!(f, "{}({})", self.type_name, inner.join(", "))
     }
 }
 
@@ -516,6 +523,8 @@ pub(crate) mod tests {
         let n = Named::build(Cfg { lr: 0.1, data: "x".into() }, Meta::new());
         assert_eq!(n.definition().named().unwrap()["lr"], 0.1);
         assert_eq!(n.definition().type_name, "models.Named");
+        assert_eq!(n.definition().to_string(), r#"models.Named(data="x", lr=0.1)"#);
+        assert_eq!(ObjectDef::new("Data", &(vec![1, 2], "a")).unwrap().to_string(), r#"Data([1,2], "a")"#);
     }
 
     #[test]
