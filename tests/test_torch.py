@@ -32,3 +32,34 @@ def test_sandbox_thread_count_through_tch(kernel):
                         "(tch::get_num_threads(), x.matmul(&x).sum(tch::Kind::Float).double_value(&[]))")
     assert got == "(1, 262144.0)", got
     assert value(kernel, "tch::get_num_threads()") == "2", "the notebook's own setting is untouched"
+
+
+def test_an_object_wrapping_a_tch_model_keeps_its_weights_in_its_file(kernel, tmp_path):
+    path = tmp_path / "linear.dry"
+    value(kernel, """use dryml::{Build, Meta, Object, State};
+use dryml::object::ObjectError;
+#[derive(dryml::Object)]
+struct Linear { args: (i64, i64), meta: Meta, vs: tch::nn::VarStore, layer: tch::nn::Linear }
+impl Build for Linear {
+    type Args = (i64, i64);
+    fn build(args: (i64, i64), meta: Meta) -> Self {
+        let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+        let layer = tch::nn::linear(vs.root() / "fc", args.0, args.1, Default::default());
+        Linear { args, meta, vs, layer }
+    }
+    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> { s.put_var_store("weights", &self.vs) }
+    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> { s.load_var_store("weights", &mut self.vs) }
+}
+dryml::object::registered()""", timeout=1200)
+    # In a block: evcxr cannot keep a closure that borrows another variable.
+    code = f"""{{
+let m = Linear::build((3, 2), Meta::new());
+let x = tch::Tensor::ones([1, 3], (tch::Kind::Float, tch::Device::Cpu));
+let before = Vec::<f32>::try_from(tch::nn::Module::forward(&m.layer, &x).view([-1])).unwrap();
+dryml::save_object(&m, "{path}").unwrap();
+let fresh = m.definition().build().unwrap();
+let back = dryml::load_object("{path}").unwrap();
+let f = |o: &Box<dyn Object>| Vec::<f32>::try_from(tch::nn::Module::forward(&o.downcast_ref::<Linear>().unwrap().layer, &x).view([-1])).unwrap();
+(before == f(&back), before == f(&fresh))
+}}"""
+    assert value(kernel, code) == "(true, false)", "the loaded model has the saved weights; a fresh build does not"

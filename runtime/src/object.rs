@@ -245,6 +245,24 @@ impl State {
     }
 }
 
+/// tch models: weights travel in the object's own file, in libtorch's format.
+#[cfg(feature = "torch")]
+impl State {
+    /// Stores every variable of `vs` under `name`.
+    pub fn put_var_store(&mut self, name: &str, vs: &tch::nn::VarStore) -> Result<(), ObjectError> {
+        let mut buf = Vec::new();
+        vs.save_to_stream(&mut buf).map_err(|e| ObjectError::State(name.to_string(), e.to_string()))?;
+        self.put_bytes(name, buf);
+        Ok(())
+    }
+    /// Loads the variables saved under `name` into `vs`, which must have the same shapes (build
+    /// the model from the object's arguments first, as `Build::build` does).
+    pub fn load_var_store(&self, name: &str, vs: &mut tch::nn::VarStore) -> Result<(), ObjectError> {
+        vs.load_from_stream(std::io::Cursor::new(self.bytes(name)?))
+            .map_err(|e| ObjectError::State(name.to_string(), e.to_string()))
+    }
+}
+
 /// Why an object could not be saved or loaded. File errors name the file.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ObjectError {
