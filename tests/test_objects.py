@@ -76,7 +76,7 @@ repo.len()"""
     assert value(kernel, code) == "13"
     listing = table(ok(kernel, "%repo ls"))
     assert len(listing["application/json"]["objects"]) == 13
-    head = listing["text/plain"].splitlines()[1].split()
+    head = listing["text/plain"].splitlines()[2].split()
     assert head == ["id", "type", "arguments", "created", "size"], head
     found = table(ok(kernel, "%repo get Mlp lr=0.1 data.name=mnist"))["application/json"]["objects"]
     assert len(found) == 3 and all(o["args"]["lr"] == 0.1 for o in found)

@@ -53,36 +53,8 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>) -> Value {
             .collect();
         rows.push([d.to_string(), name, dryml::pool::short(pool.free(d)), held.join(", ")]);
     }
-    let header = ["device", "name", "free", "held by"];
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: [&str; 4]| {
-        let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let mut text = format!("{head}\n\n{}\n", line(header));
-    for r in &rows {
-        text.push_str(&line([&r[0], &r[1], &r[2], &r[3]]));
-        text.push('\n');
-    }
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    let mut html = format!("<p>{}</p><table><tr>", esc(&head));
-    for h in header {
-        html.push_str(&format!("<th>{h}</th>"));
-    }
-    html.push_str("</tr>");
-    for r in &rows {
-        html.push_str("<tr>");
-        for c in r {
-            html.push_str(&format!("<td>{}</td>", esc(c)));
-        }
-        html.push_str("</tr>");
-    }
-    html.push_str("</table>");
+    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    let (text, html) = crate::table::render(&head, &["device", "name", "free", "held by"], &rows);
     let claims: Vec<Value> = pool
         .claims
         .iter()

@@ -13,6 +13,7 @@ pub mod outbox;
 pub mod repo;
 pub mod server;
 pub mod stream;
+pub mod table;
 pub mod torch;
 pub mod wire;
 

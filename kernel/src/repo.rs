@@ -28,53 +28,17 @@ fn size(bytes: u64) -> String {
 
 /// Entries as a table: id, type, arguments, created, size; text, HTML and JSON.
 pub fn table(title: &str, entries: &[&Entry]) -> Value {
-    let header = ["id", "type", "arguments", "created", "size"];
-    let rows: Vec<[String; 5]> = entries
+    let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
             let mut args = e.def.args.to_string();
             if args.chars().count() > 80 {
                 args = args.chars().take(77).collect::<String>() + "...";
             }
-            [e.meta.id.clone(), e.def.type_name.clone(), args, utc(e.meta.created), size(e.size)]
+            vec![e.meta.id.clone(), e.def.type_name.clone(), args, utc(e.meta.created), size(e.size)]
         })
         .collect();
-    let mut widths = header.map(str::len);
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let mut text = format!("{title}\n");
-    if !rows.is_empty() {
-        text.push_str(&line(header.to_vec()));
-        text.push('\n');
-        for r in &rows {
-            text.push_str(&line(r.iter().map(String::as_str).collect()));
-            text.push('\n');
-        }
-    }
-    let esc = |s: &str| s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
-    let mut html = format!("<p>{}</p>", esc(title));
-    if !rows.is_empty() {
-        html.push_str("<table><tr>");
-        for h in header {
-            html.push_str(&format!("<th>{h}</th>"));
-        }
-        html.push_str("</tr>");
-        for r in &rows {
-            html.push_str("<tr>");
-            for c in r {
-                html.push_str(&format!("<td><code>{}</code></td>", esc(c)));
-            }
-            html.push_str("</tr>");
-        }
-        html.push_str("</table>");
-    }
+    let (text, html) = crate::table::render(title, &["id", "type", "arguments", "created", "size"], &rows);
     let objects: Vec<Value> = entries
         .iter()
         .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size}))
