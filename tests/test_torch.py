@@ -63,3 +63,27 @@ let f = |o: &Box<dyn Object>| Vec::<f32>::try_from(tch::nn::Module::forward(&o.d
 (before == f(&back), before == f(&fresh))
 }}"""
     assert value(kernel, code) == "(true, false)", "the loaded model has the saved weights; a fresh build does not"
+
+
+def test_real_cpu_out_of_memory_with_tch_tensors_in_a_sandbox(kernel):
+    # The sandbox takes the memory limit, so the notebook's own process is never limited.
+    got = value(kernel, """%%compute default num_cpus=0
+// libtorch starts its thread pools on first use: before the limit, not under it.
+let _ = tch::Tensor::ones([64, 64], (tch::Kind::Float, tch::Device::Cpu)).matmul(&tch::Tensor::ones([64, 64], (tch::Kind::Float, tch::Device::Cpu))).sum(tch::Kind::Float).double_value(&[]);
+let vm = std::fs::read_to_string("/proc/self/statm").unwrap().split_whitespace().next().unwrap().parse::<u64>().unwrap() * 4096;
+dryml::memory::set_cpu_memory_limit((vm + (1 << 30)) as f64 / (1u64 << 30) as f64).unwrap();
+let mut sizes = Vec::new();
+let rows = dryml::batch::batch(1 << 28, |n| {
+    sizes.push(n);
+    tch::Tensor::f_ones([n as i64, 4], (tch::Kind::Float, tch::Device::Cpu)).map(|t| t.size()[0])
+}).unwrap();
+// Sizes that failed were real libtorch allocation errors; chunked walks a tensor.
+let t = tch::Tensor::arange(1000, (tch::Kind::Float, tch::Device::Cpu));
+let mut sum = 0.0;
+let mut steps = 0;
+dryml::batch::chunked(&t, 64, 0, |c, _, _| { sum += c.sum(tch::Kind::Double).double_value(&[]); steps += 1; Ok::<(), tch::TchError>(()) }).unwrap();
+(rows, sizes.len() > 1, sum, steps)""", timeout=1200)
+    rows, retried, total, steps = got.strip("()").split(", ")
+    assert 1 << 24 <= int(rows) <= 1 << 26 and retried == "true", got
+    assert (float(total), int(steps)) == (499500.0, 16), got
+    assert value(kernel, "1 + 1") == "2", "the notebook's process is not limited"

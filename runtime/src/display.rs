@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::io::Write;
 
-fn in_kernel() -> bool {
+pub(crate) fn in_kernel() -> bool {
     std::env::var_os(crate::protocol::FLUSH_FDS_ENV).is_some()
 }
 

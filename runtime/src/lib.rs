@@ -7,6 +7,7 @@
 // The derive's expansion names `::dryml`, which must resolve inside this crate too.
 extern crate self as dryml;
 
+pub mod batch;
 pub mod compute;
 pub mod context;
 pub mod display;
@@ -26,6 +27,11 @@ pub use repo::{Repo, Selector};
 // For `json!` in selectors and arguments without another dependency.
 pub use serde_json;
 pub use interrupt::interrupted;
+
+/// Memory limits for the process (TOMA's `cpu_memory`).
+pub mod memory {
+    pub use crate::batch::set_cpu_memory_limit;
+}
 
 /// Reads a line typed by the notebook user (Jupyter's `input_request`).
 ///

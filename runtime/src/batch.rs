@@ -1,0 +1,498 @@
+//! TOMA for Rust: loops that retry with a smaller batch when the device runs out of memory, and
+//! remember the size that worked, at next to no cost when nothing fails.
+//!
+//! [`batch`] retries one call with smaller sizes; [`range`] walks `start..end` in steps and, when
+//! a step fails, goes on from where it was with a smaller step; `chunked` (the `torch` feature)
+//! does that over slices of a tensor. `range` and `chunked` show a progress bar that updates in
+//! place in the kernel, and stop between steps when the kernel is interrupted. What counts as out of memory is
+//! the [`OutOfMemory`] trait; other errors pass through untouched. The size that worked is cached
+//! by call site (`#[track_caller]`, no stack walk) and free memory in buckets (TOMA's default),
+//! per call site only ([`Cache::Global`]), or not at all.
+
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::Mutex;
+
+/// Whether an error means "out of memory": the loops retry those with a smaller size.
+pub trait OutOfMemory {
+    fn is_out_of_memory(&self) -> bool;
+}
+
+impl OutOfMemory for std::collections::TryReserveError {
+    fn is_out_of_memory(&self) -> bool {
+        true
+    }
+}
+
+/// libtorch's messages for CUDA out of memory, a failed CPU allocation, and cuDNN refusing a
+/// size ("not supported", which TOMA also retries).
+#[cfg(feature = "torch")]
+impl OutOfMemory for tch::TchError {
+    fn is_out_of_memory(&self) -> bool {
+        let m = self.to_string();
+        m.contains("CUDA out of memory")
+            || m.contains("DefaultCPUAllocator: can't allocate memory")
+            || m.contains("DefaultCPUAllocator: not enough memory")
+            || m.contains("CUDNN_STATUS_NOT_SUPPORTED")
+            || m.contains("CUBLAS_STATUS_ALLOC_FAILED")
+    }
+}
+
+/// Where a loop's last working size is remembered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Cache {
+    /// By call site and free memory (in buckets of a power of two): TOMA's default.
+    CallSiteAndMemory,
+    /// By call site only: TOMA's `GlobalBatchsizeCache`.
+    Global,
+    /// Always start from the initial size.
+    None,
+}
+
+static DEFAULT_CACHE: Mutex<Cache> = Mutex::new(Cache::CallSiteAndMemory);
+
+/// Changes the cache the loops use when not told otherwise.
+pub fn set_default_cache(c: Cache) {
+    *DEFAULT_CACHE.lock().unwrap_or_else(|e| e.into_inner()) = c;
+}
+
+fn default_cache() -> Cache {
+    *DEFAULT_CACHE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    site: String,
+    bucket: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Remembered {
+    size: usize,
+    /// Successes in a row at this size (for probing back up).
+    streak: u32,
+}
+
+static SIZES: Mutex<Option<HashMap<Key, Remembered>>> = Mutex::new(None);
+
+/// The machine's available memory, in power-of-two buckets (`MemAvailable`).
+fn memory_bucket() -> u32 {
+    let kib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    64 - kib.leading_zeros()
+}
+
+/// A loop's settings; the free functions use the defaults.
+#[derive(Debug, Clone)]
+pub struct Batcher {
+    initial: usize,
+    factor: f64,
+    cache: Cache,
+    key: Option<String>,
+    probe_after: Option<u32>,
+    site: &'static Location<'static>,
+}
+
+impl Batcher {
+    /// Starts at `initial`, halves on out of memory, caches by call site and memory.
+    #[track_caller]
+    pub fn new(initial: usize) -> Batcher {
+        Batcher {
+            initial: initial.max(1),
+            factor: 0.5,
+            cache: default_cache(),
+            key: None,
+            probe_after: None,
+            site: Location::caller(),
+        }
+    }
+    /// The factor a size is multiplied by after out of memory (0.5 by default; accelerate uses
+    /// 0.9). Clamped to (0, 1); a size always shrinks by at least one.
+    pub fn factor(mut self, f: f64) -> Batcher {
+        self.factor = if f > 0.0 && f < 1.0 { f } else { 0.5 };
+        self
+    }
+    pub fn cache(mut self, c: Cache) -> Batcher {
+        self.cache = c;
+        self
+    }
+    /// The explicit forms: a cache key instead of the call site.
+    pub fn key(mut self, k: impl Into<String>) -> Batcher {
+        self.key = Some(k.into());
+        self
+    }
+    /// After `successes` in a row at a cached size, try the next larger one once, so a size shrunk
+    /// by a passing spike does not stay low.
+    pub fn probe_up(mut self, successes: u32) -> Batcher {
+        self.probe_after = Some(successes.max(1));
+        self
+    }
+
+    fn cache_key(&self) -> Option<Key> {
+        let site = match &self.key {
+            Some(k) => k.clone(),
+            None => format!("{}:{}:{}", self.site.file(), self.site.line(), self.site.column()),
+        };
+        match self.cache {
+            Cache::None => None,
+            Cache::Global => Some(Key { site, bucket: None }),
+            Cache::CallSiteAndMemory => Some(Key { site, bucket: Some(memory_bucket()) }),
+        }
+    }
+
+    /// The size to start from: the remembered one (or one step above it when probing).
+    fn start(&self, key: &Option<Key>) -> usize {
+        let Some(k) = key else { return self.initial };
+        let map = SIZES.lock().unwrap_or_else(|e| e.into_inner());
+        match map.as_ref().and_then(|m| m.get(k)) {
+            None => self.initial,
+            Some(r) => match self.probe_after {
+                Some(n) if r.streak >= n && r.size < self.initial => {
+                    (((r.size as f64) / self.factor).ceil() as usize).min(self.initial).max(r.size + 1)
+                }
+                _ => r.size,
+            },
+        }
+    }
+
+    fn remember(&self, key: &Option<Key>, size: usize) {
+        let Some(k) = key else { return };
+        let mut map = SIZES.lock().unwrap_or_else(|e| e.into_inner());
+        let m = map.get_or_insert_with(HashMap::new);
+        let e = m.entry(k.clone()).or_insert(Remembered { size, streak: 0 });
+        if e.size == size {
+            e.streak = e.streak.saturating_add(1);
+        } else {
+            *e = Remembered { size, streak: 1 };
+        }
+    }
+
+    fn shrink(&self, size: usize) -> usize {
+        (((size as f64) * self.factor).floor() as usize).min(size - 1).max(1)
+    }
+
+    /// Calls `f(size)` until it does not run out of memory; gives up with the last error at size 1.
+    pub fn batch<T, E: OutOfMemory>(&self, mut f: impl FnMut(usize) -> Result<T, E>) -> Result<T, E> {
+        let key = self.cache_key();
+        let mut size = self.start(&key);
+        loop {
+            match f(size) {
+                Ok(v) => {
+                    self.remember(&key, size);
+                    return Ok(v);
+                }
+                Err(e) if e.is_out_of_memory() && size > 1 => {
+                    free_memory();
+                    size = self.shrink(size);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Calls `f(lo, hi)` over `start..end` in steps; a step that runs out of memory is retried
+    /// from the same place with a smaller step, and the loop goes on with that step.
+    pub fn range<E: OutOfMemory>(&self, start: usize, end: usize, mut f: impl FnMut(usize, usize) -> Result<(), E>) -> Result<(), E> {
+        let key = self.cache_key();
+        let mut step = self.start(&key);
+        let mut at = start;
+        let progress = Progress::new(start, end);
+        while at < end {
+            if crate::interrupted() {
+                break;
+            }
+            let hi = (at + step).min(end);
+            match f(at, hi) {
+                Ok(()) => {
+                    at = hi;
+                    progress.show(at);
+                }
+                Err(e) if e.is_out_of_memory() && step > 1 => {
+                    free_memory();
+                    step = self.shrink(step);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.remember(&key, step);
+        progress.done(at);
+        Ok(())
+    }
+}
+
+/// Retries `f(batch_size)` with smaller sizes on out of memory: TOMA's `batch`.
+#[track_caller]
+pub fn batch<T, E: OutOfMemory>(initial: usize, f: impl FnMut(usize) -> Result<T, E>) -> Result<T, E> {
+    Batcher::new(initial).batch(f)
+}
+
+/// Walks `start..end` in steps of `initial_step`, shrinking the step on out of memory and going
+/// on from where it was: TOMA's `range`.
+#[track_caller]
+pub fn range<E: OutOfMemory>(start: usize, end: usize, initial_step: usize, f: impl FnMut(usize, usize) -> Result<(), E>) -> Result<(), E> {
+    Batcher::new(initial_step).range(start, end, f)
+}
+
+/// Calls `f(chunk, lo, hi)` on slices of `tensor` along `dim`, `initial_step` at a time, shrinking
+/// the step on out of memory: TOMA's `chunked`.
+#[cfg(feature = "torch")]
+#[track_caller]
+pub fn chunked<E: OutOfMemory>(
+    tensor: &tch::Tensor,
+    initial_step: usize,
+    dim: i64,
+    f: impl FnMut(&tch::Tensor, usize, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    Batcher::new(initial_step).chunked(tensor, dim, f)
+}
+
+#[cfg(feature = "torch")]
+impl Batcher {
+    /// [`chunked`] with these settings.
+    pub fn chunked<E: OutOfMemory>(
+        &self,
+        tensor: &tch::Tensor,
+        dim: i64,
+        mut f: impl FnMut(&tch::Tensor, usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let d = if dim < 0 { dim + tensor.dim() as i64 } else { dim };
+        let n = tensor.size()[d as usize] as usize;
+        self.range(0, n, |lo, hi| f(&tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
+    }
+}
+
+/// Hands freed heap back between tries (`malloc_trim`), so the retry finds it.
+fn free_memory() {
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Limits this process's address space to `gib` GiB (`RLIMIT_AS`), as TOMA's
+/// `set_cpu_memory_limit`: allocations beyond it fail, which makes out of memory testable on the
+/// CPU. Not for processes that use CUDA, which maps far more address space than it uses.
+pub fn set_cpu_memory_limit(gib: f64) -> std::io::Result<()> {
+    let bytes = (gib * (1u64 << 30) as f64) as libc::rlim_t;
+    let lim = libc::rlimit { rlim_cur: bytes, rlim_max: libc::RLIM_INFINITY };
+    let old = unsafe {
+        let mut o: libc::rlimit = std::mem::zeroed();
+        libc::getrlimit(libc::RLIMIT_AS, &mut o);
+        o
+    };
+    let lim = libc::rlimit { rlim_max: old.rlim_max, ..lim };
+    if unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A progress line for `range`: a display updated in place in the kernel, nothing elsewhere
+/// (a terminal program gets one line at the end). At most ten updates a second.
+struct Progress {
+    start: usize,
+    end: usize,
+    id: String,
+    last: std::cell::Cell<Option<std::time::Instant>>,
+    t0: std::time::Instant,
+}
+
+impl Progress {
+    fn new(start: usize, end: usize) -> Progress {
+        Progress {
+            start,
+            end,
+            id: format!("dryml-range-{}", crate::object::uuid_v4()),
+            last: std::cell::Cell::new(None),
+            t0: std::time::Instant::now(),
+        }
+    }
+    fn text(&self, at: usize) -> String {
+        let total = self.end.saturating_sub(self.start).max(1);
+        let done = at.saturating_sub(self.start);
+        let width = 30;
+        let filled = done * width / total;
+        format!(
+            "[{}{}] {done}/{total} ({:.1} s)",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            self.t0.elapsed().as_secs_f64()
+        )
+    }
+    fn show(&self, at: usize) {
+        if !crate::display::in_kernel() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        let first = self.last.get().is_none();
+        if !first && self.last.get().is_some_and(|t| now.duration_since(t).as_millis() < 100) {
+            return;
+        }
+        // Only loops slow enough to watch get a bar.
+        if first && self.t0.elapsed().as_millis() < 200 {
+            return;
+        }
+        self.last.set(Some(now));
+        crate::display::display(&[("text/plain", &self.text(at))], Some(&self.id), !first);
+    }
+    fn done(&self, at: usize) {
+        if self.last.get().is_some() {
+            crate::display::display(&[("text/plain", &self.text(at))], Some(&self.id), true);
+        } else if !crate::display::in_kernel() && self.t0.elapsed().as_secs() >= 1 {
+            eprintln!("{}", self.text(at));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    enum E {
+        Oom,
+        Other,
+    }
+    impl OutOfMemory for E {
+        fn is_out_of_memory(&self) -> bool {
+            *self == E::Oom
+        }
+    }
+
+    #[test]
+    fn sizes_shrink_and_are_remembered_per_call_site() {
+        let limit = std::cell::Cell::new(100usize);
+        let mut tried = Vec::new();
+        let call = |tried: &mut Vec<usize>| {
+            batch(512, |b| {
+                tried.push(b);
+                if b > limit.get() { Err(E::Oom) } else { Ok(b) }
+            })
+        };
+        // One call site, called in a loop: the second call starts at the size that worked.
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.push(call(&mut tried).unwrap());
+        }
+        assert_eq!(got, vec![64, 64]);
+        assert_eq!(tried, vec![512, 256, 128, 64, 64]);
+        // Another call site starts again from the top.
+        let mut other = Vec::new();
+        batch(512, |b| {
+            other.push(b);
+            if b > 100 { Err(E::Oom) } else { Ok(()) }
+        })
+        .unwrap();
+        assert_eq!(other, vec![512, 256, 128, 64]);
+    }
+
+    #[test]
+    fn factor_no_cache_and_giving_up() {
+        let mut tried = Vec::new();
+        let r: Result<(), E> = Batcher::new(10).factor(0.9).cache(Cache::None).batch(|b| {
+            tried.push(b);
+            Err(E::Oom)
+        });
+        assert_eq!(r, Err(E::Oom), "gives up with the last error at size 1");
+        assert_eq!(tried, vec![10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
+        // Other errors pass through at once.
+        let mut n = 0;
+        let r: Result<(), E> = Batcher::new(64).cache(Cache::None).batch(|_| {
+            n += 1;
+            Err(E::Other)
+        });
+        assert_eq!((r, n), (Err(E::Other), 1));
+        // Cache::None starts from the top every time.
+        for _ in 0..2 {
+            let mut first = None;
+            Batcher::new(64).cache(Cache::None).batch(|b| {
+                first.get_or_insert(b);
+                if b > 8 { Err(E::Oom) } else { Ok(()) }
+            })
+            .unwrap();
+            assert_eq!(first, Some(64));
+        }
+    }
+
+    #[test]
+    fn range_goes_on_from_where_it_was_with_the_smaller_step() {
+        let mut calls = Vec::new();
+        Batcher::new(32).cache(Cache::None).range(0, 100, |lo, hi| {
+            calls.push((lo, hi));
+            if hi - lo > 20 && lo >= 32 { Err(E::Oom) } else { Ok(()) }
+        })
+        .unwrap();
+        assert_eq!(calls, vec![(0, 32), (32, 64), (32, 48), (48, 64), (64, 80), (80, 96), (96, 100)]);
+        let covered: usize = calls.iter().filter(|(l, h)| !(h - l > 20 && *l >= 32)).map(|(l, h)| h - l).sum();
+        assert_eq!(covered, 100);
+    }
+
+    #[test]
+    fn keys_global_cache_and_probing_back_up() {
+        let spike = std::cell::Cell::new(true);
+        let run = |tried: &mut Vec<usize>| {
+            Batcher::new(64).key("probe-test").cache(Cache::Global).probe_up(2).batch(|b| {
+                tried.push(b);
+                if spike.get() && b > 16 { Err(E::Oom) } else { Ok(()) }
+            })
+        };
+        let mut tried = Vec::new();
+        run(&mut tried).unwrap();
+        assert_eq!(tried, vec![64, 32, 16]);
+        spike.set(false);
+        let mut later = Vec::new();
+        for _ in 0..4 {
+            run(&mut later).unwrap();
+        }
+        // 16 once more (streak 2), then probes up to 32, 32 again, then 64.
+        assert_eq!(later, vec![16, 32, 32, 64]);
+    }
+
+    /// This process's address space in bytes (`VmSize`).
+    fn vm_size() -> u64 {
+        let t = std::fs::read_to_string("/proc/self/statm").unwrap();
+        t.split_whitespace().next().unwrap().parse::<u64>().unwrap() * 4096
+    }
+
+    #[test]
+    fn real_out_of_memory_under_a_cpu_memory_limit() {
+        // In a child, so the limit does not bind the test runner.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let limit = (vm_size() + (256 << 20)) as f64 / (1u64 << 30) as f64;
+            set_cpu_memory_limit(limit).unwrap();
+            let got = batch(1usize << 31, |n| {
+                let mut v: Vec<u8> = Vec::new();
+                v.try_reserve_exact(n)?;
+                v.resize(n, 1);
+                Ok::<usize, std::collections::TryReserveError>(v.len())
+            });
+            let code = match got {
+                Ok(n) => n.trailing_zeros() as i32,
+                Err(_) => 99,
+            };
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "the child died: {status}");
+        // 2 GiB, 1 GiB, 512 MiB and 256 MiB do not fit under +256 MiB; 128 MiB does.
+        assert_eq!(libc::WEXITSTATUS(status), 27);
+    }
+
+    #[test]
+    fn try_reserve_counts_as_out_of_memory() {
+        let got = batch(1usize << 62, |n| {
+            let mut v: Vec<u8> = Vec::new();
+            v.try_reserve_exact(n)?;
+            Ok::<usize, std::collections::TryReserveError>(n)
+        })
+        .unwrap();
+        assert!(got < 1 << 40, "{got}");
+    }
+}
