@@ -25,6 +25,7 @@ def failed(kernel, code, ename, words=""):
     assert reply["status"] == "error", (code, stdout_of(msgs))
     assert reply["ename"] == ename, (reply["ename"], reply["evalue"])
     assert words in reply["evalue"], reply["evalue"]
+    assert not reply["evalue"].startswith(ename), reply["evalue"]
     return reply, msgs
 
 
@@ -94,7 +95,7 @@ def test_failing_sandboxes_release_claims_and_keep_variables(kernel):
          "loop { v.push(vec![1u8; 8 << 20]); }", "SandboxOutOfMemory", "memory limit of 64.0 MiB"),
         ("%%compute --update counter\ncounter += 1;\nstd::process::exit(3)", "SandboxExited", "exited with code 3"),
         ("%%compute --update counter\ncounter += 1;\nstd::process::abort()", "SandboxKilled", "SIGABRT"),
-        ("%%compute --update counter\ncounter += 1;\nlet n: u32 = \"x\".parse()?;\nn", "SandboxFailed", "ParseIntError"),
+        ("%%compute --update counter\ncounter += 1;\nlet n: u32 = \"x\".parse()?;\nn", "SandboxFailed", "the cell returned an error: ParseIntError"),
     ]
     for code, ename, words in cases:
         t0 = time.time()

@@ -1253,9 +1253,7 @@ fn runs_code(code: &str) -> bool {
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
 /// A context error as a cell error, under DRYML's exception name.
 fn ctx_error(e: dryml::context::ContextError) -> CellError {
-    let text = e.to_string();
-    let evalue = text.split_once(": ").map(|(_, v)| v.to_string()).unwrap_or_default();
-    CellError::new(e.name(), evalue)
+    CellError::new(e.name(), e.message())
 }
 
 /// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).

@@ -67,32 +67,34 @@ fn signal_name(sig: i32) -> String {
     format!("{name} ({sig})")
 }
 
-impl fmt::Display for ComputeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let ComputeError::Context(e) = self {
-            return write!(f, "{e}");
-        }
-        write!(f, "{}: ", self.name())?;
+impl ComputeError {
+    /// The message without the error's name (a cell error's `evalue`).
+    pub fn message(&self) -> String {
         match self {
-            ComputeError::Context(_) => Ok(()),
-            ComputeError::Panicked(m) => write!(f, "the sandbox panicked: {m}"),
+            ComputeError::Context(e) => e.message(),
+            ComputeError::Panicked(m) => format!("the sandbox panicked: {m}"),
             ComputeError::TimedOut { after } => {
-                write!(f, "the sandbox was stopped after the {} s timeout", after.as_secs_f64())
+                format!("the sandbox was stopped after the {} s timeout", after.as_secs_f64())
             }
-            ComputeError::OutOfMemory { limit, used } => write!(
-                f,
+            ComputeError::OutOfMemory { limit, used } => format!(
                 "the sandbox was stopped at {} for going over its memory limit of {}",
                 size(*used),
                 size(*limit)
             ),
             ComputeError::Killed { signal } => {
                 let hint = if *signal == libc::SIGKILL { " (by the system's OOM killer?)" } else { "" };
-                write!(f, "the sandbox was killed by {}{hint}", signal_name(*signal))
+                format!("the sandbox was killed by {}{hint}", signal_name(*signal))
             }
-            ComputeError::Exited { code } => write!(f, "the sandbox exited with code {code} before returning"),
-            ComputeError::Interrupted => f.write_str("the sandbox was stopped by an interrupt"),
-            ComputeError::Failed(m) => f.write_str(m),
+            ComputeError::Exited { code } => format!("the sandbox exited with code {code} before returning"),
+            ComputeError::Interrupted => "the sandbox was stopped by an interrupt".into(),
+            ComputeError::Failed(m) => m.clone(),
         }
+    }
+}
+
+impl fmt::Display for ComputeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name(), self.message())
     }
 }
 
@@ -179,9 +181,7 @@ pub fn record_here(context: Context, wall: Duration) {
 /// Ends the running notebook cell as this error (its DRYML name), keeping the variables.
 #[doc(hidden)]
 pub fn raise(e: &ComputeError) {
-    let text = e.to_string();
-    let evalue = text.split_once(": ").map(|(_, v)| v).unwrap_or(&text);
-    crate::display::raise_error(e.name(), evalue);
+    crate::display::raise_error(e.name(), &e.message());
 }
 
 /// Prints the last report as `%%compute`'s closing line, if a compute call made one.
@@ -342,8 +342,8 @@ impl Compute {
         let bytes = self.sandbox(|| {
             let mut cell = Cell { updates: Vec::new(), shown: None };
             match body(&mut cell) {
-                Ok(()) => Err("SandboxFailed: the %%compute body returned without finishing".into()),
-                Err(e) => Err(format!("SandboxFailed: the cell returned an error: {}", e.0)),
+                Ok(()) => Err("the %%compute body returned without finishing".into()),
+                Err(e) => Err(format!("the cell returned an error: {}", e.0)),
             }
         })?;
         let (updates, shown): (Vec<(String, Vec<u8>)>, Option<String>) =
@@ -635,11 +635,11 @@ fn send_frame(tag: u8, bytes: &[u8]) -> ! {
 }
 
 fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
-    rmp_serde::to_vec(v).map_err(|e| format!("SandboxFailed: the sandbox's result does not serialize: {e}"))
+    rmp_serde::to_vec(v).map_err(|e| format!("the sandbox's result does not serialize: {e}"))
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
-    rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("SandboxFailed: {what} did not deserialize: {e}")))
+    rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("{what} did not deserialize: {e}")))
 }
 
 /// What a `%%compute` body hands back from the sandbox.
@@ -666,7 +666,7 @@ impl Cell {
     pub fn update<T: Serialize>(&mut self, name: &str, value: &T) {
         match rmp_serde::to_vec(value) {
             Ok(v) => self.updates.push((name.to_string(), v)),
-            Err(e) => send_frame(FAIL, format!("SandboxFailed: --update {name}: the value does not serialize: {e}").as_bytes()),
+            Err(e) => send_frame(FAIL, format!("--update {name}: the value does not serialize: {e}").as_bytes()),
         }
     }
 
@@ -707,10 +707,10 @@ impl CellResult {
             .updates
             .iter()
             .position(|(n, _)| n == name)
-            .ok_or_else(|| ComputeError::Failed(format!("SandboxFailed: the sandbox sent no value for `{name}`")))?;
+            .ok_or_else(|| ComputeError::Failed(format!("the sandbox sent no value for `{name}`")))?;
         let v = self.updates.swap_remove(i).1;
         rmp_serde::from_slice(&v)
-            .map_err(|e| ComputeError::Failed(format!("SandboxFailed: --update {name}: the value did not deserialize: {e}")))
+            .map_err(|e| ComputeError::Failed(format!("--update {name}: the value did not deserialize: {e}")))
     }
 
     /// The cell's value as the sandbox showed it.
@@ -766,6 +766,9 @@ mod tests {
             Err(ComputeError::OutOfMemory { limit, used }) => assert!(limit == 50 << 20 && used > limit),
             other => panic!("{other:?}"),
         }
+        // The name is said once: in Display, and as the cell error's ename.
+        let e = ComputeError::Failed("the cell returned an error: X".into());
+        assert_eq!((e.to_string().as_str(), e.message().as_str()), ("SandboxFailed: the cell returned an error: X", "the cell returned an error: X"));
         let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::exit(4) });
         assert_eq!(r.unwrap_err(), ComputeError::Exited { code: 4 });
         let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::abort() });

@@ -251,26 +251,31 @@ impl ContextError {
     }
 }
 
-impl fmt::Display for ContextError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.name())?;
+impl ContextError {
+    /// The message without the exception name (a cell error's `evalue`).
+    pub fn message(&self) -> String {
         match self {
             ContextError::NoContext => {
-                f.write_str("no context is set in this process (set one with %context or dryml::context::set_context)")
+                "no context is set in this process (set one with %context or dryml::context::set_context)".into()
             }
             ContextError::Incompatible { requirements, context, why } => {
-                write!(f, "Context doesn't satisfy requirements {requirements} ({why}; the context is {context})")
+                format!("Context doesn't satisfy requirements {requirements} ({why}; the context is {context})")
             }
             ContextError::WrongContext { requirements, context, why } => {
-                write!(f, "the existing context ({context}) doesn't satisfy requirements {requirements} ({why})")
+                format!("the existing context ({context}) doesn't satisfy requirements {requirements} ({why})")
             }
-            ContextError::AlreadyActive { context } => write!(
-                f,
+            ContextError::AlreadyActive { context } => format!(
                 "this process already has a context ({context}); a context is set once per process \
                  (in a notebook, %context --restart REQS replaces it by restarting the process)"
             ),
-            ContextError::ResourcesUnavailable(why) => f.write_str(why),
+            ContextError::ResourcesUnavailable(why) => why.clone(),
         }
+    }
+}
+
+impl fmt::Display for ContextError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.name(), self.message())
     }
 }
 
