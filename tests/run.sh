@@ -8,6 +8,11 @@ cd "$ROOT"
 echo "==> unit tests"
 cargo test --release --locked --workspace
 
+echo "==> unit tests of dryml's torch feature (tch against the venv's libtorch)"
+TORCH_LIB="$(echo "$VENV"/lib/python3*/site-packages/torch/lib)"
+LIBTORCH_USE_PYTORCH=1 PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    cargo test --release --locked -p dryml --features torch
+
 echo "==> end-to-end tests"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
 "$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider "$@"

@@ -4,8 +4,8 @@
 //! [`batch`] retries one call with smaller sizes; [`range`] walks `start..end` in steps and, when
 //! a step fails, goes on from where it was with a smaller step; `chunked` (the `torch` feature)
 //! does that over slices of a tensor. `range` and `chunked` show a progress bar that updates in
-//! place in the kernel, and stop between steps when the kernel is interrupted. What counts as out of memory is
-//! the [`OutOfMemory`] trait; other errors pass through untouched. The size that worked is cached
+//! place in the kernel. The kernel's interrupt stops them between steps (see [`Interrupted`]).
+//! What counts as out of memory is the [`OutOfMemory`] trait; other errors pass through untouched. The size that worked is cached
 //! by call site (`#[track_caller]`, no stack walk) and free memory in buckets (TOMA's default),
 //! per call site only ([`Cache::Global`]), or not at all.
 
@@ -29,7 +29,7 @@ impl OutOfMemory for std::collections::TryReserveError {
 #[cfg(feature = "torch")]
 impl OutOfMemory for tch::TchError {
     fn is_out_of_memory(&self) -> bool {
-        let m = self.to_string();
+        let tch::TchError::Torch(m) = self else { return false };
         m.contains("CUDA out of memory")
             || m.contains("DefaultCPUAllocator: can't allocate memory")
             || m.contains("DefaultCPUAllocator: not enough memory")
@@ -47,6 +47,28 @@ pub enum Cache {
     Global,
     /// Always start from the initial size.
     None,
+}
+
+/// What a loop unwinds with when the kernel's interrupt stops it between steps: the cell ends
+/// as `KeyboardInterrupt`, the rest of the cell does not run on a partial result, and the
+/// notebook's variables keep what the finished steps wrote (evcxr catches the unwind). The
+/// panic hook does not run, so nothing is printed. Outside the kernel there is no interrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted {
+    /// Where a `range` had got to (everything before it is done); 0 for `batch`.
+    pub at: usize,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted at {}", self.at)
+    }
+}
+
+fn stop_if_interrupted(at: usize) {
+    if crate::interrupted() {
+        std::panic::resume_unwind(Box::new(Interrupted { at }));
+    }
 }
 
 static DEFAULT_CACHE: Mutex<Cache> = Mutex::new(Cache::CallSiteAndMemory);
@@ -188,6 +210,7 @@ impl Batcher {
                     return Ok(v);
                 }
                 Err(e) if e.is_out_of_memory() && size > 1 => {
+                    stop_if_interrupted(0);
                     free_memory();
                     size = self.shrink(size);
                 }
@@ -205,7 +228,8 @@ impl Batcher {
         let progress = Progress::new(start, end);
         while at < end {
             if crate::interrupted() {
-                break;
+                progress.done(at);
+                stop_if_interrupted(at);
             }
             let hi = (at + step).min(end);
             match f(at, hi) {
@@ -239,7 +263,7 @@ pub fn range<E: OutOfMemory>(start: usize, end: usize, initial_step: usize, f: i
     Batcher::new(initial_step).range(start, end, f)
 }
 
-/// Calls `f(chunk, lo, hi)` on slices of `tensor` along `dim`, `initial_step` at a time, shrinking
+/// Calls `f(chunk, lo, hi)` on slices (views, so writes reach `tensor`) along `dim`, `initial_step` at a time, shrinking
 /// the step on out of memory: TOMA's `chunked`.
 #[cfg(feature = "torch")]
 #[track_caller]
@@ -247,7 +271,7 @@ pub fn chunked<E: OutOfMemory>(
     tensor: &tch::Tensor,
     initial_step: usize,
     dim: i64,
-    f: impl FnMut(&tch::Tensor, usize, usize) -> Result<(), E>,
+    f: impl FnMut(&mut tch::Tensor, usize, usize) -> Result<(), E>,
 ) -> Result<(), E> {
     Batcher::new(initial_step).chunked(tensor, dim, f)
 }
@@ -259,11 +283,11 @@ impl Batcher {
         &self,
         tensor: &tch::Tensor,
         dim: i64,
-        mut f: impl FnMut(&tch::Tensor, usize, usize) -> Result<(), E>,
+        mut f: impl FnMut(&mut tch::Tensor, usize, usize) -> Result<(), E>,
     ) -> Result<(), E> {
         let d = if dim < 0 { dim + tensor.dim() as i64 } else { dim };
         let n = tensor.size()[d as usize] as usize;
-        self.range(0, n, |lo, hi| f(&tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
+        self.range(0, n, |lo, hi| f(&mut tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
     }
 }
 
@@ -292,22 +316,42 @@ pub fn set_cpu_memory_limit(gib: f64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// A progress line for `range`: a display updated in place in the kernel, nothing elsewhere
-/// (a terminal program gets one line at the end). At most ten updates a second.
+/// Where a progress bar goes: a display updated in place in the kernel, a line redrawn with
+/// `\r` on a terminal, else one line at the end of a loop that took a second or more.
+#[derive(Clone, Copy, PartialEq)]
+enum Sink {
+    Kernel,
+    Terminal,
+    Log,
+}
+
+/// The progress bar of `range` and `chunked`. Only loops slow enough to watch (200 ms) get one,
+/// and it is redrawn at most ten times a second.
 struct Progress {
     start: usize,
     end: usize,
-    id: String,
+    sink: Sink,
+    /// Made on the first update: most loops are too quick to get a bar.
+    id: std::cell::OnceCell<String>,
     last: std::cell::Cell<Option<std::time::Instant>>,
     t0: std::time::Instant,
 }
 
 impl Progress {
     fn new(start: usize, end: usize) -> Progress {
+        use std::io::IsTerminal;
+        let sink = if crate::display::in_kernel() {
+            Sink::Kernel
+        } else if std::io::stderr().is_terminal() {
+            Sink::Terminal
+        } else {
+            Sink::Log
+        };
         Progress {
             start,
             end,
-            id: format!("dryml-range-{}", crate::object::uuid_v4()),
+            sink,
+            id: std::cell::OnceCell::new(),
             last: std::cell::Cell::new(None),
             t0: std::time::Instant::now(),
         }
@@ -316,7 +360,7 @@ impl Progress {
         let total = self.end.saturating_sub(self.start).max(1);
         let done = at.saturating_sub(self.start);
         let width = 30;
-        let filled = done * width / total;
+        let filled = (done * width / total).min(width);
         format!(
             "[{}{}] {done}/{total} ({:.1} s)",
             "#".repeat(filled),
@@ -324,27 +368,42 @@ impl Progress {
             self.t0.elapsed().as_secs_f64()
         )
     }
+    fn html(&self, at: usize) -> String {
+        let total = self.end.saturating_sub(self.start).max(1);
+        format!(
+            "<progress value=\"{}\" max=\"{total}\" style=\"width:20em\"></progress> <code>{}</code>",
+            at.saturating_sub(self.start),
+            self.text(at)
+        )
+    }
+    fn send(&self, at: usize, update: bool, last: bool) {
+        match self.sink {
+            Sink::Kernel => {
+                let id = self.id.get_or_init(|| format!("dryml-range-{}", crate::object::uuid_v4()));
+                let (text, html) = (self.text(at), self.html(at));
+                crate::display::display(&[("text/plain", &text), ("text/html", &html)], Some(id), update);
+            }
+            Sink::Terminal => eprint!("\r{}{}", self.text(at), if last { "\n" } else { "" }),
+            Sink::Log if last => eprintln!("{}", self.text(at)),
+            Sink::Log => {}
+        }
+    }
     fn show(&self, at: usize) {
-        if !crate::display::in_kernel() {
+        let last = self.last.get();
+        if last.is_none() && self.t0.elapsed().as_millis() < 200 {
             return;
         }
         let now = std::time::Instant::now();
-        let first = self.last.get().is_none();
-        if !first && self.last.get().is_some_and(|t| now.duration_since(t).as_millis() < 100) {
-            return;
-        }
-        // Only loops slow enough to watch get a bar.
-        if first && self.t0.elapsed().as_millis() < 200 {
+        if last.is_some_and(|t| now.duration_since(t).as_millis() < 100) {
             return;
         }
         self.last.set(Some(now));
-        crate::display::display(&[("text/plain", &self.text(at))], Some(&self.id), !first);
+        self.send(at, last.is_some(), false);
     }
     fn done(&self, at: usize) {
-        if self.last.get().is_some() {
-            crate::display::display(&[("text/plain", &self.text(at))], Some(&self.id), true);
-        } else if !crate::display::in_kernel() && self.t0.elapsed().as_secs() >= 1 {
-            eprintln!("{}", self.text(at));
+        let shown = self.last.get().is_some();
+        if shown || (self.sink == Sink::Log && self.t0.elapsed().as_secs() >= 1) {
+            self.send(at, shown, true);
         }
     }
 }
@@ -494,5 +553,64 @@ mod tests {
         })
         .unwrap();
         assert!(got < 1 << 40, "{got}");
+    }
+
+    #[cfg(feature = "torch")]
+    #[test]
+    fn chunked_walks_every_slice_and_tch_errors_are_sorted() {
+        use tch::{Device, Kind, Tensor};
+        let t = Tensor::zeros([100, 3], (Kind::Float, Device::Cpu));
+        let mut seen = Vec::new();
+        Batcher::new(32).cache(Cache::None).chunked(&t, 0, |chunk, lo, hi| {
+            seen.push((lo, hi));
+            if hi - lo > 20 && lo >= 32 {
+                // libtorch's own words for a failed CUDA allocation.
+                return Err(tch::TchError::Torch("CUDA out of memory. Tried to allocate 2.00 GiB".into()));
+            }
+            let _ = chunk.fill_(1.0);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![(0, 32), (32, 64), (32, 48), (48, 64), (64, 80), (80, 96), (96, 100)]);
+        assert_eq!(t.sum(Kind::Float).double_value(&[]), 300.0, "chunks are views: every row was filled");
+        // A shape error is not out of memory: it passes through at once.
+        let mut n = 0;
+        let r = chunked(&t, 64, -1, |c, _, _| {
+            n += 1;
+            c.f_view([7, 7]).map(|_| ())
+        });
+        assert!(r.is_err() && n == 1);
+        assert!(!tch::TchError::Convert("CUDA out of memory".into()).is_out_of_memory());
+    }
+
+    #[cfg(feature = "torch")]
+    #[test]
+    fn real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit() {
+        use tch::{Device, Kind, Tensor};
+        // In a child, so the limit does not bind the test runner; libtorch's thread pools start
+        // there (a fork does not carry threads), before the limit and not under it.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            tch::set_num_threads(2);
+            let _ = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
+            let limit = (vm_size() + (384 << 20)) as f64 / (1u64 << 30) as f64;
+            set_cpu_memory_limit(limit).unwrap();
+            let mut failures = 0;
+            let rows = Batcher::new(1 << 28).cache(Cache::None).batch(|n| {
+                let r = Tensor::f_ones([n as i64, 4], (Kind::Float, Device::Cpu)).map(|t| t.size()[0]);
+                failures += r.is_err() as i32;
+                r
+            });
+            // 2^28 rows of 16 bytes is 4 GiB; 512 MiB is the last that fails under +384 MiB.
+            let code = match rows {
+                Ok(n) if n == 1 << 24 => failures,
+                _ => 99,
+            };
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status), "the child died: {status}");
+        assert_eq!(libc::WEXITSTATUS(status), 4);
     }
 }

@@ -1,0 +1,53 @@
+"""dryml::batch in the kernel: the progress bar of `range` updates one display in place, and the
+kernel's interrupt stops the loop between steps, keeping the notebook's variables."""
+import time
+
+from conftest import of_type, ok, value
+
+STEP = "std::thread::sleep(std::time::Duration::from_millis({ms}));"
+OK = "Ok::<(), std::collections::TryReserveError>(())"
+
+
+def test_a_slow_range_shows_one_progress_bar_updated_in_place(kernel):
+    msgs = ok(kernel, f"""let mut seen = Vec::new();
+dryml::batch::range(0, 20, 2, |lo, hi| {{ {STEP.format(ms=60)} seen.push((lo, hi)); {OK} }}).unwrap();
+println!("{{}} steps", seen.len());""", timeout=600)
+    shown = of_type(msgs, "display_data")
+    updates = of_type(msgs, "update_display_data")
+    assert len(shown) == 1, [m["content"] for m in shown]
+    display_id = shown[0]["content"]["transient"]["display_id"]
+    assert display_id.startswith("dryml-range-")
+    assert updates and all(u["content"]["transient"]["display_id"] == display_id for u in updates)
+    last = updates[-1]["content"]["data"]
+    assert "20/20" in last["text/plain"] and "#" * 30 in last["text/plain"], last
+    assert '<progress value="20" max="20"' in last["text/html"], last
+    # No more than ten redraws a second: 0.6 s of steps gives a handful, not one per step.
+    assert len(updates) <= 6, len(updates)
+
+
+def test_a_quick_range_shows_no_bar(kernel):
+    msgs = ok(kernel, f"let mut n = 0; dryml::batch::range(0, 1000, 10, |lo, hi| {{ n += hi - lo; {OK} }}).unwrap(); n")
+    assert of_type(msgs, "display_data") == [] and of_type(msgs, "update_display_data") == []
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "1000"
+
+
+def test_interrupt_stops_range_between_steps_and_keeps_variables(kernel):
+    ok(kernel, "let mut done: Vec<usize> = Vec::new(); let mut after = false;")
+    msg_id = kernel.kc.execute(f"""dryml::batch::range(0, 1000, 1, |_lo, hi| {{ {STEP.format(ms=100)} done.push(hi); {OK} }}).unwrap();
+after = true;""")
+    time.sleep(3)
+    t0 = time.time()
+    kernel.km.interrupt_kernel()
+    reply, msgs = kernel.collect(msg_id, timeout=60)
+    assert time.time() - t0 < 1.0, "stopped at the next step, well before the kernel's grace period ends"
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert "variables are kept" in reply["evalue"], reply["evalue"]
+    # The steps that ran are in the notebook's variable; the code after the loop did not run.
+    got = value(kernel, "(done.len(), done.iter().copied().eq(1..=done.len()), after)")
+    n, contiguous, after = got.strip("()").split(", ")
+    assert 5 <= int(n) < 1000 and contiguous == "true" and after == "false", got
+    # The bar's last redraw says where the loop stopped.
+    last = of_type(msgs, "update_display_data")[-1]["content"]["data"]["text/plain"]
+    assert f"{int(n)}/1000" in last, (last, n)
+    # The process was not restarted: the kernel goes on with the same variables.
+    assert value(kernel, "done.len()") == n
