@@ -1,4 +1,7 @@
-//! Exports the interrupt flag from the kernel binary so cells can find it with `dlsym`.
+//! Exports what every cell shares from the kernel binary (the interrupt flag, the batch-size
+//! table), so cells can find it with `dlsym`.
 fn main() {
-    println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol=dryml_interrupt_flag");
+    for sym in ["dryml_interrupt_flag", "dryml_batch_get", "dryml_batch_put"] {
+        println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={sym}");
+    }
 }

@@ -51,3 +51,19 @@ after = true;""")
     assert f"{int(n)}/1000" in last, (last, n)
     # The process was not restarted: the kernel goes on with the same variables.
     assert value(kernel, "done.len()") == n
+
+
+def test_sizes_and_the_default_cache_carry_across_cells(kernel):
+    # Each cell links its own copy of dryml; the table of sizes lives in the kernel binary.
+    # Global: the default cache's free-memory bucket could change between cells on a busy machine.
+    ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::Global);")
+    ok(kernel, """fn fits_64(tried: &mut Vec<usize>) -> usize {
+    dryml::batch::batch(512, |b| { tried.push(b); if b > 64 { Err(std::collections::TryReserveError::from(Vec::<u8>::new().try_reserve(usize::MAX).unwrap_err())) } else { Ok(b) } }).unwrap()
+}
+let mut first = Vec::new(); fits_64(&mut first);""")
+    assert value(kernel, "first") == "[512, 256, 128, 64]"
+    assert value(kernel, "let mut second = Vec::new(); fits_64(&mut second); second") == "[64]"
+    # The default cache kind set in a cell holds in the next ones.
+    ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::None);")
+    assert value(kernel, "let mut third = Vec::new(); fits_64(&mut third); third") == "[512, 256, 128, 64]"
+    ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::CallSiteAndMemory);")

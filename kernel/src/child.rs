@@ -16,6 +16,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[used]
 pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
 
+/// `dryml::batch`'s table of batch sizes, one per process: every cell's copy of dryml reads and
+/// writes through these, so a size learned in one cell is there in the next.
+#[no_mangle]
+pub extern "C" fn dryml_batch_get(key: u64, out: *mut [u64; 2]) -> bool {
+    dryml::batch::table_get(key, out)
+}
+
+#[no_mangle]
+pub extern "C" fn dryml_batch_put(key: u64, size: u64, streak: u64) {
+    dryml::batch::table_put(key, size, streak)
+}
+
 pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
 use dryml::protocol::FLUSH_FDS_ENV;
 

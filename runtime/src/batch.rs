@@ -71,34 +71,96 @@ fn stop_if_interrupted(at: usize) {
     }
 }
 
-static DEFAULT_CACHE: Mutex<Cache> = Mutex::new(Cache::CallSiteAndMemory);
-
-/// Changes the cache the loops use when not told otherwise.
+/// Changes the cache the loops use when not told otherwise (for every later cell, in a notebook).
 pub fn set_default_cache(c: Cache) {
-    *DEFAULT_CACHE.lock().unwrap_or_else(|e| e.into_inner()) = c;
+    let code = match c {
+        Cache::CallSiteAndMemory => 0,
+        Cache::Global => 1,
+        Cache::None => 2,
+    };
+    (table().1)(DEFAULT_CACHE_KEY, code, 0);
 }
 
 fn default_cache() -> Cache {
-    *DEFAULT_CACHE.lock().unwrap_or_else(|e| e.into_inner())
+    let mut v = [0u64; 2];
+    (table().0)(DEFAULT_CACHE_KEY, &mut v);
+    match v[0] {
+        1 => Cache::Global,
+        2 => Cache::None,
+        _ => Cache::CallSiteAndMemory,
+    }
+}
+
+/// The table's slot for the default cache kind (key hashes avoid it).
+const DEFAULT_CACHE_KEY: u64 = u64::MAX;
+
+/// Remembered sizes, by key hash: `[size, successes in a row at that size]`. One per process: in
+/// the kernel, evcxr links a copy of this crate, statics and all, into every cell, so the kernel
+/// binary exports `dryml_batch_get`/`dryml_batch_put` (its own copy of [`table_get`] and
+/// [`table_put`]) and every cell's copy goes through those. Elsewhere there is one copy.
+static TABLE: Mutex<Option<HashMap<u64, [u64; 2]>>> = Mutex::new(None);
+
+/// Reads a table entry into `out`; false when there is none. For the kernel to export.
+#[doc(hidden)]
+pub extern "C" fn table_get(key: u64, out: *mut [u64; 2]) -> bool {
+    let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    match t.as_ref().and_then(|m| m.get(&key)) {
+        Some(v) if !out.is_null() => {
+            unsafe { *out = *v };
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Writes a table entry. For the kernel to export.
+#[doc(hidden)]
+pub extern "C" fn table_put(key: u64, size: u64, streak: u64) {
+    let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    t.get_or_insert_with(HashMap::new).insert(key, [size, streak]);
+}
+
+type TableGet = extern "C" fn(u64, *mut [u64; 2]) -> bool;
+type TablePut = extern "C" fn(u64, u64, u64);
+
+fn table() -> (TableGet, TablePut) {
+    static FNS: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
+    let (g, p) = *FNS.get_or_init(|| {
+        match (crate::interrupt::kernel_symbol(c"dryml_batch_get"), crate::interrupt::kernel_symbol(c"dryml_batch_put")) {
+            (Some(g), Some(p)) => (g, p),
+            _ => (table_get as TableGet as usize, table_put as TablePut as usize),
+        }
+    });
+    // Both are `extern "C"` functions with exactly these signatures (kernel/src/child.rs).
+    unsafe { (std::mem::transmute::<usize, TableGet>(g), std::mem::transmute::<usize, TablePut>(p)) }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Site {
+    /// The call site and the closure's type: in a notebook each cell is its own crate, and two
+    /// cells' call sites can share a file, line and column; their closures' type names differ.
+    Caller(&'static Location<'static>, &'static str),
+    Named(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
-    site: String,
+    site: Site,
     bucket: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Remembered {
-    size: usize,
-    /// Successes in a row at this size (for probing back up).
-    streak: u32,
-}
-
-static SIZES: Mutex<Option<HashMap<Key, Remembered>>> = Mutex::new(None);
-
-/// The machine's available memory, in power-of-two buckets (`MemAvailable`).
+/// The machine's available memory (`MemAvailable`) in power-of-two buckets. Read at most every
+/// 250 ms: reading `/proc/meminfo` costs more than a quick loop, and a bucket is a factor of two
+/// wide, so a reading that old is as good.
 fn memory_bucket() -> u32 {
+    static LAST: Mutex<Option<(std::time::Instant, u32)>> = Mutex::new(None);
+    let now = std::time::Instant::now();
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((at, b)) = *last {
+        if now.duration_since(at).as_millis() < 250 {
+            return b;
+        }
+    }
     let kib = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {
@@ -107,7 +169,9 @@ fn memory_bucket() -> u32 {
                 .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         })
         .unwrap_or(0);
-    64 - kib.leading_zeros()
+    let b = 64 - kib.leading_zeros();
+    *last = Some((now, b));
+    b
 }
 
 /// A loop's settings; the free functions use the defaults.
@@ -156,43 +220,44 @@ impl Batcher {
         self
     }
 
-    fn cache_key(&self) -> Option<Key> {
+    fn cache_key<F>(&self) -> Option<u64> {
         let site = match &self.key {
-            Some(k) => k.clone(),
-            None => format!("{}:{}:{}", self.site.file(), self.site.line(), self.site.column()),
+            Some(k) => Site::Named(k.clone()),
+            None => Site::Caller(self.site, std::any::type_name::<F>()),
         };
-        match self.cache {
-            Cache::None => None,
-            Cache::Global => Some(Key { site, bucket: None }),
-            Cache::CallSiteAndMemory => Some(Key { site, bucket: Some(memory_bucket()) }),
-        }
+        let key = match self.cache {
+            Cache::None => return None,
+            Cache::Global => Key { site, bucket: None },
+            Cache::CallSiteAndMemory => Key { site, bucket: Some(memory_bucket()) },
+        };
+        // By content (file, line, names), not by address: the same in every cell's copy.
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(&key, &mut h);
+        Some(std::hash::Hasher::finish(&h).min(DEFAULT_CACHE_KEY - 1))
     }
 
     /// The size to start from: the remembered one (or one step above it when probing).
-    fn start(&self, key: &Option<Key>) -> usize {
+    fn start(&self, key: Option<u64>) -> usize {
         let Some(k) = key else { return self.initial };
-        let map = SIZES.lock().unwrap_or_else(|e| e.into_inner());
-        match map.as_ref().and_then(|m| m.get(k)) {
-            None => self.initial,
-            Some(r) => match self.probe_after {
-                Some(n) if r.streak >= n && r.size < self.initial => {
-                    (((r.size as f64) / self.factor).ceil() as usize).min(self.initial).max(r.size + 1)
-                }
-                _ => r.size,
-            },
+        let mut v = [0u64; 2];
+        if !(table().0)(k, &mut v) {
+            return self.initial;
+        }
+        let (size, streak) = (v[0] as usize, v[1]);
+        match self.probe_after {
+            Some(n) if streak >= n as u64 && size < self.initial => {
+                (((size as f64) / self.factor).ceil() as usize).min(self.initial).max(size + 1)
+            }
+            // Never above what this call asked for, even when a key is shared.
+            _ => size.min(self.initial),
         }
     }
 
-    fn remember(&self, key: &Option<Key>, size: usize) {
+    fn remember(&self, key: Option<u64>, size: usize) {
         let Some(k) = key else { return };
-        let mut map = SIZES.lock().unwrap_or_else(|e| e.into_inner());
-        let m = map.get_or_insert_with(HashMap::new);
-        let e = m.entry(k.clone()).or_insert(Remembered { size, streak: 0 });
-        if e.size == size {
-            e.streak = e.streak.saturating_add(1);
-        } else {
-            *e = Remembered { size, streak: 1 };
-        }
+        let mut v = [0u64; 2];
+        let streak = if (table().0)(k, &mut v) && v[0] == size as u64 { v[1].saturating_add(1) } else { 1 };
+        (table().1)(k, size as u64, streak);
     }
 
     fn shrink(&self, size: usize) -> usize {
@@ -200,13 +265,13 @@ impl Batcher {
     }
 
     /// Calls `f(size)` until it does not run out of memory; gives up with the last error at size 1.
-    pub fn batch<T, E: OutOfMemory>(&self, mut f: impl FnMut(usize) -> Result<T, E>) -> Result<T, E> {
-        let key = self.cache_key();
-        let mut size = self.start(&key);
+    pub fn batch<T, E: OutOfMemory, F: FnMut(usize) -> Result<T, E>>(&self, mut f: F) -> Result<T, E> {
+        let key = self.cache_key::<F>();
+        let mut size = self.start(key);
         loop {
             match f(size) {
                 Ok(v) => {
-                    self.remember(&key, size);
+                    self.remember(key, size);
                     return Ok(v);
                 }
                 Err(e) if e.is_out_of_memory() && size > 1 => {
@@ -221,9 +286,18 @@ impl Batcher {
 
     /// Calls `f(lo, hi)` over `start..end` in steps; a step that runs out of memory is retried
     /// from the same place with a smaller step, and the loop goes on with that step.
-    pub fn range<E: OutOfMemory>(&self, start: usize, end: usize, mut f: impl FnMut(usize, usize) -> Result<(), E>) -> Result<(), E> {
-        let key = self.cache_key();
-        let mut step = self.start(&key);
+    pub fn range<E: OutOfMemory, F: FnMut(usize, usize) -> Result<(), E>>(&self, start: usize, end: usize, f: F) -> Result<(), E> {
+        self.range_keyed(self.cache_key::<F>(), start, end, f)
+    }
+
+    fn range_keyed<E: OutOfMemory>(
+        &self,
+        key: Option<u64>,
+        start: usize,
+        end: usize,
+        mut f: impl FnMut(usize, usize) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut step = self.start(key);
         let mut at = start;
         let progress = Progress::new(start, end);
         while at < end {
@@ -244,7 +318,7 @@ impl Batcher {
                 Err(e) => return Err(e),
             }
         }
-        self.remember(&key, step);
+        self.remember(key, step);
         progress.done(at);
         Ok(())
     }
@@ -279,15 +353,15 @@ pub fn chunked<E: OutOfMemory>(
 #[cfg(feature = "torch")]
 impl Batcher {
     /// [`chunked`] with these settings.
-    pub fn chunked<E: OutOfMemory>(
+    pub fn chunked<E: OutOfMemory, F: FnMut(&mut tch::Tensor, usize, usize) -> Result<(), E>>(
         &self,
         tensor: &tch::Tensor,
         dim: i64,
-        mut f: impl FnMut(&mut tch::Tensor, usize, usize) -> Result<(), E>,
+        mut f: F,
     ) -> Result<(), E> {
         let d = if dim < 0 { dim + tensor.dim() as i64 } else { dim };
         let n = tensor.size()[d as usize] as usize;
-        self.range(0, n, |lo, hi| f(&mut tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
+        self.range_keyed(self.cache_key::<F>(), 0, n, |lo, hi| f(&mut tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
     }
 }
 
@@ -510,6 +584,33 @@ mod tests {
         }
         // 16 once more (streak 2), then probes up to 32, 32 again, then 64.
         assert_eq!(later, vec![16, 32, 32, 64]);
+    }
+
+    #[test]
+    fn one_call_site_with_two_closures_keeps_two_sizes_and_a_shared_key_stays_under_initial() {
+        // As in a notebook, where two cells' call sites can have the same file, line and column
+        // (each cell is its own crate): one Batcher, so one Location, used from two functions.
+        let b = Batcher::new(64).cache(Cache::Global);
+        fn small(b: &Batcher) -> Result<usize, E> {
+            b.batch(|n| if n > 16 { Err(E::Oom) } else { Ok(n) })
+        }
+        fn large(b: &Batcher) -> Result<usize, E> {
+            b.batch(|n| Ok(n))
+        }
+        assert_eq!(small(&b), Ok(16));
+        assert_eq!(large(&b), Ok(64), "another closure does not inherit 16");
+        assert_eq!(small(&b), Ok(16));
+        // A helper that wraps a loop passes its callers' sites on with #[track_caller].
+        #[track_caller]
+        fn helper(limit: usize) -> Result<usize, E> {
+            batch(64, move |n| if n > limit { Err(E::Oom) } else { Ok(n) })
+        }
+        assert_eq!(helper(8), Ok(8));
+        assert_eq!(helper(32), Ok(32), "another call site starts from the top");
+        // A named key is shared on purpose, but never starts above what the call asks for.
+        assert_eq!(Batcher::new(64).key("shared").batch(|n| if n > 16 { Err(E::Oom) } else { Ok(n) }), Ok(16));
+        assert_eq!(Batcher::new(64).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(16));
+        assert_eq!(Batcher::new(8).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(8));
     }
 
     /// This process's address space in bytes (`VmSize`).
