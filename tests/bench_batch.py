@@ -86,7 +86,7 @@ def table(title, d, anchor):
     print(title)
     base = d[anchor]["median"]
     for name, v in d.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and "median" in v:
             print(f"  {name:<26} median {v['median'] * 1e3:8.3f} ms   min {v['min'] * 1e3:8.3f} ms   "
                   f"{v['median'] / base:6.3f}x")
 
@@ -109,9 +109,12 @@ def main():
           "(ratio to the plain loop)", ours, "native")
     table(f"\nTOMA {theirs['torch'] and 'on torch ' + theirs['torch']}, {theirs['threads']} threads, "
           f"{theirs['rounds']} interleaved rounds (ratio to its plain loop)", theirs, "native")
-    worst = max(v["median"] / ours["native"]["median"] for v in ours.values() if isinstance(v, dict))
+    worst = max(v["median"] / ours["native"]["median"] for v in ours.values() if isinstance(v, dict) and "median" in v)
     print(f"\nOurs, worst variant: {(worst - 1) * 100:+.1f}% over the plain loop (goal: within 5%). "
           f"TOMA's toma.chunked: {theirs['toma.chunked']['median'] / theirs['native']['median']:.1f}x its plain loop.")
+    e = ours["empty_ns"]
+    print(f"Fixed cost per call, closure doing nothing: batch {e['batch']:.0f} ns, range (4 steps) {e['range']:.0f} ns "
+          f"(a plain 4-step loop: {e['native']:.0f} ns).")
     print(f"Plain loops: tch {ours['native']['median'] * 1e3:.3f} ms, PyTorch {theirs['native']['median'] * 1e3:.3f} ms.")
 
 

@@ -74,5 +74,28 @@ fn main() {
             format!("\"{name}\":{{\"min\":{},\"median\":{},\"mean\":{}}}", ts[0], ts[ts.len() / 2], mean)
         })
         .collect();
-    println!("{{\"rounds\":{rounds},\"threads\":{},{}}}", tch::get_num_threads(), stats.join(","));
+    // The fixed cost per call, with no work to hide it: a closure that does nothing.
+    let n = 200_000;
+    let per_call = |f: &dyn Fn()| {
+        let t0 = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        t0.elapsed().as_secs_f64() / n as f64 * 1e9
+    };
+    type Nothing = Result<(), std::collections::TryReserveError>;
+    let empty_native = per_call(&|| {
+        let mut at = 0;
+        while at < 128 {
+            std::hint::black_box(at);
+            at += 32;
+        }
+    });
+    let empty_batch = per_call(&|| batch::batch(32, |b| -> Nothing { std::hint::black_box(b); Ok(()) }).unwrap());
+    let empty_range = per_call(&|| batch::range(0, 128, 32, |lo, _| -> Nothing { std::hint::black_box(lo); Ok(()) }).unwrap());
+    println!(
+        "{{\"rounds\":{rounds},\"threads\":{},{},\"empty_ns\":{{\"native\":{empty_native},\"batch\":{empty_batch},\"range\":{empty_range}}}}}",
+        tch::get_num_threads(),
+        stats.join(",")
+    );
 }

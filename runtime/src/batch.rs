@@ -404,7 +404,8 @@ enum Sink {
 struct Progress {
     start: usize,
     end: usize,
-    sink: Sink,
+    /// Found on the first redraw: most loops are too quick to need it.
+    sink: std::cell::OnceCell<Sink>,
     /// Made on the first update: most loops are too quick to get a bar.
     id: std::cell::OnceCell<String>,
     last: std::cell::Cell<Option<std::time::Instant>>,
@@ -413,18 +414,10 @@ struct Progress {
 
 impl Progress {
     fn new(start: usize, end: usize) -> Progress {
-        use std::io::IsTerminal;
-        let sink = if crate::display::in_kernel() {
-            Sink::Kernel
-        } else if std::io::stderr().is_terminal() {
-            Sink::Terminal
-        } else {
-            Sink::Log
-        };
         Progress {
             start,
             end,
-            sink,
+            sink: std::cell::OnceCell::new(),
             id: std::cell::OnceCell::new(),
             last: std::cell::Cell::new(None),
             t0: std::time::Instant::now(),
@@ -450,8 +443,20 @@ impl Progress {
             self.text(at)
         )
     }
+    fn sink(&self) -> Sink {
+        use std::io::IsTerminal;
+        *self.sink.get_or_init(|| {
+            if crate::display::in_kernel() {
+                Sink::Kernel
+            } else if std::io::stderr().is_terminal() {
+                Sink::Terminal
+            } else {
+                Sink::Log
+            }
+        })
+    }
     fn send(&self, at: usize, update: bool, last: bool) {
-        match self.sink {
+        match self.sink() {
             Sink::Kernel => {
                 let id = self.id.get_or_init(|| format!("dryml-range-{}", crate::object::uuid_v4()));
                 let (text, html) = (self.text(at), self.html(at));
@@ -476,7 +481,7 @@ impl Progress {
     }
     fn done(&self, at: usize) {
         let shown = self.last.get().is_some();
-        if shown || (self.sink == Sink::Log && self.t0.elapsed().as_secs() >= 1) {
+        if shown || (self.t0.elapsed().as_secs() >= 1 && self.sink() == Sink::Log) {
             self.send(at, shown, true);
         }
     }
@@ -624,12 +629,13 @@ mod tests {
         // In a child, so the limit does not bind the test runner.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            let limit = (vm_size() + (256 << 20)) as f64 / (1u64 << 30) as f64;
+            let limit = (vm_size() + (384 << 20)) as f64 / (1u64 << 30) as f64;
             set_cpu_memory_limit(limit).unwrap();
             let got = batch(1usize << 31, |n| {
                 let mut v: Vec<u8> = Vec::new();
                 v.try_reserve_exact(n)?;
                 v.resize(n, 1);
+                std::hint::black_box(&v);
                 Ok::<usize, std::collections::TryReserveError>(v.len())
             });
             let code = match got {
@@ -641,8 +647,9 @@ mod tests {
         let mut status = 0;
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status), "the child died: {status}");
-        // 2 GiB, 1 GiB, 512 MiB and 256 MiB do not fit under +256 MiB; 128 MiB does.
-        assert_eq!(libc::WEXITSTATUS(status), 27);
+        // 2 GiB, 1 GiB and 512 MiB do not fit under +384 MiB; 256 MiB does. (The margins are
+        // wide: malloc_trim between tries hands back some of what was mapped.)
+        assert_eq!(libc::WEXITSTATUS(status), 28);
     }
 
     #[test]
