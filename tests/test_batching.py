@@ -67,3 +67,28 @@ let mut first = Vec::new(); fits_64(&mut first);""")
     ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::None);")
     assert value(kernel, "let mut third = Vec::new(); fits_64(&mut third); third") == "[512, 256, 128, 64]"
     ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::CallSiteAndMemory);")
+
+
+def test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_kills(kernel):
+    ok(kernel, "let mut long_steps: Vec<usize> = Vec::new();")
+    # Steps of 2.5 s: longer than the 1 s grace a cell otherwise gets after an interrupt. The
+    # loop tells the kernel it polls once its bar shows (after the first step).
+    msg_id = kernel.kc.execute(f"dryml::batch::range(0, 100, 1, |_lo, hi| {{ {STEP.format(ms=2500)} long_steps.push(hi); {OK} }}).unwrap();")
+    time.sleep(3.5)
+    t0 = time.time()
+    kernel.km.interrupt_kernel()
+    reply, _ = kernel.collect(msg_id, timeout=60)
+    waited = time.time() - t0
+    assert reply["ename"] == "KeyboardInterrupt" and "variables are kept" in reply["evalue"], reply
+    assert 1.0 < waited < 3.0, f"the kernel waited {waited:.1f} s for the step to end"
+    assert value(kernel, "long_steps") == "[1, 2]"
+    # Pressing interrupt again does not wait for the step.
+    msg_id = kernel.kc.execute(f"dryml::batch::range(0, 100, 1, |_lo, _hi| {{ {STEP.format(ms=30000)} {OK} }}).unwrap();")
+    time.sleep(2)  # the first 30 s step is running; the bar has not shown, so no announcement yet
+    kernel.km.interrupt_kernel()
+    time.sleep(0.3)
+    t0 = time.time()
+    kernel.km.interrupt_kernel()
+    reply, _ = kernel.collect(msg_id, timeout=60)
+    assert time.time() - t0 < 1.0
+    assert reply["ename"] == "KeyboardInterrupt" and "restarted" in reply["evalue"], reply

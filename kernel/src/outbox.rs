@@ -17,6 +17,10 @@ pub struct Shared {
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
     pub killed: AtomicBool,
+    /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
+    pub cell_seq: std::sync::atomic::AtomicU64,
+    /// The running cell is in a loop that stops between steps on interrupt (`DRYML_POLLING`).
+    pub polling: AtomicBool,
     pub panicked: AtomicBool,
     /// An error a cell raised through `dryml::display::raise_error` (ename, evalue).
     pub raised: Mutex<Option<(String, String)>>,

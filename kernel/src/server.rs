@@ -356,13 +356,19 @@ fn rustc_version() -> String {
         .clone()
 }
 
+/// How long a cell has to stop after SIGINT before the child is killed; a cell in a loop that
+/// stops between steps (`DRYML_POLLING`) gets longer, for its current step to end.
+const GRACE: Duration = Duration::from_millis(1000);
+const GRACE_POLLING: Duration = Duration::from_secs(60);
+
 /// Stops the running cell: kills a compile in progress (variables kept), else sends SIGINT to
-/// the child and, if the cell has not ended after a grace period, kills the child.
+/// the child and, if the cell has not ended after a grace period, kills the child. A second
+/// interrupt while the first is pending kills the child at once.
 pub fn interrupt(shared: &Arc<Shared>) {
     if !shared.running.load(Ordering::SeqCst) {
         return;
     }
-    shared.interrupted.store(true, Ordering::SeqCst);
+    let again = shared.interrupted.swap(true, Ordering::SeqCst);
     let child = shared.child_pid.load(Ordering::SeqCst);
     let builds = build_processes(std::process::id(), child);
     if !builds.is_empty() {
@@ -374,17 +380,28 @@ pub fn interrupt(shared: &Arc<Shared>) {
     if child == 0 {
         return;
     }
+    if again {
+        shared.killed.store(true, Ordering::SeqCst);
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        return;
+    }
     unsafe { libc::kill(child as i32, libc::SIGINT) };
     let shared = shared.clone();
+    let cell = shared.cell_seq.load(Ordering::SeqCst);
     std::thread::spawn(move || {
-        let deadline = std::time::Instant::now() + Duration::from_millis(1000);
-        while std::time::Instant::now() < deadline {
-            if !shared.running.load(Ordering::SeqCst) {
+        let start = std::time::Instant::now();
+        let same_cell = || shared.running.load(Ordering::SeqCst) && shared.cell_seq.load(Ordering::SeqCst) == cell;
+        loop {
+            if !same_cell() {
                 return;
+            }
+            let grace = if shared.polling.load(Ordering::SeqCst) { GRACE_POLLING } else { GRACE };
+            if start.elapsed() >= grace {
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        if shared.running.load(Ordering::SeqCst) {
+        if same_cell() {
             shared.killed.store(true, Ordering::SeqCst);
             unsafe { libc::kill(child as i32, libc::SIGKILL) };
         }

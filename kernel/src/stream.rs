@@ -67,9 +67,10 @@ fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbea
     }
 }
 
-/// `DRYML_PANIC`, `DRYML_DISPLAY {json}` and `DRYML_CLEAR {json}` lines from the child.
+/// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
+/// `DRYML_POLLING {json}` lines from the child.
 fn control(line: &str, shared: &Shared, out: &Outbox) {
-    use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC};
+    use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
     if line == PANIC {
         shared.panicked.store(true, Ordering::SeqCst);
         return;
@@ -82,6 +83,10 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
             return;
         }
     };
+    if kind == POLLING {
+        shared.polling.store(body["on"].as_bool().unwrap_or(false), Ordering::SeqCst);
+        return;
+    }
     if kind == ERROR {
         let text = |k: &str| body[k].as_str().unwrap_or("").to_string();
         *shared.raised.lock().unwrap() = Some((text("ename"), text("evalue")));

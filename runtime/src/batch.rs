@@ -390,6 +390,15 @@ pub fn set_cpu_memory_limit(gib: f64) -> std::io::Result<()> {
     Ok(())
 }
 
+impl Drop for Progress {
+    fn drop(&mut self) {
+        // Also on the unwind after an interrupt.
+        if self.id.get().is_some() {
+            crate::display::announce_polling(false);
+        }
+    }
+}
+
 /// Where a progress bar goes: a display updated in place in the kernel, a line redrawn with
 /// `\r` on a terminal, else one line at the end of a loop that took a second or more.
 #[derive(Clone, Copy, PartialEq)]
@@ -458,7 +467,12 @@ impl Progress {
     fn send(&self, at: usize, update: bool, last: bool) {
         match self.sink() {
             Sink::Kernel => {
-                let id = self.id.get_or_init(|| format!("dryml-range-{}", crate::object::uuid_v4()));
+                let id = self.id.get_or_init(|| {
+                    // A loop slow enough for a bar may have steps longer than the kernel's usual
+                    // grace period after an interrupt: ask it to wait for the step to end.
+                    crate::display::announce_polling(true);
+                    format!("dryml-range-{}", crate::object::uuid_v4())
+                });
                 let (text, html) = (self.text(at), self.html(at));
                 crate::display::display(&[("text/plain", &text), ("text/html", &html)], Some(id), update);
             }

@@ -80,6 +80,13 @@ pub fn raise_error(ename: &str, evalue: &str) {
     ));
 }
 
+/// Tells the kernel that a loop polling the interrupt flag is (`on`) or is no longer running.
+pub(crate) fn announce_polling(on: bool) {
+    if in_kernel() {
+        emit(format!("{} {{\"on\":{on}}}", crate::protocol::POLLING));
+    }
+}
+
 /// Shows HTML (with a plain-text fallback made by stripping tags).
 pub fn html(html: &str) {
     display(&[("text/html", html), ("text/plain", &strip_tags(html))], None, false);

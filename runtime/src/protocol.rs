@@ -8,5 +8,8 @@ pub const DISPLAY: &str = "DRYML_DISPLAY";
 pub const CLEAR: &str = "DRYML_CLEAR";
 /// `DRYML_ERROR {"ename": "...", "evalue": "..."}`: the cell ends as this error once it returns.
 pub const ERROR: &str = "DRYML_ERROR";
+/// `DRYML_POLLING {"on": bool}`: a loop that stops between steps on interrupt is running (or has
+/// ended), so the kernel waits longer than its usual grace period before killing the process.
+pub const POLLING: &str = "DRYML_POLLING";
 /// Sent by the kernel's output pump when evcxr reports that a cell panicked.
 pub const PANIC: &str = "DRYML_PANIC";
