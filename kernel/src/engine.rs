@@ -989,7 +989,7 @@ impl Engine {
         self.shared.raised.lock().unwrap().take();
         self.shared.interrupted.store(false, Ordering::SeqCst);
         self.shared.killed.store(false, Ordering::SeqCst);
-        self.shared.polling.store(false, Ordering::SeqCst);
+        self.shared.polling.store(0, Ordering::SeqCst);
         self.shared.cell_seq.fetch_add(1, Ordering::SeqCst);
         self.shared.running.store(true, Ordering::SeqCst);
         let out = self.out.clone();

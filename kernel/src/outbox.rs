@@ -19,8 +19,9 @@ pub struct Shared {
     pub killed: AtomicBool,
     /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
     pub cell_seq: std::sync::atomic::AtomicU64,
-    /// The running cell is in a loop that stops between steps on interrupt (`DRYML_POLLING`).
-    pub polling: AtomicBool,
+    /// How many loops that stop between steps on interrupt the running cell is in
+    /// (`DRYML_POLLING`; loops nest).
+    pub polling: std::sync::atomic::AtomicU32,
     pub panicked: AtomicBool,
     /// An error a cell raised through `dryml::display::raise_error` (ename, evalue).
     pub raised: Mutex<Option<(String, String)>>,

@@ -395,7 +395,7 @@ pub fn interrupt(shared: &Arc<Shared>) {
             if !same_cell() {
                 return;
             }
-            let grace = if shared.polling.load(Ordering::SeqCst) { GRACE_POLLING } else { GRACE };
+            let grace = if shared.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
             if start.elapsed() >= grace {
                 break;
             }

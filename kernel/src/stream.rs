@@ -84,7 +84,11 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
         }
     };
     if kind == POLLING {
-        shared.polling.store(body["on"].as_bool().unwrap_or(false), Ordering::SeqCst);
+        if body["on"].as_bool().unwrap_or(false) {
+            shared.polling.fetch_add(1, Ordering::SeqCst);
+        } else {
+            let _ = shared.polling.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
         return;
     }
     if kind == ERROR {

@@ -5,9 +5,9 @@
 //! a step fails, goes on from where it was with a smaller step; `chunked` (the `torch` feature)
 //! does that over slices of a tensor. `range` and `chunked` show a progress bar that updates in
 //! place in the kernel. The kernel's interrupt stops them between steps (see [`Interrupted`]).
-//! What counts as out of memory is the [`OutOfMemory`] trait; other errors pass through untouched. The size that worked is cached
-//! by call site (`#[track_caller]`, no stack walk) and free memory in buckets (TOMA's default),
-//! per call site only ([`Cache::Global`]), or not at all.
+//! What counts as out of memory is the [`OutOfMemory`] trait; other errors pass through
+//! untouched. The size that worked is cached by call site (`#[track_caller]`, no stack walk) and
+//! free memory in buckets (TOMA's default), per call site only ([`Cache::Global`]), or not at all.
 
 use std::collections::HashMap;
 use std::panic::Location;
@@ -337,8 +337,8 @@ pub fn range<E: OutOfMemory>(start: usize, end: usize, initial_step: usize, f: i
     Batcher::new(initial_step).range(start, end, f)
 }
 
-/// Calls `f(chunk, lo, hi)` on slices (views, so writes reach `tensor`) along `dim`, `initial_step` at a time, shrinking
-/// the step on out of memory: TOMA's `chunked`.
+/// Calls `f(chunk, lo, hi)` on slices of `tensor` along `dim` (views: writes reach `tensor`),
+/// `initial_step` at a time, shrinking the step on out of memory: TOMA's `chunked`.
 #[cfg(feature = "torch")]
 #[track_caller]
 pub fn chunked<E: OutOfMemory>(
@@ -388,15 +388,6 @@ pub fn set_cpu_memory_limit(gib: f64) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        // Also on the unwind after an interrupt.
-        if self.id.get().is_some() {
-            crate::display::announce_polling(false);
-        }
-    }
 }
 
 /// Where a progress bar goes: a display updated in place in the kernel, a line redrawn with
@@ -497,6 +488,15 @@ impl Progress {
         let shown = self.last.get().is_some();
         if shown || (self.t0.elapsed().as_secs() >= 1 && self.sink() == Sink::Log) {
             self.send(at, shown, true);
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        // Also on the unwind after an interrupt.
+        if self.id.get().is_some() {
+            crate::display::announce_polling(false);
         }
     }
 }
