@@ -24,13 +24,15 @@ impl OutOfMemory for std::collections::TryReserveError {
     }
 }
 
-/// libtorch's messages for CUDA out of memory, a failed CPU allocation, and cuDNN refusing a
-/// size ("not supported", which TOMA also retries).
+/// libtorch's messages for CUDA out of memory (from its caching allocator, or from a raw CUDA
+/// call), a failed CPU allocation, cuBLAS failing to allocate, and cuDNN refusing a size ("not
+/// supported", which TOMA also retries).
 #[cfg(feature = "torch")]
 impl OutOfMemory for tch::TchError {
     fn is_out_of_memory(&self) -> bool {
         let tch::TchError::Torch(m) = self else { return false };
         m.contains("CUDA out of memory")
+            || m.contains("CUDA error: out of memory")
             || m.contains("DefaultCPUAllocator: can't allocate memory")
             || m.contains("DefaultCPUAllocator: not enough memory")
             || m.contains("CUDNN_STATUS_NOT_SUPPORTED")
@@ -703,6 +705,15 @@ mod tests {
         });
         assert!(r.is_err() && n == 1);
         assert!(!tch::TchError::Convert("CUDA out of memory".into()).is_out_of_memory());
+        for m in [
+            "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported",
+            "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
+            "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+            "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: not enough memory: you tried to allocate 4294967296 bytes.",
+        ] {
+            assert!(tch::TchError::Torch(m.into()).is_out_of_memory(), "{m}");
+        }
+        assert!(!tch::TchError::Torch("shape '[7, 7]' is invalid for input of size 300".into()).is_out_of_memory());
     }
 
     #[cfg(feature = "torch")]
