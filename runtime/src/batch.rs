@@ -10,6 +10,7 @@
 //! free memory in buckets (TOMA's default), per call site only ([`Cache::Global`]), or not at all.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::panic::Location;
 use std::sync::Mutex;
 
@@ -469,8 +470,13 @@ impl Progress {
                 let (text, html) = (self.text(at), self.html(at));
                 crate::display::display(&[("text/plain", &text), ("text/html", &html)], Some(id), update);
             }
-            Sink::Terminal => eprint!("\r{}{}", self.text(at), if last { "\n" } else { "" }),
-            Sink::Log if last => eprintln!("{}", self.text(at)),
+            // Straight to fd 2: a redirected stderr is where the line belongs.
+            Sink::Terminal => {
+                let _ = write!(std::io::stderr(), "\r{}{}", self.text(at), if last { "\n" } else { "" });
+            }
+            Sink::Log if last => {
+                let _ = writeln!(std::io::stderr(), "{}", self.text(at));
+            }
             Sink::Log => {}
         }
     }
@@ -632,6 +638,31 @@ mod tests {
         assert_eq!(Batcher::new(64).key("shared").batch(|n| if n > 16 { Err(E::Oom) } else { Ok(n) }), Ok(16));
         assert_eq!(Batcher::new(64).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(16));
         assert_eq!(Batcher::new(8).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(8));
+    }
+
+    #[test]
+    fn a_slow_range_outside_the_kernel_logs_one_line_at_the_end() {
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // stderr is a pipe, as in a log: no redraws, one line once the loop is done.
+            unsafe { libc::dup2(fds[1], 2) };
+            let r = range(0, 4, 1, |_, _| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                Ok::<(), E>(())
+            });
+            unsafe { libc::_exit(r.is_ok() as i32) };
+        }
+        unsafe { libc::close(fds[1]) };
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) }, &mut out).unwrap();
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 1);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 1, "{out:?}");
+        assert!(lines[0].starts_with(&format!("[{}] 4/4 (1.", "#".repeat(30))), "{out:?}");
     }
 
     /// This process's address space in bytes (`VmSize`).
