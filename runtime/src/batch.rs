@@ -41,6 +41,39 @@ impl OutOfMemory for tch::TchError {
     }
 }
 
+impl OutOfMemory for std::io::Error {
+    fn is_out_of_memory(&self) -> bool {
+        self.kind() == std::io::ErrorKind::OutOfMemory
+    }
+}
+
+/// Boxed errors (`?` in code returning `Box<dyn Error>`): out of memory when what is inside is.
+fn boxed_is_out_of_memory(e: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(e) = e.downcast_ref::<std::collections::TryReserveError>() {
+        return e.is_out_of_memory();
+    }
+    if let Some(e) = e.downcast_ref::<std::io::Error>() {
+        return e.is_out_of_memory();
+    }
+    #[cfg(feature = "torch")]
+    if let Some(e) = e.downcast_ref::<tch::TchError>() {
+        return e.is_out_of_memory();
+    }
+    false
+}
+
+impl OutOfMemory for Box<dyn std::error::Error> {
+    fn is_out_of_memory(&self) -> bool {
+        boxed_is_out_of_memory(self.as_ref())
+    }
+}
+
+impl OutOfMemory for Box<dyn std::error::Error + Send + Sync> {
+    fn is_out_of_memory(&self) -> bool {
+        boxed_is_out_of_memory(self.as_ref())
+    }
+}
+
 /// Where a loop's last working size is remembered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cache {
@@ -697,6 +730,24 @@ mod tests {
         // 2 GiB, 1 GiB and 512 MiB do not fit under +384 MiB; 256 MiB does. (The margins are
         // wide: malloc_trim between tries hands back some of what was mapped.)
         assert_eq!(libc::WEXITSTATUS(status), 28);
+    }
+
+    #[test]
+    fn boxed_and_io_errors_count_by_what_they_hold() {
+        let oom: Box<dyn std::error::Error> = Box::new(Vec::<u8>::new().try_reserve(usize::MAX).unwrap_err());
+        assert!(oom.is_out_of_memory());
+        let other: Box<dyn std::error::Error + Send + Sync> = "bad input".into();
+        assert!(!other.is_out_of_memory());
+        assert!(std::io::Error::from(std::io::ErrorKind::OutOfMemory).is_out_of_memory());
+        assert!(!std::io::Error::from(std::io::ErrorKind::NotFound).is_out_of_memory());
+        // With `?` in a closure returning Box<dyn Error>: sizes shrink past the failing ones.
+        let got = Batcher::new(1 << 20).cache(Cache::None).batch(|n| -> Result<usize, Box<dyn std::error::Error>> {
+            if n > 1000 {
+                Vec::<u8>::new().try_reserve(usize::MAX)?;
+            }
+            Ok(n)
+        });
+        assert_eq!(got.unwrap(), 512);
     }
 
     #[test]
