@@ -698,6 +698,39 @@ mod tests {
         assert!(lines[0].starts_with(&format!("[{}] 4/4 (1.", "#".repeat(30))), "{out:?}");
     }
 
+    #[test]
+    fn a_slow_range_on_a_terminal_redraws_one_line() {
+        let (mut master, mut slave) = (0, 0);
+        let r = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+        assert_eq!(r, 0, "openpty");
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe { libc::dup2(slave, 2) };
+            let r = range(0, 8, 1, |_, _| {
+                std::thread::sleep(std::time::Duration::from_millis(150));
+                Ok::<(), E>(())
+            });
+            unsafe { libc::_exit(r.is_ok() as i32) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 1);
+        // Read while our end of the slave is still open: all of it is buffered by now.
+        let mut buf = vec![0u8; 1 << 16];
+        let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
+        unsafe {
+            libc::close(slave);
+            libc::close(master);
+        }
+        // The terminal turns the final \n into \r\n.
+        let out = String::from_utf8_lossy(&buf[..n.max(0) as usize]).replace("\r\n", "\n");
+        // Redraws after 200 ms, each starting with \r, then the last one ends the line.
+        let draws: Vec<&str> = out.split('\r').filter(|d| !d.is_empty()).collect();
+        assert!(draws.len() >= 2, "{out:?}");
+        assert!(draws.last().unwrap().starts_with(&format!("[{}] 8/8 (1.", "#".repeat(30))), "{out:?}");
+        assert!(out.ends_with('\n') && out.matches('\n').count() == 1, "{out:?}");
+    }
+
     /// This process's address space in bytes (`VmSize`).
     fn vm_size() -> u64 {
         let t = std::fs::read_to_string("/proc/self/statm").unwrap();
