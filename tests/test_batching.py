@@ -32,7 +32,8 @@ def test_a_quick_range_shows_no_bar(kernel):
 
 
 def test_interrupt_stops_range_between_steps_and_keeps_variables(kernel):
-    ok(kernel, "let mut done: Vec<usize> = Vec::new(); let mut after = false;")
+    # dryml compiled first: an interrupt during that build would only stop the build.
+    ok(kernel, "let mut done: Vec<usize> = Vec::new(); let mut after = dryml::interrupted();")
     msg_id = kernel.kc.execute(f"""dryml::batch::range(0, 1000, 1, |_lo, hi| {{ {STEP.format(ms=100)} done.push(hi); {OK} }}).unwrap();
 after = true;""")
     time.sleep(3)
@@ -70,7 +71,7 @@ let mut first = Vec::new(); fits_64(&mut first);""")
 
 
 def test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_kills(kernel):
-    ok(kernel, "let mut long_steps: Vec<usize> = Vec::new();")
+    ok(kernel, "let mut long_steps: Vec<usize> = Vec::new(); dryml::interrupted()")
     # Steps of 2.5 s: longer than the 1 s grace a cell otherwise gets after an interrupt. The
     # loop tells the kernel it polls once its bar shows (after the first step).
     msg_id = kernel.kc.execute(f"dryml::batch::range(0, 100, 1, |_lo, hi| {{ {STEP.format(ms=2500)} long_steps.push(hi); {OK} }}).unwrap();")

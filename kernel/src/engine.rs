@@ -990,6 +990,7 @@ impl Engine {
         self.shared.interrupted.store(false, Ordering::SeqCst);
         self.shared.killed.store(false, Ordering::SeqCst);
         self.shared.polling.store(0, Ordering::SeqCst);
+        self.shared.signalled.store(false, Ordering::SeqCst);
         self.shared.cell_seq.fetch_add(1, Ordering::SeqCst);
         self.shared.running.store(true, Ordering::SeqCst);
         let out = self.out.clone();

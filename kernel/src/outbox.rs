@@ -17,6 +17,8 @@ pub struct Shared {
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
     pub killed: AtomicBool,
+    /// The running cell's child got SIGINT (a second interrupt then kills it).
+    pub signalled: AtomicBool,
     /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
     pub cell_seq: std::sync::atomic::AtomicU64,
     /// How many loops that stop between steps on interrupt the running cell is in

@@ -368,7 +368,7 @@ pub fn interrupt(shared: &Arc<Shared>) {
     if !shared.running.load(Ordering::SeqCst) {
         return;
     }
-    let again = shared.interrupted.swap(true, Ordering::SeqCst);
+    shared.interrupted.store(true, Ordering::SeqCst);
     let child = shared.child_pid.load(Ordering::SeqCst);
     let builds = build_processes(std::process::id(), child);
     if !builds.is_empty() {
@@ -380,7 +380,9 @@ pub fn interrupt(shared: &Arc<Shared>) {
     if child == 0 {
         return;
     }
-    if again {
+    // Only after a SIGINT to the child: a second press just after a build was killed must not
+    // take the notebook's variables with it.
+    if shared.signalled.swap(true, Ordering::SeqCst) {
         shared.killed.store(true, Ordering::SeqCst);
         unsafe { libc::kill(child as i32, libc::SIGKILL) };
         return;
