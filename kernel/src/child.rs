@@ -24,8 +24,8 @@ pub extern "C" fn dryml_batch_get(key: u64, out: *mut [u64; 2]) -> bool {
 }
 
 #[no_mangle]
-pub extern "C" fn dryml_batch_put(key: u64, size: u64, streak: u64) {
-    dryml::batch::table_put(key, size, streak)
+pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
+    dryml::batch::table_record(key, size)
 }
 
 pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";

@@ -101,10 +101,8 @@ impl std::fmt::Display for Interrupted {
     }
 }
 
-fn stop_if_interrupted(at: usize) {
-    if crate::interrupted() {
-        std::panic::resume_unwind(Box::new(Interrupted { at }));
-    }
+fn unwind_interrupted(at: usize) -> ! {
+    std::panic::resume_unwind(Box::new(Interrupted { at }))
 }
 
 /// Changes the cache the loops use when not told otherwise (for every later cell, in a notebook).
@@ -114,7 +112,7 @@ pub fn set_default_cache(c: Cache) {
         Cache::Global => 1,
         Cache::None => 2,
     };
-    (table().1)(DEFAULT_CACHE_KEY, code, 0);
+    (table().1)(DEFAULT_CACHE_KEY, code);
 }
 
 fn default_cache() -> Cache {
@@ -132,8 +130,8 @@ const DEFAULT_CACHE_KEY: u64 = u64::MAX;
 
 /// Remembered sizes, by key hash: `[size, successes in a row at that size]`. One per process: in
 /// the kernel, evcxr links a copy of this crate, statics and all, into every cell, so the kernel
-/// binary exports `dryml_batch_get`/`dryml_batch_put` (its own copy of [`table_get`] and
-/// [`table_put`]) and every cell's copy goes through those. Elsewhere there is one copy.
+/// binary exports `dryml_batch_get`/`dryml_batch_record` (its own copy of [`table_get`] and
+/// [`table_record`]) and every cell's copy goes through those. Elsewhere there is one copy.
 static TABLE: Mutex<Option<HashMap<u64, [u64; 2]>>> = Mutex::new(None);
 
 /// Reads a table entry into `out`; false when there is none. For the kernel to export.
@@ -149,26 +147,28 @@ pub extern "C" fn table_get(key: u64, out: *mut [u64; 2]) -> bool {
     }
 }
 
-/// Writes a table entry. For the kernel to export.
+/// Records a size that worked: one more success in a row if it is the size already there, else
+/// the first at a new size. For the kernel to export.
 #[doc(hidden)]
-pub extern "C" fn table_put(key: u64, size: u64, streak: u64) {
+pub extern "C" fn table_record(key: u64, size: u64) {
     let mut t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
-    t.get_or_insert_with(HashMap::new).insert(key, [size, streak]);
+    let e = t.get_or_insert_with(HashMap::new).entry(key).or_insert([size, 0]);
+    *e = if e[0] == size { [size, e[1].saturating_add(1)] } else { [size, 1] };
 }
 
 type TableGet = extern "C" fn(u64, *mut [u64; 2]) -> bool;
-type TablePut = extern "C" fn(u64, u64, u64);
+type TableRecord = extern "C" fn(u64, u64);
 
-fn table() -> (TableGet, TablePut) {
+fn table() -> (TableGet, TableRecord) {
     static FNS: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     let (g, p) = *FNS.get_or_init(|| {
-        match (crate::interrupt::kernel_symbol(c"dryml_batch_get"), crate::interrupt::kernel_symbol(c"dryml_batch_put")) {
+        match (crate::interrupt::kernel_symbol(c"dryml_batch_get"), crate::interrupt::kernel_symbol(c"dryml_batch_record")) {
             (Some(g), Some(p)) => (g, p),
-            _ => (table_get as TableGet as usize, table_put as TablePut as usize),
+            _ => (table_get as TableGet as usize, table_record as TableRecord as usize),
         }
     });
     // Both are `extern "C"` functions with exactly these signatures (kernel/src/child.rs).
-    unsafe { (std::mem::transmute::<usize, TableGet>(g), std::mem::transmute::<usize, TablePut>(p)) }
+    unsafe { (std::mem::transmute::<usize, TableGet>(g), std::mem::transmute::<usize, TableRecord>(p)) }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -290,10 +290,9 @@ impl Batcher {
     }
 
     fn remember(&self, key: Option<u64>, size: usize) {
-        let Some(k) = key else { return };
-        let mut v = [0u64; 2];
-        let streak = if (table().0)(k, &mut v) && v[0] == size as u64 { v[1].saturating_add(1) } else { 1 };
-        (table().1)(k, size as u64, streak);
+        if let Some(k) = key {
+            (table().1)(k, size as u64);
+        }
     }
 
     fn shrink(&self, size: usize) -> usize {
@@ -311,7 +310,9 @@ impl Batcher {
                     return Ok(v);
                 }
                 Err(e) if e.is_out_of_memory() && size > 1 => {
-                    stop_if_interrupted(0);
+                    if crate::interrupted() {
+                        unwind_interrupted(0);
+                    }
                     free_memory();
                     size = self.shrink(size);
                 }
@@ -339,7 +340,7 @@ impl Batcher {
         while at < end {
             if crate::interrupted() {
                 progress.done(at);
-                stop_if_interrupted(at);
+                unwind_interrupted(at);
             }
             let hi = (at + step).min(end);
             match f(at, hi) {
@@ -471,12 +472,11 @@ impl Progress {
             self.t0.elapsed().as_secs_f64()
         )
     }
-    fn html(&self, at: usize) -> String {
+    fn html(&self, at: usize, text: &str) -> String {
         let total = self.end.saturating_sub(self.start).max(1);
         format!(
-            "<progress value=\"{}\" max=\"{total}\" style=\"width:20em\"></progress> <code>{}</code>",
-            at.saturating_sub(self.start),
-            self.text(at)
+            "<progress value=\"{}\" max=\"{total}\" style=\"width:20em\"></progress> <code>{text}</code>",
+            at.saturating_sub(self.start)
         )
     }
     fn sink(&self) -> Sink {
@@ -500,7 +500,8 @@ impl Progress {
                     crate::display::announce_polling(true);
                     format!("dryml-range-{}", crate::object::uuid_v4())
                 });
-                let (text, html) = (self.text(at), self.html(at));
+                let text = self.text(at);
+                let html = self.html(at, &text);
                 crate::display::display(&[("text/plain", &text), ("text/html", &html)], Some(id), update);
             }
             // Straight to fd 2: a redirected stderr is where the line belongs.
