@@ -1,15 +1,21 @@
-"""Shared fixtures: install the freshly built kernel into a private Jupyter path and start it."""
+"""Shared test machinery: install the freshly built kernel into a private Jupyter path, start
+kernels (the one factory, `running_kernel`, and the fixtures built on it), and a client helper
+that files every message under the request it answers and fails on any other."""
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
+# CPU-only figures on any machine: the kernel's NVML library does not exist.
+NO_NVML = {"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}
 
 _jupyter_dir = Path(tempfile.mkdtemp(prefix="dryml-jupyter-"))
 # Every kernel started by the tests finds our kernelspec, and keeps history out of $HOME.
@@ -28,51 +34,253 @@ def pytest_unconfigure(config):
     shutil.rmtree(_jupyter_dir, ignore_errors=True)
 
 
+def wait_for(predicate, timeout, what, interval=0.05):
+    """Polls predicate until it returns something true, and returns that; TimeoutError naming
+    `what` after timeout seconds."""
+    deadline = time.time() + timeout
+    while not (got := predicate()):
+        if time.time() > deadline:
+            raise TimeoutError(f"waited {timeout} s for {what}")
+        time.sleep(interval)
+    return got
+
+
+LIVE = set()  # kernels started and not yet stopped: checked for unread messages after every test
+
+
 class Kernel:
-    """A started kernel with small helpers that collect iopub traffic per request."""
+    """A started kernel and its client. Requests go out through `send` (or `execute`, `request`,
+    `interrupt`), and `collect` returns one request's reply and iopub messages. Every message read
+    is filed under the request it answers; one for a request this helper did not send fails the
+    test at once, except what jupyter_client itself sent while starting or restarting the kernel
+    (kernel_info from `wait_for_ready`, interrupt and shutdown of a restart) and the parentless
+    `iopub_welcome` and `starting` status."""
 
     def __init__(self, env=None):
-        from jupyter_client.manager import start_new_kernel
-        extra = {"env": {**os.environ, **env}} if env else {}
-        self.km, self.kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=120, **extra)
+        from jupyter_client.manager import KernelManager
+        self.expected = {}      # msg_id -> channel its reply comes on (None: none comes to us)
+        self.iopub = {}         # msg_id -> [(arrival time, msg)] of requests not yet collected
+        self.replies = {}       # msg_id -> reply msg
+        self.inputs = {}        # msg_id -> [input_request msg]
+        self.jupyter_sent = set()
+        self.km = KernelManager(kernel_name="dryml-rust")
+        self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        LIVE.add(self)
+        try:
+            self.jupyter_sent |= self._sent_during(lambda: self.kc.wait_for_ready(timeout=120))
+        except BaseException:
+            self.stop()
+            raise
+
+    def _sent_during(self, action):
+        """The msg_ids of the requests jupyter_client sends (through the manager's session or the
+        client's, a clone) while action runs."""
+        sent = set()
+
+        def recording(send):
+            def recorded(*args, **kw):
+                msg = send(*args, **kw)
+                if msg:
+                    sent.add(msg["header"]["msg_id"])
+                return msg
+            return recorded
+
+        sessions = (self.km.session, self.kc.session)
+        for s in sessions:
+            s.send = recording(s.send)
+        try:
+            action()
+        finally:
+            for s in sessions:
+                del s.send
+        return sent
+
+    # ---- sending -------------------------------------------------------------------------------
+
+    def expect(self, msg_id, reply_channel="shell"):
+        """Marks a request as this helper's: its messages are filed for `collect`. reply_channel
+        None: its reply does not come to this client (or there is none)."""
+        self.expected[msg_id] = reply_channel
+        return msg_id
+
+    def send(self, method, *args, **kw):
+        """Sends a request with jupyter_client's `kc.<method>` (execute, complete, history,
+        shutdown, ...) and returns its msg_id, to `collect` later."""
+        return self.expect(getattr(self.kc, method)(*args, **kw), "control" if method == "shutdown" else "shell")
+
+    def request(self, method, *args, timeout=120, **kw):
+        """Sends a request and collects it: (reply content, [(arrival time, iopub msg)])."""
+        return self.collect(self.send(method, *args, **kw), timeout)
 
     def execute(self, code, timeout=120, stdin_answers=None, **kw):
         """Runs code; returns (reply content, [(arrival time, iopub msg)])."""
-        msg_id = self.kc.execute(code, allow_stdin=stdin_answers is not None, **kw)
+        msg_id = self.send("execute", code, allow_stdin=stdin_answers is not None, **kw)
         return self.collect(msg_id, timeout, stdin_answers)
 
+    def interrupt(self):
+        """Interrupts as Jupyter does (interrupt_mode "message": the manager sends interrupt_request
+        on its own control socket) and returns once the kernel has handled it (its idle)."""
+        (msg_id,) = self._sent_during(self.km.interrupt_kernel)
+        self.collect(self.expect(msg_id, None))
+
+    def restart(self):
+        """Restarts as Jupyter's Restart does and waits for the new process."""
+        self.jupyter_sent |= self._sent_during(lambda: (self.km.restart_kernel(now=False),
+                                                        self.kc.wait_for_ready(timeout=120)))
+
+    # ---- receiving -----------------------------------------------------------------------------
+
+    def _allowed(self, channel, m):
+        """Messages that answer no request of ours, and legitimately so."""
+        t, parent = m["msg_type"], m["parent_header"].get("msg_id")
+        if parent in self.jupyter_sent:
+            return (channel, t) in (("iopub", "status"), ("shell", "kernel_info_reply"))
+        return not parent and channel == "iopub" and (
+            t == "iopub_welcome" or (t == "status" and m["content"]["execution_state"] == "starting"))
+
+    def _file(self, channel, m):
+        parent = m["parent_header"].get("msg_id")
+        if parent in self.expected:
+            if channel == "iopub":
+                self.iopub.setdefault(parent, []).append((time.time(), m))
+                return
+            if channel == "stdin":
+                self.inputs.setdefault(parent, []).append(m)
+                return
+            if channel == self.expected[parent] and parent not in self.replies:
+                self.replies[parent] = m
+                return
+        if not self._allowed(channel, m):
+            raise AssertionError(f"stray {channel} message {m['msg_type']} for "
+                                 f"{m['parent_header'].get('msg_type')} {parent}: {m['content']}")
+
+    def _pump(self, wait):
+        """Files every message that has arrived, waiting up to `wait` s for iopub."""
+        for name in ("shell", "control", "stdin"):
+            channel = getattr(self.kc, f"{name}_channel")
+            while channel.msg_ready():
+                self._file(name, channel.get_msg(timeout=0))
+        try:
+            self._file("iopub", self.kc.iopub_channel.get_msg(timeout=wait))
+            while self.kc.iopub_channel.msg_ready():
+                self._file("iopub", self.kc.iopub_channel.get_msg(timeout=0))
+        except queue.Empty:
+            pass
+
+    def _done(self, msg_id):
+        idle = any(m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"
+                   for _, m in self.iopub.get(msg_id, []))
+        return idle and (self.expected[msg_id] is None or msg_id in self.replies)
+
     def collect(self, msg_id, timeout=120, stdin_answers=None):
+        """Waits for the request's idle and reply; returns (reply content or None,
+        [(arrival time, iopub msg)]). stdin_answers answer its input requests in turn."""
+        assert msg_id in self.expected, f"{msg_id} was not sent through this helper, or was collected"
         deadline = time.time() + timeout
-        msgs = []
-        while True:
-            if stdin_answers:
-                try:
-                    req = self.kc.get_stdin_msg(timeout=0.05)
-                    if req["header"]["msg_type"] == "input_request":
-                        self.kc.input(stdin_answers.pop(0))
-                except Exception:
-                    pass
-            try:
-                m = self.kc.get_iopub_msg(timeout=0.1)
-            except Exception:
-                if time.time() > deadline:
-                    raise TimeoutError(f"no idle for {msg_id} within {timeout}s; got {[x[1]['msg_type'] for x in msgs]}")
-                continue
-            if m["parent_header"].get("msg_id") != msg_id:
-                continue
-            msgs.append((time.time(), m))
-            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                break
-        # Skip stale replies: under load, start-up's wait_for_ready may send kernel_info twice.
-        while True:
-            reply = self.kc.get_shell_msg(timeout=max(1, deadline - time.time()))
-            if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"], msgs
-            assert reply["msg_type"] == "kernel_info_reply", reply["msg_type"]
+        while not self._done(msg_id):
+            if time.time() > deadline:
+                got = [m["msg_type"] for _, m in self.iopub.get(msg_id, [])]
+                raise TimeoutError(f"no idle and reply for {msg_id} within {timeout} s; got {got}")
+            self._pump(0.1)
+            for _ in self.inputs.pop(msg_id, []):
+                assert stdin_answers, f"unexpected input_request for {msg_id}"
+                self.kc.input(stdin_answers.pop(0))
+        del self.expected[msg_id]
+        reply = self.replies.pop(msg_id, None)
+        return (reply["content"] if reply else None), self.iopub.pop(msg_id, [])
+
+    def progress(self, msg_id):
+        """The iopub messages so far of a request that is still running (fails if it ended)."""
+        self._pump(0)
+        msgs = self.iopub.get(msg_id, [])
+        ended = [m for _, m in msgs if m["msg_type"] == "error"
+                 or (m["msg_type"] == "status" and m["content"]["execution_state"] == "idle")]
+        assert not ended, f"{msg_id} ended early: {[m['content'] for m in ended]}"
+        return msgs
+
+    def assert_drained(self, grace=0.2):
+        """Fails if anything is left over (in the spirit of ark's DummyFrontend drop check): a
+        request sent and never collected, or any message unread on iopub, shell, control or
+        stdin within `grace` s. Everything found is consumed, so the next test starts clean."""
+        left = [f"request {i} never collected" for i in self.expected]
+        self.expected.clear()
+        self.iopub.clear()
+        self.replies.clear()
+        self.inputs.clear()
+        deadline = time.time() + grace
+        while time.time() < deadline:
+            for name in ("iopub", "shell", "control", "stdin"):
+                channel = getattr(self.kc, f"{name}_channel")
+                while channel.msg_ready():
+                    m = channel.get_msg(timeout=0)
+                    if not self._allowed(name, m):
+                        left.append(f"unread {name} {m['msg_type']} for "
+                                    f"{m['parent_header'].get('msg_type')}: {m['content']}")
+            time.sleep(0.02)
+        assert not left, left
 
     def stop(self):
+        LIVE.discard(self)
         self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
+        if self.km.is_alive():
+            self.km.shutdown_kernel(now=True)
+        else:
+            self.km.cleanup_resources()
+
+
+@contextmanager
+def running_kernel(env=None):
+    """The one way the tests start a kernel (`env` adds to ours). Leaving the block normally
+    checks that nothing was left unread; the kernel is stopped either way."""
+    k = Kernel(env)
+    try:
+        yield k
+        k.assert_drained()
+    finally:
+        k.stop()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_unread():
+    """After every test, the kernels still running (module fixtures) have nothing unread."""
+    yield
+    for k in list(LIVE):
+        k.assert_drained()
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    """The module's kernel; a module that needs other environment overrides this fixture with
+    its own `running_kernel(env)`."""
+    with running_kernel() as k:
+        yield k
+
+
+@pytest.fixture(scope="session")
+def fake_nvml_lib(tmp_path_factory):
+    """The fake libnvidia-ml.so, compiled from tests/fake_nvml/fake_nvml.c."""
+    out = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out),
+                    str(ROOT / "tests" / "fake_nvml" / "fake_nvml.c")], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fake_gpu_kernel(fake_nvml_lib, tmp_path_factory):
+    """`with fake_gpu_kernel(gpus) as k:` a kernel whose NVML is the fake library answering from
+    `k.script` in a fresh directory `k.dir`. The `gpus` lines are written first: the kernel reads
+    its GPUs once, at start; tests append `proc` lines later."""
+    @contextmanager
+    def start(gpus):
+        d = tmp_path_factory.mktemp("gpu")
+        script = d / "script"
+        script.write_text(gpus)
+        with running_kernel({"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)}) as k:
+            k.dir, k.script = d, script
+            yield k
+    return start
 
 
 def stdout_of(msgs):
@@ -111,19 +319,3 @@ def json_events(msgs, event=None):
     """The application/json payloads of displays, optionally only one event kind."""
     out = [d["application/json"] for d in displays(msgs) if "application/json" in d]
     return [j for j in out if event is None or (isinstance(j, dict) and j.get("event") == event)]
-
-
-@pytest.fixture(scope="session")
-def fake_nvml_lib(tmp_path_factory):
-    """The fake libnvidia-ml.so, compiled from tests/fake_nvml/fake_nvml.c."""
-    out = tmp_path_factory.mktemp("fake-nvml") / "libnvidia-ml.so.1"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(out),
-                    str(ROOT / "tests" / "fake_nvml" / "fake_nvml.c")], check=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def kernel():
-    k = Kernel()
-    yield k
-    k.stop()

@@ -2,10 +2,16 @@
 kernel's interrupt stops the loop between steps, keeping the notebook's variables."""
 import time
 
-from conftest import of_type, ok, value
+from conftest import of_type, ok, stdout_of, value, wait_for
 
 STEP = "std::thread::sleep(std::time::Duration::from_millis({ms}));"
 OK = "Ok::<(), std::collections::TryReserveError>(())"
+
+
+def bar_steps(msgs):
+    """How many steps the progress bar's latest redraw shows (0 before it shows)."""
+    bars = [m["content"]["data"]["text/plain"] for _, m in msgs if m["msg_type"] in ("display_data", "update_display_data")]
+    return int(bars[-1].split("] ")[1].split("/")[0]) if bars else 0
 
 
 def test_a_slow_range_shows_one_progress_bar_updated_in_place(kernel):
@@ -34,11 +40,11 @@ def test_a_quick_range_shows_no_bar(kernel):
 def test_interrupt_stops_range_between_steps_and_keeps_variables(kernel):
     # dryml compiled first: an interrupt during that build would only stop the build.
     ok(kernel, "let mut done: Vec<usize> = Vec::new(); let mut after = dryml::interrupted();")
-    msg_id = kernel.kc.execute(f"""dryml::batch::range(0, 1000, 1, |_lo, hi| {{ {STEP.format(ms=100)} done.push(hi); {OK} }}).unwrap();
+    msg_id = kernel.send("execute", f"""dryml::batch::range(0, 1000, 1, |_lo, hi| {{ {STEP.format(ms=100)} done.push(hi); {OK} }}).unwrap();
 after = true;""")
-    time.sleep(3)
+    wait_for(lambda: bar_steps(kernel.progress(msg_id)) >= 5, 300, "five steps on the bar")
     t0 = time.time()
-    kernel.km.interrupt_kernel()
+    kernel.interrupt()
     reply, msgs = kernel.collect(msg_id, timeout=60)
     assert time.time() - t0 < 1.0, "stopped at the next step, well before the kernel's grace period ends"
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
@@ -74,22 +80,23 @@ def test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_k
     ok(kernel, "let mut long_steps: Vec<usize> = Vec::new(); dryml::interrupted()")
     # Steps of 2.5 s: longer than the 1 s grace a cell otherwise gets after an interrupt. The
     # loop tells the kernel it polls once its bar shows (after the first step).
-    msg_id = kernel.kc.execute(f"dryml::batch::range(0, 100, 1, |_lo, hi| {{ {STEP.format(ms=2500)} long_steps.push(hi); {OK} }}).unwrap();")
-    time.sleep(3.5)
+    msg_id = kernel.send("execute", f"dryml::batch::range(0, 100, 1, |_lo, hi| {{ {STEP.format(ms=2500)} long_steps.push(hi); {OK} }}).unwrap();")
+    wait_for(lambda: bar_steps(kernel.progress(msg_id)) >= 1, 300, "the bar after the first step")
+    time.sleep(0.75)  # the scenario: interrupt mid-step, leaving more than the 1 s grace of the step to run
     t0 = time.time()
-    kernel.km.interrupt_kernel()
+    kernel.interrupt()
     reply, _ = kernel.collect(msg_id, timeout=60)
     waited = time.time() - t0
     assert reply["ename"] == "KeyboardInterrupt" and "variables are kept" in reply["evalue"], reply
     assert 1.0 < waited < 3.0, f"the kernel waited {waited:.1f} s for the step to end"
     assert value(kernel, "long_steps") == "[1, 2]"
     # Pressing interrupt again does not wait for the step.
-    msg_id = kernel.kc.execute(f"dryml::batch::range(0, 100, 1, |_lo, _hi| {{ {STEP.format(ms=30000)} {OK} }}).unwrap();")
-    time.sleep(2)  # the first 30 s step is running; the bar has not shown, so no announcement yet
-    kernel.km.interrupt_kernel()
-    time.sleep(0.3)
+    msg_id = kernel.send("execute", f'println!("running"); dryml::batch::range(0, 100, 1, |_lo, _hi| {{ {STEP.format(ms=30000)} {OK} }}).unwrap();')
+    # The first 30 s step is running; the bar has not shown, so no announcement yet.
+    wait_for(lambda: "running" in stdout_of(kernel.progress(msg_id)), 300, "the cell to start running")
+    kernel.interrupt()  # returns once the kernel has sent the child SIGINT: the first is pending
     t0 = time.time()
-    kernel.km.interrupt_kernel()
+    kernel.interrupt()
     reply, _ = kernel.collect(msg_id, timeout=60)
     assert time.time() - t0 < 1.0
     assert reply["ename"] == "KeyboardInterrupt" and "restarted" in reply["evalue"], reply

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import Kernel, displays, of_type, ok, stdout_of, value
+from conftest import NO_NVML, displays, of_type, ok, running_kernel, stdout_of, value, wait_for
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -15,9 +15,8 @@ GIB = 1 << 30
 
 @pytest.fixture(scope="module")
 def kernel():
-    k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
-    yield k
-    k.stop()
+    with running_kernel(NO_NVML) as k:
+        yield k
 
 
 def failed(kernel, code, ename, words=""):
@@ -107,9 +106,9 @@ def test_failing_sandboxes_release_claims_and_keep_variables(kernel):
 
 def test_interrupt_stops_the_sandbox(kernel):
     ok(kernel, "let before_interrupt = 42;")
-    msg_id = kernel.kc.execute("%%compute\nloop { std::thread::sleep(std::time::Duration::from_millis(5)); }")
-    time.sleep(3)
-    kernel.km.interrupt_kernel()
+    msg_id = kernel.send("execute", '%%compute\nprintln!("running");\nloop { std::thread::sleep(std::time::Duration::from_millis(5)); }')
+    wait_for(lambda: "running" in stdout_of(kernel.progress(msg_id)), 300, "the sandbox to start")
+    kernel.interrupt()
     reply, msgs = kernel.collect(msg_id, timeout=60)
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
     assert value(kernel, "before_interrupt") == "42"
@@ -180,18 +179,11 @@ def test_sandbox_memory_is_released_as_experiments_see_it(kernel):
 
 
 @pytest.fixture(scope="module")
-def gpu_kernel(fake_nvml_lib, tmp_path_factory):
-    """Two fake GPUs, listed by NVML out of PCI order; the script exists before the kernel starts,
-    so the pool sees them."""
-    d = tmp_path_factory.mktemp("ctx-gpu")
-    script = d / "script"
-    script.write_text(
-        f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GIB} {80 * GIB} Fake H100 B\n"
-        f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GIB} {40 * GIB} Fake A100 A\n")
-    k = Kernel(env={"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)})
-    k.script = script
-    yield k
-    k.stop()
+def gpu_kernel(fake_gpu_kernel):
+    """Two fake GPUs, listed by NVML out of PCI order; the pool sees them."""
+    with fake_gpu_kernel(f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GIB} {80 * GIB} Fake H100 B\n"
+                         f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GIB} {40 * GIB} Fake A100 A\n") as k:
+        yield k
 
 
 def test_gpu_pool_through_nvml(gpu_kernel):

@@ -1,11 +1,10 @@
 """Experiments and the cell logger, end to end: real allocations in evcxr's child, real /proc
 figures, and GPU figures from a fake NVML library loaded through nvml-wrapper's real path."""
-import json
 import os
 
 import pytest
 
-from conftest import Kernel, displays, json_events, of_type, stdout_of
+from conftest import NO_NVML, displays, json_events, of_type, running_kernel, stdout_of, value
 
 MIB = 1 << 20
 
@@ -13,9 +12,8 @@ MIB = 1 << 20
 @pytest.fixture(scope="module")
 def kernel():
     """A kernel whose NVML library does not exist, so CPU-only paths are the same on any machine."""
-    k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
-    yield k
-    k.stop()
+    with running_kernel(NO_NVML) as k:
+        yield k
 
 
 def vars_of(kernel):
@@ -210,27 +208,21 @@ impl Drop for FakeGpuTensor {
 
 
 @pytest.fixture(scope="module")
-def gpu_kernel(fake_nvml_lib, tmp_path_factory):
-    d = tmp_path_factory.mktemp("gpu")
-    script = d / "script"
+def gpu_kernel(fake_gpu_kernel):
     GiB = 1 << 30
     # NVML lists the GPUs out of PCI order; another user's job holds 20 GiB on the first. The
     # GPUs exist before the kernel starts (it reads them once); the child's pid comes after.
     gpus = (f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GiB} {50 * GiB} Fake H100 B\n"
             f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} {39 * GiB} Fake A100 A\n")
-    script.write_text(gpus)
-    k = Kernel(env={"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)})
-    reply, msgs = k.execute("std::process::id()")
-    pid = int(of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"])
-    script.write_text(
-        gpus +
-        f"proc 0 999999 {20 * GiB}\n"
-        f"proc 0 {pid} @{d}/t0\n"
-        f"proc 1 {pid} @{d}/t1\n")
-    k.execute(FAKE_TENSOR)
-    k.dir = d
-    yield k
-    k.stop()
+    with fake_gpu_kernel(gpus) as k:
+        pid = int(value(k, "std::process::id()"))
+        k.script.write_text(
+            gpus +
+            f"proc 0 999999 {20 * GiB}\n"
+            f"proc 0 {pid} @{k.dir}/t0\n"
+            f"proc 1 {pid} @{k.dir}/t1\n")
+        k.execute(FAKE_TENSOR)
+        yield k
 
 
 def test_gpu_per_process_memory_and_pci_numbering(gpu_kernel):

@@ -1,12 +1,18 @@
 """End-to-end tests: the real dryml-kernel binary over real signed ZeroMQ messages."""
-import json
 import os
 import signal
 import time
 
-import pytest
+from conftest import of_type, running_kernel, stdout_of, wait_for
 
-from conftest import Kernel, of_type, stderr_of, stdout_of
+LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
+
+
+def started(k, code):
+    """Sends code and returns its msg_id once it prints "running" (after its compile)."""
+    msg_id = k.send("execute", code)
+    wait_for(lambda: "running" in stdout_of(k.progress(msg_id)), 300, "the cell to start running")
+    return msg_id
 
 
 def test_execute_output_order_and_reply(kernel):
@@ -64,8 +70,7 @@ def test_panic_keeps_earlier_variables(kernel):
 
 
 def test_abort_then_working_cell():
-    k = Kernel()
-    try:
+    with running_kernel() as k:
         k.execute("let before = 5;")
         reply, _ = k.execute("std::process::abort();")
         assert reply["status"] == "error"
@@ -89,19 +94,14 @@ def test_abort_then_working_cell():
         assert reply["ename"] == "ChildProcessDied" and "SIGKILL" in reply["evalue"], reply
         reply, msgs = k.execute("8")
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "8"
-    finally:
-        k.stop()
 
 
 def test_interrupt_by_message_stops_within_2s():
-    k = Kernel()
-    try:
+    with running_kernel() as k:
         k.execute("let survivor = 3;")
-        msg_id = k.kc.execute("loop { std::thread::sleep(std::time::Duration::from_millis(50)); }")
-        # Wait until it runs (compile first).
-        time.sleep(4)
+        msg_id = started(k, LOOP)
         t0 = time.time()
-        k.km.interrupt_kernel()
+        k.interrupt()
         reply, msgs = k.collect(msg_id, timeout=30)
         assert time.time() - t0 < 2.0
         assert reply["ename"] == "KeyboardInterrupt"
@@ -109,45 +109,40 @@ def test_interrupt_by_message_stops_within_2s():
         reply, msgs = k.execute("2 * 3")
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "6"
         # By signal, as Jupyter does with interrupt_mode "signal".
-        msg_id = k.kc.execute("loop { std::thread::sleep(std::time::Duration::from_millis(50)); }")
-        time.sleep(4)
+        msg_id = started(k, LOOP)
         t0 = time.time()
         os.kill(k.km.provisioner.process.pid, signal.SIGINT)
         reply, _ = k.collect(msg_id, timeout=30)
         assert time.time() - t0 < 2.0 and reply["ename"] == "KeyboardInterrupt"
         reply, _ = k.execute("1")
         assert reply["status"] == "ok"
-    finally:
-        k.stop()
 
 
 def test_interrupt_cooperative_keeps_variables():
-    k = Kernel()
-    try:
+    with running_kernel() as k:
         k.execute("let survivor = 3;")
-        msg_id = k.kc.execute("let mut n = 0u64; while !dryml::interrupted() { n += 1; std::thread::sleep(std::time::Duration::from_millis(10)); }")
-        time.sleep(12)  # the first use of dryml compiles it
+        # The first use of dryml compiles it: an interrupt then would only stop the build.
+        msg_id = started(k, 'println!("running"); let mut n = 0u64; '
+                            "while !dryml::interrupted() { n += 1; std::thread::sleep(std::time::Duration::from_millis(10)); }")
         t0 = time.time()
-        k.km.interrupt_kernel()
+        k.interrupt()
         reply, _ = k.collect(msg_id, timeout=60)
         assert time.time() - t0 < 2.0
         assert reply["ename"] == "KeyboardInterrupt" and "kept" in reply["evalue"]
         reply, msgs = k.execute("survivor")
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "3"
-    finally:
-        k.stop()
 
 
 def test_stop_on_error_aborts_queued(kernel):
-    first = kernel.kc.execute('panic!("first")')
-    second = kernel.kc.execute("1")
+    first = kernel.send("execute", 'panic!("first")')
+    second = kernel.send("execute", "1")
     r1, _ = kernel.collect(first)
     r2, _ = kernel.collect(second)
     assert r1["status"] == "error"
     assert r2["status"] == "aborted"
     # Without stop_on_error the next one runs.
-    first = kernel.kc.execute('panic!("again")', stop_on_error=False)
-    second = kernel.kc.execute("2")
+    first = kernel.send("execute", 'panic!("again")', stop_on_error=False)
+    second = kernel.send("execute", "2")
     kernel.collect(first)
     r2, _ = kernel.collect(second)
     assert r2["status"] == "ok"
@@ -228,23 +223,19 @@ def test_stdin_input_request(kernel):
 def test_is_complete_and_completion(kernel):
     cases = {"fn f() {": "incomplete", "let v = vec![1,": "incomplete", "}": "invalid", "let a = 1;": "complete"}
     for code, want in cases.items():
-        kernel.kc.is_complete(code)
-        r = kernel.kc.get_shell_msg(timeout=10)["content"]
+        r, _ = kernel.request("is_complete", code, timeout=10)
         assert r["status"] == want, (code, r)
-    kernel.kc.complete("%ls", 3)
-    r = kernel.kc.get_shell_msg(timeout=30)["content"]
+    r, _ = kernel.request("complete", "%ls", 3, timeout=30)
     assert r["matches"] == ["%lsmagic"] and r["cursor_start"] == 0 and r["cursor_end"] == 3
     kernel.execute("let completion_target_value = 1;")
     code = "completion_tar"
-    kernel.kc.complete(code, len(code))
-    r = kernel.kc.get_shell_msg(timeout=60)["content"]
+    r, _ = kernel.request("complete", code, len(code), timeout=60)
     assert "completion_target_value" in r["matches"], r
     assert r["cursor_start"] == 0 and r["cursor_end"] == len(code)
 
 
 def test_kernel_info(kernel):
-    kernel.kc.kernel_info()
-    r = kernel.kc.get_shell_msg(timeout=10)["content"]
+    r, _ = kernel.request("kernel_info", timeout=10)
     li = r["language_info"]
     assert li["name"] == "rust" and li["mimetype"] == "text/rust" and li["file_extension"] == ".rs"
     assert li["pygments_lexer"] == "rust" and li["codemirror_mode"] == "rust"
@@ -252,49 +243,32 @@ def test_kernel_info(kernel):
 
 
 def test_history_persists_across_restart():
-    k = Kernel()
-    try:
+    with running_kernel() as k:
         marker = f"let history_marker_{os.getpid()} = 1;"
         k.execute(marker)
-        k.km.restart_kernel(now=False)
-        k.kc.wait_for_ready(timeout=120)
-        k.kc.history(hist_access_type="tail", n=50)
-        r = k.kc.get_shell_msg(timeout=10)["content"]
+        k.restart()
+        r, _ = k.request("history", hist_access_type="tail", n=50, timeout=10)
         assert any(h[2] == marker for h in r["history"]), r
-        k.kc.history(hist_access_type="search", pattern=f"*history_marker_{os.getpid()}*")
-        r = k.kc.get_shell_msg(timeout=10)["content"]
+        r, _ = k.request("history", hist_access_type="search", pattern=f"*history_marker_{os.getpid()}*", timeout=10)
         assert len(r["history"]) == 1
-    finally:
-        k.stop()
 
 
 def test_shutdown_ends_process():
-    k = Kernel()
-    k.kc.shutdown()  # jupyter_client sends it on the control channel
-    r = k.kc.get_control_msg(timeout=10)
-    assert r["msg_type"] == "shutdown_reply"
-    deadline = time.time() + 10
-    while k.km.is_alive() and time.time() < deadline:
-        time.sleep(0.1)
-    assert not k.km.is_alive()
-    k.kc.stop_channels()
-    k.km.cleanup_resources()
+    with running_kernel() as k:
+        # jupyter_client sends it on the control channel, where the reply comes.
+        r, msgs = k.request("shutdown", timeout=10)
+        assert r["status"] == "ok" and r["restart"] is False
+        assert [m["content"]["execution_state"] for m in of_type(msgs, "status")] == ["busy", "idle"]
+        wait_for(lambda: not k.km.is_alive(), 10, "the kernel process to end")
 
 
 def test_comms_answer_without_errors(kernel):
-    kernel.kc.comm_info()
-    r = kernel.kc.get_shell_msg(timeout=10)["content"]
+    r, _ = kernel.request("comm_info", timeout=10)
     assert r["status"] == "ok" and r["comms"] == {}
     msg = kernel.kc.session.msg("comm_open", {"comm_id": "c1", "target_name": "nothing_here", "data": {}})
     kernel.kc.shell_channel.send(msg)
-    deadline = time.time() + 10
-    seen = []
-    while time.time() < deadline:
-        m = kernel.kc.get_iopub_msg(timeout=5)
-        seen.append(m["msg_type"])
-        if m["msg_type"] == "comm_close":
-            assert m["content"]["comm_id"] == "c1"
-            break
-    assert "comm_close" in seen, seen
+    # comm_open has no reply: the kernel answers on iopub with comm_close, then idle.
+    _, msgs = kernel.collect(kernel.expect(msg["header"]["msg_id"], None), timeout=10)
+    assert [m["content"]["comm_id"] for m in of_type(msgs, "comm_close")] == ["c1"], msgs
     reply, _ = kernel.execute("5")
     assert reply["status"] == "ok"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import Kernel, displays, ok, stdout_of, value
+from conftest import NO_NVML, displays, ok, running_kernel, stdout_of, value
 
 TYPES = """use dryml::{Build, Meta, Object, State};
 use dryml::object::ObjectError;
@@ -33,12 +33,11 @@ dryml::object::registered()"""
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
-    k.dir = tmp_path_factory.mktemp("repo") / "models"
-    ok(k, ":dep serde_json = \"1\"")
-    assert value(k, TYPES, timeout=600) == '["Mlp", "data.Points"]'
-    yield k
-    k.stop()
+    with running_kernel(NO_NVML) as k:
+        k.dir = tmp_path_factory.mktemp("repo") / "models"
+        ok(k, ":dep serde_json = \"1\"")
+        assert value(k, TYPES, timeout=600) == '["Mlp", "data.Points"]'
+        yield k
 
 
 def table(msgs):

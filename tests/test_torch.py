@@ -3,7 +3,7 @@ wheel, built with LIBTORCH_USE_PYTORCH=1) with dryml's torch feature, and sandbo
 context's thread count through tch."""
 import pytest
 
-from conftest import ROOT, Kernel, value
+from conftest import NO_NVML, ROOT, running_kernel, value
 
 TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
 
@@ -12,9 +12,8 @@ TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/l
 def kernel():
     if not TORCH_LIB:
         pytest.fail("torch is missing from .venv: kernelspec/bootstrap.sh installs torch==2.13.0")
-    k = Kernel(env={"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
-    yield k
-    k.stop()
+    with running_kernel(NO_NVML) as k:
+        yield k
 
 
 def test_a_tch_cell_compiles_and_runs(kernel):

@@ -6,6 +6,7 @@
 
 use crate::gpu::Gpu;
 use crate::meter::Sample;
+use crate::table::{escape, figures};
 use dryml::experiment::{DeviceFigures, Report};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -277,52 +278,6 @@ fn group(v: f64) -> String {
     }
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-/// A text table with right-aligned columns after the first, and its HTML twin.
-fn table(head: &[&str], rows: &[Vec<String>]) -> (String, String) {
-    let cols = head.len();
-    let mut width = vec![0; cols];
-    for r in std::iter::once(head.iter().map(|s| s.to_string()).collect::<Vec<_>>()).chain(rows.iter().cloned()) {
-        for (i, c) in r.iter().enumerate().take(cols) {
-            width[i] = width[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let mut l = String::new();
-        for (i, c) in cells.iter().enumerate() {
-            if i == 0 {
-                let _ = write!(l, "{c:<w$}", w = width[0]);
-            } else {
-                let _ = write!(l, "  {c:>w$}", w = width[i]);
-            }
-        }
-        l.trim_end().to_string()
-    };
-    let mut text = line(head.iter().map(|s| s.to_string()).collect());
-    for r in rows {
-        text.push('\n');
-        text.push_str(&line(r.clone()));
-    }
-    let mut html = String::from("<table class=\"dryml-report\"><thead><tr>");
-    for h in head {
-        let _ = write!(html, "<th>{}</th>", html_escape(h));
-    }
-    html.push_str("</tr></thead><tbody>");
-    for r in rows {
-        html.push_str("<tr>");
-        for (i, c) in r.iter().enumerate() {
-            let align = if i == 0 { "left" } else { "right" };
-            let _ = write!(html, "<td style=\"text-align:{align}\">{}</td>", html_escape(c));
-        }
-        html.push_str("</tr>");
-    }
-    html.push_str("</tbody></table>");
-    (text, html)
-}
-
 /// A display bundle: text, HTML and the figures as JSON.
 pub fn bundle(text: String, html: String, data: Value) -> Value {
     json!({"text/plain": text, "text/html": html, "application/json": data})
@@ -354,10 +309,10 @@ pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String,
         devices.push(json!({"device": g.label, "name": g.name, "bus_id": g.bus_id,
             "process": m.used_by_us, "used": used, "free": m.free, "total": m.total}));
     }
-    let (mut text, mut html) = table(&["RAM (MiB)", "This process", "Used", "Free", "Total", "Util"], &rows);
+    let (mut text, mut html) = figures(&["RAM (MiB)", "This process", "Used", "Free", "Total", "Util"], &rows);
     if let Some(n) = gpu_note {
         text.push_str(&format!("\n({n})"));
-        html.push_str(&format!("<p><em>{}</em></p>", html_escape(n)));
+        html.push_str(&format!("<p><em>{}</em></p>", escape(n)));
     }
     (text, html, json!(devices))
 }
@@ -376,7 +331,7 @@ pub fn start_banner(name: &str, s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>
     let title = format!("*** Experiment {name} started");
     bundle(
         format!("{title}\n\n*** Current state:\n{t}\n"),
-        format!("<div class=\"dryml-experiment\"><b>{}</b><br><b>Current state:</b>{h}</div>", html_escape(&title)),
+        format!("<div class=\"dryml-experiment\"><b>{}</b><br><b>Current state:</b>{h}</div>", escape(&title)),
         json!({"event": "start", "name": name, "devices": devices}),
     )
 }
@@ -391,7 +346,7 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
         format!("*** Experiment {} running for {}", r.name, hms(r.elapsed_secs))
     };
     let _ = writeln!(text, "{title}");
-    let _ = write!(html, "<b>{}</b>", html_escape(&title));
+    let _ = write!(html, "<b>{}</b>", escape(&title));
     if finished {
         let _ = writeln!(text, "\n*** Variables:");
         html.push_str("<p><b>Variables:</b><br>");
@@ -407,7 +362,7 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
             }
             let names = if list.is_empty() { "none".to_string() } else { list.join(", ") };
             let _ = writeln!(text, "{label}: {names}");
-            let _ = write!(html, "{}: {}<br>", html_escape(label), html_escape(&names));
+            let _ = write!(html, "{}: {}<br>", escape(label), escape(&names));
         }
         html.push_str("</p>");
     }
@@ -429,7 +384,7 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
             row
         })
         .collect();
-    let (t, h) = table(head, &rows);
+    let (t, h) = figures(head, &rows);
     let _ = writeln!(text, "\n*** Experiment memory:\n{t}");
     let _ = write!(html, "<p><b>Experiment memory:</b></p>{h}");
     if finished {
@@ -441,12 +396,12 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
                 mib(r.leak_threshold as f64)
             );
             let _ = writeln!(text, "{line}");
-            let _ = write!(html, "<p style=\"color:#b00\"><b>{}</b></p>", html_escape(&line));
+            let _ = write!(html, "<p style=\"color:#b00\"><b>{}</b></p>", escape(&line));
         }
     }
     for n in &r.notes {
         let _ = writeln!(text, "({n})");
-        let _ = write!(html, "<p><em>{}</em></p>", html_escape(n));
+        let _ = write!(html, "<p><em>{}</em></p>", escape(n));
     }
     let mut data = report_json(r, finished);
     if let Some((t, h, devices)) = state {
@@ -629,7 +584,7 @@ impl CellLogger {
             .collect();
         let head = self.head();
         let head_refs: Vec<&str> = head.iter().map(String::as_str).collect();
-        let (text, html) = table(&head_refs, &rows);
+        let (text, html) = figures(&head_refs, &rows);
         let text = if self.log.is_empty() {
             "The cell log is empty (turn it on with %cell_logger on).".to_string()
         } else {

@@ -52,7 +52,7 @@ fn kernels_dir(place: &Place) -> Result<PathBuf> {
 /// The kernel.json text for this binary.
 pub fn kernel_json() -> Result<String> {
     let exe = std::env::current_exe()?.canonicalize()?;
-    let runtime = crate::engine::runtime_path();
+    let runtime = crate::paths::runtime();
     let runtime = runtime.canonicalize().unwrap_or(runtime);
     let json_str = |p: &std::path::Path| serde_json::to_string(&p.to_string_lossy()).unwrap();
     Ok(TEMPLATE

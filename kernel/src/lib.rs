@@ -1,21 +1,20 @@
-//! The DRYML Rust kernel: Jupyter protocol over ZeroMQ, the evcxr engine, the magic host, the CLI.
+//! The DRYML Rust kernel: the Jupyter protocol over ZeroMQ ([`protocol`]), the engine that
+//! runs cells through evcxr ([`engine`]), the magic host ([`magic`]), and what runs inside
+//! evcxr's child ([`child`]).
 
 pub mod child;
-pub mod contexts;
 pub mod engine;
 pub mod experiment;
 pub mod gpu;
 pub mod history;
 pub mod install;
-pub mod is_complete;
+pub mod magic;
 pub mod meter;
-pub mod outbox;
+pub mod paths;
+pub mod protocol;
 pub mod repo;
-pub mod server;
-pub mod stream;
 pub mod table;
 pub mod torch;
-pub mod wire;
 
 /// Writes a file so readers see the old or the new contents, never half of one (write, rename).
 pub fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
@@ -23,4 +22,19 @@ pub fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> 
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&tmp, data)?;
     std::fs::rename(&tmp, path)
+}
+
+/// Serves a kernel for the connection file's `info` until a client shuts it down.
+pub fn run(info: jupyter_protocol::ConnectionInfo) -> anyhow::Result<()> {
+    let scratch = paths::scratch()?;
+    if std::env::var_os("EVCXR_TMPDIR").is_none() {
+        let evcxr_dir = scratch.join("evcxr");
+        std::fs::create_dir_all(&evcxr_dir)?;
+        // Still single-threaded: the protocol's runtime and the engine start below.
+        std::env::set_var("EVCXR_TMPDIR", &evcxr_dir);
+    }
+    let kernel = engine::kernel::Kernel::new(scratch.clone());
+    let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
 }

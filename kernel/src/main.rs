@@ -66,7 +66,7 @@ fn run() -> anyhow::Result<()> {
                 .with_context(|| format!("reading connection file {}", file.display()))?;
             let info: jupyter_protocol::ConnectionInfo = serde_json::from_str(&text)
                 .with_context(|| format!("parsing connection file {}", file.display()))?;
-            dryml_kernel::server::run(info)?;
+            dryml_kernel::run(info)?;
         }
         (None, None) => {
             anyhow::bail!("nothing to do: pass --connection-file FILE (Jupyter does), or `install`; see --help");

@@ -2,8 +2,10 @@
 //!
 //! Peaks come from the kernel's own high-water mark (`VmHWM`), reset through
 //! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
+//! The `/proc` files are read through `dryml::procfs`.
 
 use crate::gpu::{Gpu, GpuMem, Gpus};
+use dryml::procfs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,18 +117,21 @@ impl Meter {
     /// after being read.
     pub fn sample(&mut self, pids: &[u32], gpus: &[Gpu], reset_peak: bool) -> Sample {
         let t0 = Instant::now();
-        let (available, total) = meminfo();
+        let [available, total] = procfs::meminfo(["MemAvailable:", "MemTotal:"]);
         let mut cpu = CpuMem {
             available,
             total,
             ..CpuMem::default()
         };
         for &pid in pids {
-            let (rss, hwm) = rss_hwm(pid);
+            // Zero for a process that has gone.
+            let [rss, hwm] = procfs::status(pid, ["VmRSS:", "VmHWM:"]);
             cpu.rss += rss;
             cpu.hwm += hwm.max(rss);
             if reset_peak {
-                reset_hwm(pid);
+                if let Err(e) = procfs::reset_hwm(pid) {
+                    tracing::debug!("clear_refs for {pid}: {e}");
+                }
             }
         }
         let gpu_mem = if gpus.is_empty() {
@@ -146,22 +151,8 @@ impl Meter {
     }
 }
 
-/// `pid` and every live process below it (from `/proc/PID/task/TID/children`).
-pub fn with_descendants(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        let p = out[i];
-        if let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) {
-            for t in tasks.flatten() {
-                let kids = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-                out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
-            }
-        }
-        i += 1;
-    }
-    out
-}
+// The engine names it here; the reading is `dryml::procfs`'s.
+pub use dryml::procfs::with_descendants;
 
 /// How far `VmHWM` may sit below the true peak. Linux keeps RSS in three per-CPU counters (file,
 /// anon, shmem pages) and folds a CPU's share into each total only every `max(32, 2 * cpus)` pages;
@@ -180,39 +171,6 @@ pub fn fold_max(peaks: &mut Vec<u64>, values: impl IntoIterator<Item = u64>) {
         }
         peaks[i] = peaks[i].max(v);
     }
-}
-
-/// The `kB` fields named by `keys` (with their colon) in a /proc file, in bytes; zero when the
-/// file or a field is missing (a process that is gone).
-fn proc_kib<const N: usize>(path: &str, keys: [&str; N]) -> [u64; N] {
-    let mut out = [0; N];
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    for line in text.lines() {
-        if let Some(k) = keys.iter().position(|k| line.starts_with(k)) {
-            let v = line[keys[k].len()..].trim().trim_end_matches("kB").trim();
-            out[k] = v.parse::<u64>().unwrap_or(0) * 1024;
-        }
-    }
-    out
-}
-
-/// `VmRSS` and `VmHWM` of a process, in bytes (zero when it is gone).
-pub fn rss_hwm(pid: u32) -> (u64, u64) {
-    let [rss, hwm] = proc_kib(&format!("/proc/{pid}/status"), ["VmRSS:", "VmHWM:"]);
-    (rss, hwm)
-}
-
-/// Restarts a process's `VmHWM` from its current RSS (`clear_refs` value 5).
-fn reset_hwm(pid: u32) {
-    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
-        tracing::debug!("clear_refs for {pid}: {e}");
-    }
-}
-
-/// `MemAvailable` and `MemTotal`, in bytes.
-fn meminfo() -> (u64, u64) {
-    let [avail, total] = proc_kib("/proc/meminfo", ["MemAvailable:", "MemTotal:"]);
-    (avail, total)
 }
 
 #[cfg(test)]

@@ -3,14 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-/// The venv to take torch from: `$DRYML_TORCH_VENV`, else the checkout's `.venv`.
-fn venv() -> PathBuf {
-    match std::env::var_os("DRYML_TORCH_VENV") {
-        Some(v) => PathBuf::from(v),
-        None => crate::engine::runtime_path().join("..").join(".venv"),
-    }
-}
-
 /// `<venv>/lib/python3.X/site-packages/torch/lib`, when it holds `libtorch.so`.
 pub fn lib_dir(venv: &Path) -> Option<PathBuf> {
     let lib = std::fs::read_dir(venv.join("lib")).ok()?;
@@ -32,7 +24,7 @@ const LIB_ENV: &str = "DRYML_TORCH_LIB";
 /// finds `libtorch.so` on `LD_LIBRARY_PATH`. Called first in `main`, while single-threaded.
 /// Settings the user made already win.
 pub fn setup_env() {
-    let venv = venv();
+    let venv = crate::paths::venv();
     let Some(lib) = lib_dir(&venv) else { return };
     let venv = venv.canonicalize().unwrap_or(venv);
     let lib = lib.canonicalize().unwrap_or(lib);

@@ -5,12 +5,14 @@
 //! as [`Invocation`]s with their arguments already validated. Anything wrong yields a
 //! [`MagicError`] naming the magic, the line and the column, with the nearest magic suggested.
 
+pub mod call;
 pub mod context;
 mod registry;
 mod tokens;
 
+pub use call::{Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
 pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand};
-pub use registry::{keep_list, ArgSpec, MagicKind, MagicSpec, REGISTRY};
+pub use registry::{keep_list, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};
 
 use std::collections::BTreeMap;
@@ -72,12 +74,16 @@ impl Args {
 }
 
 /// One magic call found at the top of a cell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Invocation {
     pub spec: &'static MagicSpec,
     /// `%name?`: the user asked for help instead of running it.
     pub help: bool,
     pub args: Args,
+    /// What it asks, read once from `args`; None for help.
+    pub call: Option<Call>,
+    /// The argument tokens, for errors that later checks point at.
+    pub tokens: Vec<Token>,
     /// 1-based line in the cell.
     pub line: usize,
     /// The magic's line as written, and the 1-based column where its arguments start, so
@@ -87,11 +93,26 @@ pub struct Invocation {
 }
 
 impl Invocation {
+    /// A line magic's call; None for `%name?`.
+    pub fn line_call(&self) -> Option<&LineCall> {
+        match &self.call {
+            Some(Call::Line(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// A cell magic's call; None for `%%name?`.
+    pub fn cell_call(&self) -> Option<&CellCall> {
+        match &self.call {
+            Some(Call::Cell(c)) => Some(c),
+            _ => None,
+        }
+    }
+
     /// An error pointing at the `index`-th token of the arguments (the line's end if none).
     pub fn error_at(&self, index: Option<usize>, message: String) -> MagicError {
-        let tokens = tokenize(&self.args.raw_line).unwrap_or_default();
         let column = index
-            .and_then(|i| tokens.get(i))
+            .and_then(|i| self.tokens.get(i))
             .map(|t| self.args_column + t.column)
             .unwrap_or(self.source_line.len() + 1);
         error_at(&self.source_line, self.line, column, format!("{}: {message}", self.spec.display_name()), None)
@@ -101,7 +122,7 @@ impl Invocation {
     /// CPUs and `gpus` GPUs; the error points at the key's token (or the JSON's start).
     pub fn check_devices(&self, requests: &dryml::context::Requests, cpus: usize, gpus: usize) -> Result<(), MagicError> {
         let Err((message, key)) = requests.check_devices(cpus, gpus) else { return Ok(()) };
-        let tokens = tokenize(&self.args.raw_line).unwrap_or_default();
+        let tokens = &self.tokens;
         let prefix = format!("{key}=");
         let at = tokens
             .iter()
@@ -112,7 +133,7 @@ impl Invocation {
 }
 
 /// A cell split into its magics and its Rust body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ParsedCell {
     pub line_magics: Vec<Invocation>,
     pub cell_magic: Option<Invocation>,
@@ -286,10 +307,10 @@ fn parse_invocation(
             None,
         )
     })?;
-    let args = if help {
-        Args::default()
+    let (args, call) = if help {
+        (Args::default(), None)
     } else {
-        spec.validate(&tokens, after).map_err(|(msg, tok_idx)| {
+        let (args, call) = spec.validate(&tokens, after).map_err(|(msg, tok_idx)| {
             let col = tok_idx
                 .and_then(|i| tokens.get(i))
                 .map(|t| args_col + t.column)
@@ -301,12 +322,16 @@ fn parse_invocation(
                 format!("{}: {msg}", spec.display_name()),
                 None,
             )
-        })?
+        })?;
+        debug_assert_eq!(matches!(call, Call::Line(_)), kind == MagicKind::Line, "{name}: its parser gives the other kind");
+        (args, Some(call))
     };
     Ok(Invocation {
         spec,
         help,
         args,
+        call,
+        tokens,
         line: line_no,
         source_line: line.to_string(),
         args_column: args_col,

@@ -1,5 +1,6 @@
 //! The registry table: every magic's name, kind, summary and argument grammar, in one place.
 
+use crate::call::{Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
 use crate::{Args, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +37,12 @@ pub enum ArgSpec {
     Pos { name: &'static str, required: bool, many: bool, help: &'static str },
 }
 
-/// Extra checks a magic's grammar cannot say: message and the index of the bad token.
-pub type Check = fn(&Args, &[Token]) -> Result<(), (String, Option<usize>)>;
+/// An argument error: the message and the index of the bad token (None: the line's end).
+pub type ArgError = (String, Option<usize>);
+
+/// Reads a magic's arguments, already checked against its grammar, into its typed call, with
+/// the checks the grammar cannot say.
+pub type Parse = fn(&Args, &[Token]) -> Result<Call, ArgError>;
 
 #[derive(Debug)]
 pub struct MagicSpec {
@@ -47,7 +52,7 @@ pub struct MagicSpec {
     pub usage: &'static str,
     pub details: &'static str,
     pub args: &'static [ArgSpec],
-    pub check: Option<Check>,
+    pub parse: Parse,
 }
 
 /// Magics are identified by name and kind; the registry holds each once.
@@ -97,7 +102,7 @@ impl MagicSpec {
     }
 
     /// Checks tokens against the grammar. Errors carry the index of the offending token.
-    pub(crate) fn validate(&self, tokens: &[Token], raw: &str) -> Result<Args, (String, Option<usize>)> {
+    pub(crate) fn validate(&self, tokens: &[Token], raw: &str) -> Result<(Args, Call), ArgError> {
         let mut args = Args { raw: raw.trim().to_string(), raw_line: raw.to_string(), ..Args::default() };
         let positional: Vec<&ArgSpec> = self
             .args
@@ -183,10 +188,8 @@ impl MagicSpec {
                 }
             }
         }
-        if let Some(check) = self.check {
-            check(&args, tokens)?;
-        }
-        Ok(args)
+        let call = (self.parse)(&args, tokens)?;
+        Ok((args, call))
     }
 
     fn find_long(&self, name: &str) -> Option<&ArgSpec> {
@@ -213,7 +216,24 @@ impl MagicSpec {
     }
 }
 
-fn env_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+fn env_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    env_check(args, tokens)?;
+    let call = if args.flag("unset") {
+        EnvCall::Unset(args.positionals.clone())
+    } else {
+        match args.positionals.as_slice() {
+            [] => EnvCall::Show(None),
+            [one] => match one.split_once('=') {
+                Some((n, v)) => EnvCall::Set { name: n.into(), value: v.into() },
+                None => EnvCall::Show(Some(one.clone())),
+            },
+            [name, value, ..] => EnvCall::Set { name: name.clone(), value: value.clone() },
+        }
+    };
+    Ok(Call::Line(LineCall::Env(call)))
+}
+
+fn env_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
     let valid_name = |n: &str| {
         !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace)
     };
@@ -295,7 +315,19 @@ pub fn keep_list(value: &str) -> Result<Vec<String>, String> {
 
 const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
 
-fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    experiment_check(args, tokens)?;
+    let rest = &args.positionals[1..];
+    let call = match args.positionals[0].as_str() {
+        "start" => ExperimentCall::Start(rest.first().cloned()),
+        "keep" => ExperimentCall::Keep(rest.to_vec()),
+        "data" => ExperimentCall::Data,
+        _ => ExperimentCall::Finish,
+    };
+    Ok(Call::Line(LineCall::Experiment(call)))
+}
+
+fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
     let Some(sub) = args.positionals.first() else {
         return Err((
             format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")),
@@ -323,16 +355,32 @@ fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option
     }
 }
 
-fn experiment_cell_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
-    match args.value("keep") {
-        Some(v) => keep_list(v).map(|_| ()).map_err(|m| (m, option_token(tokens, "keep"))),
-        None => Ok(()),
-    }
+fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    let keep = match args.value("keep") {
+        Some(v) => keep_list(v).map_err(|m| (m, option_token(tokens, "keep")))?,
+        None => Vec::new(),
+    };
+    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep }))
 }
 
 const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
 
-fn repo_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
+fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    let query = repo_check(args, tokens)?;
+    let rest = &args.positionals[1..];
+    let call = match (args.positionals[0].as_str(), query) {
+        (_, Some(q)) => RepoCall::Get(q),
+        ("open", _) => RepoCall::Open { dir: rest[0].clone(), create: args.flag("create") },
+        ("ls", _) => RepoCall::Ls,
+        ("show", _) => RepoCall::Show(rest[0].clone()),
+        ("rm", _) => RepoCall::Rm(rest[0].clone()),
+        _ => RepoCall::Load { id: rest[0].clone(), var: rest[2].clone() },
+    };
+    Ok(Call::Line(LineCall::Repo(call)))
+}
+
+/// Checks `%repo`'s arguments; a `get` gives its query.
+fn repo_check(args: &Args, tokens: &[Token]) -> Result<Option<Query>, ArgError> {
     let Some(sub) = args.positionals.first() else {
         return Err((format!("expected a subcommand: {}", REPO_SUBCOMMANDS.join(", ")), None));
     };
@@ -342,17 +390,17 @@ fn repo_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize
         return Err(("--create goes with `open`".into(), tokens.iter().position(|t| t.text == "--create")));
     }
     match (sub.as_str(), rest.len()) {
-        ("open", 1) | ("ls", 0) => Ok(()),
+        ("open", 1) | ("ls", 0) => Ok(None),
         ("open", _) => Err(("open takes one DIR; quote a path with spaces".into(), at(2))),
         ("ls", _) => Err((format!("ls takes no arguments, got `{}`", rest[0]), at(1))),
         ("get", 0) => Err(("get needs a TYPE (or *), then key=value pairs, as in `%repo get Mlp lr=0.1`".into(), None)),
         ("get", _) => {
             let words: Vec<&str> = rest.iter().map(String::as_str).collect();
-            dryml::repo::Selector::parse(&words).map(|_| ()).map_err(|(m, i)| (m, at(i + 1)))
+            dryml::repo::Selector::parse(&words).map(|s| Some(Query::of(s))).map_err(|(m, i)| (m, at(i + 1)))
         }
-        ("show" | "rm", 1) => Ok(()),
+        ("show" | "rm", 1) => Ok(None),
         ("show" | "rm", n) => Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0))),
-        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => Ok(()),
+        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => Ok(None),
         ("load", 3) if rest[1] == "as" => Err((format!("`{}` is not a variable name", rest[2]), at(3))),
         ("load", _) => Err(("expected `load ID as VAR`".into(), at(1))),
         (other, _) => Err((
@@ -364,15 +412,21 @@ fn repo_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize
 
 const LOGGER_MODES: &[&str] = &["on", "off", "compact", "data", "reset", "plot"];
 
-fn cell_logger_check(args: &Args, tokens: &[Token]) -> Result<(), (String, Option<usize>)> {
-    match args.positionals.first() {
-        None => Err((format!("expected one of: {}", LOGGER_MODES.join(", ")), None)),
-        Some(m) if LOGGER_MODES.contains(&m.as_str()) => Ok(()),
-        Some(m) => Err((
+fn cell_logger_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    let mode = match args.positionals.first().map(String::as_str) {
+        None => return Err((format!("expected one of: {}", LOGGER_MODES.join(", ")), None)),
+        Some("on") => LoggerCall::On,
+        Some("off") => LoggerCall::Off,
+        Some("compact") => LoggerCall::Compact,
+        Some("data") => LoggerCall::Data,
+        Some("reset") => LoggerCall::Reset,
+        Some("plot") => LoggerCall::Plot,
+        Some(m) => return Err((
             format!("unknown mode `{m}` (expected {})", LOGGER_MODES.join(", ")),
             positional_token(tokens, 0),
         )),
-    }
+    };
+    Ok(Call::Line(LineCall::CellLogger(mode)))
 }
 
 /// Every magic the kernel knows. `%lsmagic`, `%name?` and completion read this table only.
@@ -384,7 +438,7 @@ pub static REGISTRY: &[MagicSpec] = &[
         usage: "%lsmagic",
         details: "",
         args: &[],
-        check: None,
+        parse: |_, _| Ok(Call::Line(LineCall::Lsmagic)),
     },
     MagicSpec {
         name: "time",
@@ -393,7 +447,7 @@ pub static REGISTRY: &[MagicSpec] = &[
         usage: "%%time",
         details: "User and system time are those of the process that runs the code (evcxr's child),\nmeasured from /proc before and after the cell; wall time includes compilation.",
         args: &[],
-        check: None,
+        parse: |_, _| Ok(Call::Cell(CellCall::Time)),
     },
     MagicSpec {
         name: "env",
@@ -405,7 +459,7 @@ pub static REGISTRY: &[MagicSpec] = &[
             ArgSpec::Flag { long: "unset", short: Some('u'), help: "remove the named variables" },
             ArgSpec::Pos { name: "NAME[=VALUE]", required: false, many: true, help: "variable to show or set" },
         ],
-        check: Some(env_check),
+        parse: env_parse,
     },
     MagicSpec {
         name: "experiment",
@@ -422,7 +476,7 @@ mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
             ArgSpec::Pos { name: "SUBCOMMAND", required: true, many: false, help: "start, keep, data or finish" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "NAME for start; variable names for keep" },
         ],
-        check: Some(experiment_check),
+        parse: experiment_parse,
     },
     MagicSpec {
         name: "experiment",
@@ -434,7 +488,7 @@ mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
             ArgSpec::Opt { long: "keep", value: "a,b", help: "variables to keep after the finish" },
             ArgSpec::Pos { name: "NAME", required: false, many: false, help: "a name for the report" },
         ],
-        check: Some(experiment_cell_check),
+        parse: experiment_cell_parse,
     },
     MagicSpec {
         name: "cell_logger",
@@ -446,7 +500,7 @@ table (HTML and JSON). reset: empty the log. plot: memory and time per cell as a
 △Consumed is the change in the process's resident memory; △Peaked, as in IPyExperiments, is\n\
 memory used during the cell beyond that: the highest usage above the start, less △Consumed.",
         args: &[ArgSpec::Pos { name: "MODE", required: true, many: false, help: "on, off, compact, data, reset or plot" }],
-        check: Some(cell_logger_check),
+        parse: cell_logger_parse,
     },
     MagicSpec {
         name: "context",
@@ -463,7 +517,7 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
             ArgSpec::Flag { long: "restart", short: None, help: "restart the process with this context (variables are lost)" },
             ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
         ],
-        check: Some(|a, t| crate::context_command(a, t).map(|_| ())),
+        parse: |a, t| crate::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
     },
     MagicSpec {
         name: "repo",
@@ -479,7 +533,7 @@ load builds the object in the notebook as VAR (a Box<dyn dryml::Object>; downcas
             ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: false, help: "open, ls, get, show, rm or load" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "the subcommand's arguments" },
         ],
-        check: Some(repo_check),
+        parse: repo_parse,
     },
     MagicSpec {
         name: "compute",
@@ -500,7 +554,7 @@ REQS default to `default` (one CPU). SIZE: bytes, or with K, M, G (powers of 102
             ArgSpec::Flag { long: "dont-create", short: None, help: "never start a sandbox (NoContextError without a context)" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
         ],
-        check: Some(|a, t| crate::compute_options(a, t).map(|_| ())),
+        parse: |a, t| crate::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
 
 ];

@@ -197,14 +197,8 @@ fn memory_bucket() -> u32 {
             return b;
         }
     }
-    let kib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0);
+    let [available] = crate::procfs::meminfo(["MemAvailable:"]);
+    let kib = available / 1024;
     let b = 64 - kib.leading_zeros();
     *last = Some((now, b));
     b
@@ -734,8 +728,7 @@ mod tests {
 
     /// This process's address space in bytes (`VmSize`).
     fn vm_size() -> u64 {
-        let t = std::fs::read_to_string("/proc/self/statm").unwrap();
-        t.split_whitespace().next().unwrap().parse::<u64>().unwrap() * 4096
+        crate::procfs::statm(std::process::id()).unwrap().size
     }
 
     #[test]

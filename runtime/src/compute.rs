@@ -9,6 +9,7 @@
 
 use crate::context::{self, Context, ContextError, Requests};
 use crate::pool::{Machine, Pool};
+use crate::procfs;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
@@ -485,7 +486,7 @@ impl Compute {
                 let head: Vec<u8> = frame.drain(..8).collect();
                 base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
             }
-            if let (Some(rss), Some(base)) = (resident(pid), base) {
+            if let (Some(rss), Some(base)) = (procfs::statm(pid).map(|m| m.resident), base) {
                 let added = rss.saturating_sub(base);
                 peak_added = peak_added.max(added);
                 if let Some(limit) = self.mem_limit.filter(|l| added > *l) {
@@ -547,13 +548,6 @@ fn reap(pid: u32) -> (Exit, u64) {
     (exit, usage.ru_maxrss.max(0) as u64 * 1024)
 }
 
-/// A process's resident memory in bytes, from /proc/<pid>/statm.
-fn resident(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
-    let pages: u64 = s.split_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64)
-}
-
 /// The sandbox side: apply the context, run, send one frame, and end without unwinding into
 /// the caller's frames or running its destructors.
 fn child(
@@ -565,7 +559,7 @@ fn child(
 ) -> ! {
     set_result_fd(fd);
     context::apply(ctx, machine);
-    let start = resident(std::process::id()).unwrap_or(0).to_le_bytes();
+    let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
     if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
         unsafe { libc::_exit(3) };
     }
@@ -807,7 +801,7 @@ mod tests {
             libc::waitpid(middle, std::ptr::null_mut(), 0);
         }
         let t0 = Instant::now();
-        while crate::pool::process_start(sandbox as u32).is_some() {
+        while procfs::start_time(sandbox as u32).is_some() {
             assert!(t0.elapsed() < Duration::from_secs(10), "the orphaned sandbox {sandbox} lives on");
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -493,23 +493,8 @@ pub fn pin_threads(pid: Option<u32>, cpus: &[u32]) {
     for &c in cpus {
         unsafe { libc::CPU_SET(c as usize, &mut set) };
     }
-    let dir = match pid {
-        Some(p) => format!("/proc/{p}/task"),
-        None => "/proc/self/task".to_string(),
-    };
-    let tids: Vec<i32> = std::fs::read_dir(dir)
-        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default();
-    for tid in tids {
-        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    }
-}
-
-/// Called by the kernel's hidden cell after `%context` claimed `encoded` for this process.
-#[doc(hidden)]
-pub fn __adopt(encoded: &str) {
-    if let Ok(ctx) = Context::decode(encoded) {
-        apply(&ctx, &Machine::load());
+    for tid in crate::procfs::tasks(pid.unwrap_or_else(std::process::id)) {
+        unsafe { libc::sched_setaffinity(tid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     }
 }
 

@@ -10,25 +10,10 @@ pub(crate) fn in_kernel() -> bool {
     std::env::var_os(crate::protocol::FLUSH_FDS_ENV).is_some()
 }
 
-/// Escapes a string as a JSON string literal (the crate has no dependencies on purpose).
+/// A string as a JSON string literal, for the `DRYML_*` lines.
 pub fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    // Serializing a string into memory cannot fail.
+    serde_json::to_string(s).unwrap_or_default()
 }
 
 fn emit(line: String) {

@@ -1,10 +1,16 @@
 //! `dryml`: the crate DRYML Rust notebooks link (`use dryml::...` works with no set-up).
 //!
-//! It carries what the kernel itself offers to cells: rich displays that update in place,
-//! `clear_output`, line input from the notebook, the interrupt flag, and the figures of the
-//! last experiment. Objects, repos, contexts and adaptive batching arrive in later issues.
+//! It carries what the kernel offers to cells (rich displays that update in place,
+//! `clear_output`, line input from the notebook, the interrupt flag, the figures of the last
+//! experiment) and DRYML's model management: objects that save and load by definition
+//! ([`object`]), repos of them indexed by definition ([`repo`]), compute contexts over a shared
+//! pool of CPUs and GPUs ([`context`], [`pool`]), sandboxes that run a closure in a forked
+//! child under a context ([`compute`]), and batching loops that shrink on out of memory
+//! ([`batch`]). [`fs`] and [`procfs`] are the file and `/proc` helpers the kernel shares.
 
-// The derive's expansion names `::dryml`, which must resolve inside this crate too.
+// The derive's expansion names `::dryml`, which must resolve inside this crate too (only the
+// tests derive here, so a plain build finds it unused).
+#[allow(unused_extern_crates)]
 extern crate self as dryml;
 
 pub mod batch;
@@ -12,9 +18,11 @@ pub mod compute;
 pub mod context;
 pub mod display;
 pub mod experiment;
+pub mod fs;
 pub mod interrupt;
 pub mod object;
 pub mod pool;
+pub mod procfs;
 pub mod protocol;
 pub mod repo;
 

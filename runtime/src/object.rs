@@ -7,13 +7,13 @@
 //! in every evcxr cell library that holds the type, so `load_object` works in any later cell. Loading never runs code from the file: the file names a registered type and
 //! carries data (JSON arguments, binary state sections), nothing else.
 
+use crate::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -432,7 +432,7 @@ pub fn read_definition(bytes: &[u8]) -> Result<(ObjectDef, Meta), ObjectError> {
 pub fn save_object(obj: &dyn Object, path: impl AsRef<Path>) -> Result<(), ObjectError> {
     let path = path.as_ref();
     let bytes = to_bytes(obj)?;
-    write_durably(path, &bytes).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))
+    write_atomic(path, &bytes, Durability::Fsync).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))
 }
 
 /// Loads the object saved in `path`, whatever its (registered) type.
@@ -440,24 +440,6 @@ pub fn load_object(path: impl AsRef<Path>) -> Result<Box<dyn Object>, ObjectErro
     let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))?;
     from_bytes(&bytes, Some(path))
-}
-
-/// Write, fsync, rename, fsync the directory.
-pub(crate) fn write_durably(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp-{}-{}", std::process::id(), uuid_v4()));
-    let r = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        std::fs::File::open(dir)?.sync_all()
-    })();
-    if r.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    r
 }
 
 #[cfg(test)]

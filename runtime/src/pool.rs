@@ -8,9 +8,11 @@
 //! outlive their holder. Outside the kernel (no state dir) the pool is this process's alone.
 
 use crate::context::{Context, Request, Requests};
+use crate::fs::{write_atomic, Durability};
+use crate::procfs;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -151,7 +153,7 @@ impl Machine {
 
     /// Writes the record into `dir` (write, then rename).
     pub fn save(&self, dir: &Path) -> io::Result<()> {
-        write_replace(&dir.join(MACHINE_FILE), self.to_record().as_bytes())
+        write_atomic(&dir.join(MACHINE_FILE), self.to_record().as_bytes(), Durability::NoFsync)
     }
 }
 
@@ -204,30 +206,18 @@ fn private_dir() -> io::Result<&'static Path> {
             let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("dryml-pool-")) else { continue };
             let Some((pid, start)) = rest.split_once('-') else { continue };
             let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { continue };
-            if process_start(pid) != Some(start) {
+            if procfs::start_time(pid) != Some(start) {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
-    let dir = tmp.join(format!("dryml-pool-{me}-{}", process_start(me).unwrap_or(0)));
+    let dir = tmp.join(format!("dryml-pool-{me}-{}", procfs::start_time(me).unwrap_or(0)));
     std::fs::create_dir_all(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
 }
 
 fn state_dir() -> Option<PathBuf> {
     std::env::var_os(crate::experiment::STATE_DIR_ENV).map(PathBuf::from)
-}
-
-/// The start time of a live process, or None when it has ended (zombies included).
-pub fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields count from the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split(' ').collect();
-    if matches!(fields.first(), Some(&"Z") | Some(&"X")) {
-        return None;
-    }
-    fields.get(19)?.parse().ok()
 }
 
 impl Pool {
@@ -274,7 +264,7 @@ impl Pool {
     }
 
     fn drop_ended(&mut self) {
-        self.claims.retain(|c| process_start(c.pid) == Some(c.start));
+        self.claims.retain(|c| procfs::start_time(c.pid) == Some(c.start));
     }
 
     /// The share of `d` nobody holds.
@@ -375,7 +365,7 @@ impl Pool {
 
     /// Records `ctx` as held by `pid`.
     pub fn claim(&mut self, pid: u32, holder: &str, ctx: &Context) -> io::Result<()> {
-        let start = process_start(pid)
+        let start = procfs::start_time(pid)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("process {pid} is not running")))?;
         for (fw, devices) in &ctx.frameworks {
             for &(device, share) in devices {
@@ -400,7 +390,9 @@ impl Pool {
     /// Saves the claims and unlocks.
     pub fn commit(self) -> io::Result<()> {
         match &self.dir {
-            Some(dir) => write_replace(&dir.join(CLAIMS_FILE), claims_record(&self.claims).as_bytes()),
+            // No fsync: the pool lives only as long as its processes, and a claim that outlives
+            // a crash is dropped by the next reader anyway.
+            Some(dir) => write_atomic(&dir.join(CLAIMS_FILE), claims_record(&self.claims).as_bytes(), Durability::NoFsync),
             None => Ok(()),
         }
     }
@@ -448,24 +440,13 @@ fn parse_claims(text: &str) -> Result<Vec<Claim>, String> {
     Ok(out)
 }
 
-/// Write to a temporary file in the same directory, then rename over `path`: readers see the
-/// old file or the new one, never half of one. No fsync: the pool lives only as long as its
-/// processes, and a claim that outlives a crash is dropped by the next reader anyway.
-fn write_replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    drop(f);
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pool(cpus: u32, gpus: u32, claims: &[(u32, &str, &str, f64)]) -> Pool {
         let me = std::process::id();
-        let start = process_start(me).unwrap();
+        let start = procfs::start_time(me).unwrap();
         Pool {
             machine: Machine {
                 cpus,
@@ -542,7 +523,7 @@ mod tests {
         // A child that has exited (and been reaped) held cpu/1.
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
-        let dead_start = process_start(dead);
+        let dead_start = procfs::start_time(dead);
         child.wait().unwrap();
         let mut p = Pool::open_dir(&dir).unwrap();
         assert_eq!(p.machine.gpus[0].name, "Fake GPU");

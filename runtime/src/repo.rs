@@ -15,6 +15,7 @@
 //! the README's benchmark); a log needs no dependency compiled into every notebook, is
 //! readable with `grep`, and its appends are atomic under the lock.
 
+use crate::fs::{write_atomic, Durability, Staged};
 use crate::object::{self, from_record, record, Meta, Object, ObjectDef, ObjectError};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -98,7 +99,7 @@ impl Repo {
         std::fs::create_dir_all(dir.join(OBJECTS)).map_err(io(dir))?;
         let index = dir.join(INDEX);
         std::fs::OpenOptions::new().create(true).append(true).open(&index).map_err(io(&index))?;
-        object::write_durably(&dir.join(MARKER), MARKER_TEXT.as_bytes()).map_err(io(dir))?;
+        write_atomic(&dir.join(MARKER), MARKER_TEXT.as_bytes(), Durability::Fsync).map_err(io(dir))?;
         Repo::open(dir)
     }
 
@@ -219,7 +220,7 @@ impl Repo {
         check_id(&id)?;
         let bytes = object::to_bytes(obj)?;
         let path = self.file(&id);
-        object::write_durably(&path, &bytes).map_err(io(&path))?;
+        write_atomic(&path, &bytes, Durability::Fsync).map_err(io(&path))?;
         let rec = json!({"op": "add", "object": record(&obj.definition(), obj.meta()), "size": bytes.len()});
         self.append(&[rec])?;
         Ok(id)
@@ -232,25 +233,28 @@ impl Repo {
         let objects = self.dir.join(OBJECTS);
         let mut staged = Vec::new();
         let mut records = Vec::new();
+        let mut ids = Vec::new();
         for obj in objs {
             let id = obj.meta().id.clone();
             check_id(&id)?;
             let bytes = object::to_bytes(obj)?;
-            let tmp = objects.join(format!(".{id}.tmp-{}", std::process::id()));
-            std::fs::write(&tmp, &bytes).map_err(io(&tmp))?;
+            let path = self.file(&id);
+            // Not synced one by one: the one `syncfs` below covers them all.
+            staged.push(Staged::new(&path, &bytes, false).map_err(io(&path))?);
             records.push(json!({"op": "add", "object": record(&obj.definition(), obj.meta()), "size": bytes.len()}));
-            staged.push((tmp, self.file(&id), id));
+            ids.push(id);
         }
         let dir = std::fs::File::open(&objects).map_err(io(&objects))?;
         if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
             return Err(io(&objects)(std::io::Error::last_os_error()));
         }
-        for (tmp, path, _) in &staged {
-            std::fs::rename(tmp, path).map_err(io(path))?;
+        for s in staged {
+            let path = s.target().to_path_buf();
+            s.commit().map_err(io(&path))?;
         }
         dir.sync_all().map_err(io(&objects))?;
         self.append(&records)?;
-        Ok(staged.into_iter().map(|(_, _, id)| id).collect())
+        Ok(ids)
     }
 
     /// Saves an object again after it changed (the same as [`Repo::add`]).

@@ -1,7 +1,7 @@
 """Cell round-trip latency from a real jupyter_client: 20 small cells, median and first cell.
 
 Runs DRYML Rust, and evcxr_jupyter side by side when its kernelspec ("rust") is installed,
-and prints the ratio. Usage: .venv/bin/python tests/bench_latency.py [--cells 20]
+and prints the ratio. Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20]
 """
 import argparse
 import os
@@ -16,7 +16,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def cells(n):

@@ -2,7 +2,7 @@
 selector `get` over 100,000 stored objects (dryml-rust, `runtime/examples/bench_objects.rs`),
 against DRYML's own Repo/Selector (PyPI `dryml`) on the same definitions.
 
-Usage: .venv/bin/python tests/bench_objects.py [--n 100000] [--dryml-n 10000]
+Usage: .venv/bin/python tests/bench/bench_objects.py [--n 100000] [--dryml-n 10000]
 Installs dryml==0.2.2 into the venv if it is missing. DRYML starts at 10,000 objects: at its
 speed here 100,000 would take about six minutes to save alone.
 """
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 DRYML_SCRIPT = r"""
 import json, os, statistics, sys, time

@@ -2,8 +2,8 @@
 //! display lines into `display_data`/`update_display_data`/`clear_output`, and signals the
 //! engine when a cell's output is complete.
 
+use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
-use crate::outbox::{Outbox, Shared};
 use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -12,28 +12,23 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Listens at `path`; each child (a new one after every restart) connects once.
-pub fn listen(
-    path: &Path,
-    shared: Arc<Shared>,
-    out: Outbox,
-    sync_tx: crossbeam_channel::Sender<()>,
-) -> std::io::Result<()> {
+pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Sender<()>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
     std::thread::Builder::new()
         .name("dryml-stream-accept".into())
         .spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (shared, out, sync_tx) = (shared.clone(), out.clone(), sync_tx.clone());
+                let (state, sync_tx) = (state.clone(), sync_tx.clone());
                 let _ = std::thread::Builder::new()
                     .name("dryml-stream".into())
-                    .spawn(move || serve(conn, &shared, &out, &sync_tx));
+                    .spawn(move || serve(conn, &state, &sync_tx));
             }
         })?;
     Ok(())
 }
 
-fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbeam_channel::Sender<()>) {
+fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<()>) {
     // Bytes of a UTF-8 character split across two writes wait here.
     let mut carry: Vec<u8> = Vec::new();
     loop {
@@ -56,12 +51,12 @@ fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbea
                 };
                 let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
                 carry.drain(..valid);
-                out.stream(shared, "stdout", &text);
+                state.stream("stdout", &text);
             }
             TAG_SYNC => {
                 let _ = sync_tx.send(());
             }
-            TAG_CONTROL => control(&String::from_utf8_lossy(&payload), shared, out),
+            TAG_CONTROL => control(&String::from_utf8_lossy(&payload), state),
             other => tracing::warn!("unknown frame tag {other} from the child"),
         }
     }
@@ -69,37 +64,34 @@ fn serve(mut conn: UnixStream, shared: &Shared, out: &Outbox, sync_tx: &crossbea
 
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
 /// `DRYML_POLLING {json}` lines from the child.
-fn control(line: &str, shared: &Shared, out: &Outbox) {
+fn control(line: &str, state: &CellState) {
     use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
     if line == PANIC {
-        shared.panicked.store(true, Ordering::SeqCst);
+        state.panicked.store(true, Ordering::SeqCst);
         return;
     }
     let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     let body: Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(e) => {
-            out.stream(shared, "stderr", &format!("dryml: bad {kind} message from the cell: {e}\n"));
+            state.stream("stderr", &format!("dryml: bad {kind} message from the cell: {e}\n"));
             return;
         }
     };
     if kind == POLLING {
         if body["on"].as_bool().unwrap_or(false) {
-            shared.polling.fetch_add(1, Ordering::SeqCst);
+            state.polling.fetch_add(1, Ordering::SeqCst);
         } else {
-            let _ = shared.polling.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+            let _ = state.polling.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
         }
         return;
     }
     if kind == ERROR {
         let text = |k: &str| body[k].as_str().unwrap_or("").to_string();
-        *shared.raised.lock().unwrap() = Some((text("ename"), text("evalue")));
+        *state.raised.lock().unwrap() = Some((text("ename"), text("evalue")));
         return;
     }
-    if shared.quiet.load(Ordering::SeqCst) {
-        return;
-    }
-    let Some(parent) = shared.parent.lock().unwrap().clone() else { return };
+    let Some(io) = state.io() else { return };
     match kind {
         DISPLAY => {
             let update = body["update"].as_bool().unwrap_or(false);
@@ -112,11 +104,11 @@ fn control(line: &str, shared: &Shared, out: &Outbox) {
                 content["transient"] = json!({"display_id": id});
             }
             let msg_type = if update { "update_display_data" } else { "display_data" };
-            out.publish(&parent, msg_type, content);
+            io.publish(msg_type, content);
         }
         CLEAR => {
             let wait = body["wait"].as_bool().unwrap_or(false);
-            out.publish(&parent, "clear_output", json!({"wait": wait}));
+            io.publish("clear_output", json!({"wait": wait}));
         }
         other => tracing::warn!("unknown control line {other} from the child"),
     }

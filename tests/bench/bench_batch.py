@@ -4,7 +4,7 @@ with ones in chunks of 32. Ours (`runtime/examples/bench_batch.rs`): a plain tch
 venv next to torch 2.13): its own tests/test_benchmark.py variants, as ratios to its plain loop.
 Each side interleaves its variants round by round, so drift hits all of them alike.
 
-Usage: .venv/bin/python tests/bench_batch.py [--rounds 500] [--toma-rounds 100]
+Usage: .venv/bin/python tests/bench/bench_batch.py [--rounds 500] [--toma-rounds 100]
 Installs toma into the venv if it is missing.
 """
 import argparse
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 TOMA_SCRIPT = r"""
 import json, statistics, sys, time, warnings

@@ -2,7 +2,7 @@
 measurement burns, and how accurate the consumed and peak figures are, with IPyExperiments
 (PyPI) on a Python kernel doing the same work side by side.
 
-Usage: .venv/bin/python tests/bench_experiments.py [--cells 50]
+Usage: .venv/bin/python tests/bench/bench_experiments.py [--cells 50]
 Installs ipyexperiments into the venv if it is missing.
 """
 import argparse
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 MIB = 1 << 20
 SIZES_MIB = [1, 4, 16, 64, 256, 1024]
 

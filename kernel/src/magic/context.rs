@@ -1,12 +1,157 @@
-//! The kernel's side of compute contexts: the machine record for the pool, the `%context`
-//! table, and the code a `%%compute` cell becomes.
+//! `%context` and `%%compute`, the kernel's side of compute contexts: the machine record for
+//! the pool, the notebook's context (claimed again by a restarted process), the pool table,
+//! and the code a `%%compute` cell becomes.
 
+use super::Host;
+use crate::engine::errors;
 use crate::gpu::Gpu;
-use dryml::context::Context;
+use crate::protocol::ErrorContent;
+use dryml::context::{Context, ContextError, Requests};
 use dryml::pool::{GpuInfo, Machine, Pool};
-use dryml_magics::ComputeOptions;
+use dryml_magics::{ComputeOptions, ContextCommand, Invocation};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The notebook's context and what the pool has.
+#[derive(Default)]
+pub struct Contexts {
+    /// What `%context` asked for the notebook's process, claimed again when it restarts.
+    reqs: Option<Requests>,
+    /// The environment names the context set in the child (to drop them on `--restart`).
+    env: Vec<String>,
+    /// The pool's CPU and GPU counts, for errors at the token that names a missing device.
+    devices: (usize, usize),
+}
+
+fn pool_error(e: impl std::fmt::Display) -> ErrorContent {
+    ErrorContent::new("ResourcesUnavailableError", format!("the resource pool: {e}"))
+}
+
+impl Contexts {
+    pub fn is_set(&self) -> bool {
+        self.reqs.is_some()
+    }
+
+    /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
+    pub fn write_machine(&mut self, meter: &mut crate::meter::Meter, state_dir: &Path) {
+        let gpus = meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+        let totals: Vec<u64> = meter.sample(&[], &gpus, false).gpus.iter().map(|g| g.total).collect();
+        let machine = machine(&gpus, &totals);
+        self.devices = (machine.cpus as usize, machine.gpus.len());
+        if let Err(e) = machine.save(state_dir) {
+            tracing::warn!("resource pool disabled: writing {}: {e}", state_dir.display());
+        }
+    }
+
+    fn pool(state_dir: &Path) -> Result<Pool, ErrorContent> {
+        Pool::open_dir(state_dir).map_err(pool_error)
+    }
+
+    /// The context the notebook's process holds: the one `%context` put in its environment.
+    fn notebook_context(host: &Host<'_>) -> Option<Context> {
+        Context::decode(&host.session.child_env(dryml::context::CONTEXT_ENV)?).ok()
+    }
+
+    /// Claims `reqs` for the child and applies them: environment and CPU affinity.
+    fn claim(&mut self, host: &mut Host<'_>, reqs: &Requests) -> Result<Context, ErrorContent> {
+        let pid = host.session.note_child_pid();
+        let mut pool = Self::pool(host.state_dir)?;
+        pool.release(pid);
+        let ctx = pool.allocate(reqs).map_err(|e| ErrorContent::new("ResourcesUnavailableError", e))?;
+        pool.claim(pid, "notebook", &ctx).map_err(pool_error)?;
+        let machine = pool.machine.clone();
+        pool.commit().map_err(pool_error)?;
+        let old = std::mem::take(&mut self.env);
+        host.session.forget_env(&old);
+        let vars: Vec<(String, Option<String>)> = ctx.env(&machine).into_iter().map(|(k, v)| (k, Some(v))).collect();
+        self.env = vars.iter().map(|(k, _)| k.clone()).collect();
+        host.session.set_env(vars)?;
+        pin(pid, &ctx);
+        Ok(ctx)
+    }
+
+    /// A new process (after a crash or restart) claims the notebook's context again; if it
+    /// cannot, the context is dropped and the user told.
+    pub fn reclaim(&mut self, host: &mut Host<'_>) {
+        let Some(reqs) = self.reqs.clone() else { return };
+        if let Err(e) = self.claim(host, &reqs) {
+            self.reqs = None;
+            let names = std::mem::take(&mut self.env);
+            let _ = host.session.set_env(names.into_iter().map(|n| (n, None)).collect());
+            host.warn(&format!("dryml: the restarted process has no context: {}\n", e.evalue));
+        }
+    }
+
+    pub fn run(&mut self, host: &mut Host<'_>, inv: &Invocation, cmd: &ContextCommand) -> Result<(), ErrorContent> {
+        if let ContextCommand::Set { requests: r, .. } | ContextCommand::Check(r) = cmd {
+            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+        }
+        let current = Self::notebook_context(host);
+        match cmd {
+            ContextCommand::Show => {
+                let pool = Self::pool(host.state_dir)?;
+                host.show(pool_table(&pool, host.child_pid(), current.as_ref()));
+                Ok(())
+            }
+            ContextCommand::Check(reqs) => {
+                let ctx = current.ok_or_else(|| errors::context(ContextError::NoContext))?;
+                match ctx.unmet(reqs) {
+                    None => {
+                        host.print(&format!("The context ({ctx}) satisfies {reqs}\n"));
+                        Ok(())
+                    }
+                    Some(why) => Err(errors::context(ContextError::Incompatible {
+                        requirements: reqs.to_string(),
+                        context: ctx.to_string(),
+                        why,
+                    })),
+                }
+            }
+            ContextCommand::Set { requests, restart } => self.set(host, current, requests, *restart),
+        }
+    }
+
+    fn set(&mut self, host: &mut Host<'_>, current: Option<Context>, requests: &Requests, restart: bool) -> Result<(), ErrorContent> {
+        if let (Some(ctx), false) = (&current, restart) {
+            return Err(errors::context(ContextError::AlreadyActive { context: ctx.to_string() }));
+        }
+        if restart {
+            let vars: Vec<String> = host.session.variables().into_keys().collect();
+            let lost = if vars.is_empty() { "none".to_string() } else { vars.join(", ") };
+            host.warn(&format!(
+                "Warning: restarting the notebook's process for the new context; its variables are lost ({lost}).\n"
+            ));
+            // Frees the old context: its claims die with the process.
+            self.reqs = None;
+            host.session.eval_hidden(":restart")?;
+            host.session.ensure_child_setup();
+            host.session.take_replaced();
+        }
+        let ctx = self.claim(host, requests)?;
+        self.reqs = Some(requests.clone());
+        let machine = Self::pool(host.state_dir)?.machine.clone();
+        let env: Vec<String> = ctx.env(&machine).into_iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let pin = ctx.cpu_set();
+        host.print(&format!(
+            "Context set for the notebook's process (pid {}): {ctx}\nApplied: {}; CPU affinity: {}\n\
+             Enforced: the GPUs CUDA can see and the CPUs the process may run on. Advisory: GPU memory shares \
+             (read them with dryml::context::current()), and thread counts for libraries started before now.\n",
+            host.child_pid(),
+            env.join(" "),
+            if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
+        ));
+        Ok(())
+    }
+
+    /// The code a `%%compute` cell runs (see [`compute_code`]).
+    pub fn compute_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &ComputeOptions, body: &str) -> Result<String, ErrorContent> {
+        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+        host.session.ensure_child_setup();
+        compute_code(opts, body, &host.session.variables())
+            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
+    }
+}
 
 /// The pool's devices: the CPUs sysinfo counts and the GPUs NVML shows the kernel (PCI bus
 /// order, after the kernel's own `CUDA_VISIBLE_DEVICES`), named to CUDA by UUID.
@@ -167,8 +312,10 @@ mod tests {
     fn opts(line: &str) -> ComputeOptions {
         let p = dryml_magics::parse_cell(line).unwrap();
         let inv = p.cell_magic.unwrap();
-        let tokens = dryml_magics::tokenize(&inv.args.raw).unwrap();
-        dryml_magics::compute_options(&inv.args, &tokens).unwrap()
+        match inv.cell_call() {
+            Some(dryml_magics::CellCall::Compute(o)) => o.clone(),
+            other => panic!("{line}: {other:?}"),
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 return 1 MB) against calling the closure directly, a `%%compute` cell against a plain cell, and
 DRYML's own `compute_context` (PyPI `dryml`) doing the same jobs on this machine, as ratios.
 
-Usage: .venv/bin/python tests/bench_contexts.py [--calls 50] [--cells 10]
+Usage: .venv/bin/python tests/bench/bench_contexts.py [--calls 50] [--cells 10]
 Installs dryml==0.2.2 into the venv if it is missing.
 """
 import argparse
@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 DRYML_SCRIPT = r"""
 import json, sys, time

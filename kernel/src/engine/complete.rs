@@ -1,0 +1,117 @@
+//! Completion and inspection: magic names and help from the registry, Rust from rust-analyzer
+//! inside evcxr, and the notebook's own variables when rust-analyzer has nothing.
+
+use super::session::Session;
+use serde_json::{json, Value};
+
+/// The `complete_reply` content; `cursor` counts characters.
+pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
+    let byte_pos = char_to_byte(code, cursor);
+    let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line_prefix = &code[line_start..byte_pos];
+    let mut matches: Vec<String> = Vec::new();
+    let (mut start, mut end) = (byte_pos, byte_pos);
+    if line_prefix.trim_start().starts_with('%') && !line_prefix.contains(' ') {
+        let word = line_prefix.trim_start();
+        matches = dryml_magics::complete(word);
+        start = byte_pos - word.len();
+    } else {
+        match session.evcxr().completions(code, byte_pos) {
+            Ok(c) if !c.completions.is_empty() => {
+                start = c.start_offset;
+                end = c.end_offset;
+                let mut seen = std::collections::HashSet::new();
+                for comp in c.completions {
+                    if seen.insert(comp.code.clone()) {
+                        matches.push(comp.code);
+                    }
+                }
+            }
+            _ => {
+                // rust-analyzer had nothing: offer the notebook's own names.
+                let word_start = ident_start(code, byte_pos);
+                let word = &code[word_start..byte_pos];
+                if !word.is_empty() {
+                    let ctx = session.evcxr();
+                    let mut names: Vec<String> = ctx
+                        .variables_and_types()
+                        .map(|(n, _)| n.to_string())
+                        .chain(ctx.defined_item_names().map(str::to_string))
+                        .filter(|n| n.starts_with(word))
+                        .collect();
+                    names.sort();
+                    names.dedup();
+                    matches = names;
+                    start = word_start;
+                }
+            }
+        }
+    }
+    json!({
+        "status": "ok",
+        "matches": matches,
+        "cursor_start": byte_to_char(code, start),
+        "cursor_end": byte_to_char(code, end),
+        "metadata": {},
+    })
+}
+
+/// The `inspect_reply` content: a magic's help, a variable's type, or rust-analyzer's hover.
+pub fn inspect(session: &mut Session, code: &str, cursor: usize) -> Value {
+    let byte_pos = char_to_byte(code, cursor);
+    let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
+    let line = code[line_start..].lines().next().unwrap_or("").trim();
+    if line.starts_with('%') {
+        let name = line.trim_start_matches('%');
+        let name = name.split(|c: char| c.is_whitespace() || c == '?').next().unwrap_or("");
+        let kind = if line.starts_with("%%") { dryml_magics::MagicKind::Cell } else { dryml_magics::MagicKind::Line };
+        if let Some(spec) = dryml_magics::lookup(name, kind) {
+            return found(json!({"text/plain": spec.help_text()}));
+        }
+    }
+    // Extend to the end of the identifier under the cursor.
+    let end = code[byte_pos..].find(|c: char| !is_ident_char(c)).map(|i| byte_pos + i).unwrap_or(code.len());
+    let word = &code[ident_start(code, end)..end];
+    if let Some((_, ty)) = session.evcxr().variables_and_types().find(|(n, _)| *n == word) {
+        return found(json!({"text/plain": format!("{word}: {ty}")}));
+    }
+    match session.evcxr().hover_at(code, end) {
+        Ok((plain, html)) if !plain.is_empty() && plain != "No documentation found" => {
+            found(json!({"text/plain": plain, "text/html": html}))
+        }
+        _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+    }
+}
+
+fn found(data: Value) -> Value {
+    json!({"status": "ok", "found": true, "data": data, "metadata": {}})
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Byte offset where the identifier ending at `pos` starts.
+fn ident_start(code: &str, pos: usize) -> usize {
+    code[..pos].rfind(|c: char| !is_ident_char(c)).map(|i| i + 1).unwrap_or(0)
+}
+
+fn char_to_byte(s: &str, chars: usize) -> usize {
+    s.char_indices().nth(chars).map(|(i, _)| i).unwrap_or(s.len())
+}
+
+fn byte_to_char(s: &str, byte: usize) -> usize {
+    s[..byte.min(s.len())].chars().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_count_chars() {
+        let s = "é = 1";
+        assert_eq!(char_to_byte(s, 1), 2);
+        assert_eq!(byte_to_char(s, 2), 1);
+    }
+}

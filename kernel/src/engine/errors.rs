@@ -1,0 +1,136 @@
+//! What a failed cell reports: evcxr's errors, panics, crashes (with their cause), interrupts
+//! and magic errors, each as Jupyter error content with an `ename` a client can test.
+
+use super::state::CellState;
+use crate::protocol::ErrorContent;
+use dryml_magics::MagicError;
+use evcxr::Error as EvcxrError;
+
+/// A bad magic line, with the caret under its column.
+pub fn magic(e: &MagicError) -> ErrorContent {
+    ErrorContent {
+        ename: "MagicError".into(),
+        evalue: e.to_string(),
+        traceback: vec![e.caret(), format!("MagicError: {e}")],
+    }
+}
+
+/// A context error, under DRYML's exception name.
+pub fn context(e: dryml::context::ContextError) -> ErrorContent {
+    ErrorContent::new(e.name(), e.message())
+}
+
+/// A panic, from the panic message in the cell's stderr.
+pub fn panic(state: &CellState) -> ErrorContent {
+    let tail = state.stderr_tail.lock().unwrap().clone();
+    let start = tail.iter().position(|l| l.contains("panicked at"));
+    let (evalue, mut traceback) = match start {
+        Some(i) => {
+            let msg_lines: Vec<&str> = tail[i + 1..]
+                .iter()
+                .take_while(|l| !l.starts_with("note:") && !l.starts_with("stack backtrace"))
+                .map(String::as_str)
+                .collect();
+            (msg_lines.join("\n"), tail[i..].to_vec())
+        }
+        None => ("the cell panicked".to_string(), tail.clone()),
+    };
+    traceback.push("Variables defined before this cell are kept; those it created are gone.".into());
+    ErrorContent { ename: "panic".into(), evalue, traceback }
+}
+
+/// An evcxr error; `vars_before` are the variables a crash took with it.
+pub fn evcxr(e: EvcxrError, state: &CellState, vars_before: &[String]) -> ErrorContent {
+    match e {
+        EvcxrError::CompilationErrors(errors) => {
+            let first = errors.iter().find(|e| e.level() == "error").or(errors.first());
+            let evalue = first
+                .map(|e| match e.code() {
+                    Some(code) => format!("[{code}] {}", e.message()),
+                    None => e.message(),
+                })
+                .unwrap_or_else(|| "compilation failed".into());
+            let traceback = errors.iter().map(|e| e.rendered()).collect();
+            ErrorContent { ename: "CompilationError".into(), evalue, traceback }
+        }
+        EvcxrError::SubprocessTerminated(text) => {
+            let tail = state.stderr_tail.lock().unwrap().clone();
+            let cause = crash_cause(&format!("{}\n{text}", tail.join("\n")));
+            let lost = lost_list(vars_before);
+            let mut traceback = tail;
+            traceback.push(text);
+            traceback.push(format!("The child process was restarted; its variables were lost: {lost}."));
+            ErrorContent { ename: "ChildProcessDied".into(), evalue: format!("{cause}; variables lost: {lost}"), traceback }
+        }
+        EvcxrError::TypeRedefinedVariablesLost(vars) => ErrorContent::new(
+            "VariablesLost",
+            format!("a type was redefined, so these variables were dropped: {}", vars.join(", ")),
+        ),
+        EvcxrError::Message(m) => ErrorContent::new("EvcxrError", m),
+    }
+}
+
+/// An interrupted cell; `killed` when the child had to be killed, taking `lost` with it.
+pub fn interrupted(killed: bool, lost: &[String]) -> ErrorContent {
+    let evalue = if killed {
+        format!(
+            "the cell did not stop within the grace period, so its process was restarted; variables lost: {}",
+            lost_list(lost)
+        )
+    } else {
+        "the cell was interrupted; variables are kept".to_string()
+    };
+    ErrorContent::new("KeyboardInterrupt", evalue)
+}
+
+fn lost_list(vars: &[String]) -> String {
+    if vars.is_empty() {
+        "none were defined".to_string()
+    } else {
+        vars.join(", ")
+    }
+}
+
+/// Names the cause of a child's death from evcxr's termination text.
+pub fn crash_cause(text: &str) -> String {
+    if text.contains("Segmentation fault") {
+        // evcxr's SIGSEGV handler prints this unless the stack is exhausted.
+        return "the child process crashed with a segmentation fault".to_string();
+    }
+    let number = |pattern: &str| {
+        regex::Regex::new(pattern).expect("static regex").captures(text).and_then(|c| c[1].parse::<i32>().ok())
+    };
+    let base = match number(r"signal: (\d+)") {
+        Some(libc::SIGABRT) => "the child process aborted (SIGABRT)".to_string(),
+        Some(libc::SIGSEGV) => {
+            "the child process crashed with a segmentation fault (SIGSEGV), most likely a stack overflow".to_string()
+        }
+        Some(libc::SIGKILL) => "the child process was killed (SIGKILL), typically by the out-of-memory killer".to_string(),
+        Some(libc::SIGBUS) => "the child process crashed with a bus error (SIGBUS)".to_string(),
+        Some(libc::SIGILL) => "the child process hit an illegal instruction (SIGILL)".to_string(),
+        Some(n) => format!("the child process was terminated by signal {n}"),
+        None => match number(r"exit status: (\d+)") {
+            Some(c) => format!("the child process exited with status {c}"),
+            None => "the child process ended".to_string(),
+        },
+    };
+    if text.contains("overflowed its stack") {
+        format!("{base}: stack overflow")
+    } else {
+        base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crash_causes() {
+        assert!(crash_cause("Subprocess terminated with status: signal: 6 (SIGABRT) (core dumped)").contains("aborted"));
+        assert!(crash_cause("signal: 9 (SIGKILL)").contains("out-of-memory"));
+        assert!(crash_cause("exit status: 3").contains("status 3"));
+        assert!(crash_cause("signal: 11 (SIGSEGV)").contains("stack overflow"));
+        assert!(!crash_cause("Segmentation fault.\nsignal: 11 (SIGSEGV)").contains("stack overflow"));
+    }
+}

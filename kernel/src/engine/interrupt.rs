@@ -1,0 +1,73 @@
+//! Interrupting the running cell: a build is killed (variables kept); otherwise the child gets
+//! SIGINT and, if the cell has not ended after a grace period, is killed.
+
+use super::state::CellState;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a cell has to stop after SIGINT before the child is killed; a cell in a loop that
+/// stops between steps (`DRYML_POLLING`) gets longer, for its current step to end.
+const GRACE: Duration = Duration::from_millis(1000);
+const GRACE_POLLING: Duration = Duration::from_secs(60);
+
+/// Stops the running cell. A second interrupt while the first is pending kills the child at once.
+pub fn interrupt(state: &Arc<CellState>) {
+    if !state.running.load(Ordering::SeqCst) {
+        return;
+    }
+    state.interrupted.store(true, Ordering::SeqCst);
+    let child = state.child_pid();
+    let builds = build_processes(std::process::id(), child);
+    if !builds.is_empty() {
+        for pid in builds {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        return;
+    }
+    if child == 0 {
+        return;
+    }
+    // Only after a SIGINT to the child: a second press just after a build was killed must not
+    // take the notebook's variables with it.
+    if state.signalled.swap(true, Ordering::SeqCst) {
+        state.killed.store(true, Ordering::SeqCst);
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        return;
+    }
+    unsafe { libc::kill(child as i32, libc::SIGINT) };
+    let state = state.clone();
+    let cell = state.cell_seq.load(Ordering::SeqCst);
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let same_cell = || state.running.load(Ordering::SeqCst) && state.cell_seq.load(Ordering::SeqCst) == cell;
+        loop {
+            if !same_cell() {
+                return;
+            }
+            let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
+            if start.elapsed() >= grace {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if same_cell() {
+            state.killed.store(true, Ordering::SeqCst);
+            unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        }
+    });
+}
+
+/// The kernel's descendant processes other than the evcxr child and its own: cargo and rustc
+/// mid-build.
+fn build_processes(kernel: u32, child: u32) -> Vec<u32> {
+    let children = dryml::procfs::children_by_parent();
+    let mut todo: Vec<u32> = children.get(&kernel).cloned().unwrap_or_default();
+    todo.retain(|&p| p != child);
+    let mut out = Vec::new();
+    while let Some(p) = todo.pop() {
+        out.push(p);
+        todo.extend(children.get(&p).into_iter().flatten());
+    }
+    out
+}

@@ -1,0 +1,154 @@
+//! The kernel as the protocol sees it: [`Kernel`] implements `protocol::Handler`, handing
+//! cells to the [`Engine`] (started on the worker thread, so sockets answer while evcxr
+//! starts) and answering kernel_info, is_complete, history and interrupt on its own.
+
+use super::is_complete::{is_complete, Completeness};
+use super::state::CellState;
+use super::Engine;
+use crate::history::History;
+use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
+use serde_json::{json, Map, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+enum Slot {
+    /// Not started yet: the scratch directory it will work in.
+    Waiting(PathBuf),
+    Ready(Box<Engine>),
+    /// evcxr could not start: every request says why.
+    Failed(String),
+}
+
+pub struct Kernel {
+    state: Arc<CellState>,
+    history: Arc<Mutex<History>>,
+    /// Locked by the worker thread only, so a running cell never blocks the other handlers.
+    engine: Mutex<Slot>,
+}
+
+impl Kernel {
+    pub fn new(scratch: PathBuf) -> anyhow::Result<Kernel> {
+        let history_path = crate::history::default_path();
+        let history = match History::open(&history_path) {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!("history kept in memory only: {e:#}");
+                History::in_memory()?
+            }
+        };
+        Ok(Kernel {
+            state: Arc::new(CellState::default()),
+            history: Arc::new(Mutex::new(history)),
+            engine: Mutex::new(Slot::Waiting(scratch)),
+        })
+    }
+
+    /// Runs `f` on the engine, or answers with why there is none.
+    fn with_engine(&self, f: impl FnOnce(&mut Engine) -> Value) -> Value {
+        match &mut *self.engine.lock().unwrap() {
+            Slot::Ready(engine) => f(engine),
+            Slot::Failed(why) => json!({"status": "error", "ename": "EngineError", "evalue": why, "traceback": [why]}),
+            Slot::Waiting(_) => unreachable!("the worker starts the engine before any request"),
+        }
+    }
+}
+
+impl Handler for Kernel {
+    fn start(&self) {
+        let mut slot = self.engine.lock().unwrap();
+        if let Slot::Waiting(scratch) = &*slot {
+            *slot = match Engine::start(self.state.clone(), self.history.clone(), scratch.clone()) {
+                Ok(e) => Slot::Ready(Box::new(e)),
+                Err(e) => {
+                    tracing::error!("the evcxr engine failed to start: {e:#}");
+                    Slot::Failed(format!("{e:#}"))
+                }
+            };
+        }
+    }
+
+    fn kernel_info(&self) -> Value {
+        json!({
+            "status": "ok",
+            "protocol_version": PROTOCOL_VERSION,
+            "implementation": "dryml-rust",
+            "implementation_version": env!("CARGO_PKG_VERSION"),
+            "language_info": {
+                "name": "rust",
+                "version": rustc_version(),
+                "mimetype": "text/rust",
+                "file_extension": ".rs",
+                "pygments_lexer": "rust",
+                "codemirror_mode": "rust",
+            },
+            "banner": format!("DRYML Rust {} — Rust notebooks on evcxr", env!("CARGO_PKG_VERSION")),
+            "help_links": [
+                {"text": "The Rust Book", "url": "https://doc.rust-lang.org/book/"},
+                {"text": "Rust standard library", "url": "https://doc.rust-lang.org/std/"},
+                {"text": "evcxr commands", "url": "https://github.com/evcxr/evcxr/blob/main/COMMON.md"},
+            ],
+            "debugger": false,
+            "supported_features": [],
+        })
+    }
+
+    fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
+        match &mut *self.engine.lock().unwrap() {
+            Slot::Ready(engine) => engine.execute(req, io),
+            Slot::Failed(why) => ExecuteOutcome {
+                payload: Vec::new(),
+                user_expressions: Map::new(),
+                error: Some(ErrorContent::new("EngineError", why.clone())),
+            },
+            Slot::Waiting(_) => unreachable!("the worker starts the engine before any request"),
+        }
+    }
+
+    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+        self.with_engine(|e| e.complete(code, cursor_pos))
+    }
+
+    fn inspect(&self, code: &str, cursor_pos: usize, _detail_level: u64) -> Value {
+        self.with_engine(|e| e.inspect(code, cursor_pos))
+    }
+
+    fn is_complete(&self, code: &str) -> Value {
+        match is_complete(code) {
+            Completeness::Incomplete { indent } => json!({"status": "incomplete", "indent": indent}),
+            other => json!({"status": other.status()}),
+        }
+    }
+
+    fn history(&self, request: &Value) -> Value {
+        match self.history.lock().unwrap().query(request) {
+            Ok(h) => json!({"status": "ok", "history": h}),
+            Err(e) => json!({"status": "error", "ename": "HistoryError", "evalue": format!("{e:#}"), "traceback": []}),
+        }
+    }
+
+    fn interrupt(&self) {
+        super::interrupt::interrupt(&self.state);
+    }
+
+    fn shutdown(&self, _restart: bool) {
+        let pid = self.state.child_pid();
+        if pid > 0 {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+fn rustc_version() -> String {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION
+        .get_or_init(|| {
+            std::process::Command::new("rustc")
+                .arg("--version")
+                .output()
+                .ok()
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .and_then(|s| s.split_whitespace().nth(1).map(str::to_string))
+                .unwrap_or_else(|| "unknown".into())
+        })
+        .clone()
+}

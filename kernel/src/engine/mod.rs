@@ -1,0 +1,178 @@
+//! The engine runs cells and nothing else: parse the cell's magics, run them, evaluate the
+//! body through the evcxr session, and say how the cell ended. It owns the session, the meter
+//! and the magics' state, and lives on the protocol's worker thread; [`kernel::Kernel`] is
+//! its face to the protocol. User code only ever runs in evcxr's child, never in the kernel.
+
+pub mod complete;
+pub mod errors;
+pub mod interrupt;
+pub mod is_complete;
+pub mod kernel;
+pub mod output;
+pub mod session;
+pub mod state;
+
+use crate::history::History;
+use crate::magic::{self, Host, Magics};
+use crate::meter::Meter;
+use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
+use dryml_magics::CellCall;
+use serde_json::{json, Map, Value};
+use session::Session;
+use state::CellState;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+pub struct Engine {
+    session: Session,
+    state: Arc<CellState>,
+    history: Arc<Mutex<History>>,
+    meter: Meter,
+    magics: Magics,
+    /// The kernel's scratch directory (pool files, the last experiment's report).
+    state_dir: PathBuf,
+}
+
+/// What one cell produced besides its output.
+struct CellRun {
+    payload: Vec<Value>,
+    error: Option<ErrorContent>,
+    result_text: Option<String>,
+}
+
+impl Engine {
+    /// Starts the evcxr session (and so the child), and writes the pool's machine record.
+    pub fn start(state: Arc<CellState>, history: Arc<Mutex<History>>, state_dir: PathBuf) -> anyhow::Result<Engine> {
+        let session = Session::start(state.clone(), &state_dir.join("stream.sock"), &state_dir)?;
+        let mut engine =
+            Engine { session, state, history, meter: Meter::default(), magics: Magics::default(), state_dir };
+        engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
+        Ok(engine)
+    }
+
+    /// Runs one execute request; its output has gone to `io` by the time this returns.
+    pub fn execute(&mut self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
+        *self.state.io.lock().unwrap() = Some(io.clone());
+        self.state.quiet.store(req.silent, Ordering::SeqCst);
+        let count = req.execution_count;
+        if req.store_history {
+            if let Err(e) = self.history.lock().unwrap().store(count, &req.code) {
+                tracing::warn!("history not saved: {e:#}");
+            }
+        }
+        let run = self.run_cell(&req.code, io, count);
+        let mut user_expressions = Map::new();
+        if run.error.is_none() {
+            if let (true, Some(text)) = (req.store_history, &run.result_text) {
+                let _ = self.history.lock().unwrap().store_output(count, text);
+            }
+            for (name, expr) in &req.user_expressions {
+                let value = match self.session.eval_expression(expr.as_str().unwrap_or("")) {
+                    Ok(data) => json!({"status": "ok", "data": data, "metadata": {}}),
+                    Err(e) => json!({"status": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback}),
+                };
+                user_expressions.insert(name.clone(), value);
+            }
+        }
+        self.state.quiet.store(false, Ordering::SeqCst);
+        ExecuteOutcome { payload: run.payload, user_expressions, error: run.error }
+    }
+
+    fn host<'a>(&'a mut self, io: &'a Io, count: i64) -> (&'a mut Magics, Host<'a>) {
+        let has_context = self.magics.contexts.is_set();
+        let host = Host {
+            session: &mut self.session,
+            meter: &mut self.meter,
+            state: &self.state,
+            io,
+            execution_count: count,
+            state_dir: &self.state_dir,
+            has_context,
+        };
+        (&mut self.magics, host)
+    }
+
+    /// A cell: its line magics in order, then its cell magic around the body.
+    fn run_cell(&mut self, code: &str, io: &Io, count: i64) -> CellRun {
+        let mut run = CellRun { payload: Vec::new(), error: None, result_text: None };
+        let parsed = match dryml_magics::parse_cell(code) {
+            Ok(p) => p,
+            Err(e) => {
+                run.error = Some(errors::magic(&e));
+                return run;
+            }
+        };
+        let (magics, mut host) = self.host(io, count);
+        // A new child (after a crash or restart) first gets the notebook's context back.
+        host.session.ensure_child_setup();
+        if host.session.take_replaced() {
+            magics.contexts.reclaim(&mut host);
+        }
+        let measure = magics.experiments.begin_cell(&mut host);
+        for inv in &parsed.line_magics {
+            if let Err(e) = magic::run_line(magics, &mut host, inv, &mut run.payload) {
+                run.error = Some(e);
+                break;
+            }
+            // `%context --restart` and `%experiment` change what the rest of the cell sees.
+            host.has_context = magics.contexts.is_set();
+        }
+        let cell = parsed.cell_magic.as_ref();
+        let call = cell.and_then(|inv| inv.cell_call());
+        let mut timer = None;
+        if run.error.is_none() {
+            match (cell, call) {
+                (Some(inv), None) => run.payload.push(magic::page(&inv.spec.help_text())),
+                (_, Some(CellCall::Time)) => timer = Some(magic::time::Timer::start(host.child_pid())),
+                (_, Some(CellCall::Experiment { name, keep })) => {
+                    magics.experiments.start(&mut host, name.clone(), keep.clone())
+                }
+                (_, Some(CellCall::Compute(_))) | (None, None) => {}
+            }
+        }
+        let help_only = cell.is_some() && call.is_none();
+        let mut result = None;
+        if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
+            let gpus = magics.experiments.gpus_to_watch(&mut host, measure.as_ref());
+            let watch = host.meter.watch_gpus(&gpus, host.child_pid());
+            let code = match (cell, call) {
+                (Some(inv), Some(CellCall::Compute(opts))) => {
+                    magics.contexts.compute_cell(&mut host, inv, opts, &parsed.body)
+                }
+                _ => Ok(parsed.body.clone()),
+            };
+            match code.and_then(|code| host.session.eval_user(&code, io)) {
+                Ok(data) => result = data.filter(|_| !host.state.quiet()),
+                Err(e) => run.error = Some(e),
+            }
+            let peaks = watch.map(|w| host.meter.end_watch(w));
+            magics.experiments.after_body(&parsed.body, &gpus, peaks);
+        }
+        if let Some(t) = timer {
+            t.report(&host);
+        }
+        // As in IPython, the timing comes before the result.
+        if let Some(data) = result {
+            run.result_text = data["text/plain"].as_str().map(str::to_string);
+            io.execute_result(data);
+        }
+        // The experiment of a `%%experiment` cell ends with it, whether or not the body failed.
+        if matches!(call, Some(CellCall::Experiment { .. })) && magics.experiments.is_open() {
+            magics.experiments.finish(&mut host);
+        }
+        if let Some(m) = measure {
+            magics.experiments.end_cell(&mut host, m);
+        }
+        run
+    }
+
+    /// Completion, with the session's rust-analyzer.
+    pub fn complete(&mut self, code: &str, cursor: usize) -> Value {
+        complete::complete(&mut self.session, code, cursor)
+    }
+
+    pub fn inspect(&mut self, code: &str, cursor: usize) -> Value {
+        complete::inspect(&mut self.session, code, cursor)
+    }
+}

@@ -1,0 +1,333 @@
+//! The evcxr session: starts evcxr's child, sets each new child up (the stdout flusher, `%env`
+//! settings), adds the `dryml` and `tch` dependencies a cell needs, and evaluates code, the
+//! user's or the kernel's own (hidden, or with its stdout captured).
+
+use super::errors;
+use super::state::CellState;
+use crate::child::{FLUSHER_CELL, STREAM_ENV};
+use crate::protocol::{ErrorContent, Io};
+use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// rustc's optimisation level for cells (`:opt` changes it per notebook). See README for the
+/// latency/speed trade-off behind the choice.
+pub const DEFAULT_OPT_LEVEL: &str = "1";
+
+/// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).
+const TCH_VERSION: &str = "0.26.0";
+
+pub struct Session {
+    ctx: CommandContext,
+    state: Arc<CellState>,
+    /// A signal from the child's flusher each time a cell's output is complete.
+    sync_rx: crossbeam_channel::Receiver<()>,
+    /// The child that was last set up.
+    setup_pid: u32,
+    /// A child replaced since the last [`Session::take_replaced`] (after a crash or restart).
+    replaced: bool,
+    /// The child has no stdout flusher yet; it rides along with the next user cell.
+    flusher_pending: bool,
+    dryml_added: bool,
+    /// `dryml` was added with its `torch` feature, and `tch` beside it.
+    torch_added: bool,
+    /// `%env` settings (None: unset), re-applied to every new child.
+    env_overrides: BTreeMap<String, Option<String>>,
+}
+
+impl Session {
+    /// Starts evcxr (and so its child, our own binary re-executed) with the child's output
+    /// going to `stream_socket` and its state directory at `state_dir`.
+    pub fn start(state: Arc<CellState>, stream_socket: &Path, state_dir: &Path) -> anyhow::Result<Session> {
+        let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
+        super::output::listen(stream_socket, state.clone(), sync_tx)?;
+        let mut cmd = std::process::Command::new(std::env::current_exe()?);
+        cmd.env(STREAM_ENV, stream_socket);
+        cmd.env(dryml::experiment::STATE_DIR_ENV, state_dir);
+        // CUDA then numbers GPUs as NVML and the reports do (IPyExperiments issue #2).
+        if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
+            cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        }
+        let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command(cmd)
+            .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
+        let mut ctx = CommandContext::with_eval_context(eval_ctx);
+        let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
+        if let Err(e) = ctx.set_opt_level(&opt) {
+            tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
+        }
+        // evcxr's stderr arrives line by line; forward it as it comes.
+        let (st, stderr) = (state.clone(), outputs.stderr);
+        std::thread::Builder::new().name("dryml-stderr".into()).spawn(move || {
+            while let Ok(line) = stderr.recv() {
+                st.stderr_tail.lock().unwrap().push(line.clone());
+                st.stream("stderr", &format!("{line}\n"));
+            }
+        })?;
+        // evcxr sends stdout here only when the pump could not reach the kernel's socket.
+        let (st, stdout) = (state.clone(), outputs.stdout);
+        std::thread::Builder::new().name("dryml-stdout".into()).spawn(move || {
+            while let Ok(line) = stdout.recv() {
+                st.stream("stdout", &format!("{line}\n"));
+            }
+        })?;
+        let mut session = Session {
+            ctx,
+            state,
+            sync_rx,
+            setup_pid: 0,
+            replaced: false,
+            flusher_pending: true,
+            dryml_added: false,
+            torch_added: false,
+            env_overrides: BTreeMap::new(),
+        };
+        session.ensure_child_setup();
+        Ok(session)
+    }
+
+    /// evcxr itself, for completion and inspection.
+    pub fn evcxr(&mut self) -> &mut CommandContext {
+        &mut self.ctx
+    }
+
+    pub fn child_pid(&self) -> u32 {
+        self.state.child_pid()
+    }
+
+    /// Publishes the child's pid (evcxr replaces the child after a crash or kill) for the
+    /// interrupter and the meter.
+    pub fn note_child_pid(&self) -> u32 {
+        let pid = self.ctx.process_handle().lock().unwrap().id();
+        self.state.child_pid.store(pid, Ordering::SeqCst);
+        pid
+    }
+
+    /// Sets up a new child (first start or after a crash): its flusher is pending and the
+    /// `%env` settings are re-applied.
+    pub fn ensure_child_setup(&mut self) {
+        let pid = self.note_child_pid();
+        if pid == self.setup_pid {
+            return;
+        }
+        self.replaced |= self.setup_pid != 0;
+        self.setup_pid = pid;
+        self.flusher_pending = true;
+        if !self.env_overrides.is_empty() {
+            let names: Vec<String> = self.env_overrides.keys().cloned().collect();
+            let _ = self.apply_env(&names);
+        }
+    }
+
+    /// True once after the child was replaced: what the old one held (a context) is gone.
+    pub fn take_replaced(&mut self) -> bool {
+        std::mem::take(&mut self.replaced)
+    }
+
+    /// The notebook's variables and their types.
+    pub fn variables(&self) -> BTreeMap<String, String> {
+        self.ctx.variables_and_types().map(|(n, t)| (n.to_string(), t.to_string())).collect()
+    }
+
+    /// The value of an environment variable in the child: `%env` settings over the kernel's.
+    pub fn child_env(&self, name: &str) -> Option<String> {
+        match self.env_overrides.get(name) {
+            Some(v) => v.clone(),
+            None => std::env::var(name).ok(),
+        }
+    }
+
+    /// Sets (`Some`) or unsets (`None`) variables in the child, now and after every restart.
+    pub fn set_env(&mut self, vars: Vec<(String, Option<String>)>) -> Result<(), ErrorContent> {
+        let names: Vec<String> = vars.iter().map(|(n, _)| n.clone()).collect();
+        self.env_overrides.extend(vars);
+        self.apply_env(&names)
+    }
+
+    /// Forgets settings without touching the child (it is about to be replaced).
+    pub fn forget_env(&mut self, names: &[String]) {
+        for n in names {
+            self.env_overrides.remove(n);
+        }
+    }
+
+    /// Pushes the remembered `%env` settings for `names` into the child.
+    fn apply_env(&mut self, names: &[String]) -> Result<(), ErrorContent> {
+        // set_var is unsafe from edition 2024 on; the fn's allow covers older editions.
+        let mut code = String::from("#[allow(unused_unsafe)]\nfn dryml_apply_env() { unsafe {\n");
+        for n in names {
+            match self.env_overrides.get(n) {
+                Some(Some(v)) => code.push_str(&format!("std::env::set_var({n:?}, {v:?});\n")),
+                _ => code.push_str(&format!("std::env::remove_var({n:?});\n")),
+            }
+        }
+        code.push_str("} }\ndryml_apply_env();\n");
+        self.eval_hidden(&code).map(|_| ())
+    }
+
+    /// Evaluates kernel-written code with its output suppressed.
+    pub fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, ErrorContent> {
+        let was_quiet = self.state.quiet.swap(true, Ordering::SeqCst);
+        self.drain_syncs();
+        let r = self.ctx.execute(code);
+        if r.is_ok() && runs_code(code) {
+            self.wait_sync(Duration::from_millis(500));
+        }
+        self.state.quiet.store(was_quiet, Ordering::SeqCst);
+        r.map_err(|e| errors::evcxr(e, &self.state, &[]))
+    }
+
+    /// Runs kernel-written code in the child and returns what it printed.
+    pub fn capture_stdout(&mut self, code: &str) -> Result<String, ErrorContent> {
+        self.state.capture.lock().unwrap().replace(String::new());
+        let r = self.eval_hidden(code);
+        let text = self.state.capture.lock().unwrap().take().unwrap_or_default();
+        r.map(|_| text)
+    }
+
+    /// Evaluates one of a request's `user_expressions` to its mime bundle.
+    pub fn eval_expression(&mut self, expr: &str) -> Result<Value, ErrorContent> {
+        let outputs = self.eval_hidden(expr)?;
+        Ok(mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
+    }
+
+    /// Adds `dryml` (and `tch`, with dryml's torch feature) the first time code names them.
+    fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
+        // A cell naming `tch` gets it when the venv has libtorch.
+        let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
+        if !torch && (self.dryml_added || !uses_dryml(code)) {
+            return Ok(());
+        }
+        let path = crate::paths::runtime();
+        let path = path.to_string_lossy();
+        let dep = if torch || self.torch_added {
+            format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
+        } else {
+            format!(":dep dryml = {{ path = {path:?} }}")
+        };
+        self.eval_hidden(&dep)?;
+        self.dryml_added = true;
+        self.torch_added |= torch;
+        Ok(())
+    }
+
+    /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
+    pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
+        self.ensure_child_setup();
+        self.add_deps(code)?;
+        let vars_before: Vec<String> = self.variables().into_keys().collect();
+        // The flusher is compiled with the user's first cell rather than as a cell of its own,
+        // which would cost a whole extra compile before the first result. evcxr's `:` commands
+        // must start the cell, so such cells wait for the next one.
+        let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
+        let code = if with_flusher { format!("{FLUSHER_CELL}\n{code}") } else { code.to_string() };
+        self.drain_syncs();
+        self.state.begin_cell();
+        let io = io.clone();
+        let mut callbacks = EvalCallbacks {
+            input_reader: &move |req| -> String { io.input(&req.prompt, req.is_password).unwrap_or_default() },
+        };
+        let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        self.state.running.store(false, Ordering::SeqCst);
+        let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
+        if ran && with_flusher {
+            self.flusher_pending = false;
+        }
+        if ran && runs_code(&code) {
+            self.wait_sync(Duration::from_secs(2));
+        }
+        if self.state.interrupted.load(Ordering::SeqCst) {
+            let killed = self.state.killed.load(Ordering::SeqCst);
+            self.note_child_pid();
+            return Err(errors::interrupted(killed, if killed { &vars_before } else { &[] }));
+        }
+        if self.state.panicked.load(Ordering::SeqCst) {
+            return Err(errors::panic(&self.state));
+        }
+        if let Some((ename, evalue)) = self.state.raised.lock().unwrap().take() {
+            return Err(ErrorContent::new(&ename, evalue));
+        }
+        match result {
+            Ok(outputs) => Ok(mime_bundle(outputs)),
+            Err(e) => {
+                let err = errors::evcxr(e, &self.state, &vars_before);
+                self.note_child_pid();
+                Err(err)
+            }
+        }
+    }
+
+    fn drain_syncs(&self) {
+        while self.sync_rx.try_recv().is_ok() {}
+    }
+
+    fn wait_sync(&self, limit: Duration) -> bool {
+        self.sync_rx.recv_timeout(limit).is_ok()
+    }
+}
+
+/// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
+fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
+    if outputs.content_by_mime_type.is_empty() {
+        return None;
+    }
+    let mut data = Map::new();
+    for (mime, content) in outputs.content_by_mime_type {
+        let value = if mime.ends_with("json") {
+            serde_json::from_str(&content).unwrap_or(Value::String(content))
+        } else {
+            Value::String(content)
+        };
+        data.insert(mime, value);
+    }
+    if !data.contains_key("text/plain") {
+        let fallback = data
+            .get("text/html")
+            .and_then(Value::as_str)
+            .map(dryml::display::strip_tags)
+            .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
+        data.insert("text/plain".into(), Value::String(fallback));
+    }
+    Some(Value::Object(data))
+}
+
+/// False when a cell holds only evcxr `:` commands, which run nothing in the child (so no
+/// end-of-cell sync will come).
+fn runs_code(code: &str) -> bool {
+    code.lines().map(str::trim).any(|l| !l.is_empty() && !l.starts_with(':') && !l.starts_with("//"))
+}
+
+fn uses_tch(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
+}
+
+/// True when a cell names the `dryml` crate, so the dependency is added only for those.
+fn uses_dryml(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b").expect("static regex"))
+        .is_match(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dryml_detection() {
+        assert!(uses_dryml("use dryml::display;"));
+        assert!(uses_dryml("let x = dryml :: version();"));
+        assert!(!uses_dryml("let dryml_count = 1;"));
+        assert!(!uses_dryml("let x = 1;"));
+    }
+
+    #[test]
+    fn command_only_cells() {
+        assert!(!runs_code(":vars"));
+        assert!(!runs_code(":dep x = \"1\"\n\n// note\n:opt 1"));
+        assert!(runs_code(":dep x = \"1\"\nlet y = 2;"));
+    }
+}

@@ -1,0 +1,81 @@
+//! The running cell's state, shared by the engine thread, the output listener, evcxr's stderr
+//! thread and the interrupter (which runs on the protocol's tasks).
+
+use crate::protocol::Io;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+#[derive(Default)]
+pub struct CellState {
+    /// The request whose output is flowing now (kept after the cell for late output).
+    pub io: Mutex<Option<Io>>,
+    /// A cell's user code is running in the child.
+    pub running: AtomicBool,
+    pub child_pid: AtomicU32,
+    /// An interrupt hit the running cell; `killed` when the child had to be killed.
+    pub interrupted: AtomicBool,
+    pub killed: AtomicBool,
+    /// The running cell's child got SIGINT (a second interrupt then kills it).
+    pub signalled: AtomicBool,
+    /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
+    pub cell_seq: AtomicU64,
+    /// How many loops that stop between steps on interrupt the running cell is in
+    /// (`DRYML_POLLING`; loops nest).
+    pub polling: AtomicU32,
+    pub panicked: AtomicBool,
+    /// An error a cell raised through a `DRYML_ERROR` line (ename, evalue).
+    pub raised: Mutex<Option<(String, String)>>,
+    /// Suppress output (hidden kernel-written evals, silent executes).
+    pub quiet: AtomicBool,
+    /// When set, stdout is collected here instead of published.
+    pub capture: Mutex<Option<String>>,
+    /// The current cell's stderr lines, to explain panics and crashes.
+    pub stderr_tail: Mutex<Vec<String>>,
+}
+
+impl CellState {
+    pub fn quiet(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+    }
+
+    pub fn child_pid(&self) -> u32 {
+        self.child_pid.load(Ordering::SeqCst)
+    }
+
+    /// The current request's output, unless it is silenced.
+    pub fn io(&self) -> Option<Io> {
+        if self.quiet() {
+            return None;
+        }
+        self.io.lock().unwrap().clone()
+    }
+
+    /// Publishes stream text for the current cell, or captures stdout for a hidden eval.
+    pub fn stream(&self, name: &str, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if name == "stdout" {
+            if let Some(buf) = self.capture.lock().unwrap().as_mut() {
+                buf.push_str(text);
+                return;
+            }
+        }
+        if let Some(io) = self.io() {
+            io.stream(name, text);
+        }
+    }
+
+    /// Clears the per-cell flags before user code runs.
+    pub fn begin_cell(&self) {
+        self.stderr_tail.lock().unwrap().clear();
+        self.panicked.store(false, Ordering::SeqCst);
+        self.raised.lock().unwrap().take();
+        self.interrupted.store(false, Ordering::SeqCst);
+        self.killed.store(false, Ordering::SeqCst);
+        self.polling.store(0, Ordering::SeqCst);
+        self.signalled.store(false, Ordering::SeqCst);
+        self.cell_seq.fetch_add(1, Ordering::SeqCst);
+        self.running.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,178 @@
+//! `%experiment`, `%%experiment` and `%cell_logger`: opening and finishing experiments (which
+//! delete the variables they made and report memory), and measuring each cell while the logger
+//! is on or an experiment is open. The figures and reports are `crate::experiment`'s.
+
+use super::Host;
+use crate::experiment::{self as exp, CellLogger, Experiment, LoggerMode};
+use crate::gpu::Gpu;
+use crate::meter::Sample;
+use crate::protocol::ErrorContent;
+use dryml_magics::{ExperimentCall, LoggerCall};
+
+pub struct Experiments {
+    open: Option<Experiment>,
+    logger: CellLogger,
+}
+
+impl Default for Experiments {
+    fn default() -> Self {
+        Experiments { open: None, logger: CellLogger::new() }
+    }
+}
+
+/// A measured cell: its first sample and the GPUs it watches.
+pub struct CellMeasure {
+    before: Sample,
+    gpus: Vec<Gpu>,
+    spent0: std::time::Duration,
+}
+
+impl Experiments {
+    pub fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    pub fn run(&mut self, host: &mut Host<'_>, call: &ExperimentCall) -> Result<(), ErrorContent> {
+        if let ExperimentCall::Start(name) = call {
+            self.start(host, name.clone(), Vec::new());
+            return Ok(());
+        }
+        let Some(e) = self.open.as_mut() else {
+            let sub = match call {
+                ExperimentCall::Keep(_) => "keep",
+                ExperimentCall::Data => "data",
+                _ => "finish",
+            };
+            return Err(ErrorContent::new(
+                "MagicError",
+                format!("%experiment {sub}: no experiment is open (start one with %experiment start [NAME])"),
+            ));
+        };
+        match call {
+            ExperimentCall::Start(_) => unreachable!("handled above"),
+            ExperimentCall::Keep(names) => e.keep(names),
+            ExperimentCall::Data => {
+                let (pids, gpus) = (e.pids().to_vec(), e.gpus().to_vec());
+                let now = host.meter.sample(&pids, &gpus, false);
+                e.observe(&now);
+                host.show(exp::report_bundle(&e.so_far(&now), false, None));
+            }
+            ExperimentCall::Finish => self.finish(host),
+        }
+        Ok(())
+    }
+
+    pub fn run_logger(&mut self, host: &mut Host<'_>, call: LoggerCall) {
+        match call {
+            LoggerCall::On => self.logger.mode = LoggerMode::On,
+            LoggerCall::Compact => self.logger.mode = LoggerMode::Compact,
+            LoggerCall::Off => self.logger.mode = LoggerMode::Off,
+            LoggerCall::Reset => self.logger.log.clear(),
+            LoggerCall::Data => host.show(self.logger.data()),
+            LoggerCall::Plot => host.show(self.logger.plot()),
+        }
+    }
+
+    /// Starts an experiment, finishing an open one first (as IPyExperiments does).
+    pub fn start(&mut self, host: &mut Host<'_>, name: Option<String>, keep: Vec<String>) {
+        if self.open.is_some() {
+            self.finish(host);
+        }
+        host.session.note_child_pid();
+        let gpus = host.visible_gpus();
+        let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), &gpus, true);
+        let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
+        let note = host.meter.gpu_note();
+        host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
+        let vars = host.session.variables();
+        self.open = Some(Experiment::start(name, s, gpus, vars, keep));
+    }
+
+    /// Deletes the experiment's variables, trims the child's heap, and reports.
+    pub fn finish(&mut self, host: &mut Host<'_>) {
+        let Some(mut e) = self.open.take() else { return };
+        host.session.note_child_pid();
+        let pids = dryml::procfs::with_descendants(host.child_pid());
+        let before = host.meter.sample(&pids, e.gpus(), true);
+        e.observe(&before);
+        let plan = e.cleanup(&host.session.variables());
+        let doomed: Vec<String> = plan.delete.iter().chain(&plan.reassigned).cloned().collect();
+        let mut notes = Vec::new();
+        if host.session.eval_hidden(&exp::cleanup_code(&doomed)).is_err() && !doomed.is_empty() {
+            // One variable at a time, so one that cannot be dropped does not keep the rest.
+            for name in &doomed {
+                if let Err(err) = host.session.eval_hidden(&exp::cleanup_code(std::slice::from_ref(name))) {
+                    notes.push(format!("deleting {name}: {}", err.evalue));
+                }
+            }
+        }
+        let left = host.session.variables();
+        let failed: Vec<String> = doomed.into_iter().filter(|n| left.contains_key(n)).collect();
+        let after = host.meter.sample(&pids, e.gpus(), true);
+        if let Some(n) = host.meter.gpu_note() {
+            notes.push(n);
+        }
+        let report = e.report(&before, &after, plan, failed, notes);
+        let path = host.state_dir.join(dryml::experiment::LAST_FILE);
+        if let Err(err) = crate::write_atomic(&path, report.to_record().as_bytes()) {
+            tracing::warn!("experiment report not saved to {}: {err}", path.display());
+        }
+        // The GPU note, if any, is already among the report's notes.
+        let state = exp::state_block(&after, e.gpus(), None);
+        host.show(exp::report_bundle(&report, true, Some(state)));
+    }
+
+    /// Before a cell: while the logger is on or an experiment is open, the cell is measured.
+    pub fn begin_cell(&mut self, host: &mut Host<'_>) -> Option<CellMeasure> {
+        let spent0 = host.meter.spent;
+        host.meter.begin_cell();
+        if self.logger.mode == LoggerMode::Off && self.open.is_none() {
+            return None;
+        }
+        let gpus = host.visible_gpus();
+        let before = self.checkpoint(host, &gpus);
+        Some(CellMeasure { before, gpus, spent0 })
+    }
+
+    /// The GPUs to watch while the body runs: NVML has no high-water mark, so GPU peaks need
+    /// reads while the cell runs. A `%experiment start` in this cell opened one after the cell
+    /// began.
+    pub fn gpus_to_watch(&self, host: &mut Host<'_>, measure: Option<&CellMeasure>) -> Vec<Gpu> {
+        match measure {
+            Some(m) => m.gpus.clone(),
+            None if self.open.is_some() => host.visible_gpus(),
+            None => Vec::new(),
+        }
+    }
+
+    /// After the body: the GPU peaks seen (unless `%env CUDA_VISIBLE_DEVICES` changed the GPUs
+    /// since the experiment began), and the names it re-bound.
+    pub fn after_body(&mut self, body: &str, watched: &[Gpu], peaks: Option<Vec<u64>>) {
+        if let Some(e) = &mut self.open {
+            if let Some(p) = peaks.filter(|_| e.gpus() == watched) {
+                e.observe_gpu_peaks(&p);
+            }
+            e.note_cell(body);
+        }
+    }
+
+    /// After the cell: the second sample and the logger's line.
+    pub fn end_cell(&mut self, host: &mut Host<'_>, m: CellMeasure) {
+        let after = self.checkpoint(host, &m.gpus);
+        if self.logger.mode != LoggerMode::Off {
+            let measure = host.meter.spent - m.spent0;
+            let peaks = (host.meter.cell_peak_cpu, host.meter.cell_peak_gpu.clone());
+            let line = self.logger.record(host.execution_count, &m.before, &after, peaks, &m.gpus, measure);
+            host.show(line);
+        }
+    }
+
+    /// Samples memory, restarts the high-water mark, and feeds an open experiment.
+    fn checkpoint(&mut self, host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
+        let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), gpus, true);
+        if let Some(e) = &mut self.open {
+            e.observe(&s);
+        }
+        s
+    }
+}

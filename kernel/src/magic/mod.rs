@@ -1,0 +1,104 @@
+//! The magic host: runs the calls that `dryml_magics` parsed, one module per family. The
+//! registry (`magics/src/registry.rs`) holds each magic's grammar, help and parser; here each
+//! typed call meets its code in one exhaustive `match` ([`run_line`], and the engine's for
+//! cell magics), so a new magic that is not handled does not compile.
+
+pub mod context;
+pub mod env;
+pub mod experiment;
+pub mod repo;
+pub mod time;
+
+use crate::engine::session::Session;
+use crate::engine::state::CellState;
+use crate::meter::Meter;
+use crate::protocol::{ErrorContent, Io};
+use dryml_magics::LineCall;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The engine's services a magic may use while it runs.
+pub struct Host<'a> {
+    pub session: &'a mut Session,
+    pub meter: &'a mut Meter,
+    pub state: &'a CellState,
+    pub io: &'a Io,
+    pub execution_count: i64,
+    /// The kernel's scratch directory: the pool's files and the last experiment's report.
+    pub state_dir: &'a Path,
+    /// The notebook's process holds a `%context`.
+    pub has_context: bool,
+}
+
+impl Host<'_> {
+    /// Publishes a display bundle, unless the request is silent.
+    pub fn show(&self, data: Value) {
+        if !self.state.quiet() {
+            self.io.display(data);
+        }
+    }
+
+    pub fn print(&self, text: &str) {
+        self.state.stream("stdout", text);
+    }
+
+    pub fn warn(&self, text: &str) {
+        self.state.stream("stderr", text);
+    }
+
+    pub fn child_pid(&self) -> u32 {
+        self.state.child_pid()
+    }
+
+    /// The GPUs measured, numbered as the child's CUDA numbers them; with a context, the
+    /// pool's GPUs (numbered as `%context` does), since sandboxes may hold GPUs the notebook's
+    /// own process cannot see.
+    pub fn visible_gpus(&mut self) -> Vec<crate::gpu::Gpu> {
+        let cvd = if self.has_context {
+            std::env::var("CUDA_VISIBLE_DEVICES").ok()
+        } else {
+            self.session.child_env("CUDA_VISIBLE_DEVICES")
+        };
+        self.meter.visible_gpus(cvd.as_deref())
+    }
+}
+
+/// The notebook-wide state of the magics that keep any.
+#[derive(Default)]
+pub struct Magics {
+    pub experiments: experiment::Experiments,
+    pub contexts: context::Contexts,
+    pub repo: repo::RepoMagic,
+}
+
+/// Runs one line magic (`call` is None for `%name?`, whose help goes to the pager).
+pub fn run_line(
+    magics: &mut Magics,
+    host: &mut Host<'_>,
+    inv: &dryml_magics::Invocation,
+    payload: &mut Vec<Value>,
+) -> Result<(), ErrorContent> {
+    let Some(call) = inv.line_call() else {
+        payload.push(page(&inv.spec.help_text()));
+        return Ok(());
+    };
+    match call {
+        LineCall::Lsmagic => {
+            host.show(json!({"text/plain": dryml_magics::lsmagic_text()}));
+            Ok(())
+        }
+        LineCall::Env(c) => env::run(host, c),
+        LineCall::Experiment(c) => magics.experiments.run(host, c),
+        LineCall::CellLogger(c) => {
+            magics.experiments.run_logger(host, *c);
+            Ok(())
+        }
+        LineCall::Context(c) => magics.contexts.run(host, inv, c),
+        LineCall::Repo(c) => magics.repo.run(host, c),
+    }
+}
+
+/// A `page` payload, which frontends show in their pager.
+pub fn page(text: &str) -> Value {
+    json!({"source": "page", "data": {"text/plain": text}, "start": 0})
+}

@@ -1,0 +1,88 @@
+//! `%repo`: opens a dryml repo in the kernel (which links `dryml`) to list, query, show and
+//! delete objects from the index alone; `load` builds an object in the child, where its type
+//! is registered. The tables are `crate::repo`'s.
+
+use super::Host;
+use crate::protocol::ErrorContent;
+use dryml::repo::{Entry, Repo, RepoError, Selector};
+use dryml_magics::RepoCall;
+
+#[derive(Default)]
+pub struct RepoMagic {
+    /// The repo `%repo open` opened.
+    repo: Option<Repo>,
+}
+
+fn repo_error(e: RepoError) -> ErrorContent {
+    ErrorContent::new("RepoError", e.to_string())
+}
+
+/// The entry with id `id`, or an error naming the repo.
+fn entry(repo: &Repo, id: &str) -> Result<Entry, ErrorContent> {
+    repo.find(&Selector::id(id))
+        .first()
+        .map(|e| (*e).clone())
+        .ok_or_else(|| ErrorContent::new("RepoError", format!("no object with id `{id}` in {}", repo.dir().display())))
+}
+
+impl RepoMagic {
+    pub fn run(&mut self, host: &mut Host<'_>, call: &RepoCall) -> Result<(), ErrorContent> {
+        if let RepoCall::Open { dir, create } = call {
+            let dir = std::path::Path::new(dir);
+            let exists = dir.join("dryml-repo").exists();
+            let repo = if *create && !exists { Repo::create(dir) } else { Repo::open(dir) }.map_err(repo_error)?;
+            let verb = if exists { "Opened" } else { "Created" };
+            host.print(&format!("{verb} repo {}: {} objects\n", repo.dir().display(), repo.len()));
+            self.repo = Some(repo);
+            return Ok(());
+        }
+        let Some(repo) = self.repo.as_mut() else {
+            let sub = match call {
+                RepoCall::Ls => "ls",
+                RepoCall::Get(_) => "get",
+                RepoCall::Show(_) => "show",
+                RepoCall::Rm(_) => "rm",
+                RepoCall::Load { .. } | RepoCall::Open { .. } => "load",
+            };
+            return Err(ErrorContent::new("RepoError", format!("%repo {sub}: no repo is open (use %repo open DIR [--create])")));
+        };
+        // Other processes (sandboxes, other notebooks) may have added objects.
+        repo.reload().map_err(repo_error)?;
+        match call {
+            RepoCall::Open { .. } => unreachable!("handled above"),
+            RepoCall::Ls => {
+                let all = repo.entries();
+                let title = format!("{}: {} objects", repo.dir().display(), all.len());
+                host.show(crate::repo::table(&title, &all));
+            }
+            RepoCall::Get(query) => {
+                let sel = query.selector();
+                let found = repo.find(&sel);
+                host.show(crate::repo::table(&format!("{} matching {sel}", found.len()), &found));
+            }
+            RepoCall::Show(id) => {
+                let e = entry(repo, id)?;
+                host.show(crate::repo::show(repo, &e));
+            }
+            RepoCall::Rm(id) => {
+                entry(repo, id)?;
+                repo.delete(id).map_err(repo_error)?;
+                host.print(&format!("Deleted {id}\n"));
+            }
+            RepoCall::Load { id, var } => {
+                let e = entry(repo, id)?;
+                let dir = repo.dir().to_string_lossy().into_owned();
+                // evcxr names a variable's type from what is in scope, hence the `use`.
+                let code = format!(
+                    "use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
+                );
+                host.session.eval_user(&code, host.io)?;
+                host.print(&format!(
+                    "{var} = {} {id} (downcast with {var}.downcast_ref::<{}>())\n",
+                    e.def, e.def.type_name
+                ));
+            }
+        }
+        Ok(())
+    }
+}

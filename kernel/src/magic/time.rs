@@ -1,0 +1,40 @@
+//! `%%time`: wall, user and system time of a cell, as IPython prints them.
+
+use super::Host;
+use std::time::Instant;
+
+pub struct Timer {
+    start: Instant,
+    cpu: Option<(f64, f64)>,
+}
+
+impl Timer {
+    /// Starts timing the child `pid`'s CPU and the wall clock.
+    pub fn start(pid: u32) -> Timer {
+        Timer { start: Instant::now(), cpu: dryml::procfs::cpu_times(pid) }
+    }
+
+    /// Prints the times since the start (before the cell's result, as IPython does).
+    pub fn report(self, host: &Host<'_>) {
+        let wall = self.start.elapsed();
+        let (user, sys) = match (self.cpu, dryml::procfs::cpu_times(host.child_pid())) {
+            (Some(a), Some(b)) => ((b.0 - a.0).max(0.0), (b.1 - a.1).max(0.0)),
+            _ => (0.0, 0.0),
+        };
+        host.print(&format!(
+            "CPU times: user {}, sys: {}, total: {}\nWall time: {}\n",
+            fmt_secs(user),
+            fmt_secs(sys),
+            fmt_secs(user + sys),
+            fmt_secs(wall.as_secs_f64())
+        ));
+    }
+}
+
+fn fmt_secs(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else {
+        format!("{:.0} ms", s * 1000.0)
+    }
+}

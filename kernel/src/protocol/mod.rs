@@ -1,0 +1,185 @@
+//! The Jupyter messaging protocol over ZeroMQ, apart from any engine: sockets, signing, the
+//! busy/idle and reply discipline, stdin round trips and interrupts. It never names evcxr; the
+//! engine plugs in through [`Handler`], and a toy handler drives it in the protocol tests.
+//!
+//! One task per socket, as ark's amalthea has it: [`shell`] (and control, the same code on its
+//! own socket) receive, verify and dispatch; [`iopub`] publishes and greets subscribers;
+//! [`stdin`] carries `input_request`/`input_reply`; [`heartbeat`] echoes. Requests that run
+//! user code go, in order, to one worker thread ([`worker`]); the rest are answered at once.
+
+pub mod heartbeat;
+pub mod iopub;
+pub mod outbox;
+pub mod shell;
+pub mod stdin;
+pub mod wire;
+mod worker;
+
+pub use outbox::{Io, Outbox};
+pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
+
+use anyhow::{Context, Result};
+use jupyter_protocol::ConnectionInfo;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::unbounded_channel;
+use zeromq::Socket;
+
+/// One `execute_request`, read once from its content.
+#[derive(Debug, Clone)]
+pub struct ExecuteRequest {
+    pub code: String,
+    pub silent: bool,
+    /// False for silent requests too, as the protocol says.
+    pub store_history: bool,
+    pub allow_stdin: bool,
+    pub stop_on_error: bool,
+    pub user_expressions: Map<String, Value>,
+    /// The count this request runs under (raised before the call when it stores history).
+    pub execution_count: i64,
+}
+
+impl ExecuteRequest {
+    fn from_content(c: &Value, count: i64) -> Self {
+        let silent = c["silent"].as_bool().unwrap_or(false);
+        ExecuteRequest {
+            code: c["code"].as_str().unwrap_or("").to_string(),
+            silent,
+            store_history: c["store_history"].as_bool().unwrap_or(true) && !silent,
+            allow_stdin: c["allow_stdin"].as_bool().unwrap_or(true),
+            stop_on_error: c["stop_on_error"].as_bool().unwrap_or(true),
+            user_expressions: c["user_expressions"].as_object().cloned().unwrap_or_default(),
+            execution_count: count,
+        }
+    }
+}
+
+/// Jupyter's `error` content: also what a failed cell's reply carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorContent {
+    pub ename: String,
+    pub evalue: String,
+    pub traceback: Vec<String>,
+}
+
+impl ErrorContent {
+    /// An error whose traceback is its one line, `ename: evalue`.
+    pub fn new(ename: &str, evalue: impl Into<String>) -> Self {
+        let evalue = evalue.into();
+        ErrorContent { ename: ename.into(), traceback: vec![format!("{ename}: {evalue}")], evalue }
+    }
+}
+
+/// How a cell ended. Output (streams, displays, `execute_result`) went out through [`Io`] while
+/// it ran; the protocol publishes the error and sends the reply.
+#[derive(Debug, Clone)]
+pub struct ExecuteOutcome {
+    pub payload: Vec<Value>,
+    /// The evaluated `user_expressions` (only on success, as the protocol says).
+    pub user_expressions: Map<String, Value>,
+    pub error: Option<ErrorContent>,
+}
+
+/// What the protocol asks of a kernel. Execute, complete and inspect run one at a time on the
+/// worker thread, in the order they arrived on shell; the rest are called from the socket tasks
+/// at once, even while a cell runs, so they must not wait for it.
+pub trait Handler: Send + Sync + 'static {
+    /// Called once on the worker thread before any request: slow start-up goes here, while the
+    /// sockets already answer `kernel_info`.
+    fn start(&self) {}
+    /// The `kernel_info_reply` content.
+    fn kernel_info(&self) -> Value;
+    fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome;
+    /// The `complete_reply` content; `cursor_pos` counts characters, as Jupyter does.
+    fn complete(&self, code: &str, cursor_pos: usize) -> Value;
+    /// The `inspect_reply` content.
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value;
+    /// The `is_complete_reply` content.
+    fn is_complete(&self, code: &str) -> Value;
+    /// The `history_reply` content for a `history_request`'s content.
+    fn history(&self, request: &Value) -> Value;
+    /// Stop the running cell, if any.
+    fn interrupt(&self);
+    /// The kernel is about to exit (after the reply and the final idle have left).
+    fn shutdown(&self, restart: bool);
+}
+
+/// How a connection file's transport and port become a ZeroMQ endpoint.
+pub fn endpoint(info: &ConnectionInfo, port: u16) -> String {
+    let transport = serde_json::to_value(&info.transport)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| "tcp".into());
+    if transport == "ipc" {
+        format!("ipc://{}-{}", info.ip, port)
+    } else {
+        format!("tcp://{}:{}", info.ip, port)
+    }
+}
+
+/// Binds the five sockets and serves until a `shutdown_request`; then calls
+/// [`Handler::shutdown`] and returns. Blocks the calling thread (it runs its own tokio runtime).
+pub fn serve<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("dryml-protocol")
+        .enable_all()
+        .build()?;
+    rt.block_on(serve_async(info, handler))
+}
+
+async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Result<()> {
+    if info.signature_scheme != "hmac-sha256" && !info.key.is_empty() {
+        anyhow::bail!(
+            "unsupported signature_scheme {:?}; only hmac-sha256 is supported",
+            info.signature_scheme
+        );
+    }
+    let signer = Signer::new(&info.key);
+    let (iopub_tx, iopub_rx) = unbounded_channel::<Message>();
+    let (shell_tx, shell_rx) = unbounded_channel::<Message>();
+    let (control_tx, control_rx) = unbounded_channel::<Message>();
+    let (stdin_tx, stdin_rx) = unbounded_channel::<Message>();
+    let (reply_tx, reply_rx) = crossbeam_channel::unbounded::<String>();
+    let out = Outbox::new(iopub_tx, shell_tx, stdin_tx, reply_rx);
+
+    let mut shell = zeromq::RouterSocket::new();
+    shell.bind(&endpoint(info, info.shell_port)).await.context("binding shell")?;
+    let mut control = zeromq::RouterSocket::new();
+    control.bind(&endpoint(info, info.control_port)).await.context("binding control")?;
+    let mut stdin = zeromq::RouterSocket::new();
+    stdin.bind(&endpoint(info, info.stdin_port)).await.context("binding stdin")?;
+    let mut iopub = zeromq::XPubSocket::new();
+    iopub.bind(&endpoint(info, info.iopub_port)).await.context("binding iopub")?;
+    let mut hb = zeromq::RepSocket::new();
+    hb.bind(&endpoint(info, info.hb_port)).await.context("binding heartbeat")?;
+
+    let work = worker::spawn(handler.clone(), out.clone())?;
+    tokio::spawn(iopub::task(iopub, iopub_rx, signer.clone()));
+    tokio::spawn(heartbeat::task(hb));
+    tokio::spawn(stdin::task(stdin, stdin_rx, reply_tx, signer.clone()));
+    tokio::spawn(interrupt_on_sigint(handler.clone()));
+
+    let (exit_tx, mut exit_rx) = unbounded_channel::<bool>();
+    let shell_side = shell::Dispatch::new(handler.clone(), out.clone(), shell::Channel::Shell, work.clone());
+    let control_side = shell::Dispatch::new(handler.clone(), out.with_shell(control_tx), shell::Channel::Control, work);
+    shell::spawn(shell, shell_rx, shell_side, signer.clone(), exit_tx.clone());
+    shell::spawn(control, control_rx, control_side, signer, exit_tx);
+    let restart = exit_rx.recv().await.unwrap_or(false);
+    // Let the shutdown reply and the final idle status leave.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    handler.shutdown(restart);
+    Ok(())
+}
+
+/// SIGINT to the kernel process (a terminal's Ctrl-C, or a client's `interrupt_mode: signal`).
+async fn interrupt_on_sigint<H: Handler>(handler: Arc<H>) {
+    let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) else {
+        return;
+    };
+    while sig.recv().await.is_some() {
+        tracing::info!("SIGINT: interrupting the running cell");
+        handler.interrupt();
+    }
+}

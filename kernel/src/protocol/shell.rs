@@ -1,0 +1,133 @@
+//! The shell and control sockets (both ROUTERs, served by the same code): each message is
+//! verified before use, requests that run user code are queued for the worker, the rest
+//! (kernel_info, is_complete, history, comms, interrupt, shutdown) are answered at once.
+
+use super::outbox::Outbox;
+use super::wire::{Message, Signer};
+use super::worker::Queue;
+use super::Handler;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use zeromq::{SocketRecv, SocketSend, ZmqMessage};
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Channel {
+    Shell,
+    Control,
+}
+
+/// Answers one socket's requests.
+pub struct Dispatch<H> {
+    handler: Arc<H>,
+    out: Outbox,
+    channel: Channel,
+    work: Queue,
+}
+
+impl<H: Handler> Dispatch<H> {
+    pub(crate) fn new(handler: Arc<H>, out: Outbox, channel: Channel, work: Queue) -> Self {
+        Dispatch { handler, out, channel, work }
+    }
+
+    /// Handles one verified message. Returns `Some(restart)` when the kernel should exit.
+    fn handle(&self, msg: Message) -> Option<bool> {
+        let h = &self.handler;
+        match msg.msg_type() {
+            "execute_request" | "complete_request" | "inspect_request" => {
+                let _ = self.work.send(msg);
+            }
+            "kernel_info_request" => self.out.answer(&msg, || h.kernel_info()),
+            "is_complete_request" => {
+                self.out.answer(&msg, || h.is_complete(msg.content["code"].as_str().unwrap_or("")))
+            }
+            "history_request" => self.out.answer(&msg, || h.history(&msg.content)),
+            "comm_info_request" => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
+            "comm_open" => {
+                // No comm targets: close it at once, as ipykernel does for unknown targets.
+                self.out.status(&msg, "busy");
+                let id = msg.content["comm_id"].clone();
+                self.out.publish(&msg, "comm_close", json!({"comm_id": id, "data": {}}));
+                self.out.status(&msg, "idle");
+            }
+            "interrupt_request" => self.out.answer(&msg, || {
+                h.interrupt();
+                json!({"status": "ok"})
+            }),
+            "shutdown_request" => {
+                let restart = msg.content["restart"].as_bool().unwrap_or(false);
+                self.out.answer(&msg, || json!({"status": "ok", "restart": restart}));
+                return Some(restart);
+            }
+            other => {
+                // comm_msg, comm_close, usage_request and unknown types: no reply is owed.
+                if !matches!(other, "comm_msg" | "comm_close" | "usage_request") {
+                    tracing::warn!("{:?}: no handler for {other}", self.channel);
+                }
+                self.out.status(&msg, "busy");
+                self.out.status(&msg, "idle");
+            }
+        }
+        None
+    }
+}
+
+/// Splits a ROUTER into its receive task (verify, dispatch) and its send task (replies from any
+/// thread, through the channel).
+pub(crate) fn spawn<H: Handler>(
+    sock: zeromq::RouterSocket,
+    replies: UnboundedReceiver<Message>,
+    dispatch: Dispatch<H>,
+    signer: Signer,
+    exit: UnboundedSender<bool>,
+) {
+    let (send, recv) = sock.split();
+    tokio::spawn(sender_task(send, replies, signer.clone()));
+    tokio::spawn(recv_task(recv, dispatch, signer, exit));
+}
+
+async fn recv_task<H: Handler>(
+    mut sock: zeromq::RouterRecvHalf,
+    dispatch: Dispatch<H>,
+    signer: Signer,
+    exit: UnboundedSender<bool>,
+) {
+    let channel = dispatch.channel;
+    loop {
+        let frames = match sock.recv().await {
+            Ok(m) => m.into_vec(),
+            Err(e) => {
+                tracing::warn!("{channel:?}: receive failed: {e}");
+                // A broken peer must not turn this loop into a spin.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        match Message::decode(frames, &signer) {
+            // Dropped before any JSON is trusted; the kernel keeps serving.
+            Err(e) => tracing::warn!("{channel:?}: dropped a message: {e}"),
+            Ok(msg) => {
+                if let Some(restart) = dispatch.handle(msg) {
+                    let _ = exit.send(restart);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn sender_task(mut sock: zeromq::RouterSendHalf, mut rx: UnboundedReceiver<Message>, signer: Signer) {
+    while let Some(m) = rx.recv().await {
+        send_encoded(&mut sock, &m, &signer).await;
+    }
+}
+
+/// Signs and sends; a message ZeroMQ cannot frame or send is logged and dropped.
+pub(crate) async fn send_encoded<S: SocketSend>(sock: &mut S, m: &Message, signer: &Signer) {
+    if let Ok(z) = ZmqMessage::try_from(m.encode(signer)) {
+        if let Err(e) = sock.send(z).await {
+            tracing::warn!("send failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The one thread that runs execute, complete and inspect requests, in shell order: the
+//! execute discipline (busy, `execute_input`, the handler, `error`, reply, idle), execution
+//! counts, and `stop_on_error` aborts.
+
+use super::outbox::{Io, Outbox};
+use super::wire::Message;
+use super::{ExecuteRequest, Handler};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+pub(crate) type Queue = crossbeam_channel::Sender<Message>;
+
+/// Starts the worker: it calls [`Handler::start`], then serves the queue until every sender is
+/// gone.
+pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result<Queue> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Message>();
+    std::thread::Builder::new().name("dryml-shell-worker".into()).spawn(move || {
+        handler.start();
+        Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 }.run();
+    })?;
+    Ok(tx)
+}
+
+struct Worker<H> {
+    handler: Arc<H>,
+    out: Outbox,
+    rx: crossbeam_channel::Receiver<Message>,
+    /// Requests taken off the queue while looking for executes to abort.
+    pending: VecDeque<Message>,
+    execution_count: i64,
+}
+
+impl<H: Handler> Worker<H> {
+    fn run(mut self) {
+        loop {
+            let msg = match self.pending.pop_front() {
+                Some(m) => m,
+                None => match self.rx.recv() {
+                    Ok(m) => m,
+                    Err(_) => return,
+                },
+            };
+            match msg.msg_type() {
+                "execute_request" => self.execute(&msg),
+                "complete_request" => {
+                    let (code, cursor) = code_and_cursor(&msg);
+                    self.out.answer(&msg, || self.handler.complete(code, cursor));
+                }
+                "inspect_request" => {
+                    let (code, cursor) = code_and_cursor(&msg);
+                    let level = msg.content["detail_level"].as_u64().unwrap_or(0);
+                    self.out.answer(&msg, || self.handler.inspect(code, cursor, level));
+                }
+                other => tracing::warn!("worker: {other} is not queued work"),
+            }
+        }
+    }
+
+    fn execute(&mut self, msg: &Message) {
+        self.out.status(msg, "busy");
+        let mut req = ExecuteRequest::from_content(&msg.content, self.execution_count);
+        if req.store_history {
+            self.execution_count += 1;
+            req.execution_count = self.execution_count;
+        }
+        if !req.silent {
+            self.out.publish(msg, "execute_input", json!({"code": req.code, "execution_count": req.execution_count}));
+        }
+        let io = Io::new(self.out.clone(), msg.clone(), req.allow_stdin, req.execution_count);
+        let outcome = self.handler.execute(&req, &io);
+        let mut reply = json!({
+            "execution_count": req.execution_count,
+            "payload": outcome.payload,
+            "user_expressions": {},
+        });
+        match &outcome.error {
+            Some(err) => {
+                let content = json!({"ename": err.ename, "evalue": err.evalue, "traceback": err.traceback});
+                if !req.silent {
+                    io.publish("error", content.clone());
+                }
+                reply["status"] = json!("error");
+                for k in ["ename", "evalue", "traceback"] {
+                    reply[k] = content[k].clone();
+                }
+            }
+            None => {
+                reply["status"] = json!("ok");
+                reply["user_expressions"] = Value::Object(outcome.user_expressions);
+            }
+        }
+        // Only what was queued before the error's reply is aborted: a client that waits for
+        // the reply and then sends more must not see it aborted.
+        let aborted = if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
+        self.out.reply(msg, reply);
+        self.out.status(msg, "idle");
+        for m in aborted {
+            self.out.answer(&m, || json!({"status": "aborted", "execution_count": self.execution_count}));
+        }
+    }
+
+    /// After an error, executes already queued are answered `aborted`, as ipykernel does.
+    fn take_queued_executes(&mut self) -> Vec<Message> {
+        let mut executes = Vec::new();
+        while let Ok(m) = self.rx.try_recv() {
+            if m.msg_type() == "execute_request" {
+                executes.push(m);
+            } else {
+                self.pending.push_back(m);
+            }
+        }
+        executes
+    }
+}
+
+/// A request's code and cursor (characters; the end of the code when absent).
+fn code_and_cursor(msg: &Message) -> (&str, usize) {
+    let code = msg.content["code"].as_str().unwrap_or("");
+    let cursor = msg.content["cursor_pos"].as_u64().map(|c| c as usize).unwrap_or(code.chars().count());
+    (code, cursor)
+}

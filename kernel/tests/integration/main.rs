@@ -1,0 +1,5 @@
+//! The kernel's integration tests, one binary (linking once): the protocol driven by a test
+//! frontend over real ZeroMQ sockets, against a toy handler, with no evcxr.
+
+mod frontend;
+mod protocol;

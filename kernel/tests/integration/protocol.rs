@@ -1,0 +1,304 @@
+//! The protocol layer against a toy handler: message order, replies matched to requests, bad
+//! frames dropped, interrupt and shutdown on control, iopub's welcome, stdin round trips.
+
+use crate::frontend::{connection_info, parent_id, Frontend, Sock};
+use dryml_kernel::protocol::{self, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// Runs cells written in a tiny language: `print TEXT`, `fail`, `result`, `input PROMPT`,
+/// `block` (until interrupted).
+#[derive(Default)]
+struct Toy {
+    interrupted: Mutex<bool>,
+    wake: Condvar,
+    interrupts: AtomicUsize,
+    shutdown: Mutex<Option<bool>>,
+    started: AtomicBool,
+}
+
+impl Handler for Toy {
+    fn start(&self) {
+        self.started.store(true, Ordering::SeqCst);
+    }
+
+    fn kernel_info(&self) -> Value {
+        json!({"status": "ok", "protocol_version": "5.4", "implementation": "toy",
+               "language_info": {"name": "toy"}})
+    }
+
+    fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
+        let mut error = None;
+        let (verb, arg) = req.code.split_once(' ').unwrap_or((req.code.as_str(), ""));
+        match verb {
+            "print" => io.stream("stdout", arg),
+            "result" => io.execute_result(json!({"text/plain": "42"})),
+            "fail" => error = Some(ErrorContent::new("ToyError", "asked to fail")),
+            "input" => match io.input(arg, false) {
+                Ok(line) => io.stream("stdout", &format!("got {line}")),
+                Err(e) => error = Some(ErrorContent::new("StdinNotAllowed", e.to_string())),
+            },
+            "block" => {
+                let mut stopped = self.interrupted.lock().unwrap();
+                while !*stopped {
+                    stopped = self.wake.wait(stopped).unwrap();
+                }
+                *stopped = false;
+                error = Some(ErrorContent::new("KeyboardInterrupt", "interrupted"));
+            }
+            _ => {}
+        }
+        let mut user_expressions = Map::new();
+        for name in req.user_expressions.keys() {
+            user_expressions.insert(name.clone(), json!({"status": "ok", "data": {"text/plain": name}}));
+        }
+        ExecuteOutcome { payload: vec![], user_expressions, error }
+    }
+
+    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+        json!({"status": "ok", "matches": [format!("{code}!")], "cursor_start": 0, "cursor_end": cursor_pos, "metadata": {}})
+    }
+
+    fn inspect(&self, _code: &str, _cursor_pos: usize, _detail_level: u64) -> Value {
+        json!({"status": "ok", "found": false, "data": {}, "metadata": {}})
+    }
+
+    fn is_complete(&self, code: &str) -> Value {
+        let status = if code.ends_with('{') { "incomplete" } else { "complete" };
+        json!({"status": status})
+    }
+
+    fn history(&self, _request: &Value) -> Value {
+        json!({"status": "ok", "history": [[0, 1, "print hi"]]})
+    }
+
+    fn interrupt(&self) {
+        self.interrupts.fetch_add(1, Ordering::SeqCst);
+        *self.interrupted.lock().unwrap() = true;
+        self.wake.notify_all();
+    }
+
+    fn shutdown(&self, restart: bool) {
+        *self.shutdown.lock().unwrap() = Some(restart);
+    }
+}
+
+/// A toy kernel serving on its own thread, and a frontend connected to it.
+struct Rig {
+    toy: Arc<Toy>,
+    f: Frontend,
+    server: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let info = connection_info(dir.path());
+        let toy = Arc::new(Toy::default());
+        let (t, i) = (toy.clone(), info.clone());
+        let server = std::thread::spawn(move || protocol::serve(&i, t));
+        let f = Frontend::connect(&info);
+        Rig { toy, f, server: Some(server), _dir: dir }
+    }
+
+    /// Shuts the kernel down on control and waits for `serve` to return.
+    fn shutdown(&mut self, restart: bool) {
+        let id = self.f.send(Sock::Control, "shutdown_request", json!({"restart": restart}));
+        self.f.recv_iopub_busy(&id);
+        let reply = self.f.recv_control_reply(&id, "shutdown_reply");
+        assert_eq!(reply, json!({"status": "ok", "restart": restart}));
+        self.f.recv_iopub_idle(&id);
+        let result = self.server.take().unwrap().join().expect("serve did not panic");
+        result.expect("serve returned Ok");
+        assert_eq!(*self.toy.shutdown.lock().unwrap(), Some(restart), "the handler heard of it");
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        if self.server.is_some() && !std::thread::panicking() {
+            self.shutdown(false);
+        }
+    }
+}
+
+#[test]
+fn kernel_info_is_busy_reply_idle() {
+    let mut r = Rig::new();
+    let id = r.f.send(Sock::Shell, "kernel_info_request", json!({}));
+    r.f.recv_iopub_busy(&id);
+    let reply = r.f.recv_shell_reply(&id, "kernel_info_reply");
+    assert_eq!(reply["implementation"], "toy");
+    r.f.recv_iopub_idle(&id);
+    // The same on control, answered there.
+    let id = r.f.send(Sock::Control, "kernel_info_request", json!({}));
+    r.f.recv_iopub_busy(&id);
+    assert_eq!(r.f.recv_control_reply(&id, "kernel_info_reply")["implementation"], "toy");
+    r.f.recv_iopub_idle(&id);
+    assert!(r.toy.started.load(Ordering::SeqCst), "start ran on the worker");
+}
+
+#[test]
+fn execute_publishes_input_output_and_counts() {
+    let mut r = Rig::new();
+    for count in 1..=2 {
+        let id = r.f.send_execute_request("print hi");
+        r.f.recv_iopub_busy(&id);
+        let input = r.f.recv_iopub_execute_input(&id);
+        assert_eq!(input.content, json!({"code": "print hi", "execution_count": count}));
+        assert_eq!(r.f.recv_iopub_stream(&id), "hi");
+        r.f.recv_iopub_idle(&id);
+        let reply = r.f.recv_shell_execute_reply(&id);
+        assert_eq!((reply["status"].as_str(), reply["execution_count"].as_i64()), (Some("ok"), Some(count)));
+    }
+    // A result carries the count; silent requests publish nothing of their own and count nothing.
+    let id = r.f.send_execute_request("result");
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_execute_input(&id);
+    let result = r.f.recv_iopub_of(&id, "execute_result");
+    assert_eq!(result.content["execution_count"], 3);
+    r.f.recv_iopub_idle(&id);
+    r.f.recv_shell_execute_reply(&id);
+    let id = r.f.send_execute_request_with("print quiet", json!({"silent": true, "user_expressions": {"x": "x"}}));
+    r.f.recv_iopub_busy(&id);
+    assert_eq!(r.f.recv_iopub_stream(&id), "quiet", "the handler decides what a silent cell shows");
+    r.f.recv_iopub_idle(&id);
+    let reply = r.f.recv_shell_execute_reply(&id);
+    assert_eq!(reply["execution_count"], 3);
+    assert_eq!(reply["user_expressions"]["x"]["status"], "ok");
+}
+
+#[test]
+fn errors_are_published_and_abort_what_was_queued() {
+    let mut r = Rig::new();
+    let failing = r.f.send_execute_request("fail");
+    let queued = r.f.send_execute_request("print never");
+    let completion = r.f.send(Sock::Shell, "complete_request", json!({"code": "pri", "cursor_pos": 3}));
+    r.f.recv_iopub_busy(&failing);
+    r.f.recv_iopub_execute_input(&failing);
+    let err = r.f.recv_iopub_of(&failing, "error");
+    assert_eq!(err.content["ename"], "ToyError");
+    r.f.recv_iopub_idle(&failing);
+    let reply = r.f.recv_shell_execute_reply(&failing);
+    assert_eq!((reply["status"].as_str(), reply["ename"].as_str()), (Some("error"), Some("ToyError")));
+    assert_eq!(reply["traceback"], json!(["ToyError: asked to fail"]));
+    // The queued execute is aborted, never run; the completion request still gets its answer.
+    r.f.recv_iopub_busy(&queued);
+    assert_eq!(r.f.recv_shell_execute_reply(&queued)["status"], "aborted");
+    r.f.recv_iopub_idle(&queued);
+    r.f.recv_iopub_busy(&completion);
+    assert_eq!(r.f.recv_shell_reply(&completion, "complete_reply")["matches"], json!(["pri!"]));
+    r.f.recv_iopub_idle(&completion);
+    // stop_on_error false: the next one runs.
+    let a = r.f.send_execute_request_with("fail", json!({"stop_on_error": false}));
+    let b = r.f.send_execute_request("print ran");
+    for _ in 0..4 {
+        r.f.recv_iopub(); // a: busy, input, error, idle
+    }
+    assert_eq!(r.f.recv_shell_execute_reply(&a)["status"], "error");
+    r.f.recv_iopub_busy(&b);
+    r.f.recv_iopub_execute_input(&b);
+    assert_eq!(r.f.recv_iopub_stream(&b), "ran");
+    r.f.recv_iopub_idle(&b);
+    assert_eq!(r.f.recv_shell_execute_reply(&b)["status"], "ok");
+}
+
+#[test]
+fn replies_match_their_requests_while_a_cell_runs() {
+    let mut r = Rig::new();
+    let cell = r.f.send_execute_request("block");
+    r.f.recv_iopub_busy(&cell);
+    r.f.recv_iopub_execute_input(&cell);
+    // Answered at once, although the worker is busy.
+    let ic = r.f.send(Sock::Shell, "is_complete_request", json!({"code": "fn f() {"}));
+    let hist = r.f.send(Sock::Shell, "history_request", json!({"hist_access_type": "tail", "n": 1}));
+    r.f.recv_iopub_busy(&ic);
+    assert_eq!(r.f.recv_shell_reply(&ic, "is_complete_reply")["status"], "incomplete");
+    r.f.recv_iopub_idle(&ic);
+    r.f.recv_iopub_busy(&hist);
+    assert_eq!(r.f.recv_shell_reply(&hist, "history_reply")["history"], json!([[0, 1, "print hi"]]));
+    r.f.recv_iopub_idle(&hist);
+    // Interrupt on control ends the cell.
+    let int = r.f.send(Sock::Control, "interrupt_request", json!({}));
+    r.f.recv_iopub_busy(&int);
+    assert_eq!(r.f.recv_control_reply(&int, "interrupt_reply")["status"], "ok");
+    r.f.recv_iopub_idle(&int);
+    let err = r.f.recv_iopub_of(&cell, "error");
+    assert_eq!(err.content["ename"], "KeyboardInterrupt");
+    r.f.recv_iopub_idle(&cell);
+    assert_eq!(r.f.recv_shell_execute_reply(&cell)["ename"], "KeyboardInterrupt");
+    assert_eq!(r.toy.interrupts.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn wrongly_signed_and_garbage_frames_are_dropped() {
+    let mut r = Rig::new();
+    let forged = {
+        let m = r.f.request("execute_request", json!({"code": "print forged"}));
+        m.encode(&dryml_kernel::protocol::Signer::new("not-the-key"))
+    };
+    r.f.send_raw(Sock::Shell, forged);
+    let mut unsigned = r.f.request("kernel_info_request", json!({})).encode(&r.f.signer);
+    unsigned[1] = bytes::Bytes::new();
+    r.f.send_raw(Sock::Shell, unsigned);
+    r.f.send_raw(Sock::Shell, vec![bytes::Bytes::from_static(b"garbage")]);
+    r.f.send_raw(Sock::Control, vec![bytes::Bytes::from_static(b"<IDS|MSG>"), bytes::Bytes::from_static(b"x")]);
+    // Signed correctly, but the content is not JSON.
+    let header = r.f.request("kernel_info_request", json!({})).header.to_string();
+    let parts: [&[u8]; 4] = [header.as_bytes(), b"{}", b"{}", b"{not json"];
+    let sig = r.f.signer.sign(&parts);
+    let frames = [b"<IDS|MSG>".as_slice(), sig.as_bytes(), header.as_bytes(), b"{}", b"{}", b"{not json"]
+        .iter()
+        .map(|b| bytes::Bytes::copy_from_slice(b))
+        .collect();
+    r.f.send_raw(Sock::Shell, frames);
+    // None of those is answered; the kernel still serves, and answers only this.
+    let id = r.f.send(Sock::Shell, "kernel_info_request", json!({}));
+    let busy = r.f.recv_iopub();
+    assert_eq!(parent_id(&busy), id, "the first thing published answers the good request");
+    r.f.recv_shell_reply(&id, "kernel_info_reply");
+    r.f.recv_iopub_idle(&id);
+}
+
+#[test]
+fn stdin_round_trip_and_refusal() {
+    let mut r = Rig::new();
+    let id = r.f.send_execute_request("input Name?");
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_execute_input(&id);
+    let req = r.f.recv_stdin();
+    assert_eq!((req.msg_type(), parent_id(&req)), ("input_request", id.as_str()));
+    assert_eq!(req.content, json!({"prompt": "Name?", "password": false}));
+    r.f.send_input_reply("Ada");
+    assert_eq!(r.f.recv_iopub_stream(&id), "got Ada");
+    r.f.recv_iopub_idle(&id);
+    r.f.recv_shell_execute_reply(&id);
+    // A request that does not allow stdin gets no input_request, and the handler is told.
+    let id = r.f.send_execute_request_with("input Name?", json!({"allow_stdin": false}));
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_execute_input(&id);
+    assert_eq!(r.f.recv_iopub_of(&id, "error").content["ename"], "StdinNotAllowed");
+    r.f.recv_iopub_idle(&id);
+    r.f.recv_shell_execute_reply(&id);
+}
+
+#[test]
+fn shutdown_on_control_ends_serve_and_tells_the_handler() {
+    let mut r = Rig::new();
+    assert_eq!(r.f.ping("ping-1"), b"ping-1");
+    r.shutdown(true);
+}
+
+#[test]
+fn comms_and_unknown_messages_get_status_only() {
+    let mut r = Rig::new();
+    let id = r.f.send(Sock::Shell, "comm_open", json!({"comm_id": "c1", "target_name": "nope", "data": {}}));
+    r.f.recv_iopub_busy(&id);
+    assert_eq!(r.f.recv_iopub_of(&id, "comm_close").content["comm_id"], "c1");
+    r.f.recv_iopub_idle(&id);
+    let id = r.f.send(Sock::Shell, "no_such_request", json!({}));
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_idle(&id);
+}

@@ -1,0 +1,90 @@
+//! What each magic was asked to do, as typed values. The registry's parsers build these once,
+//! from the checked arguments; the kernel runs them without reading the arguments again, and
+//! matches them exhaustively, so no arm silently stands for a subcommand.
+
+use crate::context::{ComputeOptions, ContextCommand};
+use serde_json::{Map, Value};
+
+/// A line magic's or a cell magic's call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Call {
+    Line(LineCall),
+    Cell(CellCall),
+}
+
+/// `%name ...`
+#[derive(Debug, Clone, PartialEq)]
+pub enum LineCall {
+    Lsmagic,
+    Env(EnvCall),
+    Experiment(ExperimentCall),
+    CellLogger(LoggerCall),
+    Context(ContextCommand),
+    Repo(RepoCall),
+}
+
+/// `%%name ...`: the magic wraps the cell's body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellCall {
+    Time,
+    Experiment { name: Option<String>, keep: Vec<String> },
+    Compute(ComputeOptions),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvCall {
+    /// All variables, or one.
+    Show(Option<String>),
+    Set { name: String, value: String },
+    Unset(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExperimentCall {
+    Start(Option<String>),
+    Keep(Vec<String>),
+    Data,
+    Finish,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoggerCall {
+    On,
+    Compact,
+    Off,
+    Data,
+    Reset,
+    Plot,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum RepoCall {
+    Open { dir: String, create: bool },
+    Ls,
+    Get(Query),
+    Show(String),
+    Rm(String),
+    Load { id: String, var: String },
+}
+
+/// A `%repo get` query: what a `dryml::Selector` matches on, read from `TYPE key=value ...`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Query {
+    pub type_name: Option<String>,
+    pub args: Option<Vec<Value>>,
+    pub kwargs: Option<Map<String, Value>>,
+}
+
+impl Query {
+    pub(crate) fn of(s: dryml::repo::Selector) -> Query {
+        Query { type_name: s.type_name, args: s.args, kwargs: s.kwargs }
+    }
+
+    pub fn selector(&self) -> dryml::repo::Selector {
+        let mut s = dryml::repo::Selector::any();
+        s.type_name = self.type_name.clone();
+        s.args = self.args.clone();
+        s.kwargs = self.kwargs.clone();
+        s
+    }
+}

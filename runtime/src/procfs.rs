@@ -1,0 +1,212 @@
+//! Linux's `/proc`, read in one place: a process's `stat`, `status` and `statm`, its threads,
+//! children and descendants, the machine's `meminfo`, and `clear_refs`.
+//!
+//! A process that has gone reads as `None`, empty or zero, never as an error: the callers
+//! (the pool, sandboxes, the kernel's meter) race with processes ending all the time.
+
+use std::collections::HashMap;
+
+/// The fields of `/proc/PID/stat` that DRYML uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `R`, `S`, `D`, `Z` (zombie), `X` (dead), ...
+    pub state: char,
+    pub ppid: u32,
+    /// CPU time in user and in kernel mode, in clock ticks (`sysconf(_SC_CLK_TCK)`).
+    pub utime: u64,
+    pub stime: u64,
+    /// Clock ticks after boot when the process started: with the pid, it names one process
+    /// even after the pid is reused.
+    pub start_time: u64,
+}
+
+impl Stat {
+    /// Still running: neither a zombie nor dead.
+    pub fn is_live(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X')
+    }
+
+    /// User and system CPU seconds.
+    pub fn cpu_secs(&self) -> (f64, f64) {
+        let tick = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        (self.utime as f64 / tick, self.stime as f64 / tick)
+    }
+}
+
+/// `/proc/PID/stat`, or `None` when the process is gone.
+pub fn stat(pid: u32) -> Option<Stat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn parse_stat(text: &str) -> Option<Stat> {
+    // The command name may hold spaces and parentheses: fields count from the last ')'.
+    let mut f = text.get(text.rfind(')')? + 2..)?.split_ascii_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    // proc(5) numbers them from 1 with pid: utime is field 14, stime 15, starttime 22.
+    let utime = f.nth(9)?.parse().ok()?;
+    let stime = f.next()?.parse().ok()?;
+    let start_time = f.nth(6)?.parse().ok()?;
+    Some(Stat { state, ppid, utime, stime, start_time })
+}
+
+/// The start time of a live process, or `None` when it has ended (zombies included).
+pub fn start_time(pid: u32) -> Option<u64> {
+    stat(pid).filter(Stat::is_live).map(|s| s.start_time)
+}
+
+/// User and system CPU seconds of a process.
+pub fn cpu_times(pid: u32) -> Option<(f64, f64)> {
+    stat(pid).map(|s| s.cpu_secs())
+}
+
+/// Whether `/proc/PID` exists (zombies included).
+pub fn exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Every process on the machine (the numeric entries of `/proc`).
+pub fn pids() -> Vec<u32> {
+    numeric_entries("/proc")
+}
+
+/// Every process's children, keyed by parent, from each process's `stat`: unlike
+/// [`children`], one pass over `/proc` for the whole tree.
+pub fn children_by_parent() -> HashMap<u32, Vec<u32>> {
+    let mut map: HashMap<u32, Vec<u32>> = HashMap::new();
+    for pid in pids() {
+        if let Some(s) = stat(pid) {
+            map.entry(s.ppid).or_default().push(pid);
+        }
+    }
+    map
+}
+
+/// The thread ids of a process (`/proc/PID/task`); empty when it is gone.
+pub fn tasks(pid: u32) -> Vec<u32> {
+    numeric_entries(&format!("/proc/{pid}/task"))
+}
+
+fn numeric_entries(dir: &str) -> Vec<u32> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// A process's live children, from every thread's `/proc/PID/task/TID/children`.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for tid in tasks(pid) {
+        let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")).unwrap_or_default();
+        out.extend(kids.split_whitespace().filter_map(|k| k.parse::<u32>().ok()));
+    }
+    out
+}
+
+/// `pid` and every live process below it.
+pub fn with_descendants(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let kids = children(out[i]);
+        out.extend(kids);
+        i += 1;
+    }
+    out
+}
+
+/// The `kB` fields of `/proc/PID/status` named by `keys` (with their colon, as `"VmRSS:"`), in
+/// bytes; zero for a field that is missing or a process that is gone.
+pub fn status<const N: usize>(pid: u32, keys: [&str; N]) -> [u64; N] {
+    kib_fields(&format!("/proc/{pid}/status"), keys)
+}
+
+/// The fields of `/proc/meminfo` named by `keys` (as `"MemAvailable:"`), in bytes; zero when
+/// missing.
+pub fn meminfo<const N: usize>(keys: [&str; N]) -> [u64; N] {
+    kib_fields("/proc/meminfo", keys)
+}
+
+fn kib_fields<const N: usize>(path: &str, keys: [&str; N]) -> [u64; N] {
+    let mut out = [0; N];
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines() {
+        if let Some(k) = keys.iter().position(|k| line.starts_with(k)) {
+            let v = line[keys[k].len()..].trim().trim_end_matches("kB").trim();
+            out[k] = v.parse::<u64>().unwrap_or(0) * 1024;
+        }
+    }
+    out
+}
+
+/// A process's memory from `/proc/PID/statm`, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statm {
+    /// The address space (`VmSize`).
+    pub size: u64,
+    /// The resident set (`VmRSS`).
+    pub resident: u64,
+}
+
+/// `/proc/PID/statm`, or `None` when the process is gone. Cheaper than [`status`] (one short
+/// line), so sandboxes poll it.
+pub fn statm(pid: u32) -> Option<Statm> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let mut f = s.split_whitespace();
+    let size: u64 = f.next()?.parse().ok()?;
+    let resident: u64 = f.next()?.parse().ok()?;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    Some(Statm { size: size * page, resident: resident * page })
+}
+
+/// Restarts a process's `VmHWM` from its current RSS (`clear_refs` value 5).
+pub fn reset_hwm(pid: u32) -> std::io::Result<()> {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_counts_fields_from_the_last_parenthesis() {
+        let line = "42 (a) b (c) S 7 42 42 0 -1 4194560 100 0 0 0 250 13 0 0 20 0 1 0 98765 1000 200 \
+                    18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 17 3 0 0 0 0 0\n";
+        let s = parse_stat(line).unwrap();
+        assert_eq!(s, Stat { state: 'S', ppid: 7, utime: 250, stime: 13, start_time: 98765 });
+        assert!(s.is_live());
+        assert!(!parse_stat(&line.replace(" S ", " Z ")).unwrap().is_live());
+        assert_eq!(parse_stat("42 (truncated"), None);
+    }
+
+    #[test]
+    fn this_process_and_its_child() {
+        let me = std::process::id();
+        let s = stat(me).unwrap();
+        assert_eq!(s.ppid, unsafe { libc::getppid() } as u32);
+        assert_eq!(start_time(me), Some(s.start_time));
+        assert!(tasks(me).contains(&me) && exists(me));
+        let [rss, hwm] = status(me, ["VmRSS:", "VmHWM:"]);
+        assert!(rss > 0 && hwm >= rss, "{rss} {hwm}");
+        let m = statm(me).unwrap();
+        assert!(m.resident > 0 && m.size >= m.resident);
+        let [avail, total] = meminfo(["MemAvailable:", "MemTotal:"]);
+        assert!(avail > 0 && total >= avail);
+
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(children(me).contains(&pid));
+        assert!(with_descendants(me).contains(&pid));
+        assert!(children_by_parent()[&me].contains(&pid));
+        child.kill().unwrap();
+        // Killed but not reaped: a zombie, which has no start time.
+        while stat(pid).is_some_and(|s| s.is_live()) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(start_time(pid), None);
+        child.wait().unwrap();
+        assert_eq!(stat(pid), None);
+        assert_eq!(status(pid, ["VmRSS:"]), [0]);
+        assert!(cpu_times(pid).is_none() && statm(pid).is_none() && tasks(pid).is_empty());
+    }
+}
