@@ -1,7 +1,12 @@
 //! Exports what every cell shares from the kernel binary (the interrupt flag, the batch-size
-//! table), so cells can find it with `dlsym`.
+//! table), so cells can find it with `dlsym`. The names come from the runtime's one list.
+mod symbols {
+    include!("../runtime/src/symbols.rs");
+}
+
 fn main() {
-    for sym in ["dryml_interrupt_flag", "dryml_batch_get", "dryml_batch_record"] {
+    println!("cargo:rerun-if-changed=../runtime/src/symbols.rs");
+    for sym in symbols::EXPORTED {
         println!("cargo:rustc-link-arg-bins=-Wl,--export-dynamic-symbol={sym}");
     }
 }

@@ -11,7 +11,9 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set by SIGINT while a cell runs; `dryml::interrupted()` finds it by name with `dlsym`.
+/// Set by SIGINT while a cell runs; `dryml::interrupted()` finds it by name with `dlsym`. The
+/// exported names are `dryml::protocol::symbols`'s; the e2e interrupt and batching tests
+/// fail if these items drift from them.
 #[no_mangle]
 #[used]
 pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
@@ -28,8 +30,7 @@ pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
     dryml::batch::table_record(key, size)
 }
 
-pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
-use dryml::protocol::FLUSH_FDS_ENV;
+use dryml::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
 
 /// Socket frame tags, child to kernel.
 pub const TAG_OUT: u8 = b'O';

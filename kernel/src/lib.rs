@@ -1,28 +1,18 @@
 //! The DRYML Rust kernel: the Jupyter protocol over ZeroMQ ([`protocol`]), the engine that
-//! runs cells through evcxr ([`engine`]), the magic host ([`magic`]), and what runs inside
-//! evcxr's child ([`child`]).
+//! runs cells ([`engine`]) through the evcxr session ([`session`]), the magic host ([`magic`]),
+//! memory and GPU measurement ([`measure`]), and what runs inside evcxr's child ([`child`]).
 
 pub mod child;
 pub mod engine;
-pub mod experiment;
-pub mod gpu;
 pub mod history;
 pub mod install;
 pub mod magic;
-pub mod meter;
+pub mod measure;
 pub mod paths;
 pub mod protocol;
-pub mod repo;
+pub mod session;
 pub mod table;
 pub mod torch;
-
-/// Writes a file so readers see the old or the new contents, never half of one (write, rename).
-pub fn write_atomic(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, path)
-}
 
 /// Serves a kernel for the connection file's `info` until a client shuts it down.
 pub fn run(info: jupyter_protocol::ConnectionInfo) -> anyhow::Result<()> {

@@ -2,7 +2,7 @@
 //! kernel's scratch directory.
 
 use anyhow::Context;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The `dryml` crate's sources: `$DRYML_RUNTIME_PATH`, else this checkout's `runtime/`.
 pub fn runtime() -> PathBuf {
@@ -32,7 +32,7 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
                 .file_name()
                 .to_str()
                 .and_then(|n| n.parse::<u32>().ok())
-                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+                .is_some_and(|pid| !dryml::procfs::exists(pid));
             if stale {
                 let _ = std::fs::remove_dir_all(e.path());
             }

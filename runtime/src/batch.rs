@@ -162,7 +162,7 @@ type TableRecord = extern "C" fn(u64, u64);
 fn table() -> (TableGet, TableRecord) {
     static FNS: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     let (g, p) = *FNS.get_or_init(|| {
-        match (crate::interrupt::kernel_symbol(c"dryml_batch_get"), crate::interrupt::kernel_symbol(c"dryml_batch_record")) {
+        match (crate::interrupt::kernel_symbol(crate::protocol::symbols::BATCH_GET), crate::interrupt::kernel_symbol(crate::protocol::symbols::BATCH_RECORD)) {
             (Some(g), Some(p)) => (g, p),
             _ => (table_get as TableGet as usize, table_record as TableRecord as usize),
         }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Set by the kernel in the child: the directory holding its state files.
-pub const STATE_DIR_ENV: &str = "DRYML_STATE_DIR";
+pub use crate::protocol::STATE_DIR_ENV;
 /// The file (in the state directory) holding the last experiment's report.
 pub const LAST_FILE: &str = "experiment-last.tsv";
 const VERSION: &str = "dryml-experiment 1";

@@ -10,7 +10,8 @@ extern "C" {
 /// The address of a symbol the kernel binary hosting this cell exports (kernel/build.rs), if
 /// there is one. Each cell has its own copy of this crate's statics; what every cell must share
 /// lives in the kernel binary.
-pub(crate) fn kernel_symbol(name: &std::ffi::CStr) -> Option<usize> {
+pub(crate) fn kernel_symbol(name: &str) -> Option<usize> {
+    let name = std::ffi::CString::new(name).ok()?;
     // RTLD_DEFAULT is the null handle on glibc and musl.
     let addr = unsafe { dlsym(std::ptr::null_mut(), name.as_ptr()) as usize };
     (addr != 0).then_some(addr)
@@ -19,7 +20,7 @@ pub(crate) fn kernel_symbol(name: &std::ffi::CStr) -> Option<usize> {
 /// The flag lives in the kernel binary that hosts the cell; it exports it by name.
 fn flag() -> Option<&'static AtomicBool> {
     static FLAG: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let addr = *FLAG.get_or_init(|| kernel_symbol(c"dryml_interrupt_flag").unwrap_or(0));
+    let addr = *FLAG.get_or_init(|| kernel_symbol(crate::protocol::symbols::INTERRUPT_FLAG).unwrap_or(0));
     (addr != 0).then(|| unsafe { &*(addr as *const AtomicBool) })
 }
 

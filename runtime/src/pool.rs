@@ -217,7 +217,7 @@ fn private_dir() -> io::Result<&'static Path> {
 }
 
 fn state_dir() -> Option<PathBuf> {
-    std::env::var_os(crate::experiment::STATE_DIR_ENV).map(PathBuf::from)
+    std::env::var_os(crate::protocol::STATE_DIR_ENV).map(PathBuf::from)
 }
 
 impl Pool {

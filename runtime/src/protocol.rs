@@ -1,4 +1,16 @@
-//! The line protocol between cells and the kernel, shared so both sides spell it the same way.
+//! The line protocol between cells and the kernel, the environment variables that carry
+//! its set-up, and the symbols the kernel exports: shared so both sides spell them alike.
+
+/// The symbols the kernel binary exports (`kernel/build.rs` includes the same file).
+pub mod symbols {
+    include!("symbols.rs");
+}
+
+/// Set in evcxr's child by the kernel: the socket the child's output goes to.
+pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
+/// Set in evcxr's child by the kernel: its scratch directory, where the resource pool's files
+/// and the last experiment's report live.
+pub const STATE_DIR_ENV: &str = "DRYML_STATE_DIR";
 
 /// Set in evcxr's child by the kernel: the flusher's request and ack fds, "READ,WRITE".
 pub const FLUSH_FDS_ENV: &str = "DRYML_FLUSH_FDS";

@@ -1,7 +1,7 @@
 //! Completion and inspection: magic names and help from the registry, Rust from rust-analyzer
 //! inside evcxr, and the notebook's own variables when rust-analyzer has nothing.
 
-use super::session::Session;
+use crate::session::Session;
 use serde_json::{json, Value};
 
 /// The `complete_reply` content; `cursor` counts characters.

@@ -3,7 +3,7 @@
 //! starts) and answering kernel_info, is_complete, history and interrupt on its own.
 
 use super::is_complete::{is_complete, Completeness};
-use super::state::CellState;
+use crate::session::state::CellState;
 use super::Engine;
 use crate::history::History;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
@@ -127,7 +127,7 @@ impl Handler for Kernel {
     }
 
     fn interrupt(&self) {
-        super::interrupt::interrupt(&self.state);
+        crate::session::interrupt::interrupt(&self.state);
     }
 
     fn shutdown(&self, _restart: bool) {

@@ -4,22 +4,17 @@
 //! its face to the protocol. User code only ever runs in evcxr's child, never in the kernel.
 
 pub mod complete;
-pub mod errors;
-pub mod interrupt;
 pub mod is_complete;
 pub mod kernel;
-pub mod output;
-pub mod session;
-pub mod state;
 
 use crate::history::History;
 use crate::magic::{self, Host, Magics};
-use crate::meter::Meter;
+use crate::measure::meter::Meter;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
 use dryml_magics::CellCall;
+use crate::session::state::CellState;
+use crate::session::{errors, Session};
 use serde_json::{json, Map, Value};
-use session::Session;
-use state::CellState;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};

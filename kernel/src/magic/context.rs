@@ -3,8 +3,8 @@
 //! and the code a `%%compute` cell becomes.
 
 use super::Host;
-use crate::engine::errors;
-use crate::gpu::Gpu;
+use crate::session::errors;
+use crate::measure::gpu::Gpu;
 use crate::protocol::ErrorContent;
 use dryml::context::{Context, ContextError, Requests};
 use dryml::pool::{GpuInfo, Machine, Pool};
@@ -34,7 +34,7 @@ impl Contexts {
     }
 
     /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
-    pub fn write_machine(&mut self, meter: &mut crate::meter::Meter, state_dir: &Path) {
+    pub fn write_machine(&mut self, meter: &mut crate::measure::meter::Meter, state_dir: &Path) {
         let gpus = meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let totals: Vec<u64> = meter.sample(&[], &gpus, false).gpus.iter().map(|g| g.total).collect();
         let machine = machine(&gpus, &totals);

@@ -9,9 +9,9 @@ pub mod experiment;
 pub mod repo;
 pub mod time;
 
-use crate::engine::session::Session;
-use crate::engine::state::CellState;
-use crate::meter::Meter;
+use crate::session::Session;
+use crate::session::state::CellState;
+use crate::measure::meter::Meter;
 use crate::protocol::{ErrorContent, Io};
 use dryml_magics::LineCall;
 use serde_json::{json, Value};
@@ -53,7 +53,7 @@ impl Host<'_> {
     /// The GPUs measured, numbered as the child's CUDA numbers them; with a context, the
     /// pool's GPUs (numbered as `%context` does), since sandboxes may hold GPUs the notebook's
     /// own process cannot see.
-    pub fn visible_gpus(&mut self) -> Vec<crate::gpu::Gpu> {
+    pub fn visible_gpus(&mut self) -> Vec<crate::measure::gpu::Gpu> {
         let cvd = if self.has_context {
             std::env::var("CUDA_VISIBLE_DEVICES").ok()
         } else {

@@ -160,6 +160,22 @@ impl Frontend {
         m
     }
 
+    /// iopub messages for several requests at once, each request's in order, until every one
+    /// has gone idle: requests served on different threads interleave, each stays in order.
+    /// Returns each request's message types; anything for another request fails.
+    pub fn recv_iopub_until_idle(&mut self, parents: &[&str]) -> Vec<Vec<(String, Value)>> {
+        let mut seen: Vec<Vec<(String, Value)>> = vec![Vec::new(); parents.len()];
+        let idle = |v: &Vec<(String, Value)>| v.last().is_some_and(|(t, c)| t == "status" && c["execution_state"] == "idle");
+        while !seen.iter().all(idle) {
+            let m = self.recv_iopub();
+            let i = parents.iter().position(|p| *p == parent_id(&m)).unwrap_or_else(|| {
+                panic!("iopub: {} for an unexpected request: {:?}", m.msg_type(), m.content)
+            });
+            seen[i].push((m.msg_type().to_string(), m.content.clone()));
+        }
+        seen
+    }
+
     pub fn recv_iopub_busy(&mut self, parent: &str) {
         let m = self.recv_iopub_of(parent, "status");
         assert_eq!(m.content["execution_state"], "busy");

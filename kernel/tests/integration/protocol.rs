@@ -222,12 +222,13 @@ fn replies_match_their_requests_while_a_cell_runs() {
     r.f.recv_iopub_idle(&hist);
     // Interrupt on control ends the cell.
     let int = r.f.send(Sock::Control, "interrupt_request", json!({}));
-    r.f.recv_iopub_busy(&int);
     assert_eq!(r.f.recv_control_reply(&int, "interrupt_reply")["status"], "ok");
-    r.f.recv_iopub_idle(&int);
-    let err = r.f.recv_iopub_of(&cell, "error");
-    assert_eq!(err.content["ename"], "KeyboardInterrupt");
-    r.f.recv_iopub_idle(&cell);
+    let seen = r.f.recv_iopub_until_idle(&[&int, &cell]);
+    let types = |v: &Vec<(String, Value)>| v.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
+    assert_eq!(types(&seen[0]), ["status", "status"], "the interrupt's busy and idle");
+    assert_eq!(seen[0][0].1["execution_state"], "busy");
+    assert_eq!(types(&seen[1]), ["error", "status"], "the cell's error, then its idle");
+    assert_eq!(seen[1][0].1["ename"], "KeyboardInterrupt");
     assert_eq!(r.f.recv_shell_execute_reply(&cell)["ename"], "KeyboardInterrupt");
     assert_eq!(r.toy.interrupts.load(Ordering::SeqCst), 1);
 }

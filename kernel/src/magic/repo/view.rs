@@ -1,25 +1,14 @@
-//! `%repo`: the kernel's view of a dryml object repo. Listing, querying, showing and deleting
-//! read the repo's index in the kernel itself (no object file is opened, no type is needed);
-//! `load` builds the object in the notebook's process, where its type is registered.
+//! `%repo`'s views of a repo's index: the table of entries and one entry's page, as text,
+//! HTML and JSON.
 
-use dryml::repo::{Entry, Repo, Selector};
+use dryml::repo::{Entry, Repo};
 use serde_json::{json, Value};
 
 /// `2026-11-22 03:04:05` (UTC) from Unix seconds.
 pub fn utc(secs: f64) -> String {
-    let s = secs.max(0.0) as i64;
-    let (days, rem) = (s.div_euclid(86_400), s.rem_euclid(86_400));
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+    chrono::DateTime::from_timestamp(secs.max(0.0) as i64, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_default()
 }
 
 fn size(bytes: u64) -> String {
@@ -65,12 +54,6 @@ pub fn show(repo: &Repo, e: &Entry) -> Value {
         "application/json": {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
                              "description": e.meta.description, "size": e.size, "file": file}
     })
-}
-
-/// The selector of `%repo get`'s words.
-pub fn selector(words: &[String]) -> Result<Selector, String> {
-    let refs: Vec<&str> = words.iter().map(String::as_str).collect();
-    Selector::parse(&refs).map_err(|(m, _)| m)
 }
 
 #[cfg(test)]

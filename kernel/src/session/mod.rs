@@ -1,10 +1,17 @@
 //! The evcxr session: starts evcxr's child, sets each new child up (the stdout flusher, `%env`
 //! settings), adds the `dryml` and `tch` dependencies a cell needs, and evaluates code, the
-//! user's or the kernel's own (hidden, or with its stdout captured).
+//! user's or the kernel's own (hidden, or with its stdout captured). Its submodules hold the
+//! running cell's state, the child's output listener, interrupts and error reports; the engine
+//! and the magics both use the session, and it uses neither.
 
-use super::errors;
-use super::state::CellState;
-use crate::child::{FLUSHER_CELL, STREAM_ENV};
+pub mod errors;
+pub mod interrupt;
+pub mod output;
+pub mod state;
+
+use state::CellState;
+use crate::child::FLUSHER_CELL;
+use dryml::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use crate::protocol::{ErrorContent, Io};
 use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
 use serde_json::{json, Map, Value};
@@ -44,10 +51,10 @@ impl Session {
     /// going to `stream_socket` and its state directory at `state_dir`.
     pub fn start(state: Arc<CellState>, stream_socket: &Path, state_dir: &Path) -> anyhow::Result<Session> {
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
-        super::output::listen(stream_socket, state.clone(), sync_tx)?;
+        output::listen(stream_socket, state.clone(), sync_tx)?;
         let mut cmd = std::process::Command::new(std::env::current_exe()?);
         cmd.env(STREAM_ENV, stream_socket);
-        cmd.env(dryml::experiment::STATE_DIR_ENV, state_dir);
+        cmd.env(STATE_DIR_ENV, state_dir);
         // CUDA then numbers GPUs as NVML and the reports do (IPyExperiments issue #2).
         if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
             cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");

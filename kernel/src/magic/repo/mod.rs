@@ -1,6 +1,8 @@
 //! `%repo`: opens a dryml repo in the kernel (which links `dryml`) to list, query, show and
 //! delete objects from the index alone; `load` builds an object in the child, where its type
-//! is registered. The tables are `crate::repo`'s.
+//! is registered. The tables are [`view`]'s.
+
+pub mod view;
 
 use super::Host;
 use crate::protocol::ErrorContent;
@@ -53,16 +55,16 @@ impl RepoMagic {
             RepoCall::Ls => {
                 let all = repo.entries();
                 let title = format!("{}: {} objects", repo.dir().display(), all.len());
-                host.show(crate::repo::table(&title, &all));
+                host.show(view::table(&title, &all));
             }
             RepoCall::Get(query) => {
                 let sel = query.selector();
                 let found = repo.find(&sel);
-                host.show(crate::repo::table(&format!("{} matching {sel}", found.len()), &found));
+                host.show(view::table(&format!("{} matching {sel}", found.len()), &found));
             }
             RepoCall::Show(id) => {
                 let e = entry(repo, id)?;
-                host.show(crate::repo::show(repo, &e));
+                host.show(view::show(repo, &e));
             }
             RepoCall::Rm(id) => {
                 entry(repo, id)?;

@@ -1,11 +1,10 @@
-//! Experiments and the cell logger: IPyExperiments' bookkeeping and reports, fed by `meter`.
-//!
-//! The engine owns one [`Monitor`]. It samples the child at cell boundaries while the logger is
-//! on or an experiment is open; an experiment keeps the variables it found at its start, the
-//! names it saw re-bound, and the highest marks seen, and turns them into a [`Report`].
+//! Experiments and the cell logger as data: IPyExperiments' bookkeeping and reports, fed with
+//! the meter's samples by the `%experiment` magics (`super`). An [`Experiment`] keeps the
+//! variables it found at its start, the names it saw re-bound, and the highest marks seen, and
+//! turns them into a [`Report`]; the [`CellLogger`] keeps one entry per measured cell.
 
-use crate::gpu::Gpu;
-use crate::meter::Sample;
+use crate::measure::gpu::Gpu;
+use crate::measure::meter::Sample;
 use crate::table::{escape, figures};
 use dryml::experiment::{DeviceFigures, Report};
 use serde_json::{json, Value};
@@ -85,7 +84,7 @@ impl Experiment {
 
     /// Folds in per-GPU peaks seen by a watch while a cell ran.
     pub fn observe_gpu_peaks(&mut self, peaks: &[u64]) {
-        crate::meter::fold_max(&mut self.peak_gpu, peaks.iter().copied());
+        crate::measure::meter::fold_max(&mut self.peak_gpu, peaks.iter().copied());
     }
 
     /// Notes the pre-existing names a cell of the experiment re-binds.
@@ -423,7 +422,7 @@ pub fn report_json(r: &Report, finished: bool) -> Value {
         "kept": r.kept,
         "failed": r.failed,
         "leak_threshold": r.leak_threshold,
-        "peak_tolerance": crate::meter::peak_tolerance(),
+        "peak_tolerance": crate::measure::meter::peak_tolerance(),
         "potential_leaks": r.potential_leaks().iter().map(|d| d.device.clone()).collect::<Vec<_>>(),
         "devices": r.devices.iter().map(|d| json!({
             "device": d.device, "name": d.name, "consumed": d.consumed, "reclaimed": d.reclaimed,
@@ -599,7 +598,7 @@ impl CellLogger {
                     "gpus": e.gpus.iter().map(m).collect::<Vec<_>>(), "measure_us": e.measure_us})
             })
             .collect();
-        let tolerance = crate::meter::peak_tolerance();
+        let tolerance = crate::measure::meter::peak_tolerance();
         bundle(text, html, json!({"gpus": self.gpu_labels, "cells": cells, "peak_tolerance": tolerance}))
     }
 
@@ -710,7 +709,7 @@ pub fn plot_svg(log: &[CellEntry]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meter::CpuMem;
+    use crate::measure::meter::CpuMem;
 
     fn sample(rss: u64, hwm: u64) -> Sample {
         Sample {

@@ -1,11 +1,13 @@
 //! `%experiment`, `%%experiment` and `%cell_logger`: opening and finishing experiments (which
 //! delete the variables they made and report memory), and measuring each cell while the logger
-//! is on or an experiment is open. The figures and reports are `crate::experiment`'s.
+//! is on or an experiment is open. The figures and reports are [`report`]'s.
+
+pub mod report;
 
 use super::Host;
-use crate::experiment::{self as exp, CellLogger, Experiment, LoggerMode};
-use crate::gpu::Gpu;
-use crate::meter::Sample;
+use report::{self as exp, CellLogger, Experiment, LoggerMode};
+use crate::measure::gpu::Gpu;
+use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
 use dryml_magics::{ExperimentCall, LoggerCall};
 
@@ -114,7 +116,7 @@ impl Experiments {
         }
         let report = e.report(&before, &after, plan, failed, notes);
         let path = host.state_dir.join(dryml::experiment::LAST_FILE);
-        if let Err(err) = crate::write_atomic(&path, report.to_record().as_bytes()) {
+        if let Err(err) = dryml::fs::write_atomic(&path, report.to_record().as_bytes(), dryml::fs::Durability::NoFsync) {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
         // The GPU note, if any, is already among the report's notes.

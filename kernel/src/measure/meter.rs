@@ -4,7 +4,7 @@
 //! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
 //! The `/proc` files are read through `dryml::procfs`.
 
-use crate::gpu::{Gpu, GpuMem, Gpus};
+use crate::measure::gpu::{Gpu, GpuMem, Gpus};
 use dryml::procfs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -75,7 +75,7 @@ impl Meter {
             .spawn(move || {
                 let mut peaks = vec![0u64; gpus.len()];
                 loop {
-                    let pids = with_descendants(root);
+                    let pids = procfs::with_descendants(root);
                     for (p, m) in peaks.iter_mut().zip(nvml.sample(&gpus, &pids)) {
                         *p = (*p).max(m.used_by_us);
                     }
@@ -150,9 +150,6 @@ impl Meter {
         }
     }
 }
-
-// The engine names it here; the reading is `dryml::procfs`'s.
-pub use dryml::procfs::with_descendants;
 
 /// How far `VmHWM` may sit below the true peak. Linux keeps RSS in three per-CPU counters (file,
 /// anon, shmem pages) and folds a CPU's share into each total only every `max(32, 2 * cpus)` pages;

@@ -1,0 +1,10 @@
+// The names the kernel binary exports for every cell's copy of dryml to find with `dlsym`.
+// Included by `dryml::protocol` and by the kernel's build script, so both spell them alike.
+/// The interrupt flag SIGINT sets in evcxr's child.
+pub const INTERRUPT_FLAG: &str = "dryml_interrupt_flag";
+/// `dryml::batch`'s size table: look a key up.
+pub const BATCH_GET: &str = "dryml_batch_get";
+/// `dryml::batch`'s size table: record a size that worked.
+pub const BATCH_RECORD: &str = "dryml_batch_record";
+/// All of them, for the linker.
+pub const EXPORTED: [&str; 3] = [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD];
