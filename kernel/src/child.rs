@@ -21,8 +21,11 @@ pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
 /// `dryml::batch`'s table of batch sizes, one per process: every cell's copy of dryml reads and
 /// writes through these, so a size learned in one cell is there in the next.
 #[no_mangle]
-pub extern "C" fn dryml_batch_get(key: u64, out: *mut [u64; 2]) -> bool {
-    dryml::batch::table_get(key, out)
+///
+/// # Safety
+/// `out` is null or valid for one write of `[u64; 2]`, as `dryml::batch` passes it.
+pub unsafe extern "C" fn dryml_batch_get(key: u64, out: *mut [u64; 2]) -> bool {
+    unsafe { dryml::batch::table_get(key, out) }
 }
 
 #[no_mangle]

@@ -57,6 +57,18 @@ pub enum LoggerCall {
     Plot,
 }
 
+impl ExperimentCall {
+    /// The subcommand as written.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ExperimentCall::Start(_) => "start",
+            ExperimentCall::Keep(_) => "keep",
+            ExperimentCall::Data => "data",
+            ExperimentCall::Finish => "finish",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum RepoCall {
     Open { dir: String, create: bool },
@@ -65,6 +77,20 @@ pub enum RepoCall {
     Show(String),
     Rm(String),
     Load { id: String, var: String },
+}
+
+impl RepoCall {
+    /// The subcommand as written.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RepoCall::Open { .. } => "open",
+            RepoCall::Ls => "ls",
+            RepoCall::Get(_) => "get",
+            RepoCall::Show(_) => "show",
+            RepoCall::Rm(_) => "rm",
+            RepoCall::Load { .. } => "load",
+        }
+    }
 }
 
 /// A `%repo get` query: what a `dryml::Selector` matches on, read from `TYPE key=value ...`.

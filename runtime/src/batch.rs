@@ -117,7 +117,8 @@ pub fn set_default_cache(c: Cache) {
 
 fn default_cache() -> Cache {
     let mut v = [0u64; 2];
-    (table().0)(DEFAULT_CACHE_KEY, &mut v);
+    // SAFETY: `v` is a live local the callee writes once.
+    unsafe { (table().0)(DEFAULT_CACHE_KEY, &mut v) };
     match v[0] {
         1 => Cache::Global,
         2 => Cache::None,
@@ -135,8 +136,11 @@ const DEFAULT_CACHE_KEY: u64 = u64::MAX;
 static TABLE: Mutex<Option<HashMap<u64, [u64; 2]>>> = Mutex::new(None);
 
 /// Reads a table entry into `out`; false when there is none. For the kernel to export.
+///
+/// # Safety
+/// `out` is null or valid for one write of `[u64; 2]`.
 #[doc(hidden)]
-pub extern "C" fn table_get(key: u64, out: *mut [u64; 2]) -> bool {
+pub unsafe extern "C" fn table_get(key: u64, out: *mut [u64; 2]) -> bool {
     let t = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     match t.as_ref().and_then(|m| m.get(&key)) {
         Some(v) if !out.is_null() => {
@@ -156,7 +160,7 @@ pub extern "C" fn table_record(key: u64, size: u64) {
     *e = if e[0] == size { [size, e[1].saturating_add(1)] } else { [size, 1] };
 }
 
-type TableGet = extern "C" fn(u64, *mut [u64; 2]) -> bool;
+type TableGet = unsafe extern "C" fn(u64, *mut [u64; 2]) -> bool;
 type TableRecord = extern "C" fn(u64, u64);
 
 fn table() -> (TableGet, TableRecord) {
@@ -270,7 +274,8 @@ impl Batcher {
     fn start(&self, key: Option<u64>) -> usize {
         let Some(k) = key else { return self.initial };
         let mut v = [0u64; 2];
-        if !(table().0)(k, &mut v) {
+        // SAFETY: `v` is a live local the callee writes once.
+        if !unsafe { (table().0)(k, &mut v) } {
             return self.initial;
         }
         let (size, streak) = (v[0] as usize, v[1]);
@@ -650,7 +655,7 @@ mod tests {
             b.batch(|n| if n > 16 { Err(E::Oom) } else { Ok(n) })
         }
         fn large(b: &Batcher) -> Result<usize, E> {
-            b.batch(|n| Ok(n))
+            b.batch(Ok)
         }
         assert_eq!(small(&b), Ok(16));
         assert_eq!(large(&b), Ok(64), "another closure does not inherit 16");
@@ -664,8 +669,8 @@ mod tests {
         assert_eq!(helper(32), Ok(32), "another call site starts from the top");
         // A named key is shared on purpose, but never starts above what the call asks for.
         assert_eq!(Batcher::new(64).key("shared").batch(|n| if n > 16 { Err(E::Oom) } else { Ok(n) }), Ok(16));
-        assert_eq!(Batcher::new(64).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(16));
-        assert_eq!(Batcher::new(8).key("shared").batch(|n| Ok::<usize, E>(n)), Ok(8));
+        assert_eq!(Batcher::new(64).key("shared").batch(Ok::<usize, E>), Ok(16));
+        assert_eq!(Batcher::new(8).key("shared").batch(Ok::<usize, E>), Ok(8));
     }
 
     #[test]

@@ -11,15 +11,10 @@ use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
 use dryml_magics::{ExperimentCall, LoggerCall};
 
+#[derive(Default)]
 pub struct Experiments {
     open: Option<Experiment>,
     logger: CellLogger,
-}
-
-impl Default for Experiments {
-    fn default() -> Self {
-        Experiments { open: None, logger: CellLogger::new() }
-    }
 }
 
 /// A measured cell: its first sample and the GPUs it watches.
@@ -40,11 +35,7 @@ impl Experiments {
             return Ok(());
         }
         let Some(e) = self.open.as_mut() else {
-            let sub = match call {
-                ExperimentCall::Keep(_) => "keep",
-                ExperimentCall::Data => "data",
-                _ => "finish",
-            };
+            let sub = call.name();
             return Err(ErrorContent::new(
                 "MagicError",
                 format!("%experiment {sub}: no experiment is open (start one with %experiment start [NAME])"),

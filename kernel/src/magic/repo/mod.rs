@@ -39,13 +39,7 @@ impl RepoMagic {
             return Ok(());
         }
         let Some(repo) = self.repo.as_mut() else {
-            let sub = match call {
-                RepoCall::Ls => "ls",
-                RepoCall::Get(_) => "get",
-                RepoCall::Show(_) => "show",
-                RepoCall::Rm(_) => "rm",
-                RepoCall::Load { .. } | RepoCall::Open { .. } => "load",
-            };
+            let sub = call.name();
             return Err(ErrorContent::new("RepoError", format!("%repo {sub}: no repo is open (use %repo open DIR [--create])")));
         };
         // Other processes (sandboxes, other notebooks) may have added objects.

@@ -1,0 +1,105 @@
+//! The architecture's invariants, read from the sources: the kernel's modules form layers with
+//! no cycle, only the protocol touches ZeroMQ and it names neither evcxr nor the engine,
+//! `magics/` does no I/O, and `runtime/` depends on no crate of ours outside it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Source text without comments, so prose may name what code must not.
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+/// Each top-level module of the kernel and the top-level modules its code names.
+fn kernel_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(ROOT).join("kernel/src");
+    let re = regex::Regex::new(r"crate::([a-z_]+)").unwrap();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in rust_files(&src) {
+        let rel = file.strip_prefix(&src).unwrap();
+        let top = rel.iter().next().unwrap().to_string_lossy().trim_end_matches(".rs").to_string();
+        if top == "lib" || top == "main" {
+            continue;
+        }
+        let deps = graph.entry(top.clone()).or_default();
+        for c in re.captures_iter(&code_of(&file)) {
+            if c[1] != *top {
+                deps.insert(c[1].to_string());
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn kernel_modules_form_layers_without_cycles() {
+    let graph = kernel_graph();
+    // Depth-first search for a back edge.
+    fn visit(n: &str, g: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) {
+        if done.contains(n) {
+            return;
+        }
+        if let Some(i) = path.iter().position(|p| p == n) {
+            panic!("import cycle: {} -> {n}", path[i..].join(" -> "));
+        }
+        path.push(n.to_string());
+        for d in g.get(n).into_iter().flatten() {
+            visit(d, g, path, done);
+        }
+        path.pop();
+        done.insert(n.to_string());
+    }
+    let mut done = BTreeSet::new();
+    for n in graph.keys() {
+        visit(n, &graph, &mut Vec::new(), &mut done);
+    }
+    assert!(graph["protocol"].is_empty(), "the protocol names {:?}", graph["protocol"]);
+    for low in ["session", "magic", "measure"] {
+        assert!(!graph[low].contains("engine"), "{low} must not reach up into the engine");
+    }
+    assert!(!graph["session"].contains("magic"), "the session knows nothing of magics");
+}
+
+#[test]
+fn only_the_protocol_touches_zeromq_and_it_never_names_evcxr() {
+    let src = Path::new(ROOT).join("kernel/src");
+    for file in rust_files(&src) {
+        let code = code_of(&file);
+        let in_protocol = file.starts_with(src.join("protocol"));
+        if in_protocol {
+            assert!(!code.contains("evcxr"), "{} names evcxr", file.display());
+        } else {
+            assert!(!code.contains("zeromq::"), "{} uses ZeroMQ outside the protocol", file.display());
+        }
+    }
+}
+
+#[test]
+fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
+    for file in rust_files(&Path::new(ROOT).join("magics/src")) {
+        let code = code_of(&file);
+        for io in ["std::fs", "std::net", "std::process", "std::io", "println!", "eprintln!", "std::env"] {
+            assert!(!code.contains(io), "{} uses {io}", file.display());
+        }
+    }
+    let manifest = std::fs::read_to_string(Path::new(ROOT).join("runtime/Cargo.toml")).unwrap();
+    for ours in ["dryml-kernel", "dryml-magics"] {
+        assert!(!manifest.contains(ours), "runtime/ depends on {ours}");
+    }
+}
