@@ -2,7 +2,7 @@
 //! ones in chunks of 32, by a plain loop and by each `dryml::batch` loop, rounds interleaved so
 //! drift hits every variant alike. Prints one JSON object (times in seconds per call).
 //!
-//! Run by `tests/bench_batch.py`; by hand:
+//! Run by `tests/bench/bench_batch.py`; by hand:
 //! `LIBTORCH_USE_PYTORCH=1 cargo run --release --features torch --example bench_batch -- 300`.
 
 use dryml::batch::{self, Batcher, Cache};

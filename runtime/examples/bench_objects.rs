@@ -1,4 +1,4 @@
-//! The Rust half of `tests/bench_objects.py`: save and load throughput for small and large
+//! The Rust half of `tests/bench/bench_objects.py`: save and load throughput for small and large
 //! objects, and a repo of N small objects queried with a selector. Prints one JSON line.
 //!
 //! Usage: cargo run --release --example bench_objects -p dryml -- N DIR
