@@ -673,26 +673,46 @@ mod tests {
         assert_eq!(Batcher::new(8).key("shared").batch(Ok::<usize, E>), Ok(8));
     }
 
+    /// A path in the temp dir unique to this process.
+    fn tempfile_path(name: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("dryml-test-{}-{name}", std::process::id()))
+    }
+
+    /// True in the process [`run_child`] starts: the test runs its child half there.
+    fn in_child() -> bool {
+        std::env::var_os("DRYML_TEST_CHILD").is_some()
+    }
+
+    /// Runs test `name` alone in a new process of this test binary, with `DRYML_TEST_CHILD` set
+    /// and its stderr going to `stderr`; returns its exit status. Not a fork: a fork of the
+    /// multi-threaded test runner can inherit a lock (the size table's, the meminfo cache's)
+    /// held by a test on another thread, and hang.
+    fn run_child(name: &str, stderr: std::process::Stdio) -> std::process::ExitStatus {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("batch::tests::{name}"), "--test-threads=1", "--nocapture"])
+            .env("DRYML_TEST_CHILD", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr)
+            .status()
+            .unwrap()
+    }
+
     #[test]
     fn a_slow_range_outside_the_kernel_logs_one_line_at_the_end() {
-        let mut fds = [0; 2];
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        if in_child() {
             // stderr is a pipe, as in a log: no redraws, one line once the loop is done.
-            unsafe { libc::dup2(fds[1], 2) };
             let r = range(0, 4, 1, |_, _| {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 Ok::<(), E>(())
             });
-            unsafe { libc::_exit(r.is_ok() as i32) };
+            std::process::exit(r.is_ok() as i32);
         }
-        unsafe { libc::close(fds[1]) };
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fds[0]) }, &mut out).unwrap();
-        let mut status = 0;
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(libc::WEXITSTATUS(status), 1);
+        let log = tempfile_path("slow-range.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let status = run_child("a_slow_range_outside_the_kernel_logs_one_line_at_the_end", file.into());
+        assert_eq!(status.code(), Some(1));
+        let out = std::fs::read_to_string(&log).unwrap();
+        let _ = std::fs::remove_file(&log);
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 1, "{out:?}");
         assert!(lines[0].starts_with(&format!("[{}] 4/4 (1.", "#".repeat(30))), "{out:?}");
@@ -700,21 +720,20 @@ mod tests {
 
     #[test]
     fn a_slow_range_on_a_terminal_redraws_one_line() {
-        let (mut master, mut slave) = (0, 0);
-        let r = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
-        assert_eq!(r, 0, "openpty");
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe { libc::dup2(slave, 2) };
+        if in_child() {
             let r = range(0, 8, 1, |_, _| {
                 std::thread::sleep(std::time::Duration::from_millis(150));
                 Ok::<(), E>(())
             });
-            unsafe { libc::_exit(r.is_ok() as i32) };
+            std::process::exit(r.is_ok() as i32);
         }
-        let mut status = 0;
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert_eq!(libc::WEXITSTATUS(status), 1);
+        let (mut master, mut slave) = (0, 0);
+        let r = unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+        assert_eq!(r, 0, "openpty");
+        // The child gets its own copy of the terminal's slave end as stderr.
+        let slave_copy = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(libc::dup(slave)) };
+        let status = run_child("a_slow_range_on_a_terminal_redraws_one_line", slave_copy.into());
+        assert_eq!(status.code(), Some(1));
         // Read while our end of the slave is still open: all of it is buffered by now.
         let mut buf = vec![0u8; 1 << 16];
         let n = unsafe { libc::read(master, buf.as_mut_ptr().cast(), buf.len()) };
@@ -739,8 +758,7 @@ mod tests {
     #[test]
     fn real_out_of_memory_under_a_cpu_memory_limit() {
         // In a child, so the limit does not bind the test runner.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        if in_child() {
             let limit = (vm_size() + (384 << 20)) as f64 / (1u64 << 30) as f64;
             set_cpu_memory_limit(limit).unwrap();
             let got = batch(1usize << 31, |n| {
@@ -754,14 +772,13 @@ mod tests {
                 Ok(n) => n.trailing_zeros() as i32,
                 Err(_) => 99,
             };
-            unsafe { libc::_exit(code) };
+            std::process::exit(code);
         }
-        let mut status = 0;
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status), "the child died: {status}");
+        let status = run_child("real_out_of_memory_under_a_cpu_memory_limit", std::process::Stdio::inherit());
+        assert!(status.code().is_some(), "the child died: {status}");
         // 2 GiB, 1 GiB and 512 MiB do not fit under +384 MiB; 256 MiB does. (The margins are
         // wide: malloc_trim between tries hands back some of what was mapped.)
-        assert_eq!(libc::WEXITSTATUS(status), 28);
+        assert_eq!(status.code(), Some(28));
     }
 
     #[test]
@@ -835,9 +852,8 @@ mod tests {
     fn real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit() {
         use tch::{Device, Kind, Tensor};
         // In a child, so the limit does not bind the test runner; libtorch's thread pools start
-        // there (a fork does not carry threads), before the limit and not under it.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        // there, before the limit and not under it.
+        if in_child() {
             tch::set_num_threads(2);
             let _ = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
             let limit = (vm_size() + (384 << 20)) as f64 / (1u64 << 30) as f64;
@@ -853,11 +869,10 @@ mod tests {
                 Ok(n) if n == 1 << 24 => failures,
                 _ => 99,
             };
-            unsafe { libc::_exit(code) };
+            std::process::exit(code);
         }
-        let mut status = 0;
-        unsafe { libc::waitpid(pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status), "the child died: {status}");
-        assert_eq!(libc::WEXITSTATUS(status), 4);
+        let status = run_child("real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit", std::process::Stdio::inherit());
+        assert!(status.code().is_some(), "the child died: {status}");
+        assert_eq!(status.code(), Some(4));
     }
 }

@@ -10,7 +10,7 @@
 //! on it; [`current`] reads it and [`context_check`] compares it with requirements, failing with
 //! DRYML's errors.
 
-use crate::pool::{Device, Kind, Machine, Pool};
+use crate::devices::{short, Device, Kind, Machine};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -256,7 +256,7 @@ impl ContextError {
     pub fn message(&self) -> String {
         match self {
             ContextError::NoContext => {
-                "no context is set in this process (set one with %context or dryml::context::set_context)".into()
+                "no context is set in this process (set one with %context or dryml::set_context)".into()
             }
             ContextError::Incompatible { requirements, context, why } => {
                 format!("Context doesn't satisfy requirements {requirements} ({why}; the context is {context})")
@@ -318,7 +318,7 @@ impl Context {
                     let d = Device { kind, index: i };
                     let have: f64 = held.iter().filter(|(x, _)| *x == d).map(|(_, s)| s).sum();
                     if have + 1e-9 < share {
-                        return Some(format!("{fw} asks for {d}={share}, it holds {}", crate::pool::short(have)));
+                        return Some(format!("{fw} asks for {d}={share}, it holds {}", short(have)));
                     }
                 }
             }
@@ -420,7 +420,7 @@ impl fmt::Display for Context {
             }
             let items: Vec<String> = ds
                 .iter()
-                .map(|(d, s)| if *s >= 1.0 { d.to_string() } else { format!("{d}={}", crate::pool::short(*s)) })
+                .map(|(d, s)| if *s >= 1.0 { d.to_string() } else { format!("{d}={}", short(*s)) })
                 .collect();
             if items.is_empty() {
                 write!(f, "{fw}: no devices")?;
@@ -432,7 +432,7 @@ impl fmt::Display for Context {
     }
 }
 
-/// This process's context, if one was set (by `%context`, [`set_context`], or a sandbox).
+/// This process's context, if one was set (by `%context`, [`crate::set_context`], or a sandbox).
 pub fn current() -> Option<Context> {
     let text = std::env::var(CONTEXT_ENV).ok()?;
     Context::decode(&text).ok()
@@ -449,22 +449,6 @@ pub fn context_check(reqs: &Requests) -> Result<(), ContextError> {
             why,
         }),
     }
-}
-
-/// DRYML's `set_context` for a program: claims `reqs` from the pool for this process and
-/// applies them to it. Once per process. (In a notebook, use `%context`, which also restarts.)
-pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
-    if let Some(ctx) = current() {
-        return Err(ContextError::AlreadyActive { context: ctx.to_string() });
-    }
-    let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
-    let mut pool = Pool::open().map_err(unavailable)?;
-    let ctx = pool.allocate(reqs).map_err(ContextError::ResourcesUnavailable)?;
-    pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
-    let machine = pool.machine.clone();
-    pool.commit().map_err(unavailable)?;
-    apply(&ctx, &machine);
-    Ok(ctx)
 }
 
 /// Applies a context to this process: its environment and the CPU affinity of every thread.
@@ -597,8 +581,8 @@ mod tests {
         let machine = Machine {
             cpus: 4,
             gpus: vec![
-                crate::pool::GpuInfo { index: 0, cuda_id: "1".into(), name: "A".into(), total_bytes: 1 },
-                crate::pool::GpuInfo { index: 1, cuda_id: "3".into(), name: "B".into(), total_bytes: 1 },
+                crate::devices::GpuInfo { index: 0, cuda_id: "1".into(), name: "A".into(), total_bytes: 1 },
+                crate::devices::GpuInfo { index: 1, cuda_id: "3".into(), name: "B".into(), total_bytes: 1 },
             ],
         };
         let ctx = Context::decode("tf=gpu/1:0.5,cpu/2:1;torch=gpu/0:1,cpu/3:0.5").unwrap();

@@ -16,6 +16,7 @@ extern crate self as dryml;
 pub mod batch;
 pub mod compute;
 pub mod context;
+pub mod devices;
 pub mod display;
 pub mod experiment;
 pub mod fs;
@@ -28,6 +29,8 @@ pub mod repo;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};
+// DRYML spells it `dryml.context.set_context`; it claims from the pool, so it lives there.
+pub use pool::set_context;
 // The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.
 pub use dryml_derive::Object;
 pub use object::{load_object, save_object, Build, Meta, Object, ObjectDef, State};

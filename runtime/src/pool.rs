@@ -7,155 +7,21 @@
 //! ended (crashed, killed, or just finished) is dropped by the next reader, so claims can never
 //! outlive their holder. Outside the kernel (no state dir) the pool is this process's alone.
 
-use crate::context::{Context, Request, Requests};
+use crate::context::{Context, ContextError, Request, Requests};
+pub use crate::devices::{short, Device, GpuInfo, Kind, Machine};
+use crate::devices::{state_dir, MACHINE_FILE};
 use crate::fs::{write_atomic, Durability};
 use crate::procfs;
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-const MACHINE_FILE: &str = "machine";
 const CLAIMS_FILE: &str = "claims";
 const LOCK_FILE: &str = "claims.lock";
-const MACHINE_VERSION: &str = "dryml-machine 1";
 const CLAIMS_VERSION: &str = "dryml-claims 1";
 /// Shares are compared with this slack, so three claims of 1/3 fill a device.
 const EPS: f64 = 1e-9;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Cpu,
-    Gpu,
-}
-
-/// `cpu/<i>` or `gpu/<i>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Device {
-    pub kind: Kind,
-    pub index: u32,
-}
-
-impl Device {
-    pub fn cpu(index: u32) -> Device {
-        Device { kind: Kind::Cpu, index }
-    }
-    pub fn gpu(index: u32) -> Device {
-        Device { kind: Kind::Gpu, index }
-    }
-}
-
-impl fmt::Display for Device {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let k = match self.kind {
-            Kind::Cpu => "cpu",
-            Kind::Gpu => "gpu",
-        };
-        write!(f, "{k}/{}", self.index)
-    }
-}
-
-impl std::str::FromStr for Device {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Device, String> {
-        let bad = || format!("`{s}` is not a device (cpu/<i> or gpu/<i>)");
-        let (k, i) = s.split_once('/').ok_or_else(bad)?;
-        let index = i.parse().map_err(|_| bad())?;
-        match k {
-            "cpu" => Ok(Device::cpu(index)),
-            "gpu" => Ok(Device::gpu(index)),
-            _ => Err(bad()),
-        }
-    }
-}
-
-/// One GPU of the pool. `gpu/<index>` counts GPUs in PCI bus order among those the kernel may
-/// use; `cuda_id` is what `CUDA_VISIBLE_DEVICES` needs to name it (with PCI_BUS_ID ordering).
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuInfo {
-    pub index: u32,
-    pub cuda_id: String,
-    pub name: String,
-    pub total_bytes: u64,
-}
-
-/// The devices a pool hands out.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Machine {
-    /// Logical CPU ids `0..cpus` (what `sched_setaffinity` takes).
-    pub cpus: u32,
-    pub gpus: Vec<GpuInfo>,
-}
-
-impl Machine {
-    /// The kernel's description of the machine, or else this process's CPUs and no GPUs.
-    pub fn load() -> Machine {
-        if let Some(dir) = state_dir() {
-            if let Ok(text) = std::fs::read_to_string(dir.join(MACHINE_FILE)) {
-                if let Some(m) = Machine::parse(&text) {
-                    return m;
-                }
-            }
-        }
-        let cpus = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
-        Machine { cpus, gpus: Vec::new() }
-    }
-
-    pub fn devices(&self) -> impl Iterator<Item = Device> + '_ {
-        (0..self.cpus)
-            .map(Device::cpu)
-            .chain(self.gpus.iter().map(|g| Device::gpu(g.index)))
-    }
-
-    pub fn has(&self, d: Device) -> bool {
-        match d.kind {
-            Kind::Cpu => d.index < self.cpus,
-            Kind::Gpu => self.gpus.iter().any(|g| g.index == d.index),
-        }
-    }
-
-    pub fn gpu(&self, index: u32) -> Option<&GpuInfo> {
-        self.gpus.iter().find(|g| g.index == index)
-    }
-
-    /// The record the kernel writes for cells and sandboxes to read.
-    pub fn to_record(&self) -> String {
-        let mut s = format!("{MACHINE_VERSION}\ncpus\t{}\n", self.cpus);
-        for g in &self.gpus {
-            let name = g.name.replace(['\t', '\n'], " ");
-            s.push_str(&format!("gpu\t{}\t{}\t{}\t{}\n", g.index, g.cuda_id, g.total_bytes, name));
-        }
-        s
-    }
-
-    pub fn parse(text: &str) -> Option<Machine> {
-        let mut lines = text.lines();
-        if lines.next()? != MACHINE_VERSION {
-            return None;
-        }
-        let mut m = Machine::default();
-        for line in lines {
-            let f: Vec<&str> = line.split('\t').collect();
-            match f.as_slice() {
-                ["cpus", n] => m.cpus = n.parse().ok()?,
-                ["gpu", i, id, total, name] => m.gpus.push(GpuInfo {
-                    index: i.parse().ok()?,
-                    cuda_id: id.to_string(),
-                    total_bytes: total.parse().ok()?,
-                    name: name.to_string(),
-                }),
-                _ => return None,
-            }
-        }
-        Some(m)
-    }
-
-    /// Writes the record into `dir` (write, then rename).
-    pub fn save(&self, dir: &Path) -> io::Result<()> {
-        write_atomic(&dir.join(MACHINE_FILE), self.to_record().as_bytes(), Durability::NoFsync)
-    }
-}
 
 /// One framework's share of one device, held by one process.
 #[derive(Debug, Clone, PartialEq)]
@@ -214,10 +80,6 @@ fn private_dir() -> io::Result<&'static Path> {
     let dir = tmp.join(format!("dryml-pool-{me}-{}", procfs::start_time(me).unwrap_or(0)));
     std::fs::create_dir_all(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
-}
-
-fn state_dir() -> Option<PathBuf> {
-    std::env::var_os(crate::protocol::STATE_DIR_ENV).map(PathBuf::from)
 }
 
 impl Pool {
@@ -398,12 +260,6 @@ impl Pool {
     }
 }
 
-/// A share as DRYML prints it: `1`, `0.5`.
-pub fn short(x: f64) -> String {
-    let s = format!("{x:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    s.to_string()
-}
 
 fn claims_record(claims: &[Claim]) -> String {
     let mut s = format!("{CLAIMS_VERSION}\n");
@@ -550,4 +406,21 @@ mod tests {
         assert!(e.contains("claims: line 2: malformed claim"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
+}
+
+/// DRYML's `set_context` for a program (`dryml::set_context`): claims `reqs` from the pool for
+/// this process and applies them to it. Once per process. (In a notebook, use `%context`,
+/// which also restarts.)
+pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
+    if let Some(ctx) = crate::context::current() {
+        return Err(ContextError::AlreadyActive { context: ctx.to_string() });
+    }
+    let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
+    let mut pool = Pool::open().map_err(unavailable)?;
+    let ctx = pool.allocate(reqs).map_err(ContextError::ResourcesUnavailable)?;
+    pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
+    let machine = pool.machine.clone();
+    pool.commit().map_err(unavailable)?;
+    crate::context::apply(&ctx, &machine);
+    Ok(ctx)
 }

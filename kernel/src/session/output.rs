@@ -1,6 +1,6 @@
 //! Kernel side of the child's output socket: publishes user stdout as it arrives, turns `dryml`
 //! display lines into `display_data`/`update_display_data`/`clear_output`, and signals the
-//! engine when a cell's output is complete.
+//! session when a cell's output is complete.
 
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};

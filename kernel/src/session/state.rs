@@ -1,5 +1,5 @@
-//! The running cell's state, shared by the engine thread, the output listener, evcxr's stderr
-//! thread and the interrupter (which runs on the protocol's tasks).
+//! The running cell's state, shared by the worker thread (the engine), the output listener,
+//! evcxr's stderr thread and the interrupter (which runs on the protocol's tasks).
 
 use crate::protocol::Io;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

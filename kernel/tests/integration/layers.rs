@@ -1,5 +1,5 @@
-//! The architecture's invariants, read from the sources: the kernel's modules form layers with
-//! no cycle, only the protocol touches ZeroMQ and it names neither evcxr nor the engine,
+//! The architecture's invariants, read from the sources: the kernel's and the runtime's modules
+//! form layers with no cycle, only the protocol touches ZeroMQ and it names neither evcxr nor the engine,
 //! `magics/` does no I/O, and `runtime/` depends on no crate of ours outside it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,9 +26,10 @@ fn code_of(path: &Path) -> String {
     text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
 }
 
-/// Each top-level module of the kernel and the top-level modules its code names.
-fn kernel_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(ROOT).join("kernel/src");
+/// Each top-level module of a crate (`kernel`, `runtime`) and the top-level modules its code
+/// names.
+fn module_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(ROOT).join(krate).join("src");
     let re = regex::Regex::new(r"crate::([a-z_]+)").unwrap();
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for file in rust_files(&src) {
@@ -47,9 +48,8 @@ fn kernel_graph() -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-#[test]
-fn kernel_modules_form_layers_without_cycles() {
-    let graph = kernel_graph();
+/// Panics with the cycle if the graph has one.
+fn assert_acyclic(graph: &BTreeMap<String, BTreeSet<String>>) {
     // Depth-first search for a back edge.
     fn visit(n: &str, g: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) {
         if done.contains(n) {
@@ -67,13 +67,26 @@ fn kernel_modules_form_layers_without_cycles() {
     }
     let mut done = BTreeSet::new();
     for n in graph.keys() {
-        visit(n, &graph, &mut Vec::new(), &mut done);
+        visit(n, graph, &mut Vec::new(), &mut done);
     }
+}
+
+#[test]
+fn kernel_modules_form_layers_without_cycles() {
+    let graph = module_graph("kernel");
+    assert_acyclic(&graph);
     assert!(graph["protocol"].is_empty(), "the protocol names {:?}", graph["protocol"]);
     for low in ["session", "magic", "measure"] {
         assert!(!graph[low].contains("engine"), "{low} must not reach up into the engine");
     }
     assert!(!graph["session"].contains("magic"), "the session knows nothing of magics");
+}
+
+#[test]
+fn runtime_modules_have_no_cycles() {
+    let graph = module_graph("runtime");
+    assert_acyclic(&graph);
+    assert!(graph["devices"].iter().all(|d| ["fs", "protocol"].contains(&d.as_str())), "{:?}", graph["devices"]);
 }
 
 #[test]
