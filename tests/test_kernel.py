@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from conftest import of_type, running_kernel, stdout_of, wait_for
+from conftest import of_type, running_kernel, stderr_of, stdout_of, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -47,6 +47,15 @@ print!("end")
     assert len(ticks) >= 2 and ticks[-1] - ticks[0] > 0.8, streams
     # A trailing print! with no newline still lands before idle.
     assert stdout_of(msgs) == "starttick 0\ntick 1\ntick 2\nend"
+
+
+def test_stderr_arrives_before_idle(kernel):
+    """Every cell's stderr is published before its idle, a line `eprint!` left open included
+    (the child marks the end of a cell's stderr; evcxr reads stderr on a thread of its own)."""
+    for i in range(6):
+        reply, msgs = kernel.execute(f'eprintln!("line {i}"); eprint!("open {i}");')
+        assert reply["status"] == "ok"
+        assert stderr_of(msgs) == f"line {i}\nopen {i}", [m["content"] for _, m in msgs]
 
 
 def test_compile_error_has_ename_in_reply_and_iopub(kernel):

@@ -162,6 +162,10 @@ impl Pump {
             self.flush_user_stdout();
             dryml_interrupt_flag.store(false, Ordering::SeqCst);
             self.send(TAG_SYNC, b"");
+            // stderr is unbuffered, so all the cell wrote there is in the pipe before this line
+            // (which ends a line `eprint!` left open; the kernel splits it off).
+            let marker = format!("{}\n", dryml::protocol::STDERR_SYNC);
+            unsafe { libc::write(2, marker.as_ptr().cast(), marker.len()) };
         } else if proto.starts_with(b"EVCXR_BEGIN_CONTENT") {
             self.in_content = true;
         }

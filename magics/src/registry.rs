@@ -316,18 +316,6 @@ pub fn keep_list(value: &str) -> Result<Vec<String>, String> {
 const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
 
 fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    experiment_check(args, tokens)?;
-    let rest = &args.positionals[1..];
-    let call = match args.positionals[0].as_str() {
-        "start" => ExperimentCall::Start(rest.first().cloned()),
-        "keep" => ExperimentCall::Keep(rest.to_vec()),
-        "data" => ExperimentCall::Data,
-        _ => ExperimentCall::Finish,
-    };
-    Ok(Call::Line(LineCall::Experiment(call)))
-}
-
-fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
     let Some(sub) = args.positionals.first() else {
         return Err((
             format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")),
@@ -335,24 +323,29 @@ fn experiment_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
         ));
     };
     let rest = &args.positionals[1..];
-    match sub.as_str() {
+    let call = match sub.as_str() {
         "start" if rest.len() > 1 => {
-            Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
+            return Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
         }
-        "keep" if rest.is_empty() => Err(("keep needs the NAMEs of variables to keep".into(), None)),
+        "start" => ExperimentCall::Start(rest.first().cloned()),
+        "keep" if rest.is_empty() => return Err(("keep needs the NAMEs of variables to keep".into(), None)),
         "keep" => match rest.iter().position(|n| !is_ident(n)) {
-            Some(k) => Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
-            None => Ok(()),
+            Some(k) => return Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
+            None => ExperimentCall::Keep(rest.to_vec()),
         },
         "data" | "finish" if !rest.is_empty() => {
-            Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
+            return Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
         }
-        "start" | "data" | "finish" => Ok(()),
-        other => Err((
-            format!("unknown subcommand `{other}` (expected {})", EXPERIMENT_SUBCOMMANDS.join(", ")),
-            positional_token(tokens, 0),
-        )),
-    }
+        "data" => ExperimentCall::Data,
+        "finish" => ExperimentCall::Finish,
+        other => {
+            return Err((
+                format!("unknown subcommand `{other}` (expected {})", EXPERIMENT_SUBCOMMANDS.join(", ")),
+                positional_token(tokens, 0),
+            ))
+        }
+    };
+    Ok(Call::Line(LineCall::Experiment(call)))
 }
 
 fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
@@ -366,21 +359,6 @@ fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError
 const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
 
 fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let query = repo_check(args, tokens)?;
-    let rest = &args.positionals[1..];
-    let call = match (args.positionals[0].as_str(), query) {
-        (_, Some(q)) => RepoCall::Get(q),
-        ("open", _) => RepoCall::Open { dir: rest[0].clone(), create: args.flag("create") },
-        ("ls", _) => RepoCall::Ls,
-        ("show", _) => RepoCall::Show(rest[0].clone()),
-        ("rm", _) => RepoCall::Rm(rest[0].clone()),
-        _ => RepoCall::Load { id: rest[0].clone(), var: rest[2].clone() },
-    };
-    Ok(Call::Line(LineCall::Repo(call)))
-}
-
-/// Checks `%repo`'s arguments; a `get` gives its query.
-fn repo_check(args: &Args, tokens: &[Token]) -> Result<Option<Query>, ArgError> {
     let Some(sub) = args.positionals.first() else {
         return Err((format!("expected a subcommand: {}", REPO_SUBCOMMANDS.join(", ")), None));
     };
@@ -389,25 +367,37 @@ fn repo_check(args: &Args, tokens: &[Token]) -> Result<Option<Query>, ArgError> 
     if args.flag("create") && sub != "open" {
         return Err(("--create goes with `open`".into(), tokens.iter().position(|t| t.text == "--create")));
     }
-    match (sub.as_str(), rest.len()) {
-        ("open", 1) | ("ls", 0) => Ok(None),
-        ("open", _) => Err(("open takes one DIR; quote a path with spaces".into(), at(2))),
-        ("ls", _) => Err((format!("ls takes no arguments, got `{}`", rest[0]), at(1))),
-        ("get", 0) => Err(("get needs a TYPE (or *), then key=value pairs, as in `%repo get Mlp lr=0.1`".into(), None)),
+    let call = match (sub.as_str(), rest.len()) {
+        ("open", 1) => RepoCall::Open { dir: rest[0].clone(), create: args.flag("create") },
+        ("open", _) => return Err(("open takes one DIR; quote a path with spaces".into(), at(2))),
+        ("ls", 0) => RepoCall::Ls,
+        ("ls", _) => return Err((format!("ls takes no arguments, got `{}`", rest[0]), at(1))),
+        ("get", 0) => {
+            return Err(("get needs a TYPE (or *), then key=value pairs, as in `%repo get Mlp lr=0.1`".into(), None))
+        }
         ("get", _) => {
             let words: Vec<&str> = rest.iter().map(String::as_str).collect();
-            dryml::repo::Selector::parse(&words).map(|s| Some(Query::of(s))).map_err(|(m, i)| (m, at(i + 1)))
+            let selector = dryml::repo::Selector::parse(&words).map_err(|(m, i)| (m, at(i + 1)))?;
+            RepoCall::Get(Query::of(selector))
         }
-        ("show" | "rm", 1) => Ok(None),
-        ("show" | "rm", n) => Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0))),
-        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => Ok(None),
-        ("load", 3) if rest[1] == "as" => Err((format!("`{}` is not a variable name", rest[2]), at(3))),
-        ("load", _) => Err(("expected `load ID as VAR`".into(), at(1))),
-        (other, _) => Err((
-            format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")),
-            at(0),
-        )),
-    }
+        ("show", 1) => RepoCall::Show(rest[0].clone()),
+        ("rm", 1) => RepoCall::Rm(rest[0].clone()),
+        ("show" | "rm", n) => {
+            return Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0)))
+        }
+        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => {
+            RepoCall::Load { id: rest[0].clone(), var: rest[2].clone() }
+        }
+        ("load", 3) if rest[1] == "as" => return Err((format!("`{}` is not a variable name", rest[2]), at(3))),
+        ("load", _) => return Err(("expected `load ID as VAR`".into(), at(1))),
+        (other, _) => {
+            return Err((
+                format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")),
+                at(0),
+            ))
+        }
+    };
+    Ok(Call::Line(LineCall::Repo(call)))
 }
 
 const LOGGER_MODES: &[&str] = &["on", "off", "compact", "data", "reset", "plot"];

@@ -159,3 +159,41 @@ fn tokenizer_columns() {
         vec![("a".into(), 1), ("b c".into(), 4), ("d".into(), 10)]
     );
 }
+
+#[test]
+fn calls_are_typed_once() {
+    use crate::call::*;
+    let line = |cell: &str| parse_cell(cell).unwrap().line_magics[0].line_call().cloned().unwrap();
+    let cell = |cell: &str| parse_cell(cell).unwrap().cell_magic.unwrap().cell_call().cloned().unwrap();
+    let table: &[(&str, LineCall)] = &[
+        ("%lsmagic", LineCall::Lsmagic),
+        ("%env", LineCall::Env(EnvCall::Show(None))),
+        ("%env HOME", LineCall::Env(EnvCall::Show(Some("HOME".into())))),
+        ("%env A=1=2", LineCall::Env(EnvCall::Set { name: "A".into(), value: "1=2".into() })),
+        ("%env A 'x y'", LineCall::Env(EnvCall::Set { name: "A".into(), value: "x y".into() })),
+        ("%env -u A B", LineCall::Env(EnvCall::Unset(vec!["A".into(), "B".into()]))),
+        ("%experiment start 'lr sweep'", LineCall::Experiment(ExperimentCall::Start(Some("lr sweep".into())))),
+        ("%experiment keep a b", LineCall::Experiment(ExperimentCall::Keep(vec!["a".into(), "b".into()]))),
+        ("%experiment data", LineCall::Experiment(ExperimentCall::Data)),
+        ("%experiment finish", LineCall::Experiment(ExperimentCall::Finish)),
+        ("%cell_logger compact", LineCall::CellLogger(LoggerCall::Compact)),
+        ("%repo open /tmp/r --create", LineCall::Repo(RepoCall::Open { dir: "/tmp/r".into(), create: true })),
+        ("%repo ls", LineCall::Repo(RepoCall::Ls)),
+        ("%repo rm 42", LineCall::Repo(RepoCall::Rm("42".into()))),
+        ("%repo load 42 as m", LineCall::Repo(RepoCall::Load { id: "42".into(), var: "m".into() })),
+    ];
+    for (text, want) in table {
+        assert_eq!(&line(text), want, "{text}");
+    }
+    let LineCall::Repo(RepoCall::Get(q)) = line("%repo get Mlp lr=0.1 data.name=mnist") else { panic!("a get") };
+    assert_eq!(q.type_name.as_deref(), Some("Mlp"));
+    assert_eq!(q.kwargs.unwrap()["lr"], serde_json::json!(0.1));
+    assert_eq!(cell("%%time\nx"), CellCall::Time);
+    assert_eq!(
+        cell("%%experiment big --keep a,b\nx"),
+        CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()] }
+    );
+    assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0)));
+    // Help asks for no call.
+    assert!(parse_cell("%repo?").unwrap().line_magics[0].call.is_none());
+}

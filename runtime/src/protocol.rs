@@ -23,5 +23,8 @@ pub const ERROR: &str = "DRYML_ERROR";
 /// `DRYML_POLLING {"on": bool}`: a loop that stops between steps on interrupt is running (or has
 /// ended), so the kernel waits longer than its usual grace period before killing the process.
 pub const POLLING: &str = "DRYML_POLLING";
+/// Written to the child's stderr by its output pump when a cell ends, after anything the cell
+/// wrote there: the kernel publishes stderr lines up to it before the cell's `idle`.
+pub const STDERR_SYNC: &str = "DRYML_STDERR_SYNC";
 /// Sent by the kernel's output pump when evcxr reports that a cell panicked.
 pub const PANIC: &str = "DRYML_PANIC";

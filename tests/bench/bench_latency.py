@@ -1,9 +1,12 @@
 """Cell round-trip latency from a real jupyter_client: 20 small cells, median and first cell.
 
 Runs DRYML Rust, and evcxr_jupyter side by side when its kernelspec ("rust") is installed,
-and prints the ratio. Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20]
+and prints the ratio. `--baseline BIN` runs another build of dryml-kernel beside this one (an
+earlier commit's, say), so a change can be judged in the same run.
+Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--baseline BIN]
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -60,17 +63,34 @@ def run_all(rows, n):
                     "p90": sorted(t)[int(0.9 * len(t)) - 1]} for label, t in times.items()}
 
 
+def install_baseline(binary, prefix):
+    """The kernelspec `dryml-rust-baseline`: the one `binary` installs (so its cells link its own
+    checkout's runtime), under another name."""
+    own = Path(tempfile.mkdtemp(prefix="dryml-baseline-"))
+    subprocess.run([str(binary), "install", "--prefix", str(own)], check=True, stdout=subprocess.DEVNULL)
+    spec = prefix / "share" / "jupyter" / "kernels" / "dryml-rust-baseline"
+    shutil.copytree(own / "share" / "jupyter" / "kernels" / "dryml-rust", spec)
+    shutil.rmtree(own, ignore_errors=True)
+    data = json.loads((spec / "kernel.json").read_text())
+    data["display_name"] += " (baseline)"
+    (spec / "kernel.json").write_text(json.dumps(data, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", type=int, default=20)
+    ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     args = ap.parse_args()
     jdir = tempfile.mkdtemp(prefix="dryml-bench-")
     os.environ["JUPYTER_PATH"] = os.pathsep.join([f"{jdir}/share/jupyter", os.environ.get("JUPYTER_PATH", "")])
     os.environ.setdefault("DRYML_HISTORY_FILE", f"{jdir}/history.sqlite")
     subprocess.run([str(ROOT / "target/release/dryml-kernel"), "install", "--prefix", jdir], check=True,
                    stdout=subprocess.DEVNULL)
-    specs = KernelSpecManager().find_kernel_specs()
     rows = [("dryml-rust", "dryml-rust", ())]
+    if args.baseline:
+        install_baseline(args.baseline, Path(jdir))
+        rows.append(("dryml-rust baseline", "dryml-rust-baseline", ()))
+    specs = KernelSpecManager().find_kernel_specs()
     if "rust" in specs:
         rows.append(("evcxr_jupyter", "rust", ()))
         rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
@@ -83,6 +103,10 @@ def main():
     print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")
     for label, r in results.items():
         print(f"{label:<22}{r['start']:>9.2f}{r['first']:>9.2f}{r['median']:>10.3f}{r['p90']:>8.3f}")
+    if "dryml-rust baseline" in results:
+        base, old = results["dryml-rust"], results["dryml-rust baseline"]
+        print(f"ratio dryml-rust / baseline: median {base['median'] / old['median']:.2f}, "
+              f"first cell {base['first'] / old['first']:.2f}, start {base['start'] / old['start']:.2f}")
     if "evcxr_jupyter" in results:
         base = results["dryml-rust"]
         for label in ("evcxr_jupyter", "evcxr_jupyter :opt 0"):

@@ -31,8 +31,10 @@ const TCH_VERSION: &str = "0.26.0";
 pub struct Session {
     ctx: CommandContext,
     state: Arc<CellState>,
-    /// A signal from the child's flusher each time a cell's output is complete.
+    /// A signal from the child's flusher each time a cell's stdout is complete.
     sync_rx: crossbeam_channel::Receiver<()>,
+    /// A signal from the stderr thread each time a cell's stderr is complete.
+    stderr_sync_rx: crossbeam_channel::Receiver<()>,
     /// The child that was last set up.
     setup_pid: u32,
     /// A child replaced since the last [`Session::take_replaced`] (after a crash or restart).
@@ -66,12 +68,22 @@ impl Session {
         if let Err(e) = ctx.set_opt_level(&opt) {
             tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
         }
-        // evcxr's stderr arrives line by line; forward it as it comes.
+        // evcxr's stderr arrives line by line; forward it as it comes, up to each cell's marker.
         let (st, stderr) = (state.clone(), outputs.stderr);
+        let (stderr_sync_tx, stderr_sync_rx) = crossbeam_channel::unbounded();
         std::thread::Builder::new().name("dryml-stderr".into()).spawn(move || {
             while let Ok(line) = stderr.recv() {
-                st.stderr_tail.lock().unwrap().push(line.clone());
-                st.stream("stderr", &format!("{line}\n"));
+                match line.strip_suffix(dryml::protocol::STDERR_SYNC) {
+                    Some(open) => {
+                        // The rest of a line `eprint!` left open, without the newline it lacked.
+                        st.stream("stderr", open);
+                        let _ = stderr_sync_tx.send(());
+                    }
+                    None => {
+                        st.stderr_tail.lock().unwrap().push(line.clone());
+                        st.stream("stderr", &format!("{line}\n"));
+                    }
+                }
             }
         })?;
         // evcxr sends stdout here only when the pump could not reach the kernel's socket.
@@ -85,6 +97,7 @@ impl Session {
             ctx,
             state,
             sync_rx,
+            stderr_sync_rx,
             setup_pid: 0,
             replaced: false,
             flusher_pending: true,
@@ -269,10 +282,13 @@ impl Session {
 
     fn drain_syncs(&self) {
         while self.sync_rx.try_recv().is_ok() {}
+        while self.stderr_sync_rx.try_recv().is_ok() {}
     }
 
+    /// Waits (up to `limit` in all) until the cell's stdout and stderr have both been published.
     fn wait_sync(&self, limit: Duration) -> bool {
-        self.sync_rx.recv_timeout(limit).is_ok()
+        let deadline = std::time::Instant::now() + limit;
+        self.sync_rx.recv_deadline(deadline).is_ok() && self.stderr_sync_rx.recv_deadline(deadline).is_ok()
     }
 }
 

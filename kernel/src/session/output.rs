@@ -113,3 +113,68 @@ fn control(line: &str, state: &CellState) {
         other => tracing::warn!("unknown control line {other} from the child"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::wire::Message;
+    use crate::protocol::{Io, Outbox};
+    use std::io::Write;
+    use std::time::Duration;
+
+    fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![tag];
+        f.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    #[test]
+    fn the_childs_frames_become_messages_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.sock");
+        let (iopub_tx, mut iopub) = tokio::sync::mpsc::unbounded_channel();
+        let (other, _keep) = tokio::sync::mpsc::unbounded_channel();
+        let (_input_tx, input) = crossbeam_channel::unbounded();
+        let out = Outbox::new(iopub_tx, other.clone(), other, input);
+        let parent = Message {
+            identities: vec![],
+            header: json!({"msg_id": "cell-1", "msg_type": "execute_request", "session": "s"}),
+            parent_header: json!({}),
+            metadata: json!({}),
+            content: json!({}),
+            buffers: vec![],
+        };
+        let state = Arc::new(CellState::default());
+        *state.io.lock().unwrap() = Some(Io::new(out, parent, true, 1));
+        let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
+        listen(&path, state.clone(), sync_tx).unwrap();
+
+        let mut child = UnixStream::connect(&path).unwrap();
+        // "é" split across two writes arrives whole.
+        child.write_all(&frame(TAG_OUT, b"h\xc3")).unwrap();
+        child.write_all(&frame(TAG_OUT, b"\xa9llo")).unwrap();
+        let display = br#"DRYML_DISPLAY {"data": {"text/plain": "7/8"}, "update": true, "display_id": "bar"}"#;
+        child.write_all(&frame(TAG_CONTROL, display)).unwrap();
+        child.write_all(&frame(TAG_CONTROL, br#"DRYML_POLLING {"on": true}"#)).unwrap();
+        child.write_all(&frame(TAG_CONTROL, br#"DRYML_ERROR {"ename": "SandboxFailed", "evalue": "no"}"#)).unwrap();
+        child.write_all(&frame(TAG_CONTROL, b"DRYML_CLEAR {not json")).unwrap();
+        child.write_all(&frame(TAG_SYNC, b"")).unwrap();
+        // Frames on one connection are handled in order: after the sync, all of them were.
+        sync_rx.recv_timeout(Duration::from_secs(5)).expect("the sync frame");
+
+        let mut got = Vec::new();
+        while let Ok(m) = iopub.try_recv() {
+            assert_eq!(m.parent_header["msg_id"], "cell-1");
+            got.push((m.msg_type().to_string(), m.content));
+        }
+        let texts: Vec<&str> = got.iter().filter(|(t, _)| t == "stream").map(|(_, c)| c["text"].as_str().unwrap()).collect();
+        assert_eq!(texts[..2], ["h", "éllo"]);
+        assert!(texts[2].starts_with("dryml: bad DRYML_CLEAR message from the cell"), "{texts:?}");
+        let update = got.iter().find(|(t, _)| t == "update_display_data").expect("the display update");
+        assert_eq!(update.1["transient"]["display_id"], "bar");
+        assert_eq!(update.1["data"]["text/plain"], "7/8");
+        assert_eq!(state.polling.load(Ordering::SeqCst), 1);
+        assert_eq!(*state.raised.lock().unwrap(), Some(("SandboxFailed".into(), "no".into())));
+    }
+}
