@@ -85,7 +85,7 @@ repo.len()"""
     assert shown["type"] == "data.Points" and shown["args"] == [2, "x"]
     target = found[0]["id"]
     out = stdout_of(ok(kernel, f"%repo load {target} as loaded"))
-    assert f"loaded = Mlp(" in out, out
+    assert "loaded = Mlp(" in out, out
     assert value(kernel, "loaded.downcast_ref::<Mlp>().unwrap().weights.clone()") == "[0.1, 0.1, 0.1, 0.1]"
     assert "Deleted points-2" in stdout_of(ok(kernel, "%repo rm points-2"))
     assert len(table(ok(kernel, "%repo ls"))["application/json"]["objects"]) == 12

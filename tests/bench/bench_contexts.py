@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from kernelspec import private_kernelspec
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 DRYML_SCRIPT = r"""
@@ -120,6 +122,12 @@ def main():
                           capture_output=True, text=True, check=True)
     py = json.loads(proc.stdout.strip().splitlines()[-1])
 
+    with private_kernelspec():
+        return measure(args, py, start_new_kernel)
+
+
+def measure(args, py, start_new_kernel):
+    """The Rust side, on this build's private kernelspec, printed beside DRYML's figures `py`."""
     km, kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=300,
                               env={**os.environ, "DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
     try:

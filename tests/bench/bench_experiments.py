@@ -8,13 +8,13 @@ Installs ipyexperiments into the venv if it is missing.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from kernelspec import private_kernelspec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MIB = 1 << 20
@@ -204,18 +204,11 @@ def main():
     args = ap.parse_args()
     n = args.cells
     ensure_ipyexperiments()
-    jdir = tempfile.mkdtemp(prefix="dryml-bench-")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join([f"{jdir}/share/jupyter", os.environ.get("JUPYTER_PATH", "")])
-    os.environ.setdefault("DRYML_HISTORY_FILE", f"{jdir}/history.sqlite")
-    subprocess.run([str(ROOT / "target/release/dryml-kernel"), "install", "--prefix", jdir], check=True,
-                   stdout=subprocess.DEVNULL)
-    try:
+    with private_kernelspec():
         d_t, measure_us, d_sleep_cpu, d_cpu = dryml_latency(n)
         d_rows, d_spikes, tol = dryml_accuracy()
         p_t, p_cpu = ipy_latency(n)
         p_rows, p_spikes = ipy_accuracy()
-    finally:
-        shutil.rmtree(jdir, ignore_errors=True)
 
     print(f"\n== Cell logger latency ({n} cells each, kernels interleaved) ==")
     for kind in ("compile", "command"):

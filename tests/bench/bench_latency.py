@@ -7,7 +7,6 @@ Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--baseline BI
 """
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -18,6 +17,8 @@ from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
+
+from kernelspec import private_kernelspec
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -76,30 +77,32 @@ def install_baseline(binary, prefix):
     (spec / "kernel.json").write_text(json.dumps(data, indent=1))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--cells", type=int, default=20)
-    ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
-    args = ap.parse_args()
-    jdir = tempfile.mkdtemp(prefix="dryml-bench-")
-    os.environ["JUPYTER_PATH"] = os.pathsep.join([f"{jdir}/share/jupyter", os.environ.get("JUPYTER_PATH", "")])
-    os.environ.setdefault("DRYML_HISTORY_FILE", f"{jdir}/history.sqlite")
-    subprocess.run([str(ROOT / "target/release/dryml-kernel"), "install", "--prefix", jdir], check=True,
-                   stdout=subprocess.DEVNULL)
+def measure(args, jdir):
+    """Runs the kernels on the prefix `jdir`: this build, the baseline, evcxr_jupyter if installed."""
     rows = [("dryml-rust", "dryml-rust", ())]
     if args.baseline:
-        install_baseline(args.baseline, Path(jdir))
-        rows.append(("dryml-rust baseline", "dryml-rust-baseline", ()))
+        install_baseline(args.baseline, jdir)
+        row = ("dryml-rust baseline", "dryml-rust-baseline", ())
+        rows.insert(0, row) if args.baseline_first else rows.append(row)
     specs = KernelSpecManager().find_kernel_specs()
     if "rust" in specs:
         rows.append(("evcxr_jupyter", "rust", ()))
         rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
     else:
         print("evcxr_jupyter not installed (no 'rust' kernelspec): measuring dryml-rust alone")
-    try:
-        results = run_all(rows, args.cells)
-    finally:
-        shutil.rmtree(jdir, ignore_errors=True)
+    return run_all(rows, args.cells)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cells", type=int, default=20)
+    ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
+    ap.add_argument("--baseline-first", action="store_true",
+                    help="start the baseline first and give it each cell first (the first cell of the "
+                         "kernel started first competes with the other's start-up)")
+    args = ap.parse_args()
+    with private_kernelspec() as jdir:
+        results = measure(args, jdir)
     print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")
     for label, r in results.items():
         print(f"{label:<22}{r['start']:>9.2f}{r['first']:>9.2f}{r['median']:>10.3f}{r['p90']:>8.3f}")

@@ -8,13 +8,10 @@ speed here 100,000 would take about six minutes to save alone.
 """
 import argparse
 import json
-import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
