@@ -49,6 +49,18 @@ print!("end")
     assert stdout_of(msgs) == "starttick 0\ntick 1\ntick 2\nend"
 
 
+def test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell():
+    """The warm-up builds the flusher and evcxr's variable store before the first request, and
+    forgets the variable it used to do so."""
+    with running_kernel() as k:
+        reply, msgs = k.execute(":vars")
+        assert reply["status"] == "ok"
+        listing = [m["content"]["data"]["text/plain"] for _, m in msgs if m["msg_type"] == "execute_result"]
+        assert listing in ([], [""]), listing
+        reply, msgs = k.execute('print!("no newline"); 7')
+        assert stdout_of(msgs) == "no newline"
+
+
 def test_stderr_arrives_before_idle(kernel):
     """Every cell's stderr is published before its idle, a line `eprint!` left open included
     (the child marks the end of a cell's stderr; evcxr reads stderr on a thread of its own)."""

@@ -509,10 +509,18 @@ impl Compute {
         }
         if base.is_none() {
             // The word arrived with the frame in one read, or (short) the child died first.
-            let n = if frame.len() >= 8 { 8 } else { frame.len() };
-            frame.drain(..n);
+            if frame.len() >= 8 {
+                let head: Vec<u8> = frame.drain(..8).collect();
+                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
+            } else {
+                frame.clear();
+            }
         }
         let (status, peak_rss) = reap(pid);
+        // The polls see the peak only if one lands on it; the kernel's high-water mark is exact.
+        if let Some(base) = base {
+            peak_added = peak_added.max(peak_rss.saturating_sub(base));
+        }
         Watched { frame, stopped, status, peak_rss, peak_added }
     }
 }

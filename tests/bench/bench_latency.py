@@ -3,7 +3,7 @@
 Runs DRYML Rust, and evcxr_jupyter side by side when its kernelspec ("rust") is installed,
 and prints the ratio. `--baseline BIN` runs another build of dryml-kernel beside this one (an
 earlier commit's, say), so a change can be judged in the same run.
-Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--baseline BIN]
+Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--baseline BIN]
 """
 import argparse
 import json
@@ -48,9 +48,11 @@ def timed(kc, code, label):
     return time.perf_counter() - t
 
 
-def run_all(rows, n):
-    """Starts every kernel, then runs cell i on each kernel in turn, so machine noise hits all alike."""
+def run_all(rows, n, idle=0.0):
+    """Starts every kernel, waits `idle` seconds (the user typing), then runs cell i on each kernel
+    in turn, so machine noise hits all alike."""
     live = {label: start(name, setup) for label, name, setup in rows}
+    time.sleep(idle)
     times = {label: [] for label in live}
     try:
         for code in cells(n):
@@ -90,12 +92,14 @@ def measure(args, jdir):
         rows.append(("evcxr_jupyter :opt 0", "rust", (":opt 0",)))
     else:
         print("evcxr_jupyter not installed (no 'rust' kernelspec): measuring dryml-rust alone")
-    return run_all(rows, args.cells)
+    return run_all(rows, args.cells, args.idle)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", type=int, default=20)
+    ap.add_argument("--idle", type=float, default=0.0,
+                    help="seconds between starting the kernels and the first cell (the user typing)")
     ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     ap.add_argument("--baseline-first", action="store_true",
                     help="start the baseline first and give it each cell first (the first cell of the "

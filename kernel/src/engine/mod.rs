@@ -37,12 +37,17 @@ struct CellRun {
 }
 
 impl Engine {
-    /// Starts the evcxr session (and so the child), and writes the pool's machine record.
+    /// Starts the evcxr session (and so the child), writes the pool's machine record, and warms
+    /// the child up. It runs on the protocol's worker before any request, so a cell sent during
+    /// the warm-up waits only for what is left of it.
     pub fn start(state: Arc<CellState>, history: Arc<Mutex<History>>, state_dir: PathBuf) -> anyhow::Result<Engine> {
         let session = Session::start(state.clone(), &state_dir.join("stream.sock"), &state_dir)?;
         let mut engine =
             Engine { session, state, history, meter: Meter::default(), magics: Magics::default(), state_dir };
         engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
+        if std::env::var_os("DRYML_NO_WARM_UP").is_none() {
+            engine.session.warm_up();
+        }
         Ok(engine)
     }
 

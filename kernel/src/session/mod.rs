@@ -142,6 +142,27 @@ impl Session {
         }
     }
 
+    /// Builds and runs the child's start-up code (the stdout flusher) now, while the user types,
+    /// so the first cell pays only for itself. A variable defined and then forgotten makes evcxr
+    /// set up its variable store here too: the first `let` of a notebook cost over a second
+    /// more than later ones. If the warm-up fails, the flusher rides with the first cell as
+    /// before.
+    pub fn warm_up(&mut self) {
+        const VAR: &str = "dryml_warm_up_";
+        let started = std::time::Instant::now();
+        if let Err(e) = self.eval_hidden(&format!("{FLUSHER_CELL}\nlet {VAR} = 0u8;")) {
+            tracing::warn!("warm-up failed, the first cell builds the start-up code: {}", e.evalue);
+            return;
+        }
+        self.flusher_pending = false;
+        // Moved out as a String, so evcxr's store forgets it (it keeps a moved-from Copy value).
+        let forget = format!("std::mem::drop({VAR}); let {VAR} = String::new(); std::mem::drop({VAR});");
+        if let Err(e) = self.eval_hidden(&forget) {
+            tracing::warn!("warm-up: {VAR} not forgotten: {}", e.evalue);
+        }
+        tracing::info!("warm: the child's start-up code and variable store built in {:.2?}", started.elapsed());
+    }
+
     /// True once after the child was replaced: what the old one held (a context) is gone.
     pub fn take_replaced(&mut self) -> bool {
         std::mem::take(&mut self.replaced)
