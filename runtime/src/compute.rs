@@ -377,10 +377,16 @@ impl Compute {
             return Err(failed("creating the start pipe", e));
         }
         let parent = std::process::id();
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().flush();
+        // Held across the fork, so the child gets them unlocked (their owner, this thread, is
+        // the one thread it has): a fork while another thread (the kernel's flusher, say) held
+        // one would leave it locked forever in the child, and its first print would hang.
+        let mut stdout = std::io::stdout().lock();
+        let mut stderr = std::io::stderr().lock();
+        let _ = stdout.flush();
+        let _ = stderr.flush();
         let t0 = Instant::now();
         let pid = unsafe { libc::fork() };
+        drop((stdout, stderr));
         if pid < 0 {
             let e = std::io::Error::last_os_error();
             unsafe {
@@ -566,7 +572,7 @@ fn child(
     body: impl FnOnce() -> Result<Vec<u8>, String>,
 ) -> ! {
     set_result_fd(fd);
-    context::apply(ctx, machine);
+    context::apply_in_fork(ctx, machine);
     let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
     if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
         unsafe { libc::_exit(3) };

@@ -458,6 +458,22 @@ pub fn apply(ctx: &Context, machine: &Machine) {
         // The kernel's helper threads in this process never read the environment.
         std::env::set_var(k, v);
     }
+    pin_and_start(ctx);
+}
+
+/// [`apply`] in a child just forked from a process with other threads: the environment is set
+/// through libc, not `std::env`, whose lock another thread may have held at the fork (and would
+/// then hold forever in the child, as one did in a test run).
+pub(crate) fn apply_in_fork(ctx: &Context, machine: &Machine) {
+    for (k, v) in ctx.env(machine) {
+        if let (Ok(k), Ok(v)) = (std::ffi::CString::new(k), std::ffi::CString::new(v)) {
+            unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
+        }
+    }
+    pin_and_start(ctx);
+}
+
+fn pin_and_start(ctx: &Context) {
     pin_threads(None, &ctx.cpu_set());
     // libtorch reads OMP_NUM_THREADS only when it starts; a fork of a process where it already
     // runs needs the call.
