@@ -155,9 +155,7 @@ impl Session {
             return;
         }
         self.flusher_pending = false;
-        // Moved out as a String, so evcxr's store forgets it (it keeps a moved-from Copy value).
-        let forget = format!("std::mem::drop({VAR}); let {VAR} = String::new(); std::mem::drop({VAR});");
-        if let Err(e) = self.eval_hidden(&forget) {
+        if let Err(e) = self.eval_hidden(&forget_code(&[VAR.to_string()])) {
             tracing::warn!("warm-up: {VAR} not forgotten: {}", e.evalue);
         }
         tracing::info!("warm: the child's start-up code and variable store built in {:.2?}", started.elapsed());
@@ -311,6 +309,16 @@ impl Session {
         let deadline = std::time::Instant::now() + limit;
         self.sync_rx.recv_deadline(deadline).is_ok() && self.stderr_sync_rx.recv_deadline(deadline).is_ok()
     }
+}
+
+/// Code that makes evcxr forget the variables `names`: `drop` frees a moved value at once, and
+/// the `String` re-binding makes every name a moved value when evcxr stores variables after the
+/// cell, so it forgets even `Copy` ones. No line starts with `:`, which evcxr reads as a command.
+pub fn forget_code(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("std::mem::drop({n}); let {n} = std::string::String::new(); std::mem::drop({n});\n"))
+        .collect()
 }
 
 /// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.

@@ -236,17 +236,8 @@ fn pattern_names(pat: &syn::Pat, out: &mut Vec<String>) {
 }
 
 /// The code that deletes variables in the child and hands freed heap back to the system.
-///
-/// No line may start with `:`, which evcxr reads as a command. `drop` frees a moved value at once. The `String` re-binding makes every name a moved value
-/// when evcxr stores variables after the cell, so evcxr forgets it even for `Copy` types.
 pub fn cleanup_code(names: &[String]) -> String {
-    let mut code = String::new();
-    for n in names {
-        let _ = writeln!(
-            code,
-            "std::mem::drop({n}); let {n} = std::string::String::new(); std::mem::drop({n});"
-        );
-    }
+    let mut code = crate::session::forget_code(names);
     code.push_str(
         "{ unsafe extern \"C\" { fn malloc_trim(pad: usize) -> i32; } unsafe { malloc_trim(0); } }\n",
     );
