@@ -24,6 +24,7 @@ if ! compgen -G "$VENV/lib/python3*/site-packages/torch/lib/libtorch.so" >/dev/n
     "$VENV/bin/pip" install --quiet torch==2.13.0
 fi
 
+bash "$ROOT/kernelspec/patch-deps.sh"
 echo "==> building dryml-kernel (release)"
 (cd "$ROOT" && cargo build --release --locked -p dryml-kernel)
 KERNEL_BIN="$ROOT/target/release/dryml-kernel"

@@ -5,6 +5,9 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 "$KERNEL_BIN" install --prefix "$VENV"
+# The machine's build cache gets dryml and tch now, so a user's first tch cell takes seconds.
+echo "==> building dryml and tch into the build cache (once per machine and toolchain)"
+"$KERNEL_BIN" cache warm --torch
 mkdir -p "$ROOT/build"
 OUT="$ROOT/build/tour.executed.ipynb"
 echo "==> executing notebooks/tour.ipynb"

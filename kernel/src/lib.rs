@@ -16,15 +16,42 @@ pub mod torch;
 
 /// Serves a kernel for the connection file's `info` until a client shuts it down.
 pub fn run(info: jupyter_protocol::ConnectionInfo) -> anyhow::Result<()> {
+    let scratch = scratch_with_evcxr_dir()?;
+    let kernel = engine::kernel::Kernel::new(scratch.clone());
+    let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// This process's scratch directory, with evcxr building under it unless the user chose
+/// `EVCXR_TMPDIR`. Call while single-threaded (it sets the environment).
+fn scratch_with_evcxr_dir() -> anyhow::Result<std::path::PathBuf> {
     let scratch = paths::scratch()?;
     if std::env::var_os("EVCXR_TMPDIR").is_none() {
         let evcxr_dir = scratch.join("evcxr");
         std::fs::create_dir_all(&evcxr_dir)?;
-        // Still single-threaded: the protocol's runtime and the engine start below.
         std::env::set_var("EVCXR_TMPDIR", &evcxr_dir);
     }
-    let kernel = engine::kernel::Kernel::new(scratch.clone());
-    let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));
+    Ok(scratch)
+}
+
+/// `dryml-kernel cache warm`: builds `dryml` (and `tch`, with `torch`) into the machine's build
+/// cache exactly as a kernel's cell would, so the first kernels after set-up find them built.
+pub fn warm_cache(torch: bool) -> anyhow::Result<()> {
+    let scratch = scratch_with_evcxr_dir()?;
+    let result = (|| {
+        let state = std::sync::Arc::new(session::state::CellState::default());
+        let mut s = session::Session::start(state, &scratch.join("stream.sock"), &scratch)?;
+        match s.build_cache() {
+            Ok(Some(_)) => {}
+            Ok(None) => anyhow::bail!("the build cache is off ({}=off): nothing to warm", session::cache::DIR_ENV),
+            Err(e) => anyhow::bail!("the build cache is not usable: {e}"),
+        }
+        if torch && torch::available().is_none() {
+            anyhow::bail!("no libtorch in the venv ({}): cannot build tch", paths::venv().display());
+        }
+        s.prepare_deps(torch).map_err(|e| anyhow::anyhow!("{}: {}", e.ename, e.evalue))
+    })();
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }

@@ -26,6 +26,26 @@ enum Command {
         #[command(flatten)]
         place: dryml_kernel::install::Place,
     },
+    /// Show, warm, collect or clear the machine's build cache (what `%cache` does in a notebook).
+    Cache {
+        #[command(subcommand)]
+        action: Option<CacheAction>,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheAction {
+    /// Where it is, its size and bound, its generations (the default).
+    Show,
+    /// Build `dryml` into it as a kernel would; with --torch also `tch` and dryml's torch feature.
+    Warm {
+        #[arg(long)]
+        torch: bool,
+    },
+    /// Evict what was used least recently until it is within its bound.
+    Gc,
+    /// Empty it.
+    Clear,
 }
 
 fn main() -> std::process::ExitCode {
@@ -40,6 +60,34 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn cache(action: CacheAction) -> anyhow::Result<()> {
+    use dryml_kernel::session::cache::{bytes, BuildCache};
+    if let CacheAction::Warm { torch } = action {
+        let started = std::time::Instant::now();
+        dryml_kernel::warm_cache(torch)?;
+        println!("built {} into the cache in {:.1?}", if torch { "dryml and tch" } else { "dryml" }, started.elapsed());
+        return Ok(());
+    }
+    let Some(cache) = BuildCache::from_env()? else {
+        println!("the build cache is off (DRYML_BUILD_CACHE=off)");
+        return Ok(());
+    };
+    let wait = std::time::Duration::from_secs(30);
+    match action {
+        CacheAction::Show | CacheAction::Warm { .. } => {
+            let r = cache.report();
+            println!("{} (limit {})", r.root.display(), bytes(r.limit));
+            for g in &r.generations {
+                let mark = if g.current { "*" } else { " " };
+                println!("{mark} {}  {}  {} crate builds", g.key, bytes(g.bytes), g.units);
+            }
+        }
+        CacheAction::Gc => println!("evicted {}", bytes(cache.collect(wait)?)),
+        CacheAction::Clear => println!("cleared {}", bytes(cache.clear(wait)?)),
+    }
+    Ok(())
 }
 
 fn run() -> anyhow::Result<()> {
@@ -61,6 +109,7 @@ fn run() -> anyhow::Result<()> {
             let dir = dryml_kernel::install::uninstall(&place)?;
             println!("Removed kernelspec dryml-rust from {}", dir.display());
         }
+        (Some(Command::Cache { action }), _) => cache(action.unwrap_or(CacheAction::Show))?,
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading connection file {}", file.display()))?;

@@ -21,6 +21,7 @@ pub enum LineCall {
     CellLogger(LoggerCall),
     Context(ContextCommand),
     Repo(RepoCall),
+    Cache(CacheCall),
 }
 
 /// `%%name ...`: the magic wraps the cell's body.
@@ -45,6 +46,15 @@ pub enum ExperimentCall {
     Keep(Vec<String>),
     Data,
     Finish,
+}
+
+/// `%cache`: the machine's build cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheCall {
+    Show,
+    /// Evict least recently used entries down to the bound now.
+    Collect,
+    Clear,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The registry table: every magic's name, kind, summary and argument grammar, in one place.
 
-use crate::call::{Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
+use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
 use crate::{Args, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,6 +419,24 @@ fn cell_logger_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     Ok(Call::Line(LineCall::CellLogger(mode)))
 }
 
+const CACHE_SUBCOMMANDS: &[&str] = &["gc", "clear"];
+
+fn cache_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    let call = match args.positionals.as_slice() {
+        [] => CacheCall::Show,
+        [s] if s == "gc" => CacheCall::Collect,
+        [s] if s == "clear" => CacheCall::Clear,
+        [s] => {
+            return Err((
+                format!("unknown subcommand `{s}` (expected {}, or nothing to show the cache)", CACHE_SUBCOMMANDS.join(" or ")),
+                positional_token(tokens, 0),
+            ))
+        }
+        [_, extra, ..] => return Err((format!("takes one subcommand, got also `{extra}`"), positional_token(tokens, 1))),
+    };
+    Ok(Call::Line(LineCall::Cache(call)))
+}
+
 /// Every magic the kernel knows. `%lsmagic`, `%name?` and completion read this table only.
 pub static REGISTRY: &[MagicSpec] = &[
     MagicSpec {
@@ -524,6 +542,20 @@ load builds the object in the notebook as VAR (a Box<dyn dryml::Object>; downcas
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "the subcommand's arguments" },
         ],
         parse: repo_parse,
+    },
+    MagicSpec {
+        name: "cache",
+        kind: MagicKind::Line,
+        summary: "Show, collect or clear the machine's build cache (dryml, tch and :dep crates, built once).",
+        usage: "%cache | %cache gc | %cache clear",
+        details: "Every kernel of this user builds in one cargo build directory per toolchain and libtorch\n\
+($DRYML_BUILD_CACHE, default ~/.cache/dryml-rust/build; `off` for a private one per kernel), so a\n\
+crate is compiled once per machine. Cargo decides what is fresh. The size bound\n\
+($DRYML_BUILD_CACHE_LIMIT, default 10G) is kept at each kernel start by evicting what was used\n\
+least recently, never what a build holds or what was used in the last hour. gc: do that now.\n\
+clear: empty the cache (waits for builds in other kernels; the next build of each crate is cold).",
+        args: &[ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: true, help: "gc or clear" }],
+        parse: cache_parse,
     },
     MagicSpec {
         name: "compute",

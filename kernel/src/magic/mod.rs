@@ -3,6 +3,7 @@
 //! typed call meets its code in one exhaustive `match` ([`run_line`], and the engine's for
 //! cell magics), so a new magic that is not handled does not compile.
 
+pub mod cache;
 pub mod context;
 pub mod env;
 pub mod experiment;
@@ -95,6 +96,7 @@ pub fn run_line(
         }
         LineCall::Context(c) => magics.contexts.run(host, inv, c),
         LineCall::Repo(c) => magics.repo.run(host, c),
+        LineCall::Cache(c) => cache::run(host, *c),
     }
 }
 

@@ -4,11 +4,13 @@
 //! running cell's state, the child's output listener, interrupts and error reports; the engine
 //! and the magics both use the session, and it uses neither.
 
+pub mod cache;
 pub mod errors;
 pub mod interrupt;
 pub mod output;
 pub mod state;
 
+use cache::BuildCache;
 use state::CellState;
 use crate::child::FLUSHER_CELL;
 use dryml::protocol::{STATE_DIR_ENV, STREAM_ENV};
@@ -46,6 +48,8 @@ pub struct Session {
     torch_added: bool,
     /// `%env` settings (None: unset), re-applied to every new child.
     env_overrides: BTreeMap<String, Option<String>>,
+    /// The machine's build cache, or why this kernel builds without it.
+    cache: Result<Option<BuildCache>, String>,
 }
 
 impl Session {
@@ -104,9 +108,41 @@ impl Session {
             dryml_added: false,
             torch_added: false,
             env_overrides: BTreeMap::new(),
+            cache: Ok(None),
         };
         session.ensure_child_setup();
+        session.use_build_cache();
         Ok(session)
+    }
+
+    /// Points evcxr's builds at the machine's build cache, unless it is off or unusable (then
+    /// the kernel builds in its own directory, as evcxr does, and `%cache` says why).
+    fn use_build_cache(&mut self) {
+        self.cache = BuildCache::from_env().map_err(|e| format!("{e:#}"));
+        match &self.cache {
+            Ok(Some(cache)) => {
+                let dir = cache.dir();
+                let set = cache.touch().map_err(|e| format!("{e:#}")).and_then(|()| {
+                    // Cargo reads it from the environment evcxr gives each build; evcxr's own
+                    // default (its `target`) comes before the ones set here.
+                    self.ctx
+                        .execute(&format!(":build_env CARGO_BUILD_BUILD_DIR={}", dir.display()))
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                });
+                if let Err(e) = set {
+                    tracing::warn!("build cache {} not used: {e}", dir.display());
+                    self.cache = Err(e);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!("build cache not used: {e}"),
+        }
+    }
+
+    /// The machine's build cache, for `%cache`.
+    pub fn build_cache(&self) -> Result<Option<&BuildCache>, &str> {
+        self.cache.as_ref().map(Option::as_ref).map_err(String::as_str)
     }
 
     /// evcxr itself, for completion and inspection.
@@ -159,6 +195,26 @@ impl Session {
             tracing::warn!("warm-up: {VAR} not forgotten: {}", e.evalue);
         }
         tracing::info!("warm: the child's start-up code and variable store built in {:.2?}", started.elapsed());
+        if let Ok(Some(_)) = &self.cache {
+            // With the machine's cache, `dryml` is a link away (built once per machine, or now,
+            // for later kernels): the first cell that names it then costs what any cell does.
+            let started = std::time::Instant::now();
+            match self.add_deps("dryml::") {
+                Ok(()) => tracing::info!("warm: dryml added in {:.2?}", started.elapsed()),
+                Err(e) => tracing::warn!("warm-up: dryml not added: {}", e.evalue),
+            }
+            if let Ok(Some(cache)) = &self.cache {
+                if let Err(e) = cache.collect(Duration::ZERO) {
+                    tracing::warn!("build cache not collected: {e:#}");
+                }
+            }
+        }
+    }
+
+    /// Builds `dryml` (and with `torch`, `tch` and dryml's torch feature) as a cell naming them
+    /// would, so that later kernels find them in the machine's build cache.
+    pub fn prepare_deps(&mut self, torch: bool) -> Result<(), ErrorContent> {
+        self.add_deps(if torch { "tch::" } else { "dryml::" })
     }
 
     /// True once after the child was replaced: what the old one held (a context) is gone.
@@ -235,34 +291,55 @@ impl Session {
 
     /// Adds `dryml` (and `tch`, with dryml's torch feature) the first time code names them.
     fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
+        let Some((deps, torch)) = self.deps_for(code) else { return Ok(()) };
+        self.eval_hidden(&deps)?;
+        self.note_deps_added(torch);
+        Ok(())
+    }
+
+    /// The `:dep` lines a cell needs before it can run, and whether they bring `tch`.
+    fn deps_for(&self, code: &str) -> Option<(String, bool)> {
         // A cell naming `tch` gets it when the venv has libtorch.
         let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
         if !torch && (self.dryml_added || !uses_dryml(code)) {
-            return Ok(());
+            return None;
         }
         let path = crate::paths::runtime();
         let path = path.to_string_lossy();
-        let dep = if torch || self.torch_added {
+        let deps = if torch || self.torch_added {
             format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
         } else {
             format!(":dep dryml = {{ path = {path:?} }}")
         };
-        self.eval_hidden(&dep)?;
+        Some((deps, torch))
+    }
+
+    fn note_deps_added(&mut self, torch: bool) {
         self.dryml_added = true;
         self.torch_added |= torch;
-        Ok(())
     }
 
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
     pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
         self.ensure_child_setup();
-        self.add_deps(code)?;
         let vars_before: Vec<String> = self.variables().into_keys().collect();
-        // The flusher is compiled with the user's first cell rather than as a cell of its own,
-        // which would cost a whole extra compile before the first result. evcxr's `:` commands
-        // must start the cell, so such cells wait for the next one.
+        // The flusher and new dependencies are compiled with the user's cell rather than as cells
+        // of their own, each of which would cost a whole extra build (and for `tch`, a load)
+        // before the result. evcxr's `:` commands must start the cell, so a cell with its own
+        // commands gets the flusher with the next one.
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
-        let code = if with_flusher { format!("{FLUSHER_CELL}\n{code}") } else { code.to_string() };
+        let deps = self.deps_for(code);
+        let mut full = String::new();
+        if let Some((lines, _)) = &deps {
+            full.push_str(lines);
+            full.push('\n');
+        }
+        if with_flusher {
+            full.push_str(FLUSHER_CELL);
+            full.push('\n');
+        }
+        full.push_str(code);
+        let code = full;
         self.drain_syncs();
         self.state.begin_cell();
         let io = io.clone();
@@ -274,6 +351,9 @@ impl Session {
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
         if ran && with_flusher {
             self.flusher_pending = false;
+        }
+        if let (true, Some((_, torch))) = (ran, deps) {
+            self.note_deps_added(torch);
         }
         if ran && runs_code(&code) {
             self.wait_sync(Duration::from_secs(2));

@@ -1,0 +1,556 @@
+//! The machine's build cache: one cargo build directory per user, toolchain and libtorch, shared
+//! by every kernel, so `dryml`, `tch` and any `:dep` crate is built once per machine rather than
+//! once per kernel start. Cargo's fingerprints decide what is fresh (a change in `runtime/`, the
+//! features, the profile or a watched variable rebuilds) and cargo's lock keeps concurrent builds
+//! apart; this module picks the directory, keeps it within a size bound (least recently used
+//! first) and clears it.
+
+use anyhow::{bail, Context};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// The cache's directory, or `off` for a private build directory per kernel, as evcxr has it.
+pub const DIR_ENV: &str = "DRYML_BUILD_CACHE";
+/// The size bound: bytes, or with a suffix (`500M`, `10G`, `10GiB`).
+pub const LIMIT_ENV: &str = "DRYML_BUILD_CACHE_LIMIT";
+pub const DEFAULT_LIMIT: u64 = 10 << 30;
+/// Touched by each kernel that starts on a generation.
+const USED_FILE: &str = "dryml-last-used";
+/// Entries used this recently are part of some kernel's working set: never evicted, since a
+/// rebuild would cost more than the bytes are worth.
+const RECENT: Duration = Duration::from_secs(3600);
+/// Eviction goes this far below the bound, so that every start does not evict again.
+const LOW_WATER: f64 = 0.9;
+
+pub struct BuildCache {
+    root: PathBuf,
+    /// The generation this kernel builds in: `rustc-<release>-<commit>[-torch-<version>-<path>]`.
+    key: String,
+    limit: u64,
+}
+
+/// One thing eviction may remove: a whole generation that is not this kernel's, or one cargo
+/// unit (the files of one crate build, which share a hash) of this kernel's generation.
+#[derive(Debug)]
+struct Item {
+    label: String,
+    bytes: u64,
+    last_used: SystemTime,
+    paths: Vec<PathBuf>,
+    /// Cargo locks to hold while removing it.
+    generation: PathBuf,
+}
+
+/// What `%cache` shows.
+pub struct Report {
+    pub root: PathBuf,
+    pub limit: u64,
+    pub generations: Vec<Generation>,
+    /// This generation's largest crates: name, bytes.
+    pub largest: Vec<(String, u64)>,
+}
+
+pub struct Generation {
+    pub key: String,
+    pub current: bool,
+    pub bytes: u64,
+    pub units: usize,
+    pub last_used: Option<SystemTime>,
+}
+
+impl BuildCache {
+    /// The cache as the environment configures it; `None` when it is switched off.
+    pub fn from_env() -> anyhow::Result<Option<BuildCache>> {
+        let root = match std::env::var_os(DIR_ENV) {
+            Some(v) if v == "off" => return Ok(None),
+            Some(v) if !v.is_empty() => PathBuf::from(v),
+            _ => default_root().context("no home directory for the build cache; set DRYML_BUILD_CACHE")?,
+        };
+        let limit = match std::env::var(LIMIT_ENV) {
+            Ok(v) => parse_size(&v).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
+            Err(_) => DEFAULT_LIMIT,
+        };
+        BuildCache::open(root, generation_key(), limit).map(Some)
+    }
+
+    /// Opens (creating, owner-only) the cache at `root`, refusing a directory that another user
+    /// owns or others may write: its contents are linked into the notebook's process.
+    pub fn open(root: PathBuf, key: String, limit: u64) -> anyhow::Result<BuildCache> {
+        if let Some(parent) = root.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(&root) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("creating {}", root.display())),
+        }
+        let meta = std::fs::symlink_metadata(&root)?;
+        let uid = unsafe { libc::getuid() };
+        if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+            bail!(
+                "{} is not a directory that only this user (uid {uid}) owns and may write; refusing to build \
+                 in it (remove it, or set {DIR_ENV} to another directory)",
+                root.display()
+            );
+        }
+        Ok(BuildCache { root, key, limit })
+    }
+
+    /// The cargo build directory this kernel uses (evcxr's `CARGO_BUILD_BUILD_DIR`).
+    pub fn dir(&self) -> PathBuf {
+        self.root.join(&self.key)
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Marks this generation used now (its age orders generations for eviction).
+    pub fn touch(&self) -> anyhow::Result<()> {
+        let dir = self.dir();
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join(USED_FILE), format!("{}\n", std::process::id()))?;
+        Ok(())
+    }
+
+    fn generations(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Sizes and ages, for `%cache`.
+    pub fn report(&self) -> Report {
+        let mut generations = Vec::new();
+        let mut largest = BTreeMap::<String, u64>::new();
+        for g in self.generations() {
+            let key = g.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            let current = key == self.key;
+            let units = units(&g);
+            if current {
+                for u in &units {
+                    *largest.entry(u.label.clone()).or_default() += u.bytes;
+                }
+            }
+            generations.push(Generation {
+                current,
+                bytes: tree_size(&g).0,
+                units: units.len(),
+                last_used: std::fs::metadata(g.join(USED_FILE)).and_then(|m| m.modified()).ok(),
+                key,
+            });
+        }
+        let mut largest: Vec<(String, u64)> = largest.into_iter().collect();
+        largest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        largest.truncate(5);
+        Report { root: self.root.clone(), limit: self.limit, generations, largest }
+    }
+
+    /// Evicts what was used least recently until the cache is below its bound. Skips what a
+    /// build holds (cargo's lock, tried for `wait`) and what was used in the last hour.
+    /// Returns the bytes freed.
+    pub fn collect(&self, wait: Duration) -> anyhow::Result<u64> {
+        let total = tree_size(&self.root).0;
+        if total <= self.limit {
+            return Ok(0);
+        }
+        let target = (self.limit as f64 * LOW_WATER) as u64;
+        let mut items = Vec::new();
+        for g in self.generations() {
+            if g == self.dir() {
+                items.extend(units(&g));
+            } else {
+                let (bytes, newest) = tree_size(&g);
+                let used = std::fs::metadata(g.join(USED_FILE)).and_then(|m| m.modified()).ok();
+                items.push(Item {
+                    label: g.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                    bytes,
+                    // Kernels touch the file at start; the tree's times are a fallback.
+                    last_used: used.unwrap_or(newest),
+                    paths: vec![g.clone()],
+                    generation: g,
+                });
+            }
+        }
+        items.sort_by_key(|i| i.last_used);
+        let now = SystemTime::now();
+        let mut left = total;
+        let mut freed = 0;
+        let mut locks: BTreeMap<PathBuf, Vec<File>> = BTreeMap::new();
+        for item in items {
+            if left <= target {
+                break;
+            }
+            if now.duration_since(item.last_used).unwrap_or_default() < RECENT {
+                break;
+            }
+            if !locks.contains_key(&item.generation) {
+                match lock_generation(&item.generation, wait) {
+                    Ok(held) => {
+                        locks.insert(item.generation.clone(), held);
+                    }
+                    Err(e) => {
+                        tracing::info!("build cache: {} skipped: {e:#}", item.label);
+                        continue;
+                    }
+                }
+            }
+            for p in &item.paths {
+                remove(p);
+            }
+            tracing::info!("build cache: evicted {} ({})", item.label, bytes(item.bytes));
+            left = left.saturating_sub(item.bytes);
+            freed += item.bytes;
+        }
+        Ok(freed)
+    }
+
+    /// Removes every generation; returns the bytes freed. Waits up to `wait` for builds in other
+    /// kernels to finish, then gives up with an error that says so.
+    pub fn clear(&self, wait: Duration) -> anyhow::Result<u64> {
+        let mut freed = 0;
+        for g in self.generations() {
+            let _held = lock_generation(&g, wait)?;
+            let size = tree_size(&g).0;
+            // Keep the lock files (held now) and the directories cargo expects; drop the rest.
+            for profile in profile_dirs(&g) {
+                for e in std::fs::read_dir(&profile).into_iter().flatten().flatten() {
+                    if e.file_name() != ".cargo-lock" {
+                        remove(&e.path());
+                    }
+                }
+            }
+            for e in std::fs::read_dir(&g).into_iter().flatten().flatten() {
+                let p = e.path();
+                if !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
+                    remove(&p);
+                }
+            }
+            freed += size.saturating_sub(tree_size(&g).0);
+        }
+        Ok(freed)
+    }
+}
+
+/// `$XDG_CACHE_HOME/dryml-rust/build`, else `~/.cache/dryml-rust/build`.
+fn default_root() -> Option<PathBuf> {
+    let base = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(x) if Path::new(&x).is_absolute() => PathBuf::from(x),
+        _ => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache"),
+    };
+    Some(base.join("dryml-rust").join("build"))
+}
+
+/// What a build's artifacts depend on that cargo does not track: the compiler (cargo does track
+/// it, but a new toolchain makes every old artifact garbage, best evicted at once) and libtorch,
+/// which torch-sys's build script links against without watching its version or location.
+pub fn generation_key() -> String {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let info = std::process::Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let field = |name: &str| {
+        info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string())
+    };
+    let mut key = format!(
+        "rustc-{}-{}",
+        field("release:").unwrap_or_else(|| "unknown".into()),
+        field("commit-hash:").map(|h| h.chars().take(9).collect::<String>()).unwrap_or_else(|| "unknown".into())
+    );
+    if let Some(lib) = crate::torch::available() {
+        let version = std::fs::read_to_string(lib.join("..").join("version.py"))
+            .ok()
+            .and_then(|t| {
+                t.lines().find_map(|l| {
+                    let v = l.strip_prefix("__version__")?.trim_start().strip_prefix('=')?.trim();
+                    Some(v.trim_matches(|c| c == '\'' || c == '"').to_string())
+                })
+            })
+            .unwrap_or_else(|| "unknown".into());
+        key.push_str(&format!("-torch-{version}-{:08x}", fnv1a(lib.to_string_lossy().as_bytes()) as u32));
+    }
+    key.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect()
+}
+
+/// A stable hash (std's may change between Rust releases; this names directories).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Cargo's profile directories in a build directory: the host's (build scripts) and each
+/// target's (evcxr passes `--target`).
+fn profile_dirs(generation: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(generation).into_iter().flatten().flatten() {
+        let p = e.path();
+        if e.file_name() == "debug" {
+            out.push(p);
+        } else if p.join("debug").is_dir() {
+            out.push(p.join("debug"));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Takes cargo's own locks on a generation (the `.cargo-lock` of each profile directory), so no
+/// build runs in it meanwhile.
+fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File>> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut held = Vec::new();
+    for profile in profile_dirs(generation) {
+        let path = profile.join(".cargo-lock");
+        let file = File::options().read(true).write(true).create(true).truncate(false).open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        loop {
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                break;
+            }
+            if std::time::Instant::now() >= deadline {
+                bail!("a build is running in {} (another kernel holds cargo's lock); try again when it ends", profile.display());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        held.push(file);
+    }
+    Ok(held)
+}
+
+/// The cargo units of a generation, grouped by the hash that ends their file names.
+fn units(generation: &Path) -> Vec<Item> {
+    let mut by_hash: BTreeMap<String, Item> = BTreeMap::new();
+    for profile in profile_dirs(generation) {
+        for sub in [".fingerprint", "build", "deps", "incremental", "examples"] {
+            for e in std::fs::read_dir(profile.join(sub)).into_iter().flatten().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some((crate_name, hash)) = unit_of(&name) else { continue };
+                let (size, newest) = tree_size(&e.path());
+                let item = by_hash.entry(hash.to_string()).or_insert_with(|| Item {
+                    label: crate_name.trim_start_matches("lib").replace('_', "-"),
+                    bytes: 0,
+                    last_used: SystemTime::UNIX_EPOCH,
+                    paths: Vec::new(),
+                    generation: generation.to_path_buf(),
+                });
+                if sub == ".fingerprint" {
+                    // The package's own spelling (hyphens), where deps/ has the crate's.
+                    item.label = crate_name.to_string();
+                }
+                item.bytes += size;
+                item.last_used = item.last_used.max(newest);
+                item.paths.push(e.path());
+            }
+        }
+    }
+    by_hash.into_values().collect()
+}
+
+/// `libdryml-7734e6fd54cb951f.rlib` → (`libdryml`, `7734e6fd54cb951f`); None for names without a
+/// unit hash (the notebook crate's `libctx.so`, cargo's own files).
+fn unit_of(file_name: &str) -> Option<(&str, &str)> {
+    let stem = file_name.split('.').next()?;
+    let (name, hash) = stem.rsplit_once('-')?;
+    (hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) && !name.is_empty()).then_some((name, hash))
+}
+
+/// Bytes under `path` and the newest use seen: mtimes, and the access times of files (reading
+/// a directory, as this walk does, would refresh its own).
+fn tree_size(path: &Path) -> (u64, SystemTime) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return (0, SystemTime::UNIX_EPOCH) };
+    let mut newest = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+    if !meta.is_dir() {
+        if let Ok(a) = meta.accessed() {
+            newest = newest.max(a);
+        }
+        return (meta.blocks() * 512, newest);
+    }
+    let mut total = meta.blocks() * 512;
+    for e in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        let (b, n) = tree_size(&e.path());
+        total += b;
+        newest = newest.max(n);
+    }
+    (total, newest)
+}
+
+fn remove(path: &Path) {
+    let r = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(_) => Ok(()),
+    };
+    if let Err(e) = r {
+        tracing::warn!("build cache: removing {}: {e}", path.display());
+    }
+}
+
+/// `123`, `500M`, `10G`, `10GiB`, `1.5G` (powers of 1024).
+pub fn parse_size(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: f64 = num.parse().with_context(|| format!("expected a size such as 10G, got {text:?}"))?;
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        u => bail!("unknown size unit {u:?} in {text:?} (use K, M, G or T)"),
+    };
+    Ok((n * (1u64 << shift) as f64) as u64)
+}
+
+/// `1.5 GiB`, `300 MiB`, `12 KiB`.
+pub fn bytes(n: u64) -> String {
+    let n = n as f64;
+    match n {
+        n if n >= (1u64 << 30) as f64 => format!("{:.1} GiB", n / (1u64 << 30) as f64),
+        n if n >= (1u64 << 20) as f64 => format!("{:.0} MiB", n / (1u64 << 20) as f64),
+        n => format!("{:.0} KiB", n / 1024.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("dryml-cache-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// Writes a unit's files as cargo lays them out, aged `age` (mtime and atime).
+    fn unit(generation: &Path, name: &str, hash: &str, kib: usize, age: Duration) {
+        let p = generation.join("x86_64-unknown-linux-gnu/debug");
+        let t = SystemTime::now() - age;
+        for (rel, len) in [
+            (format!(".fingerprint/{name}-{hash}/lib-{name}"), 16),
+            (format!("deps/lib{}-{hash}.rlib", name.replace('-', "_")), kib * 1024),
+            (format!("deps/{}-{hash}.d", name.replace('-', "_")), 64),
+        ] {
+            let f = p.join(rel);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(&f, vec![1u8; len]).unwrap();
+            File::options().write(true).open(&f).unwrap().set_times(
+                std::fs::FileTimes::new().set_accessed(t).set_modified(t),
+            ).unwrap();
+        }
+        let fp = p.join(format!(".fingerprint/{name}-{hash}"));
+        File::open(&fp).unwrap().set_modified(t).unwrap();
+    }
+
+    #[test]
+    fn unit_names_parse() {
+        assert_eq!(unit_of("libdryml-7734e6fd54cb951f.rlib"), Some(("libdryml", "7734e6fd54cb951f")));
+        assert_eq!(unit_of("cfg-if-47cdb9446b43fb74"), Some(("cfg-if", "47cdb9446b43fb74")));
+        assert_eq!(unit_of("libctx.so"), None);
+        assert_eq!(unit_of("ctx.d"), None);
+        assert_eq!(unit_of("build-script-build"), None);
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert_eq!(parse_size("500M").unwrap(), 500 << 20);
+        assert_eq!(parse_size("10GiB").unwrap(), 10 << 30);
+        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
+        assert!(parse_size("ten").is_err());
+        assert!(parse_size("10X").is_err());
+    }
+
+    #[test]
+    fn evicts_least_recently_used_units_and_generations_but_not_recent_ones() {
+        let root = scratch("lru");
+        let day = Duration::from_secs(86_400);
+        let cache = BuildCache::open(root.clone(), "rustc-new".into(), 900 << 10).unwrap();
+        cache.touch().unwrap();
+        let cur = cache.dir();
+        unit(&cur, "old-crate", "00000000000000a1", 300, 9 * day);
+        unit(&cur, "mid-crate", "00000000000000a2", 300, 3 * day);
+        unit(&cur, "hot-crate", "00000000000000a3", 300, Duration::from_secs(60));
+        let stale_gen = root.join("rustc-old");
+        unit(&stale_gen, "tch", "00000000000000b1", 300, 5 * day);
+        std::fs::write(stale_gen.join(USED_FILE), "1").unwrap();
+        File::open(stale_gen.join(USED_FILE)).unwrap().set_modified(SystemTime::now() - 5 * day).unwrap();
+
+        let freed = cache.collect(Duration::from_secs(1)).unwrap();
+        assert!(freed >= 600 << 10, "freed {freed}");
+        let left = |p: &Path| p.exists();
+        let deps = cur.join("x86_64-unknown-linux-gnu/debug/deps");
+        assert!(!left(&deps.join("libold_crate-00000000000000a1.rlib")), "the oldest unit goes first");
+        assert!(!left(&cur.join("x86_64-unknown-linux-gnu/debug/.fingerprint/old-crate-00000000000000a1")));
+        assert!(!left(&stale_gen), "then the generation used 5 days ago");
+        assert!(left(&deps.join("libmid_crate-00000000000000a2.rlib")), "then it is below the bound");
+        assert!(left(&deps.join("libhot_crate-00000000000000a3.rlib")));
+        assert!(tree_size(&root).0 <= 900 << 10);
+
+        // Over the bound with only recent units: nothing is evicted.
+        let tight = BuildCache::open(root.clone(), "rustc-new".into(), 1).unwrap();
+        unit(&cur, "mid-crate", "00000000000000a2", 300, Duration::from_secs(10));
+        assert_eq!(tight.collect(Duration::from_secs(1)).unwrap(), 0);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_build_in_progress_is_never_evicted_or_cleared() {
+        let root = scratch("lock");
+        let cache = BuildCache::open(root.clone(), "g".into(), 1).unwrap();
+        unit(&cache.dir(), "old", "00000000000000c1", 100, Duration::from_secs(9 * 86_400));
+        // Another "cargo" holds the profile directory's lock.
+        let lock = File::create(cache.dir().join("x86_64-unknown-linux-gnu/debug/.cargo-lock")).unwrap();
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        assert_eq!(cache.collect(Duration::from_millis(200)).unwrap(), 0);
+        let err = cache.clear(Duration::from_millis(200)).unwrap_err().to_string();
+        assert!(err.contains("a build is running"), "{err}");
+        drop(lock);
+        assert!(cache.clear(Duration::from_secs(1)).unwrap() > 100 << 10);
+        assert_eq!(units(&cache.dir()).len(), 0);
+        assert!(cache.dir().join("x86_64-unknown-linux-gnu/debug/.cargo-lock").exists(), "cargo's lock file stays");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn refuses_a_directory_others_may_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let root = scratch("mode");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = BuildCache::open(root.clone(), "g".into(), 1).err().expect("refused").to_string();
+        assert!(err.contains("refusing"), "{err}");
+        std::fs::remove_dir_all(&root).unwrap();
+        let made = BuildCache::open(root.clone(), "g".into(), 1).unwrap();
+        assert_eq!(std::fs::metadata(&made.root).unwrap().mode() & 0o777, 0o700);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn report_lists_generations_and_largest_crates() {
+        let root = scratch("report");
+        let cache = BuildCache::open(root.clone(), "cur".into(), 1 << 30).unwrap();
+        cache.touch().unwrap();
+        unit(&cache.dir(), "torch-sys", "00000000000000d1", 200, Duration::ZERO);
+        unit(&cache.dir(), "libc", "00000000000000d2", 20, Duration::ZERO);
+        unit(&root.join("other"), "libc", "00000000000000d3", 20, Duration::ZERO);
+        let r = cache.report();
+        assert_eq!(r.generations.len(), 2);
+        let cur = r.generations.iter().find(|g| g.current).unwrap();
+        assert_eq!((cur.key.as_str(), cur.units), ("cur", 2));
+        assert!(cur.last_used.is_some());
+        assert_eq!(r.largest[0].0, "torch-sys");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
