@@ -64,6 +64,10 @@ class Kernel:
         self.inputs = {}        # msg_id -> [input_request msg]
         self.jupyter_sent = set()
         self.km = KernelManager(kernel_name="dryml-rust")
+        if env:
+            # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
+            spec = self.km.kernel_spec
+            spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
         self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
         self.kc = self.km.client()
         self.kc.start_channels()

@@ -3,10 +3,15 @@
 Runs DRYML Rust, and evcxr_jupyter side by side when its kernelspec ("rust") is installed,
 and prints the ratio. `--baseline BIN` runs another build of dryml-kernel beside this one (an
 earlier commit's, say), so a change can be judged in the same run.
+`--turnaround` measures what issue 13 asks instead: the first cell after 10 s idle, the first
+cell naming `dryml` and `tch` after a start, after a restart and with a cold (cleared) build cache,
+a trivial cell at 0, 100 and 300 variables, and a hot loop (in a cell and through a function).
 Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--baseline BIN]
+       .venv/bin/python tests/bench/bench_latency.py --turnaround
 """
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -95,16 +100,123 @@ def measure(args, jdir):
     return run_all(rows, args.cells, args.idle)
 
 
+DRYML_CELL = "dryml::procfs::exists(1)"
+TCH_CELL = "tch::Tensor::from(2.0f64).double_value(&[])"
+HOT = "(0..200_000_000u64).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761))"
+HOT_FN = "fn hot(n: u64) -> u64 { (0..n).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761)) }"
+
+
+class Started:
+    """A kernel started (and waited for) by jupyter_client; `ready` is the seconds that took."""
+
+    def __init__(self, kernel_name, env=None):
+        from jupyter_client.manager import KernelManager
+        self.label = kernel_name
+        t = time.perf_counter()
+        self.km = KernelManager(kernel_name=kernel_name)
+        self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=300)
+        self.ready = time.perf_counter() - t
+
+    def t(self, code):
+        return timed(self.kc, code, self.label)
+
+    def restart(self):
+        t = time.perf_counter()
+        self.km.restart_kernel(now=True)
+        self.kc.wait_for_ready(timeout=300)
+        return time.perf_counter() - t
+
+    def stop(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def turnaround(idle, reps=5):
+    """Issue 13's table: {row: {kernel: seconds}}. Cells of both kernels interleave."""
+    specs = KernelSpecManager().find_kernel_specs()
+    rows = {}
+    put = lambda row, label, secs: rows.setdefault(row, {}).__setitem__(label, secs)
+    kernels = [Started("dryml-rust")] + ([Started("rust")] if "rust" in specs else [])
+    ours = kernels[0]
+    try:
+        for k in kernels:
+            put("kernel ready (kernel_info answered)", k.label, k.ready)
+        time.sleep(idle)
+        for k in kernels:
+            put(f"first cell, {idle:.0f} s after the start", k.label, k.t("1 + 1"))
+        put("first cell naming dryml, after a start (cache warm)", ours.label, ours.t(DRYML_CELL))
+        put("first cell naming tch, after a start (cache warm)", ours.label, ours.t(TCH_CELL))
+        for k in kernels:
+            k.t("let warm = 1u64;")
+        have = 0
+        for n in (0, 100, 300):
+            for k in kernels:
+                if n > have:
+                    k.t("\n".join(f"let v{i} = vec![{i}u64; 10];" for i in range(have, n)))
+            have = n
+            times = {k.label: [] for k in kernels}
+            for _ in range(reps):
+                for k in kernels:
+                    times[k.label].append(k.t("warm + 1"))
+            for label, ts in times.items():
+                put(f"trivial cell (`warm + 1`), {n} variables, median of {reps}", label, statistics.median(ts))
+        for k in kernels:
+            put("hot loop in a cell (compile and run)", k.label, k.t(HOT))
+        for k in kernels:
+            k.t(HOT_FN)
+            put("hot loop through a function defined earlier", k.label, k.t("hot(200_000_000)"))
+        ours.restart()
+        time.sleep(idle)
+        put("first cell naming dryml, after a restart (cache warm)", ours.label, ours.t(DRYML_CELL))
+        put("first cell naming tch, after a restart (cache warm)", ours.label, ours.t(TCH_CELL))
+    finally:
+        for k in kernels:
+            k.stop()
+    cold_dir = tempfile.mkdtemp(prefix="dryml-cold-cache-")
+    cold = Started("dryml-rust", {"DRYML_BUILD_CACHE": f"{cold_dir}/cache"})
+    try:
+        time.sleep(idle)
+        put(f"first cell naming dryml, cache cleared (cold), {idle:.0f} s after the start", cold.label, cold.t(DRYML_CELL))
+        put("first cell naming tch, cache cleared (cold)", cold.label, cold.t(TCH_CELL))
+    finally:
+        cold.stop()
+        shutil.rmtree(cold_dir, ignore_errors=True)
+    return rows, [k.label for k in kernels]
+
+
+def print_turnaround(rows, labels):
+    names = {"dryml-rust": "dryml-rust", "rust": "evcxr_jupyter"}
+    print(f"\n{'what the user waits for':<72}" + "".join(f"{names[l]:>16}" for l in labels))
+    for row, by in rows.items():
+        cells = "".join(f"{by[l]:>14.2f} s" if l in by else f"{'-':>16}" for l in labels)
+        print(f"{row:<72}{cells}")
+    triv = {n: rows[f"trivial cell (`warm + 1`), {n} variables, median of 5"] for n in (0, 100, 300)}
+    for l in labels:
+        print(f"{names[l]}: 100 variables / none {triv[100][l] / triv[0][l]:.2f}, 300 / none {triv[300][l] / triv[0][l]:.2f}")
+    if "rust" in labels:
+        print(f"dryml-rust / evcxr_jupyter, trivial cell: none {triv[0]['dryml-rust'] / triv[0]['rust']:.2f}, "
+              f"100 variables {triv[100]['dryml-rust'] / triv[100]['rust']:.2f}, "
+              f"300 variables {triv[300]['dryml-rust'] / triv[300]['rust']:.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", type=int, default=20)
     ap.add_argument("--idle", type=float, default=0.0,
                     help="seconds between starting the kernels and the first cell (the user typing)")
+    ap.add_argument("--turnaround", action="store_true", help="issue 13's table instead (about 4 minutes)")
     ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     ap.add_argument("--baseline-first", action="store_true",
                     help="start the baseline first and give it each cell first (the first cell of the "
                          "kernel started first competes with the other's start-up)")
     args = ap.parse_args()
+    if args.turnaround:
+        with private_kernelspec():
+            print_turnaround(*turnaround(args.idle or 10.0))
+        return 0
     with private_kernelspec() as jdir:
         results = measure(args, jdir)
     print(f"\n{'kernel':<22}{'start s':>9}{'first s':>9}{'median s':>10}{'p90 s':>8}")

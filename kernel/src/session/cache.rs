@@ -284,6 +284,14 @@ pub fn generation_key() -> String {
     key.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect()
 }
 
+/// The toolchain's directory of target libraries, where the `libstd-*.so` that cells link is.
+pub fn std_lib_dir() -> Option<PathBuf> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = std::process::Command::new(rustc).args(["--print", "target-libdir"]).output().ok()?;
+    let dir = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    (out.status.success() && dir.is_dir()).then_some(dir)
+}
+
 /// A stable hash (std's may change between Rust releases; this names directories).
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))

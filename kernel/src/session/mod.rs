@@ -61,6 +61,16 @@ impl Session {
         let mut cmd = std::process::Command::new(std::env::current_exe()?);
         cmd.env(STREAM_ENV, stream_socket);
         cmd.env(STATE_DIR_ENV, state_dir);
+        // Cells link std dynamically (evcxr's -Cprefer-dynamic) and find it through an rpath
+        // relative to where rustc wrote them; in the shared build cache that is not where the
+        // child loads them from, so the child is told where std is.
+        if let Some(dir) = cache::std_lib_dir() {
+            let mut paths = vec![dir];
+            paths.extend(std::env::var_os("LD_LIBRARY_PATH").iter().flat_map(std::env::split_paths));
+            if let Ok(joined) = std::env::join_paths(paths) {
+                cmd.env("LD_LIBRARY_PATH", joined);
+            }
+        }
         // CUDA then numbers GPUs as NVML and the reports do (IPyExperiments issue #2).
         if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
             cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");

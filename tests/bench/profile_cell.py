@@ -1,0 +1,103 @@
+"""Where a trivial cell's time goes, end to end: the kernel runs under `strace -f --seccomp-bpf`
+(which stops only at the two traced calls, so the rest runs at full speed), and every process the
+cell starts (cargo, rustc, the linker) is placed on one clock with the client's send and reply.
+
+Phases of one `warm + 1` cell:
+  kernel and evcxr   request sent -> cargo started (our engine, evcxr's code generation and
+                     its rust-analyzer type pass, writing the crate)
+  cargo              cargo started -> rustc started (start-up, resolving, fingerprints)
+  rustc              rustc started -> linker started (parse, type check, codegen)
+  link               linker started -> linker done
+  rustc/cargo exit   linker done -> cargo done
+  load and reply     cargo done -> reply received (evcxr loads the library into the child,
+                     runs it, the output comes back, our kernel replies)
+Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5]
+"""
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from jupyter_client.manager import start_new_kernel
+
+from kernelspec import private_kernelspec
+
+LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(execve|exit_group)\((.*)$")
+PHASES = ["kernel and evcxr", "cargo", "rustc", "link", "rustc/cargo exit", "load and reply"]
+
+
+def events(trace):
+    """[(t, pid, call, argv text)] from an strace -f -ttt log."""
+    out = []
+    for line in Path(trace).read_text().splitlines():
+        m = LINE.match(line)
+        if m and "= -1 " not in line:
+            out.append((float(m[2]), int(m[1]), m[3], m[4]))
+    return out
+
+
+def phases(evs, sent, got):
+    """The six phase durations of the cell sent at `sent` and answered at `got`."""
+    window = [e for e in evs if sent <= e[0] <= got]
+    first = lambda pred: next(e for e in window if pred(e))
+    cargo = first(lambda e: e[2] == "execve" and re.search(r'/cargo", \["[^"]*", "build"', e[3]))
+    rustc = first(lambda e: e[2] == "execve" and '"--crate-name", "ctx"' in e[3])
+    link = first(lambda e: e[2] == "execve" and e[0] > rustc[0] and re.search(r'^"[^"]*/(cc|gcc|clang|ld[^"/]*|rust-lld)"', e[3]))
+    link_end = first(lambda e: e[2] == "exit_group" and e[1] == link[1] and e[0] > link[0])
+    cargo_end = first(lambda e: e[2] == "exit_group" and e[1] == cargo[1] and e[0] > link_end[0])
+    marks = [sent, cargo[0], rustc[0], link[0], link_end[0], cargo_end[0], got]
+    return [b - a for a, b in zip(marks, marks[1:])]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vars", default="0,100,300")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    if not shutil.which("strace"):
+        sys.exit("strace is needed (apt-get install strace)")
+    trace = Path(tempfile.mkdtemp(prefix="dryml-profile-")) / "trace"
+    with private_kernelspec() as jdir:
+        spec = jdir / "share" / "jupyter" / "kernels" / "dryml-rust" / "kernel.json"
+        data = json.loads(spec.read_text())
+        data["argv"] = ["strace", "-f", "--seccomp-bpf", "-ttt", "-qq", "-e", "trace=execve,exit_group",
+                        "-s", "200", "-o", str(trace)] + data["argv"]
+        spec.write_text(json.dumps(data))
+        km, kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=300)
+        try:
+            time.sleep(10)  # the warm-up
+            kc.execute_interactive("let warm = 1u64;", timeout=300)
+            have, rows = 0, {}
+            for n in [int(v) for v in args.vars.split(",")]:
+                if n > have:
+                    kc.execute_interactive("\n".join(f"let v{i} = vec![{i}u64; 10];" for i in range(have, n)), timeout=300)
+                have = n
+                runs = []
+                for _ in range(args.reps):
+                    sent = time.time()
+                    reply = kc.execute_interactive("warm + 1", timeout=300, output_hook=lambda m: None)
+                    got = time.time()
+                    assert reply["content"]["status"] == "ok", reply["content"]
+                    time.sleep(0.3)  # let strace write the log
+                    runs.append(phases(events(trace), sent, got))
+                rows[n] = [statistics.median(r[i] for r in runs) for i in range(len(PHASES))]
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    print(f"\nmedian of {args.reps} `warm + 1` cells, ms")
+    print(f"{'phase':<20}" + "".join(f"{f'{n} vars':>10}" for n in rows))
+    for i, p in enumerate(PHASES):
+        print(f"{p:<20}" + "".join(f"{rows[n][i] * 1000:>10.0f}" for n in rows))
+    print(f"{'total':<20}" + "".join(f"{sum(rows[n]) * 1000:>10.0f}" for n in rows))
+    shutil.rmtree(trace.parent, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

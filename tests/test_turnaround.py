@@ -1,0 +1,126 @@
+"""Turnaround, end to end: the build cache that every kernel of a user shares (reuse across
+kernels, kernels starting at once, a changed `runtime/` rebuilt rather than served stale,
+`%cache`), and cells whose generated code loads only the variables they name (evcxr's patch)."""
+import os
+import shutil
+import stat
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value
+
+DRYML_CELL = "dryml::procfs::exists(1)"
+
+
+def rlibs(cache, crate="dryml"):
+    """The builds of `crate` in a cache: {path: mtime_ns}."""
+    return {p: p.stat().st_mtime_ns for p in Path(cache).glob(f"*/*/debug/deps/lib{crate}-*.rlib")}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A private build cache for this module, so `%cache clear` touches nobody else's."""
+    return tmp_path_factory.mktemp("build-cache") / "cache"
+
+
+def test_kernels_started_at_once_share_one_build(cache):
+    env = {"DRYML_BUILD_CACHE": str(cache)}
+    with running_kernel(env) as a, running_kernel(env) as b:
+        # Both warm-ups build into the same empty cache at once; cargo's lock orders them.
+        with ThreadPoolExecutor(2) as pool:
+            got = list(pool.map(lambda k: value(k, DRYML_CELL), [a, b]))
+        assert got == ["true", "true"]
+    built = rlibs(cache)
+    assert len(built) == 1, built
+    # A later kernel links the same build: nothing of dryml is compiled again.
+    with running_kernel(env) as c:
+        assert value(c, DRYML_CELL) == "true"
+        assert value(c, "dryml::procfs::exists(u32::MAX)") == "false"
+    assert rlibs(cache) == built
+
+
+def test_cache_magic_shows_collects_and_clears(cache):
+    with running_kernel({"DRYML_BUILD_CACHE": str(cache)}) as k:
+        shown = displays(ok(k, "%cache"))[0]["text/plain"]
+        assert str(cache) in shown, shown
+        assert "(this kernel)" in shown and "Largest here:" in shown, shown
+        assert "evicted 0 KiB" in stdout_of(ok(k, "%cache gc"))
+        reply, _ = k.execute("%cache everything")
+        assert reply["status"] == "error" and "unknown subcommand `everything`" in reply["evalue"], reply
+        cleared = stdout_of(ok(k, "%cache clear"))
+        assert cleared.startswith("cleared ") and "MiB" in cleared, cleared
+        assert rlibs(cache) == {}
+        # Cargo notices what is gone and builds it again; the kernel goes on.
+        assert value(k, DRYML_CELL) == "true"
+        assert len(rlibs(cache)) == 1
+
+
+def test_a_changed_runtime_is_rebuilt_not_served_stale(tmp_path):
+    # A copy of the workspace whose runtime/ this test may edit.
+    ws = tmp_path / "ws"
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    for f in files:
+        (ws / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, ws / f)
+    env = {"DRYML_BUILD_CACHE": str(tmp_path / "cache"), "DRYML_RUNTIME_PATH": str(ws / "runtime")}
+    lib = ws / "runtime" / "src" / "lib.rs"
+    with open(lib, "a") as f:
+        f.write("\npub fn turnaround_probe() -> u32 { 41 }\n")
+    with running_kernel(env) as k:
+        assert value(k, "dryml::turnaround_probe()") == "41"
+    lib.write_text(lib.read_text().replace("{ 41 }", "{ 42 }"))
+    with running_kernel(env) as k:
+        assert value(k, "dryml::turnaround_probe()") == "42"
+    assert len(rlibs(tmp_path / "cache")) == 1, "the one build was replaced, not added to"
+
+
+def test_without_a_usable_cache_kernels_build_alone(tmp_path):
+    with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
+        assert "The build cache is off" in stdout_of(ok(k, "%cache"))
+        assert value(k, DRYML_CELL) == "true"
+    shared = tmp_path / "world-writable"
+    shared.mkdir()
+    shared.chmod(0o777)
+    with running_kernel({"DRYML_BUILD_CACHE": str(shared)}) as k:
+        reply, _ = k.execute("%cache")
+        assert reply["status"] == "error" and reply["ename"] == "BuildCacheError", reply
+        assert "refusing" in reply["evalue"] and str(shared) in reply["evalue"], reply["evalue"]
+        assert value(k, "40 + 2") == "42"
+    assert not any(shared.iterdir()), "nothing was built in a directory others may write"
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o777
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A kernel holding 40 variables, whose evcxr directory the tests read."""
+    evcxr_dir = tmp_path_factory.mktemp("evcxr")
+    with running_kernel({"EVCXR_TMPDIR": str(evcxr_dir)}) as k:
+        ok(k, "\n".join(f"let mut v{i} = vec![{i}u64; 3];" for i in range(40)))
+        k.generated = lambda: (evcxr_dir / "src" / "lib.rs").read_text()
+        yield k
+
+
+def test_a_cell_loads_only_the_variables_it_names(many):
+    assert value(many, "v3.len() + v17.len()") == "6"
+    calls = lambda f: many.generated().count(f"evcxr_variable_store.{f}::<")
+    assert (calls("check_variable"), calls("take_variable"), calls("put_variable")) == (2, 2, 2), many.generated()
+    assert value(many, "1 + 1") == "2"
+    assert (calls("check_variable"), calls("take_variable"), calls("put_variable")) == (0, 0, 0)
+
+
+def test_variables_named_anywhere_in_a_cell_count_and_all_survive(many):
+    # Named only inside a format string.
+    assert stdout_of(ok(many, 'println!("{v5:?}");')) == "[5, 5, 5]\n"
+    ok(many, "v6.push(60);")
+    assert value(many, "v6.len()") == "4"
+    # A panic keeps the variables the cell loaded (evcxr's catch_unwind) and leaves the rest.
+    reply, msgs = many.execute('v7.push(70); panic!("boom {}", v7.len());')
+    assert reply["status"] == "error" and "boom 4" in stderr_of(msgs) + reply["evalue"], reply
+    assert value(many, "v7.last().copied()") == "Some(70)"
+    msgs = ok(many, ":vars")
+    listed = stdout_of(msgs) + "".join(m["content"]["data"].get("text/plain", "") for m in of_type(msgs, "execute_result"))
+    assert all(f"v{i}:" in listed for i in range(40)), listed
+    assert value(many, "(0..1).map(|_| v39[0] + v0[0]).sum::<u64>()") == "39"
