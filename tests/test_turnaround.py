@@ -124,3 +124,21 @@ def test_variables_named_anywhere_in_a_cell_count_and_all_survive(many):
     listed = stdout_of(msgs) + "".join(m["content"]["data"].get("text/plain", "") for m in of_type(msgs, "execute_result"))
     assert all(f"v{i}:" in listed for i in range(40)), listed
     assert value(many, "(0..1).map(|_| v39[0] + v0[0]).sum::<u64>()") == "39"
+
+
+def test_a_final_expression_is_shown_after_one_build(many):
+    assert value(many, "v9.iter().sum::<u64>()") == "27"
+    # The one-build display compiled and ran; evcxr's fallbacks were not needed.
+    assert "EvcxrDisplayOrDebug" in many.generated()
+    ok(many, '#[derive(Debug)] struct Shown(u8);\n'
+             'impl Shown { fn evcxr_display(&self) { println!("EVCXR_BEGIN_CONTENT text/html\\n<b>{}</b>\\nEVCXR_END_CONTENT", self.0); } }')
+    # A type's own evcxr_display wins over Debug, by value and through a reference.
+    for expr in ("Shown(7)", "&Shown(7)"):
+        reply, msgs = many.execute(expr)
+        bundles = [m["content"]["data"] for m in of_type(msgs, "execute_result")]
+        assert reply["status"] == "ok" and bundles and bundles[0].get("text/html") == "<b>7</b>", (expr, bundles)
+    # Neither: evcxr's fallbacks run and the error is the one they give.
+    ok(many, "struct Opaque;")
+    reply, _ = many.execute("Opaque")
+    assert reply["status"] == "error" and reply["ename"] == "CompilationError", reply
+    assert "doesn't implement `Debug`" in reply["evalue"], reply["evalue"]

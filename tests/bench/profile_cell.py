@@ -3,15 +3,18 @@
 cell starts (cargo, rustc, the linker) is placed on one clock with the client's send and reply.
 
 Phases of one `warm + 1` cell:
-  kernel and evcxr   request sent -> cargo started (our engine, evcxr's code generation and
-                     its rust-analyzer type pass, writing the crate)
-  cargo              cargo started -> rustc started (start-up, resolving, fingerprints)
+  kernel and evcxr   request sent -> first cargo started (our engine, evcxr's code generation
+                     and its rust-analyzer type pass, writing the crate)
+  failed attempts    builds that fail by design: evcxr first tries `(expr).evcxr_display()`
+                     and falls back to Debug formatting when the type has no such method
+  between builds     evcxr reading the errors and regenerating the crate
+  cargo              (the final build) cargo started -> rustc started (start-up, resolving, fingerprints)
   rustc              rustc started -> linker started (parse, type check, codegen)
   link               linker started -> linker done
   rustc/cargo exit   linker done -> cargo done
   load and reply     cargo done -> reply received (evcxr loads the library into the child,
                      runs it, the output comes back, our kernel replies)
-Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5]
+Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5] [--kernel rust]
 """
 import argparse
 import json
@@ -29,11 +32,12 @@ from jupyter_client.manager import start_new_kernel
 from kernelspec import private_kernelspec
 
 LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(execve|exit_group)\((.*)$")
-PHASES = ["kernel and evcxr", "cargo", "rustc", "link", "rustc/cargo exit", "load and reply"]
+PHASES = ["kernel and evcxr, before the build", "failed attempts (evcxr's fallbacks)", "between builds",
+          "cargo", "rustc", "link", "rustc/cargo exit", "load and reply"]
 
 
 def events(trace):
-    """[(t, pid, call, argv text)] from an strace -f -ttt log."""
+    """[(t, pid, call, rest of the line)] from an strace -f -ttt log."""
     out = []
     for line in Path(trace).read_text().splitlines():
         m = LINE.match(line)
@@ -43,33 +47,46 @@ def events(trace):
 
 
 def phases(evs, sent, got):
-    """The six phase durations of the cell sent at `sent` and answered at `got`."""
+    """The phase durations (PHASES) of the cell sent at `sent` and answered at `got`."""
     window = [e for e in evs if sent <= e[0] <= got]
-    first = lambda pred: next(e for e in window if pred(e))
-    cargo = first(lambda e: e[2] == "execve" and re.search(r'/cargo", \["[^"]*", "build"', e[3]))
-    rustc = first(lambda e: e[2] == "execve" and '"--crate-name", "ctx"' in e[3])
-    link = first(lambda e: e[2] == "execve" and e[0] > rustc[0] and re.search(r'^"[^"]*/(cc|gcc|clang|ld[^"/]*|rust-lld)"', e[3]))
-    link_end = first(lambda e: e[2] == "exit_group" and e[1] == link[1] and e[0] > link[0])
-    cargo_end = first(lambda e: e[2] == "exit_group" and e[1] == cargo[1] and e[0] > link_end[0])
-    marks = [sent, cargo[0], rustc[0], link[0], link_end[0], cargo_end[0], got]
-    return [b - a for a, b in zip(marks, marks[1:])]
+    exits = {}
+    for t, pid, call, rest in window:
+        if call == "exit_group":
+            exits.setdefault(pid, (t, rest.split(")")[0].strip()))
+    builds = [e for e in window if e[2] == "execve" and re.search(r'/cargo", \["[^"]*", "build"', e[3])]
+    assert builds, "no cargo build during the cell"
+    failed = [b for b in builds if exits[b[1]][1] != "0"]
+    final = [b for b in builds if b not in failed][-1]
+    after = lambda t0, pred: next(e for e in window if e[0] > t0 and pred(e))
+    rustc = after(final[0], lambda e: e[2] == "execve" and '"--crate-name", "ctx"' in e[3])
+    link = after(rustc[0], lambda e: e[2] == "execve" and re.search(r'^"[^"]*/(cc|gcc|clang|ld[^"/]*|rust-lld)"', e[3]))
+    link_end, cargo_end = exits[link[1]][0], exits[final[1]][0]
+    failed_time = sum(exits[b[1]][0] - b[0] for b in failed)
+    between = (cargo_end - builds[0][0]) - failed_time - (cargo_end - final[0])
+    return [builds[0][0] - sent, failed_time, between, rustc[0] - final[0], link[0] - rustc[0],
+            link_end - link[0], cargo_end - link_end, got - cargo_end]
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vars", default="0,100,300")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--kernel", default="dryml-rust", help="a kernelspec name (`rust`: evcxr_jupyter)")
     args = ap.parse_args()
     if not shutil.which("strace"):
         sys.exit("strace is needed (apt-get install strace)")
     trace = Path(tempfile.mkdtemp(prefix="dryml-profile-")) / "trace"
     with private_kernelspec() as jdir:
-        spec = jdir / "share" / "jupyter" / "kernels" / "dryml-rust" / "kernel.json"
+        from jupyter_client.kernelspec import KernelSpecManager
+        src = Path(KernelSpecManager().get_kernel_spec(args.kernel).resource_dir)
+        spec_dir = jdir / "share" / "jupyter" / "kernels" / "profiled"
+        shutil.copytree(src, spec_dir)
+        spec = spec_dir / "kernel.json"
         data = json.loads(spec.read_text())
         data["argv"] = ["strace", "-f", "--seccomp-bpf", "-ttt", "-qq", "-e", "trace=execve,exit_group",
                         "-s", "200", "-o", str(trace)] + data["argv"]
         spec.write_text(json.dumps(data))
-        km, kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=300)
+        km, kc = start_new_kernel(kernel_name="profiled", startup_timeout=300)
         try:
             time.sleep(10)  # the warm-up
             kc.execute_interactive("let warm = 1u64;", timeout=300)
@@ -85,18 +102,26 @@ def main():
                     got = time.time()
                     assert reply["content"]["status"] == "ok", reply["content"]
                     time.sleep(0.3)  # let strace write the log
-                    runs.append(phases(events(trace), sent, got))
+                    try:
+                        runs.append(phases(events(trace), sent, got))
+                    except (StopIteration, AssertionError, KeyError):
+                        # The trace did not have the expected shape: show what it had.
+                        for e in events(trace):
+                            if sent <= e[0] <= got:
+                                print(e[0], e[1], e[2], e[3][:150])
+                        raise
                 rows[n] = [statistics.median(r[i] for r in runs) for i in range(len(PHASES))]
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-    print(f"\nmedian of {args.reps} `warm + 1` cells, ms")
-    print(f"{'phase':<20}" + "".join(f"{f'{n} vars':>10}" for n in rows))
+    print(f"\n{args.kernel}: median of {args.reps} `warm + 1` cells, ms")
+    print(f"{'phase':<40}" + "".join(f"{f'{n} vars':>10}" for n in rows))
     for i, p in enumerate(PHASES):
-        print(f"{p:<20}" + "".join(f"{rows[n][i] * 1000:>10.0f}" for n in rows))
-    print(f"{'total':<20}" + "".join(f"{sum(rows[n]) * 1000:>10.0f}" for n in rows))
+        print(f"{p:<40}" + "".join(f"{rows[n][i] * 1000:>10.0f}" for n in rows))
+    print(f"{'total':<40}" + "".join(f"{sum(rows[n]) * 1000:>10.0f}" for n in rows))
     shutil.rmtree(trace.parent, ignore_errors=True)
     return 0
+
 
 
 if __name__ == "__main__":
