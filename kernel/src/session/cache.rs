@@ -255,21 +255,25 @@ fn default_root() -> Option<PathBuf> {
 /// it, but a new toolchain makes every old artifact garbage, best evicted at once) and libtorch,
 /// which torch-sys's build script links against without watching its version or location.
 pub fn generation_key() -> String {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let info = std::process::Command::new(rustc)
+    let info = std::process::Command::new(rustc())
         .arg("-vV")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
+    key_for(&info, crate::torch::available().as_deref())
+}
+
+/// The key from `rustc -vV`'s output and the libtorch directory (`<torch>/lib`), if any.
+fn key_for(rustc_info: &str, torch_lib: Option<&Path>) -> String {
     let field = |name: &str| {
-        info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string())
+        rustc_info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string())
     };
     let mut key = format!(
         "rustc-{}-{}",
         field("release:").unwrap_or_else(|| "unknown".into()),
         field("commit-hash:").map(|h| h.chars().take(9).collect::<String>()).unwrap_or_else(|| "unknown".into())
     );
-    if let Some(lib) = crate::torch::available() {
+    if let Some(lib) = torch_lib {
         let version = std::fs::read_to_string(lib.join("..").join("version.py"))
             .ok()
             .and_then(|t| {
@@ -284,10 +288,14 @@ pub fn generation_key() -> String {
     key.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect()
 }
 
+/// The rustc evcxr runs (`$RUSTC`, else the one on `PATH`).
+fn rustc() -> std::ffi::OsString {
+    std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())
+}
+
 /// The toolchain's directory of target libraries, where the `libstd-*.so` that cells link is.
 pub fn std_lib_dir() -> Option<PathBuf> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = std::process::Command::new(rustc).args(["--print", "target-libdir"]).output().ok()?;
+    let out = std::process::Command::new(rustc()).args(["--print", "target-libdir"]).output().ok()?;
     let dir = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
     (out.status.success() && dir.is_dir()).then_some(dir)
 }
@@ -468,6 +476,28 @@ mod tests {
         assert_eq!(unit_of("libctx.so"), None);
         assert_eq!(unit_of("ctx.d"), None);
         assert_eq!(unit_of("build-script-build"), None);
+    }
+
+    #[test]
+    fn the_key_changes_with_the_toolchain_and_with_libtorch() {
+        let info = |v: &str, h: &str| format!("rustc {v}\nbinary: rustc\ncommit-hash: {h}\nrelease: {v}\n");
+        let rustc_only = key_for(&info("1.95.0", "59807616e1fa"), None);
+        assert_eq!(rustc_only, "rustc-1.95.0-59807616e");
+        assert_ne!(key_for(&info("1.96.0", "0123456789ab"), None), rustc_only);
+        let venv = |name: &str, version: &str| {
+            let lib = scratch(name).join("torch").join("lib");
+            std::fs::create_dir_all(&lib).unwrap();
+            std::fs::write(lib.join("..").join("version.py"), format!("__version__ = '{version}'\n")).unwrap();
+            lib
+        };
+        let (a, b, c) = (venv("ka", "2.13.0+cu130"), venv("kb", "2.14.0+cpu"), venv("kc", "2.13.0+cu130"));
+        let key_a = key_for(&info("1.95.0", "59807616e1fa"), Some(&a));
+        assert!(key_a.starts_with("rustc-1.95.0-59807616e-torch-2.13.0_cu130-"), "{key_a}");
+        assert_ne!(key_for(&info("1.95.0", "59807616e1fa"), Some(&b)), key_a, "another libtorch version");
+        assert_ne!(key_for(&info("1.95.0", "59807616e1fa"), Some(&c)), key_a, "the same version elsewhere");
+        for lib in [a, b, c] {
+            std::fs::remove_dir_all(lib.parent().unwrap().parent().unwrap()).unwrap();
+        }
     }
 
     #[test]
