@@ -11,6 +11,7 @@ pub mod measure;
 pub mod paths;
 pub mod protocol;
 pub mod session;
+pub mod syntax;
 pub mod table;
 pub mod torch;
 

@@ -194,16 +194,20 @@ pub fn is_complete(code: &str) -> Completeness {
 }
 
 /// True when syn fails only because the input ran out (a dangling operator or `let x =`).
+/// Code too deeply nested to parse is left to rustc (`complete`).
 fn ends_too_early(code: &str) -> bool {
     use syn::parse::Parser;
     let wrapped = format!("{{\n{code}\n}}");
-    let Ok(tokens) = wrapped.parse::<proc_macro2::TokenStream>() else {
-        return false;
-    };
-    match syn::Block::parse_within.parse2(strip_block(tokens)) {
-        Ok(_) => false,
-        Err(e) => e.to_string().contains("unexpected end of input"),
-    }
+    crate::syntax::analyse(&wrapped, |wrapped| {
+        let Ok(tokens) = wrapped.parse::<proc_macro2::TokenStream>() else {
+            return false;
+        };
+        match syn::Block::parse_within.parse2(strip_block(tokens)) {
+            Ok(_) => false,
+            Err(e) => e.to_string().contains("unexpected end of input"),
+        }
+    })
+    .unwrap_or(false)
 }
 
 fn strip_block(tokens: proc_macro2::TokenStream) -> proc_macro2::TokenStream {

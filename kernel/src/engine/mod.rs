@@ -147,7 +147,7 @@ impl Engine {
                 Err(e) => run.error = Some(e),
             }
             let peaks = watch.map(|w| host.meter.end_watch(w));
-            magics.experiments.after_body(&parsed.body, &gpus, peaks);
+            magics.experiments.after_body(&host, &parsed.body, &gpus, peaks);
         }
         if let Some(t) = timer {
             t.report(&host);

@@ -220,11 +220,9 @@ fn identifiers(body: &str) -> BTreeSet<&str> {
 }
 
 /// Whether the body ends with an expression (its value is shown) rather than a statement.
-fn ends_with_value(body: &str) -> bool {
-    match syn::parse_str::<syn::Block>(&format!("{{\n{body}\n}}")) {
-        Ok(b) => matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))),
-        Err(_) => false,
-    }
+fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
+    crate::syntax::with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))))
+        .map(|shows| shows.unwrap_or(false))
 }
 
 /// The code a `%%compute` cell runs in the notebook's process. The body goes into a closure
@@ -241,7 +239,7 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
     }
     let names = identifiers(body);
     let used: Vec<&String> = vars.keys().filter(|v| names.contains(v.as_str())).collect();
-    let shows = ends_with_value(body);
+    let shows = ends_with_value(body).map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
     let mut c = String::from("{\n");
     c.push_str(&format!(
         "let __dryml_compute = ::dryml::compute::Compute::new(&::dryml::context::Requests::parse({:?}).expect(\"checked by the kernel\"))",
@@ -342,7 +340,7 @@ mod tests {
     #[test]
     fn values_and_statements() {
         for (body, shows) in [("1 + 1", true), ("let a = 1;", false), ("for i in 0..2 {}", true), ("x.push(1);", false), ("fn f() {}", false), ("(", false)] {
-            assert_eq!(ends_with_value(body), shows, "{body}");
+            assert_eq!(ends_with_value(body), Ok(shows), "{body}");
         }
     }
 }

@@ -11,11 +11,16 @@ use std::sync::Arc;
 
 pub(crate) type Queue = crossbeam_channel::Sender<Message>;
 
+/// The worker's stack: 1 GiB of address space, of which a cell uses what its nesting needs.
+pub const WORKER_STACK_BYTES: usize = 1 << 30;
+
 /// Starts the worker: it calls [`Handler::start`], then serves the queue until every sender is
 /// gone.
 pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result<Queue> {
     let (tx, rx) = crossbeam_channel::unbounded::<Message>();
-    std::thread::Builder::new().name("dryml-shell-worker".into()).spawn(move || {
+    // Handlers parse users' code (evcxr's parser recurses once per level of nesting): a large
+    // stack, reserved rather than committed, keeps deep code from aborting the process.
+    std::thread::Builder::new().name("dryml-shell-worker".into()).stack_size(WORKER_STACK_BYTES).spawn(move || {
         handler.start();
         Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 }.run();
     })?;

@@ -140,12 +140,17 @@ impl Experiments {
 
     /// After the body: the GPU peaks seen (unless `%env CUDA_VISIBLE_DEVICES` changed the GPUs
     /// since the experiment began), and the names it re-bound.
-    pub fn after_body(&mut self, body: &str, watched: &[Gpu], peaks: Option<Vec<u64>>) {
+    pub fn after_body(&mut self, host: &Host<'_>, body: &str, watched: &[Gpu], peaks: Option<Vec<u64>>) {
         if let Some(e) = &mut self.open {
             if let Some(p) = peaks.filter(|_| e.gpus() == watched) {
                 e.observe_gpu_peaks(&p);
             }
-            e.note_cell(body);
+            if let Err(deep) = e.note_cell(body) {
+                host.warn(&format!(
+                    "dryml: {deep}: the experiment cannot tell which variables this cell re-binds \
+                     (those whose type changed are still found)\n"
+                ));
+            }
         }
     }
 

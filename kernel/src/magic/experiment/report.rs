@@ -88,12 +88,13 @@ impl Experiment {
     }
 
     /// Notes the pre-existing names a cell of the experiment re-binds.
-    pub fn note_cell(&mut self, body: &str) {
-        for name in rebound_names(body) {
+    pub fn note_cell(&mut self, body: &str) -> Result<(), crate::syntax::TooDeep> {
+        for name in rebound_names(body)? {
             if self.vars_at_start.contains_key(&name) {
                 self.rebound.insert(name);
             }
         }
+        Ok(())
     }
 
     /// Plans the clean-up against the variables the notebook holds now. A pre-existing variable
@@ -200,10 +201,11 @@ pub fn peaked(start: u64, end: u64, peak: u64) -> i64 {
 }
 
 /// Names a cell binds at its top level: `let` patterns and plain `name = ...` assignments.
-pub fn rebound_names(body: &str) -> Vec<String> {
-    let Ok(block) = syn::parse_str::<syn::Block>(&format!("{{\n{body}\n}}")) else {
-        return vec![];
-    };
+pub fn rebound_names(body: &str) -> Result<Vec<String>, crate::syntax::TooDeep> {
+    crate::syntax::with_block(body, block_bindings).map(Option::unwrap_or_default)
+}
+
+fn block_bindings(block: &syn::Block) -> Vec<String> {
     let mut out = Vec::new();
     for stmt in &block.stmts {
         match stmt {
@@ -717,9 +719,9 @@ mod tests {
 
     #[test]
     fn rebound_names_from_top_level_bindings() {
-        let got = rebound_names("let a = 1; let (b, mut c): (i32, i32) = (1, 2); d = 3; if x { e = 4; } let S { f, .. } = s;");
+        let got = rebound_names("let a = 1; let (b, mut c): (i32, i32) = (1, 2); d = 3; if x { e = 4; } let S { f, .. } = s;").unwrap();
         assert_eq!(got, ["a", "b", "c", "d", "f"]);
-        assert!(rebound_names("let = ;").is_empty());
+        assert!(rebound_names("let = ;").unwrap().is_empty());
     }
 
     #[test]
