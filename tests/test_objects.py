@@ -143,3 +143,26 @@ std::fs::write("{kernel.dir}.alien.dry", &raw).unwrap();
 dryml::load_object("{kernel.dir}.alien.dry").unwrap_err().to_string()"""
     msg = value(kernel, code)
     assert "unknown type `Qlp`" in msg and "registered: Mlp, data.Points" in msg, msg
+
+
+def test_index_lines_naming_files_outside_the_repo_are_skipped_and_reported(kernel):
+    d = f"{kernel.dir}-hostile"
+    ok(kernel, f"%repo open {d} --create")
+    mid = value(kernel, f'{{ let mut r = dryml::Repo::open("{d}").unwrap(); '
+                        f'r.add(&Mlp::build(serde_json::json!({{"layers": [1]}}), Meta::new())).unwrap() }}').strip('"')
+    index = f"{d}/index.jsonl"
+    line = open(index).read()
+    with open(index, "a") as f:
+        for bad in ["../../outside", "/etc/hostname"]:
+            f.write(line.replace(f'"{mid}"', json.dumps(bad)))
+    reply, msgs = kernel.execute(f"%repo open {d}")
+    assert reply["status"] == "ok", reply
+    warned = "".join(m["content"]["text"] for _, m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert "2 line(s) of" in warned and "naming a file outside the repo" in warned, warned
+    assert [o["id"] for o in table(ok(kernel, "%repo ls"))["application/json"]["objects"]] == [mid]
+    for bad in ["../../outside", "/etc/hostname"]:
+        reply, _ = kernel.execute(f"%repo rm {bad}")
+        assert reply["status"] == "error" and "no object with id" in reply["evalue"], reply
+    # Told once, not on every command.
+    reply, msgs = kernel.execute("%repo ls")
+    assert not [m for _, m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]

@@ -151,6 +151,8 @@ impl Repo {
         match v.get("op")?.as_str()? {
             "add" => {
                 let (def, meta) = from_record(v.get("object")?).ok()?;
+                // An id names a file: one that could reach outside the repo is never followed.
+                check_id(&meta.id).ok()?;
                 let size = v.get("size").and_then(Value::as_u64).unwrap_or(0);
                 let id = meta.id.clone();
                 if let Some(old) = self.entries.remove(&id) {
@@ -161,6 +163,7 @@ impl Repo {
             }
             "delete" => {
                 let id = v.get("id")?.as_str()?;
+                check_id(id).ok()?;
                 if let Some(old) = self.entries.remove(id) {
                     self.unlink_type(&old.def.type_name, id);
                 }
@@ -657,6 +660,25 @@ mod tests {
         for e in repo.entries() {
             repo.by_id(&e.meta.id).unwrap();
         }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn index_lines_naming_files_outside_the_repo_are_skipped() {
+        let d = dir();
+        let mut repo = Repo::create(&d).unwrap();
+        let id = repo.add(&named(1.0, "kept")).unwrap();
+        let line = std::fs::read_to_string(d.join(INDEX)).unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(d.join(INDEX)).unwrap();
+        for bad in ["../../escape", "/etc/passwd", ".hidden", ""] {
+            f.write_all(line.replace(&format!("\"{id}\""), &format!("{:?}", bad)).as_bytes()).unwrap();
+        }
+        f.write_all(b"{\"op\":\"delete\",\"id\":\"../x\"}\n").unwrap();
+        drop(f);
+        let fresh = Repo::open(&d).unwrap();
+        assert_eq!(fresh.skipped, 5);
+        assert_eq!(fresh.entries().iter().map(|e| e.meta.id.as_str()).collect::<Vec<_>>(), [id.as_str()]);
+        assert!(matches!(fresh.by_id("../../escape"), Err(RepoError::NoSuchId(_))));
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -13,6 +13,20 @@ use dryml_magics::RepoCall;
 pub struct RepoMagic {
     /// The repo `%repo open` opened.
     repo: Option<Repo>,
+    /// Index lines skipped that the user was already told about.
+    warned_skipped: usize,
+}
+
+/// One line when index lines were skipped since the last time the user was told.
+fn warn_skipped(host: &Host<'_>, repo: &Repo, warned: &mut usize) {
+    if repo.skipped > *warned {
+        host.warn(&format!(
+            "dryml: {} line(s) of {} skipped: unreadable, or naming a file outside the repo\n",
+            repo.skipped - *warned,
+            repo.dir().join("index.jsonl").display()
+        ));
+        *warned = repo.skipped;
+    }
 }
 
 fn repo_error(e: RepoError) -> ErrorContent {
@@ -35,6 +49,8 @@ impl RepoMagic {
             let repo = if *create && !exists { Repo::create(dir) } else { Repo::open(dir) }.map_err(repo_error)?;
             let verb = if exists { "Opened" } else { "Created" };
             host.print(&format!("{verb} repo {}: {} objects\n", repo.dir().display(), repo.len()));
+            self.warned_skipped = 0;
+            warn_skipped(host, &repo, &mut self.warned_skipped);
             self.repo = Some(repo);
             return Ok(());
         }
@@ -44,6 +60,7 @@ impl RepoMagic {
         };
         // Other processes (sandboxes, other notebooks) may have added objects.
         repo.reload().map_err(repo_error)?;
+        warn_skipped(host, repo, &mut self.warned_skipped);
         match call {
             RepoCall::Open { .. } => unreachable!("handled above"),
             RepoCall::Ls => {
