@@ -1,7 +1,7 @@
 """Never down (issue 14), end to end: input that used to kill the kernel gets an answer, and the
 kernel, its variables and the next cell survive. Deep nesting first: `is_complete` (sent on every
 Enter by consoles) and cells whose code the kernel or evcxr parses recursively."""
-from conftest import ok, stderr_of, value
+from conftest import ok, running_kernel, stderr_of, value
 
 DEEP = 5000
 
@@ -32,3 +32,17 @@ def test_deep_cells_fail_or_run_and_the_kernel_goes_on(kernel):
     assert reply["status"] == "error" and reply["ename"] == "MagicError", reply
     assert f"nested {DEEP} levels deep" in reply["evalue"], reply["evalue"]
     assert value(kernel, "keep2 + 1") == "8"
+
+
+def test_a_bug_of_ours_costs_one_error_reply_not_the_kernel():
+    # DRYML_TEST_PANIC_ON makes the engine panic on exactly this cell, as a bug of ours would.
+    with running_kernel({"DRYML_TEST_PANIC_ON": "// panic here"}) as k:
+        ok(k, "let keep3 = 9u8;")
+        reply, msgs = k.execute("// panic here")
+        assert reply["status"] == "error" and reply["ename"] == "InternalError", reply
+        assert "DRYML_TEST_PANIC_ON matched the cell" in reply["evalue"] and "recovered" in reply["evalue"], reply
+        assert [m for _, m in msgs if m["msg_type"] == "error"], "the error is published too"
+        # The engine's lock was held when it panicked: the next requests still get it.
+        assert value(k, "keep3 + 1") == "10"
+        r, _ = k.request("complete", "keep", 4)
+        assert "keep3" in r["matches"], r

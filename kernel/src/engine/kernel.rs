@@ -9,7 +9,7 @@ use crate::history::History;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 enum Slot {
     /// Not started yet: the scratch directory it will work in.
@@ -45,7 +45,7 @@ impl Kernel {
 
     /// Runs `f` on the engine, or answers with why there is none.
     fn with_engine(&self, f: impl FnOnce(&mut Engine) -> Value) -> Value {
-        match &mut *self.engine.lock().unwrap() {
+        match &mut *self.engine.lock().unwrap_or_else(PoisonError::into_inner) {
             Slot::Ready(engine) => f(engine),
             Slot::Failed(why) => json!({"status": "error", "ename": "EngineError", "evalue": why, "traceback": [why]}),
             Slot::Waiting(_) => unreachable!("the worker starts the engine before any request"),
@@ -55,7 +55,7 @@ impl Kernel {
 
 impl Handler for Kernel {
     fn start(&self) {
-        let mut slot = self.engine.lock().unwrap();
+        let mut slot = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         if let Slot::Waiting(scratch) = &*slot {
             *slot = match Engine::start(self.state.clone(), self.history.clone(), scratch.clone()) {
                 Ok(e) => Slot::Ready(Box::new(e)),
@@ -93,7 +93,7 @@ impl Handler for Kernel {
     }
 
     fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
-        match &mut *self.engine.lock().unwrap() {
+        match &mut *self.engine.lock().unwrap_or_else(PoisonError::into_inner) {
             Slot::Ready(engine) => engine.execute(req, io),
             Slot::Failed(why) => ExecuteOutcome {
                 payload: Vec::new(),
@@ -120,7 +120,7 @@ impl Handler for Kernel {
     }
 
     fn history(&self, request: &Value) -> Value {
-        match self.history.lock().unwrap().query(request) {
+        match self.history.lock().unwrap_or_else(PoisonError::into_inner).query(request) {
             Ok(h) => json!({"status": "ok", "history": h}),
             Err(e) => json!({"status": "error", "ename": "HistoryError", "evalue": format!("{e:#}"), "traceback": []}),
         }

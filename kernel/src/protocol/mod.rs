@@ -20,7 +20,7 @@ pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
 use anyhow::{Context, Result};
 use jupyter_protocol::ConnectionInfo;
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::unbounded_channel;
@@ -69,6 +69,28 @@ impl ErrorContent {
         let evalue = evalue.into();
         ErrorContent { ename: ename.into(), traceback: vec![format!("{ename}: {evalue}")], evalue }
     }
+
+    /// An error reply's content (`status: error`), for requests other than execute.
+    pub fn reply(&self) -> Value {
+        json!({"status": "error", "ename": self.ename, "evalue": self.evalue, "traceback": self.traceback})
+    }
+}
+
+/// Runs a handler call; a panic in it (a bug of ours) becomes an `InternalError` for this
+/// request, and the worker goes on serving the next one.
+pub(crate) fn guarded<T>(call: impl FnOnce() -> T, on_panic: impl FnOnce(ErrorContent) -> T) -> T {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).unwrap_or_else(|p| {
+        let what = panic_text(&*p);
+        tracing::error!("a request panicked: {what}");
+        on_panic(ErrorContent::new(
+            "InternalError",
+            format!("the kernel hit a bug while handling this request ({what}); it recovered and keeps the notebook's variables"),
+        ))
+    })
+}
+
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
 }
 
 /// How a cell ended. Output (streams, displays, `execute_result`) went out through [`Io`] while

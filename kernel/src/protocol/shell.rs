@@ -5,7 +5,7 @@
 use super::outbox::Outbox;
 use super::wire::{Message, Signer};
 use super::worker::Queue;
-use super::Handler;
+use super::{guarded, panic_text, Handler};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,11 +38,11 @@ impl<H: Handler> Dispatch<H> {
             "execute_request" | "complete_request" | "inspect_request" => {
                 let _ = self.work.send(msg);
             }
-            "kernel_info_request" => self.out.answer(&msg, || h.kernel_info()),
-            "is_complete_request" => {
-                self.out.answer(&msg, || h.is_complete(msg.content["code"].as_str().unwrap_or("")))
-            }
-            "history_request" => self.out.answer(&msg, || h.history(&msg.content)),
+            "kernel_info_request" => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
+            "is_complete_request" => self.out.answer(&msg, || {
+                guarded(|| h.is_complete(msg.content["code"].as_str().unwrap_or("")), |e| e.reply())
+            }),
+            "history_request" => self.out.answer(&msg, || guarded(|| h.history(&msg.content), |e| e.reply())),
             "comm_info_request" => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
             "comm_open" => {
                 // No comm targets: close it at once, as ipykernel does for unknown targets.
@@ -52,8 +52,13 @@ impl<H: Handler> Dispatch<H> {
                 self.out.status(&msg, "idle");
             }
             "interrupt_request" => self.out.answer(&msg, || {
-                h.interrupt();
-                json!({"status": "ok"})
+                guarded(
+                    || {
+                        h.interrupt();
+                        json!({"status": "ok"})
+                    },
+                    |e| e.reply(),
+                )
             }),
             "shutdown_request" => {
                 let restart = msg.content["restart"].as_bool().unwrap_or(false);
@@ -108,9 +113,14 @@ async fn recv_task<H: Handler>(
             // Dropped before any JSON is trusted; the kernel keeps serving.
             Err(e) => tracing::warn!("{channel:?}: dropped a message: {e}"),
             Ok(msg) => {
-                if let Some(restart) = dispatch.handle(msg) {
-                    let _ = exit.send(restart);
-                    return;
+                // Handlers are guarded one by one; this keeps the socket served whatever else.
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| dispatch.handle(msg))) {
+                    Ok(Some(restart)) => {
+                        let _ = exit.send(restart);
+                        return;
+                    }
+                    Ok(None) => {}
+                    Err(p) => tracing::error!("{channel:?}: a message's handling panicked: {}", panic_text(&*p)),
                 }
             }
         }

@@ -4,9 +4,10 @@
 
 use super::outbox::{Io, Outbox};
 use super::wire::Message;
-use super::{ExecuteRequest, Handler};
+use super::{guarded, panic_text, ExecuteOutcome, ExecuteRequest, Handler};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 pub(crate) type Queue = crossbeam_channel::Sender<Message>;
@@ -21,7 +22,9 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
     // Handlers parse users' code (evcxr's parser recurses once per level of nesting): a large
     // stack, reserved rather than committed, keeps deep code from aborting the process.
     std::thread::Builder::new().name("dryml-shell-worker".into()).stack_size(WORKER_STACK_BYTES).spawn(move || {
-        handler.start();
+        if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| handler.start())) {
+            tracing::error!("the handler panicked while starting: {}", panic_text(&*p));
+        }
         Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 }.run();
     })?;
     Ok(tx)
@@ -50,12 +53,12 @@ impl<H: Handler> Worker<H> {
                 "execute_request" => self.execute(&msg),
                 "complete_request" => {
                     let (code, cursor) = code_and_cursor(&msg);
-                    self.out.answer(&msg, || self.handler.complete(code, cursor));
+                    self.out.answer(&msg, || guarded(|| self.handler.complete(code, cursor), |e| e.reply()));
                 }
                 "inspect_request" => {
                     let (code, cursor) = code_and_cursor(&msg);
                     let level = msg.content["detail_level"].as_u64().unwrap_or(0);
-                    self.out.answer(&msg, || self.handler.inspect(code, cursor, level));
+                    self.out.answer(&msg, || guarded(|| self.handler.inspect(code, cursor, level), |e| e.reply()));
                 }
                 other => tracing::warn!("worker: {other} is not queued work"),
             }
@@ -73,7 +76,10 @@ impl<H: Handler> Worker<H> {
             self.out.publish(msg, "execute_input", json!({"code": req.code, "execution_count": req.execution_count}));
         }
         let io = Io::new(self.out.clone(), msg.clone(), req.allow_stdin, req.execution_count);
-        let outcome = self.handler.execute(&req, &io);
+        let outcome = guarded(
+            || self.handler.execute(&req, &io),
+            |e| ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error: Some(e) },
+        );
         let mut reply = json!({
             "execution_count": req.execution_count,
             "payload": outcome.payload,

@@ -244,7 +244,7 @@ pub fn parent_id(m: &Message) -> &str {
     m.parent_header["msg_id"].as_str().unwrap_or("")
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sock {
     Shell,
     Control,

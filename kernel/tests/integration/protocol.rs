@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 /// Runs cells written in a tiny language: `print TEXT`, `fail`, `result`, `input PROMPT`,
-/// `block` (until interrupted).
+/// `block` (until interrupted), `panic` (a bug in the handler; `is_complete` and `complete` of
+/// `panic` too).
 #[derive(Default)]
 struct Toy {
     interrupted: Mutex<bool>,
@@ -35,6 +36,7 @@ impl Handler for Toy {
             "print" => io.stream("stdout", arg),
             "result" => io.execute_result(json!({"text/plain": "42"})),
             "fail" => error = Some(ErrorContent::new("ToyError", "asked to fail")),
+            "panic" => panic!("the toy's bug"),
             "input" => match io.input(arg, false) {
                 Ok(line) => io.stream("stdout", &format!("got {line}")),
                 Err(e) => error = Some(ErrorContent::new("StdinNotAllowed", e.to_string())),
@@ -57,6 +59,7 @@ impl Handler for Toy {
     }
 
     fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+        assert_ne!(code, "panic", "the toy's bug");
         json!({"status": "ok", "matches": [format!("{code}!")], "cursor_start": 0, "cursor_end": cursor_pos, "metadata": {}})
     }
 
@@ -65,6 +68,7 @@ impl Handler for Toy {
     }
 
     fn is_complete(&self, code: &str) -> Value {
+        assert_ne!(code, "panic", "the toy's bug");
         let status = if code.ends_with('{') { "incomplete" } else { "complete" };
         json!({"status": status})
     }
@@ -302,4 +306,35 @@ fn comms_and_unknown_messages_get_status_only() {
     let id = r.f.send(Sock::Shell, "no_such_request", json!({}));
     r.f.recv_iopub_busy(&id);
     r.f.recv_iopub_idle(&id);
+}
+
+#[test]
+fn a_panicking_handler_costs_one_error_reply_and_the_kernel_serves_on() {
+    let mut r = Rig::new();
+    let id = r.f.send_execute_request("panic");
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_execute_input(&id);
+    let err = r.f.recv_iopub_of(&id, "error");
+    assert_eq!(err.content["ename"], "InternalError");
+    assert!(err.content["evalue"].as_str().unwrap().contains("the toy's bug"), "{}", err.content);
+    r.f.recv_iopub_idle(&id);
+    assert_eq!(r.f.recv_shell_execute_reply(&id)["ename"], "InternalError");
+    // The worker thread is still there; so are the shell task and the other handlers.
+    for (sock, msg_type, content, reply_type) in [
+        (Sock::Shell, "complete_request", json!({"code": "panic", "cursor_pos": 5}), "complete_reply"),
+        (Sock::Shell, "is_complete_request", json!({"code": "panic"}), "is_complete_reply"),
+        (Sock::Control, "is_complete_request", json!({"code": "panic"}), "is_complete_reply"),
+    ] {
+        let id = r.f.send(sock, msg_type, content);
+        r.f.recv_iopub_busy(&id);
+        let reply = if sock == Sock::Shell { r.f.recv_shell_reply(&id, reply_type) } else { r.f.recv_control_reply(&id, reply_type) };
+        assert_eq!((reply["status"].as_str(), reply["ename"].as_str()), (Some("error"), Some("InternalError")), "{reply}");
+        r.f.recv_iopub_idle(&id);
+    }
+    let id = r.f.send_execute_request("print still here");
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_iopub_execute_input(&id);
+    assert_eq!(r.f.recv_iopub_stream(&id), "still here");
+    r.f.recv_iopub_idle(&id);
+    assert_eq!(r.f.recv_shell_execute_reply(&id)["status"], "ok");
 }
