@@ -177,24 +177,34 @@ fn execute_publishes_input_output_and_counts() {
 #[test]
 fn errors_are_published_and_abort_what_was_queued() {
     let mut r = Rig::new();
+    // A blocked cell holds the worker until everything below is on its queue (shell answers
+    // the history request after forwarding what came before it); without it, a loaded machine
+    // could finish the failing cell before the next request arrived, and nothing was queued.
+    let blocker = r.f.send_execute_request_with("block", json!({"stop_on_error": false}));
+    r.f.recv_iopub_busy(&blocker);
+    r.f.recv_iopub_execute_input(&blocker);
     let failing = r.f.send_execute_request("fail");
     let queued = r.f.send_execute_request("print never");
     let completion = r.f.send(Sock::Shell, "complete_request", json!({"code": "pri", "cursor_pos": 3}));
-    r.f.recv_iopub_busy(&failing);
-    r.f.recv_iopub_execute_input(&failing);
-    let err = r.f.recv_iopub_of(&failing, "error");
-    assert_eq!(err.content["ename"], "ToyError");
-    r.f.recv_iopub_idle(&failing);
+    let hist = r.f.send(Sock::Shell, "history_request", json!({"hist_access_type": "tail", "n": 1}));
+    r.f.recv_iopub_busy(&hist);
+    r.f.recv_shell_reply(&hist, "history_reply");
+    r.f.recv_iopub_idle(&hist);
+    let int = r.f.send(Sock::Control, "interrupt_request", json!({}));
+    r.f.recv_control_reply(&int, "interrupt_reply");
+    // The control task and the worker publish at once: each request's messages stay in order.
+    let seen = r.f.recv_iopub_until_idle(&[&int, &blocker, &failing, &queued, &completion]);
+    let types = |v: &Vec<(String, Value)>| v.iter().map(|(t, _)| t.clone()).collect::<Vec<_>>();
+    assert_eq!(types(&seen[2]), ["status", "execute_input", "error", "status"]);
+    assert_eq!(seen[2][2].1["ename"], "ToyError");
+    assert_eq!(types(&seen[3]), ["status", "status"], "the aborted cell: busy and idle only");
+    assert_eq!(r.f.recv_shell_execute_reply(&blocker)["ename"], "KeyboardInterrupt");
     let reply = r.f.recv_shell_execute_reply(&failing);
     assert_eq!((reply["status"].as_str(), reply["ename"].as_str()), (Some("error"), Some("ToyError")));
     assert_eq!(reply["traceback"], json!(["ToyError: asked to fail"]));
     // The queued execute is aborted, never run; the completion request still gets its answer.
-    r.f.recv_iopub_busy(&queued);
     assert_eq!(r.f.recv_shell_execute_reply(&queued)["status"], "aborted");
-    r.f.recv_iopub_idle(&queued);
-    r.f.recv_iopub_busy(&completion);
     assert_eq!(r.f.recv_shell_reply(&completion, "complete_reply")["matches"], json!(["pri!"]));
-    r.f.recv_iopub_idle(&completion);
     // stop_on_error false: the next one runs.
     let a = r.f.send_execute_request_with("fail", json!({"stop_on_error": false}));
     let b = r.f.send_execute_request("print ran");
