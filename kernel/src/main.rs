@@ -77,12 +77,7 @@ fn cache(action: CacheAction) -> anyhow::Result<()> {
     let wait = std::time::Duration::from_secs(30);
     match action {
         CacheAction::Show | CacheAction::Warm { .. } => {
-            let r = cache.report();
-            println!("{} (limit {})", r.root.display(), bytes(r.limit));
-            for g in &r.generations {
-                let mark = if g.current { "*" } else { " " };
-                println!("{mark} {}  {}  {} crate builds", g.key, bytes(g.bytes), g.units);
-            }
+            print!("{}", dryml_kernel::magic::cache::render(&cache.report()).0);
         }
         CacheAction::Gc => println!("evicted {}", bytes(cache.collect(wait)?)),
         CacheAction::Clear => println!("cleared {}", bytes(cache.clear(wait)?)),

@@ -2,7 +2,7 @@
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use crate::session::cache::{bytes, BuildCache};
+use crate::session::cache::{bytes, BuildCache, Report};
 use dryml_magics::CacheCall;
 use serde_json::json;
 use std::time::Duration;
@@ -39,7 +39,12 @@ pub fn run(host: &mut Host<'_>, call: CacheCall) -> Result<(), ErrorContent> {
 }
 
 fn show(host: &Host<'_>, cache: &BuildCache) {
-    let r = cache.report();
+    let (text, html) = render(&cache.report());
+    host.show(json!({"text/plain": text, "text/html": html}));
+}
+
+/// The report as text and HTML (`dryml-kernel cache show` prints the text).
+pub fn render(r: &Report) -> (String, String) {
     let total: u64 = r.generations.iter().map(|g| g.bytes).sum();
     let title = format!(
         "Build cache {}: {} of {} ({})",
@@ -71,5 +76,5 @@ fn show(host: &Host<'_>, cache: &BuildCache) {
         text.push_str(&format!("\n{line}\n"));
         html.push_str(&format!("<p>{}</p>", crate::table::escape(&line)));
     }
-    host.show(json!({"text/plain": text, "text/html": html}));
+    (text, html)
 }

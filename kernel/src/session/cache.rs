@@ -244,11 +244,7 @@ impl BuildCache {
 
 /// `$XDG_CACHE_HOME/dryml-rust/build`, else `~/.cache/dryml-rust/build`.
 fn default_root() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(x) if Path::new(&x).is_absolute() => PathBuf::from(x),
-        _ => PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?).join(".cache"),
-    };
-    Some(base.join("dryml-rust").join("build"))
+    Some(dirs::cache_dir()?.join("dryml-rust").join("build"))
 }
 
 /// What a build's artifacts depend on that cargo does not track: the compiler (cargo does track
