@@ -1,7 +1,12 @@
 """Never down (issue 14), end to end: input that used to kill the kernel gets an answer, and the
 kernel, its variables and the next cell survive. Deep nesting first: `is_complete` (sent on every
 Enter by consoles) and cells whose code the kernel or evcxr parses recursively."""
-from conftest import ok, running_kernel, stderr_of, value
+import re
+import threading
+
+import pytest
+
+from conftest import ok, running_kernel, stderr_of, stdout_of, value
 
 DEEP = 5000
 
@@ -46,3 +51,49 @@ def test_a_bug_of_ours_costs_one_error_reply_not_the_kernel():
         assert value(k, "keep3 + 1") == "10"
         r, _ = k.request("complete", "keep", 4)
         assert "keep3" in r["matches"], r
+
+
+def _rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) // 1024 for line in f if line.startswith("VmRSS"))
+
+
+def _shown_and_counted(text, prefix):
+    """Lines starting with prefix in text, plus those the kernel's notes say it did not show."""
+    shown = sum(1 for line in text.splitlines() if line.startswith(prefix))
+    said = sum(int(m.group(1)) for m in re.finditer(r"\[dryml: (\d+) lines \([^)]*\) of \w+ not shown", text))
+    return shown + said
+
+
+@pytest.mark.parametrize("stream", ["eprintln", "println"])
+def test_an_output_flood_does_not_grow_the_kernel(kernel, stream):
+    # Idle is after a cell ran: evcxr's first cell loads its analysis of std into the kernel.
+    ok(kernel, "let keep4 = 11u32;")
+    pid = kernel.km.provisioner.process.pid
+    idle = _rss_mib(pid)
+    peak, done = [idle], threading.Event()
+
+    def sample():
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], _rss_mib(pid))
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    n = 3_000_000
+    try:
+        reply, msgs = kernel.execute(
+            f'for i in 0..{n}u64 {{ {stream}!("step {{i}}: a warning a training loop prints per batch"); }}\n'
+            'panic!("after the flood")', timeout=600)
+    finally:
+        done.set()
+        sampler.join()
+    assert peak[0] - idle <= 200, f"kernel RSS {idle} MiB idle, {peak[0]} MiB at peak"
+    # A panic after the flood is still explained: the kernel keeps the last stderr lines.
+    assert reply["status"] == "error" and reply["ename"] == "panic", reply
+    assert "after the flood" in reply["evalue"], reply["evalue"]
+    text = (stderr_of if stream == "eprintln" else stdout_of)(msgs)
+    assert _shown_and_counted(text, "step ") == n
+    assert f"step {n - 1}:" in text, "the newest lines are shown"
+    # Coalesced: not a message per line.
+    assert len([m for _, m in msgs if m["msg_type"] == "stream"]) < n / 100
+    assert value(kernel, "keep4 + 1") == "12"

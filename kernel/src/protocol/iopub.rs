@@ -1,18 +1,19 @@
 //! The iopub socket (an XPUB): publishes what the outbox sends, and greets each new
 //! subscriber with `iopub_welcome` (JEP 65) so clients know their subscription is live.
 
+use super::flow::Queued;
 use super::shell::send_encoded;
 use super::wire::{new_header, Message, Signer};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
 use zeromq::SocketRecv;
 
-pub(crate) async fn task(mut sock: zeromq::XPubSocket, mut rx: UnboundedReceiver<Message>, signer: Signer) {
+pub(crate) async fn task(mut sock: zeromq::XPubSocket, mut rx: UnboundedReceiver<Queued>, signer: Signer) {
     loop {
         tokio::select! {
             m = rx.recv() => {
-                let Some(m) = m else { return };
-                send_encoded(&mut sock, &m, &signer).await;
+                let Some(q) = m else { return };
+                send_encoded(&mut sock, &q.msg, &signer).await;
             }
             sub = sock.recv() => {
                 // A subscription frame is 1 then the topic; 0 is an unsubscription.

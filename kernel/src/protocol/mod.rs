@@ -7,6 +7,7 @@
 //! [`stdin`] carries `input_request`/`input_reply`; [`heartbeat`] echoes. Requests that run
 //! user code go, in order, to one worker thread ([`worker`]); the rest are answered at once.
 
+pub mod flow;
 pub mod heartbeat;
 pub mod iopub;
 pub mod outbox;
@@ -159,12 +160,12 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
         );
     }
     let signer = Signer::new(&info.key);
-    let (iopub_tx, iopub_rx) = unbounded_channel::<Message>();
+    let (iopub_tx, iopub_rx) = unbounded_channel::<flow::Queued>();
     let (shell_tx, shell_rx) = unbounded_channel::<Message>();
     let (control_tx, control_rx) = unbounded_channel::<Message>();
     let (stdin_tx, stdin_rx) = unbounded_channel::<Message>();
     let (reply_tx, reply_rx) = crossbeam_channel::unbounded::<String>();
-    let out = Outbox::new(iopub_tx, shell_tx, stdin_tx, reply_rx);
+    let out = Outbox::new(flow::Flow::new(iopub_tx, flow::Limits::default()), shell_tx, stdin_tx, reply_rx);
 
     let mut shell = zeromq::RouterSocket::new();
     shell.bind(&endpoint(info, info.shell_port)).await.context("binding shell")?;

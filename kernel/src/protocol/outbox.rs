@@ -2,14 +2,16 @@
 //! sockets, and [`Io`]: the outbox bound to one request, which is all a handler needs to
 //! publish a cell's output and read its input.
 
+use super::flow::Flow;
 use super::wire::Message;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
 #[derive(Clone)]
 pub struct Outbox {
-    iopub: UnboundedSender<Message>,
+    iopub: Arc<Flow>,
     /// Replies: the shell socket's, or control's for control requests.
     replies: UnboundedSender<Message>,
     stdin: UnboundedSender<Message>,
@@ -19,7 +21,7 @@ pub struct Outbox {
 
 impl Outbox {
     pub(crate) fn new(
-        iopub: UnboundedSender<Message>,
+        iopub: Arc<Flow>,
         replies: UnboundedSender<Message>,
         stdin: UnboundedSender<Message>,
         input: crossbeam_channel::Receiver<String>,
@@ -36,7 +38,12 @@ impl Outbox {
         let mut m = Message::reply_to(parent, msg_type, content);
         // iopub topics: the message type, as ipykernel uses.
         m.identities = vec![bytes::Bytes::from(format!("kernel.{msg_type}"))];
-        let _ = self.iopub.send(m);
+        self.iopub.publish(m);
+    }
+
+    /// Stream text, coalesced with the text around it (see [`Flow`]).
+    pub fn stream(&self, parent: &Message, name: &str, text: &str) {
+        self.iopub.stream(parent, name, text);
     }
 
     pub fn status(&self, parent: &Message, state: &str) {
@@ -89,9 +96,7 @@ impl Io {
     }
 
     pub fn stream(&self, name: &str, text: &str) {
-        if !text.is_empty() {
-            self.publish("stream", json!({"name": name, "text": text}));
-        }
+        self.out.stream(&self.parent, name, text);
     }
 
     pub fn display(&self, data: Value) {

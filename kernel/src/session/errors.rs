@@ -22,7 +22,7 @@ pub fn context(e: dryml::context::ContextError) -> ErrorContent {
 
 /// A panic, from the panic message in the cell's stderr.
 pub fn panic(state: &CellState) -> ErrorContent {
-    let tail = state.stderr_tail.lock().unwrap().clone();
+    let tail = state.stderr_lines();
     let start = tail.iter().position(|l| l.contains("panicked at"));
     let (evalue, mut traceback) = match start {
         Some(i) => {
@@ -54,7 +54,7 @@ pub fn evcxr(e: EvcxrError, state: &CellState, vars_before: &[String]) -> ErrorC
             ErrorContent { ename: "CompilationError".into(), evalue, traceback }
         }
         EvcxrError::SubprocessTerminated(text) => {
-            let tail = state.stderr_tail.lock().unwrap().clone();
+            let tail = state.stderr_lines();
             let cause = crash_cause(&format!("{}\n{text}", tail.join("\n")));
             let lost = lost_list(vars_before);
             let mut traceback = tail;

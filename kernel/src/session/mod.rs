@@ -86,18 +86,30 @@ impl Session {
         let (st, stderr) = (state.clone(), outputs.stderr);
         let (stderr_sync_tx, stderr_sync_rx) = crossbeam_channel::unbounded();
         std::thread::Builder::new().name("dryml-stderr".into()).spawn(move || {
-            while let Ok(line) = stderr.recv() {
-                match line.strip_suffix(dryml::protocol::STDERR_SYNC) {
-                    Some(open) => {
-                        // The rest of a line `eprint!` left open, without the newline it lacked.
-                        st.stream("stderr", open);
-                        let _ = stderr_sync_tx.send(());
-                    }
-                    None => {
-                        st.stderr_tail.lock().unwrap().push(line.clone());
-                        st.stream("stderr", &format!("{line}\n"));
+            // Lines that arrived together go out as one text: one line at a time could not keep
+            // up with a cell flooding stderr.
+            let mut text = String::new();
+            while let Ok(first) = stderr.recv() {
+                let mut next = Some(first);
+                while let Some(line) = next.take() {
+                    match line.strip_suffix(dryml::protocol::STDERR_SYNC) {
+                        Some(open) => {
+                            // The rest of a line `eprint!` left open, without the newline it lacked.
+                            text.push_str(open);
+                            st.stream("stderr", &std::mem::take(&mut text));
+                            let _ = stderr_sync_tx.send(());
+                        }
+                        None => {
+                            st.keep_stderr(&line);
+                            text.push_str(&line);
+                            text.push('\n');
+                            if text.len() < 64 << 10 {
+                                next = stderr.try_recv().ok();
+                            }
+                        }
                     }
                 }
+                st.stream("stderr", &std::mem::take(&mut text));
             }
         })?;
         // evcxr sends stdout here only when the pump could not reach the kernel's socket.

@@ -136,7 +136,8 @@ mod tests {
         let (iopub_tx, mut iopub) = tokio::sync::mpsc::unbounded_channel();
         let (other, _keep) = tokio::sync::mpsc::unbounded_channel();
         let (_input_tx, input) = crossbeam_channel::unbounded();
-        let out = Outbox::new(iopub_tx, other.clone(), other, input);
+        let limits = crate::protocol::flow::Limits { delay: Duration::from_secs(3600), ..Default::default() };
+        let out = Outbox::new(crate::protocol::flow::Flow::new(iopub_tx, limits), other.clone(), other, input);
         let parent = Message {
             identities: vec![],
             header: json!({"msg_id": "cell-1", "msg_type": "execute_request", "session": "s"}),
@@ -163,14 +164,18 @@ mod tests {
         // Frames on one connection are handled in order: after the sync, all of them were.
         sync_rx.recv_timeout(Duration::from_secs(5)).expect("the sync frame");
 
+        // Stream text waits for the next message: the status that ends a cell.
+        state.io().unwrap().publish("status", json!({"execution_state": "idle"}));
         let mut got = Vec::new();
-        while let Ok(m) = iopub.try_recv() {
+        while let Ok(q) = iopub.try_recv() {
+            let m = q.msg.clone();
             assert_eq!(m.parent_header["msg_id"], "cell-1");
             got.push((m.msg_type().to_string(), m.content));
         }
         let texts: Vec<&str> = got.iter().filter(|(t, _)| t == "stream").map(|(_, c)| c["text"].as_str().unwrap()).collect();
-        assert_eq!(texts[..2], ["h", "éllo"]);
-        assert!(texts[2].starts_with("dryml: bad DRYML_CLEAR message from the cell"), "{texts:?}");
+        // Text from writes close together goes out as one message.
+        assert_eq!(texts[0], "héllo");
+        assert!(texts[1].starts_with("dryml: bad DRYML_CLEAR message from the cell"), "{texts:?}");
         let update = got.iter().find(|(t, _)| t == "update_display_data").expect("the display update");
         assert_eq!(update.1["transient"]["display_id"], "bar");
         assert_eq!(update.1["data"]["text/plain"], "7/8");

@@ -29,9 +29,13 @@ pub struct CellState {
     pub quiet: AtomicBool,
     /// When set, stdout is collected here instead of published.
     pub capture: Mutex<Option<String>>,
-    /// The current cell's stderr lines, to explain panics and crashes.
+    /// The current cell's last stderr lines, to explain panics and crashes.
     pub stderr_tail: Mutex<Vec<String>>,
 }
+
+/// How many stderr lines of a cell are kept to explain its panic or crash: a panic's message
+/// and backtrace are the last lines, and a flood of warnings must not grow the kernel.
+const STDERR_TAIL_LINES: usize = 200;
 
 impl CellState {
     pub fn quiet(&self) -> bool {
@@ -61,9 +65,27 @@ impl CellState {
                 return;
             }
         }
-        if let Some(io) = self.io() {
-            io.stream(name, text);
+        if !self.quiet() {
+            // Not `io()`: a clone of the request per line was most of a stderr flood's cost.
+            if let Some(io) = self.io.lock().unwrap().as_ref() {
+                io.stream(name, text);
+            }
         }
+    }
+
+    /// Keeps one stderr line in the cell's bounded tail.
+    pub fn keep_stderr(&self, line: &str) {
+        let mut tail = self.stderr_tail.lock().unwrap();
+        if tail.len() >= 2 * STDERR_TAIL_LINES {
+            tail.drain(..STDERR_TAIL_LINES);
+        }
+        tail.push(line.to_string());
+    }
+
+    /// The cell's last stderr lines, oldest first.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        let tail = self.stderr_tail.lock().unwrap();
+        tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].to_vec()
     }
 
     /// Clears the per-cell flags before user code runs.
