@@ -3,10 +3,11 @@ kernel, its variables and the next cell survive. Deep nesting first: `is_complet
 Enter by consoles) and cells whose code the kernel or evcxr parses recursively."""
 import re
 import threading
+import time
 
 import pytest
 
-from conftest import ok, running_kernel, stderr_of, stdout_of, value
+from conftest import of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 DEEP = 5000
 
@@ -97,3 +98,27 @@ def test_an_output_flood_does_not_grow_the_kernel(kernel, stream):
     # Coalesced: not a message per line.
     assert len([m for _, m in msgs if m["msg_type"] == "stream"]) < n / 100
     assert value(kernel, "keep4 + 1") == "12"
+
+
+def test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables(kernel):
+    ok(kernel, "let keep5 = 13u32;")
+    msg_id = kernel.send("execute", 'let name = dryml::input("name? ");', allow_stdin=True)
+    wait_for(lambda: (kernel._pump(0.1), kernel.inputs.get(msg_id))[1], 120, "the input_request")
+    first = kernel.inputs.pop(msg_id)[0]
+    assert first["content"]["prompt"] == "name? "
+    started = time.time()
+    kernel.interrupt()
+    reply, _ = kernel.collect(msg_id, timeout=10)
+    assert time.time() - started < 2, "the cell ended within 2 s of the interrupt"
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+    assert "variables are kept" in reply["evalue"], reply["evalue"]
+    assert value(kernel, "keep5 + 1") == "14"
+    # The next prompt gets its own answer, though the first prompt's arrives late, in between.
+    msg_id = kernel.send("execute", 'let again = dryml::input("again? "); again', allow_stdin=True)
+    wait_for(lambda: (kernel._pump(0.1), kernel.inputs.get(msg_id))[1], 120, "the second input_request")
+    second = kernel.inputs.pop(msg_id)[0]
+    for request, answer in ((first, "late"), (second, "Ada")):
+        kernel.kc.stdin_channel.send(kernel.kc.session.msg("input_reply", {"value": answer}, parent=request))
+    reply, msgs = kernel.collect(msg_id, timeout=60)
+    assert reply["status"] == "ok", reply
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"Ada"'

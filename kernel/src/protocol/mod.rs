@@ -164,7 +164,7 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
     let (shell_tx, shell_rx) = unbounded_channel::<Message>();
     let (control_tx, control_rx) = unbounded_channel::<Message>();
     let (stdin_tx, stdin_rx) = unbounded_channel::<Message>();
-    let (reply_tx, reply_rx) = crossbeam_channel::unbounded::<String>();
+    let (reply_tx, reply_rx) = crossbeam_channel::unbounded::<outbox::InputReply>();
     let out = Outbox::new(flow::Flow::new(iopub_tx, flow::Limits::default()), shell_tx, stdin_tx, reply_rx);
 
     let mut shell = zeromq::RouterSocket::new();
@@ -182,7 +182,7 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
     tokio::spawn(iopub::task(iopub, iopub_rx, signer.clone()));
     tokio::spawn(heartbeat::task(hb));
     tokio::spawn(stdin::task(stdin, stdin_rx, reply_tx, signer.clone()));
-    tokio::spawn(interrupt_on_sigint(handler.clone()));
+    tokio::spawn(interrupt_on_sigint(handler.clone(), out.clone()));
 
     let (exit_tx, mut exit_rx) = unbounded_channel::<bool>();
     let shell_side = shell::Dispatch::new(handler.clone(), out.clone(), shell::Channel::Shell, work.clone());
@@ -197,12 +197,13 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
 }
 
 /// SIGINT to the kernel process (a terminal's Ctrl-C, or a client's `interrupt_mode: signal`).
-async fn interrupt_on_sigint<H: Handler>(handler: Arc<H>) {
+async fn interrupt_on_sigint<H: Handler>(handler: Arc<H>, out: Outbox) {
     let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) else {
         return;
     };
     while sig.recv().await.is_some() {
         tracing::info!("SIGINT: interrupting the running cell");
         handler.interrupt();
+        out.cancel_input();
     }
 }

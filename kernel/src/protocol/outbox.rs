@@ -15,8 +15,17 @@ pub struct Outbox {
     /// Replies: the shell socket's, or control's for control requests.
     replies: UnboundedSender<Message>,
     stdin: UnboundedSender<Message>,
-    /// `input_reply` values, in the order they arrive on stdin.
-    input: crossbeam_channel::Receiver<String>,
+    /// `input_reply`s, in the order they arrive on stdin.
+    input: crossbeam_channel::Receiver<InputReply>,
+    /// An interrupt ends the wait for input.
+    cancel: (crossbeam_channel::Sender<()>, crossbeam_channel::Receiver<()>),
+}
+
+/// One `input_reply` from the stdin socket.
+pub struct InputReply {
+    /// The `input_request` it answers, from its parent header (jupyter_client sends none).
+    pub answers: Option<String>,
+    pub value: String,
 }
 
 impl Outbox {
@@ -24,9 +33,15 @@ impl Outbox {
         iopub: Arc<Flow>,
         replies: UnboundedSender<Message>,
         stdin: UnboundedSender<Message>,
-        input: crossbeam_channel::Receiver<String>,
+        input: crossbeam_channel::Receiver<InputReply>,
     ) -> Self {
-        Outbox { iopub, replies, stdin, input }
+        Outbox { iopub, replies, stdin, input, cancel: crossbeam_channel::bounded(1) }
+    }
+
+    /// Ends the wait of a request waiting for input (an interrupt): it gets
+    /// [`InputError::Interrupted`]. Nothing happens when none waits.
+    pub fn cancel_input(&self) {
+        let _ = self.cancel.0.try_send(());
     }
 
     /// The same outbox with replies going to another socket (control's).
@@ -70,6 +85,8 @@ pub enum InputError {
     NotAllowed,
     #[error("the kernel is shutting down")]
     Closed,
+    #[error("interrupted while waiting for input")]
+    Interrupted,
 }
 
 /// The outbox bound to one request: what a handler publishes goes out with that request as its
@@ -116,15 +133,29 @@ impl Io {
         if !self.allow_stdin {
             return Err(InputError::NotAllowed);
         }
-        // An answer left from an earlier request that gave up waiting is not this one's.
+        // An answer left from an earlier request that gave up waiting is not this one's, nor is
+        // an interrupt that came when nothing waited.
         while self.out.input.try_recv().is_ok() {}
+        while self.out.cancel.1.try_recv().is_ok() {}
         let m = Message::reply_to(&self.parent, "input_request", json!({"prompt": prompt, "password": password}));
+        let id = m.header["msg_id"].as_str().unwrap_or_default().to_string();
         self.out.stdin.send(m).map_err(|_| InputError::Closed)?;
         loop {
-            match self.out.input.recv_timeout(Duration::from_secs(1)) {
-                Ok(line) => return Ok(line),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) if !self.out.stdin.is_closed() => continue,
-                Err(_) => return Err(InputError::Closed),
+            crossbeam_channel::select! {
+                recv(self.out.input) -> r => match r {
+                    // A late answer to an earlier request names that request: it is not this one's.
+                    Ok(r) if r.answers.as_ref().is_some_and(|a| *a != id) => {
+                        tracing::warn!("stdin: ignored an input_reply to an earlier input_request");
+                    }
+                    Ok(r) => return Ok(r.value),
+                    Err(_) => return Err(InputError::Closed),
+                },
+                recv(self.out.cancel.1) -> _ => return Err(InputError::Interrupted),
+                default(Duration::from_secs(1)) => {
+                    if self.out.stdin.is_closed() {
+                        return Err(InputError::Closed);
+                    }
+                }
             }
         }
     }

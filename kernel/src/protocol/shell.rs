@@ -55,6 +55,9 @@ impl<H: Handler> Dispatch<H> {
                 guarded(
                     || {
                         h.interrupt();
+                        // After the handler's interrupt, so a cell waiting for input knows why
+                        // its wait ended.
+                        self.out.cancel_input();
                         json!({"status": "ok"})
                     },
                     |e| e.reply(),

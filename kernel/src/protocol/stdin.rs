@@ -1,6 +1,8 @@
 //! The stdin socket (a ROUTER): sends the outbox's `input_request`s and hands each verified
-//! `input_reply`'s value to the request waiting in `Io::input`.
+//! `input_reply` (the id of the `input_request` it answers, and its value) to the request
+//! waiting in `Io::input`.
 
+use super::outbox::InputReply;
 use super::shell::send_encoded;
 use super::wire::{Message, Signer};
 use std::time::Duration;
@@ -10,7 +12,7 @@ use zeromq::SocketRecv;
 pub(crate) async fn task(
     mut sock: zeromq::RouterSocket,
     mut rx: UnboundedReceiver<Message>,
-    replies: crossbeam_channel::Sender<String>,
+    replies: crossbeam_channel::Sender<InputReply>,
     signer: Signer,
 ) {
     loop {
@@ -27,7 +29,8 @@ pub(crate) async fn task(
                 match Message::decode(r.into_vec(), &signer) {
                     Ok(m) if m.msg_type() == "input_reply" => {
                         let value = m.content["value"].as_str().unwrap_or("").to_string();
-                        let _ = replies.send(value);
+                        let answers = m.parent_header["msg_id"].as_str().map(str::to_string);
+                        let _ = replies.send(InputReply { answers, value });
                     }
                     Ok(m) => tracing::warn!("stdin: ignored {}", m.msg_type()),
                     Err(e) => tracing::warn!("stdin: dropped a message: {e}"),

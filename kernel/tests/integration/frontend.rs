@@ -116,8 +116,17 @@ impl Frontend {
         self.send(Sock::Shell, "execute_request", content)
     }
 
+    /// An input_reply with no parent header, as jupyter_client sends it.
     pub fn send_input_reply(&mut self, value: &str) {
         self.send(Sock::Stdin, "input_reply", json!({"value": value}));
+    }
+
+    /// An input_reply naming the input_request it answers, as JupyterLab sends it.
+    pub fn send_input_reply_to(&mut self, request: &Message, value: &str) {
+        let mut m = self.request("input_reply", json!({"value": value}));
+        m.parent_header = request.header.clone();
+        let frames = m.encode(&self.signer);
+        self.send_raw(Sock::Stdin, frames);
     }
 
     fn recv_on(&mut self, sock: Recv, wait: Duration) -> Option<Message> {

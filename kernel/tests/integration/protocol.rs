@@ -2,6 +2,7 @@
 //! frames dropped, interrupt and shutdown on control, iopub's welcome, stdin round trips.
 
 use crate::frontend::{connection_info, parent_id, Frontend, Sock};
+use dryml_kernel::protocol::outbox::InputError;
 use dryml_kernel::protocol::{self, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,6 +40,7 @@ impl Handler for Toy {
             "panic" => panic!("the toy's bug"),
             "input" => match io.input(arg, false) {
                 Ok(line) => io.stream("stdout", &format!("got {line}")),
+                Err(InputError::Interrupted) => error = Some(ErrorContent::new("KeyboardInterrupt", "no input")),
                 Err(e) => error = Some(ErrorContent::new("StdinNotAllowed", e.to_string())),
             },
             "block" => {
@@ -296,6 +298,37 @@ fn stdin_round_trip_and_refusal() {
     r.f.recv_iopub_execute_input(&id);
     assert_eq!(r.f.recv_iopub_of(&id, "error").content["ename"], "StdinNotAllowed");
     r.f.recv_iopub_idle(&id);
+    r.f.recv_shell_execute_reply(&id);
+}
+
+#[test]
+fn an_interrupt_ends_a_wait_for_input_and_a_late_answer_is_not_the_next_prompts() {
+    let mut r = Rig::new();
+    let id = r.f.send_execute_request("input first?");
+    let first = r.f.recv_stdin();
+    assert_eq!(parent_id(&first), id);
+    let int = r.f.send(Sock::Control, "interrupt_request", json!({}));
+    r.f.recv_control_reply(&int, "interrupt_reply");
+    let seen = r.f.recv_iopub_until_idle(&[&int, &id]);
+    assert!(seen[1].iter().any(|(t, c)| t == "error" && c["ename"] == "KeyboardInterrupt"), "{:?}", seen[1]);
+    assert_eq!(r.f.recv_shell_execute_reply(&id)["status"], "error");
+    // The next prompt is asked; the first prompt's answer arrives only now, and is ignored.
+    let id = r.f.send_execute_request("input second?");
+    let second = r.f.recv_stdin();
+    r.f.send_input_reply_to(&first, "late");
+    r.f.send_input_reply_to(&second, "Ada");
+    let seen = r.f.recv_iopub_until_idle(&[&id]);
+    assert!(seen[0].iter().any(|(t, c)| t == "stream" && c["text"] == "got Ada"), "{:?}", seen[0]);
+    r.f.recv_shell_execute_reply(&id);
+    // An interrupt while nothing waits does not cancel a later prompt.
+    let int = r.f.send(Sock::Control, "interrupt_request", json!({}));
+    r.f.recv_control_reply(&int, "interrupt_reply");
+    r.f.recv_iopub_until_idle(&[&int]);
+    let id = r.f.send_execute_request("input third?");
+    r.f.recv_stdin();
+    r.f.send_input_reply("Grace");
+    let seen = r.f.recv_iopub_until_idle(&[&id]);
+    assert!(seen[0].iter().any(|(t, c)| t == "stream" && c["text"] == "got Grace"), "{:?}", seen[0]);
     r.f.recv_shell_execute_reply(&id);
 }
 
