@@ -122,3 +122,45 @@ def test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables(kernel):
     reply, msgs = kernel.collect(msg_id, timeout=60)
     assert reply["status"] == "ok", reply
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"Ada"'
+
+
+def _interrupt_after(kernel, code, delay):
+    """Runs code, interrupts it `delay` s in; returns (reply, seconds from interrupt to reply)."""
+    msg_id = kernel.send("execute", code)
+    time.sleep(delay)
+    started = time.time()
+    kernel.interrupt()
+    reply, _ = kernel.collect(msg_id, timeout=120)
+    return reply, time.time() - started
+
+
+def test_an_interrupt_stops_a_build_within_2_s_and_keeps_the_variables():
+    # Without the machine's build cache the first `dryml` cell builds the crate (~10 s).
+    with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
+        ok(k, "let keep6 = 15u32;")
+        reply, took = _interrupt_after(k, "let b = dryml::batch::Batcher::new(4);", 2)
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert took < 2, f"the build stopped {took:.1f} s after the interrupt"
+        assert value(k, "keep6 + 1") == "16"
+        # A `:dep` line's build too.
+        reply, took = _interrupt_after(k, ':dep regex = "1"\nlet r = regex::Regex::new("a+").unwrap();', 2)
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert took < 2, f"the build stopped {took:.1f} s after the interrupt"
+        assert value(k, "keep6 + 2") == "17"
+
+
+def test_an_interrupt_during_the_warm_up_ends_the_waiting_cell_within_2_s(tmp_path):
+    # A cold build cache: the warm-up builds `dryml` for ~10 s while the first cell waits.
+    with running_kernel({"DRYML_BUILD_CACHE": str(tmp_path / "cache")}) as k:
+        first = k.send("execute", "let w = 1u8;")
+        second = k.send("execute", "let w2 = 2u8;")
+        time.sleep(2)
+        started = time.time()
+        k.interrupt()
+        reply, _ = k.collect(first, timeout=10)
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert "while the kernel was starting" in reply["evalue"], reply
+        assert k.collect(second, timeout=10)[0]["status"] == "aborted"
+        assert time.time() - started < 2
+        # The cache a killed build left behind still builds: dryml's first cell adds it now.
+        assert value(k, "dryml::interrupted()") == "false"

@@ -182,7 +182,7 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
     tokio::spawn(iopub::task(iopub, iopub_rx, signer.clone()));
     tokio::spawn(heartbeat::task(hb));
     tokio::spawn(stdin::task(stdin, stdin_rx, reply_tx, signer.clone()));
-    tokio::spawn(interrupt_on_sigint(handler.clone(), out.clone()));
+    tokio::spawn(interrupt_on_sigint(handler.clone(), out.clone(), work.clone()));
 
     let (exit_tx, mut exit_rx) = unbounded_channel::<bool>();
     let shell_side = shell::Dispatch::new(handler.clone(), out.clone(), shell::Channel::Shell, work.clone());
@@ -197,13 +197,14 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
 }
 
 /// SIGINT to the kernel process (a terminal's Ctrl-C, or a client's `interrupt_mode: signal`).
-async fn interrupt_on_sigint<H: Handler>(handler: Arc<H>, out: Outbox) {
+async fn interrupt_on_sigint<H: Handler>(handler: Arc<H>, out: Outbox, work: worker::Queue) {
     let Ok(mut sig) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()) else {
         return;
     };
     while sig.recv().await.is_some() {
         tracing::info!("SIGINT: interrupting the running cell");
         handler.interrupt();
+        work.interrupted();
         out.cancel_input();
     }
 }

@@ -36,7 +36,7 @@ impl<H: Handler> Dispatch<H> {
         let h = &self.handler;
         match msg.msg_type() {
             "execute_request" | "complete_request" | "inspect_request" => {
-                let _ = self.work.send(msg);
+                self.work.send(msg);
             }
             "kernel_info_request" => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
             "is_complete_request" => self.out.answer(&msg, || {
@@ -55,6 +55,7 @@ impl<H: Handler> Dispatch<H> {
                 guarded(
                     || {
                         h.interrupt();
+                        self.work.interrupted();
                         // After the handler's interrupt, so a cell waiting for input knows why
                         // its wait ended.
                         self.out.cancel_input();

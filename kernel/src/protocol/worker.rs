@@ -4,13 +4,39 @@
 
 use super::outbox::{Io, Outbox};
 use super::wire::Message;
-use super::{guarded, panic_text, ExecuteOutcome, ExecuteRequest, Handler};
+use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-pub(crate) type Queue = crossbeam_channel::Sender<Message>;
+/// The worker's queue, and whether it is still in [`Handler::start`].
+#[derive(Clone)]
+pub(crate) struct Queue {
+    tx: crossbeam_channel::Sender<Message>,
+    starting: Arc<Starting>,
+}
+
+#[derive(Default)]
+struct Starting {
+    now: AtomicBool,
+    interrupted: AtomicBool,
+}
+
+impl Queue {
+    pub(crate) fn send(&self, msg: Message) {
+        let _ = self.tx.send(msg);
+    }
+
+    /// An interrupt while the handler starts: the executes queued behind the start-up are the
+    /// cells the user meant to stop, so they end as interrupted instead of running.
+    pub(crate) fn interrupted(&self) {
+        if self.starting.now.load(Ordering::SeqCst) {
+            self.starting.interrupted.store(true, Ordering::SeqCst);
+        }
+    }
+}
 
 /// The worker's stack: 1 GiB of address space, of which a cell uses what its nesting needs.
 pub const WORKER_STACK_BYTES: usize = 1 << 30;
@@ -19,15 +45,33 @@ pub const WORKER_STACK_BYTES: usize = 1 << 30;
 /// gone.
 pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result<Queue> {
     let (tx, rx) = crossbeam_channel::unbounded::<Message>();
+    let starting = Arc::new(Starting { now: AtomicBool::new(true), interrupted: AtomicBool::new(false) });
+    let queue = Queue { tx, starting: starting.clone() };
     // Handlers parse users' code (evcxr's parser recurses once per level of nesting): a large
     // stack, reserved rather than committed, keeps deep code from aborting the process.
     std::thread::Builder::new().name("dryml-shell-worker".into()).stack_size(WORKER_STACK_BYTES).spawn(move || {
         if let Err(p) = std::panic::catch_unwind(AssertUnwindSafe(|| handler.start())) {
             tracing::error!("the handler panicked while starting: {}", panic_text(&*p));
         }
-        Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 }.run();
+        starting.now.store(false, Ordering::SeqCst);
+        let mut worker = Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 };
+        if starting.interrupted.load(Ordering::SeqCst) {
+            let mut queued = worker.take_queued_executes().into_iter();
+            if let Some(first) = queued.next() {
+                // The first becomes the interrupted cell; the rest are aborted, as after an error.
+                let error = ErrorContent::new(
+                    "KeyboardInterrupt",
+                    "interrupted while the kernel was starting; the cell did not run",
+                );
+                worker.execute_with(&first, |_, _| ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error: Some(error) });
+                for m in queued {
+                    worker.out.answer(&m, || json!({"status": "aborted", "execution_count": worker.execution_count}));
+                }
+            }
+        }
+        worker.run();
     })?;
-    Ok(tx)
+    Ok(queue)
 }
 
 struct Worker<H> {
@@ -66,6 +110,12 @@ impl<H: Handler> Worker<H> {
     }
 
     fn execute(&mut self, msg: &Message) {
+        let handler = self.handler.clone();
+        self.execute_with(msg, |req, io| handler.execute(req, io));
+    }
+
+    /// The execute discipline around `run`, which makes the outcome.
+    fn execute_with(&mut self, msg: &Message, run: impl FnOnce(&ExecuteRequest, &Io) -> ExecuteOutcome) {
         self.out.status(msg, "busy");
         let mut req = ExecuteRequest::from_content(&msg.content, self.execution_count);
         if req.store_history {
@@ -77,7 +127,7 @@ impl<H: Handler> Worker<H> {
         }
         let io = Io::new(self.out.clone(), msg.clone(), req.allow_stdin, req.execution_count);
         let outcome = guarded(
-            || self.handler.execute(&req, &io),
+            || run(&req, &io),
             |e| ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error: Some(e) },
         );
         let mut reply = json!({

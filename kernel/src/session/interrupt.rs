@@ -13,11 +13,32 @@ const GRACE_POLLING: Duration = Duration::from_secs(60);
 
 /// Stops the running cell. A second interrupt while the first is pending kills the child at once.
 pub fn interrupt(state: &Arc<CellState>) {
+    let child = state.child_pid();
+    if state.warming.load(Ordering::SeqCst) {
+        // The warm-up is only ahead-of-time work: the first cell that needs it builds it. Its
+        // steps stop; builds are killed until it has (one may start between two steps).
+        state.warm_up_stopped.store(true, Ordering::SeqCst);
+        let state = state.clone();
+        std::thread::spawn(move || {
+            while state.warming.load(Ordering::SeqCst) {
+                for pid in build_processes(std::process::id(), state.child_pid()) {
+                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        return;
+    }
+    if state.starting.load(Ordering::SeqCst) {
+        // evcxr's own start-up builds too, but without it there is no kernel: only what would
+        // follow it is skipped.
+        state.warm_up_stopped.store(true, Ordering::SeqCst);
+        return;
+    }
     if !state.running.load(Ordering::SeqCst) {
         return;
     }
     state.interrupted.store(true, Ordering::SeqCst);
-    let child = state.child_pid();
     let builds = build_processes(std::process::id(), child);
     if !builds.is_empty() {
         for pid in builds {

@@ -206,6 +206,16 @@ impl Session {
     /// more than later ones. If the warm-up fails, the flusher rides with the first cell as
     /// before.
     pub fn warm_up(&mut self) {
+        if self.state.warm_up_stopped.load(Ordering::SeqCst) {
+            tracing::info!("warm-up skipped: interrupted while the kernel started");
+            return;
+        }
+        self.state.warming.store(true, Ordering::SeqCst);
+        self.warm_up_steps();
+        self.state.warming.store(false, Ordering::SeqCst);
+    }
+
+    fn warm_up_steps(&mut self) {
         const VAR: &str = "dryml_warm_up_";
         let started = std::time::Instant::now();
         if let Err(e) = self.eval_hidden(&format!("{FLUSHER_CELL}\nlet {VAR} = 0u8;")) {
@@ -217,6 +227,10 @@ impl Session {
             tracing::warn!("warm-up: {VAR} not forgotten: {}", e.evalue);
         }
         tracing::info!("warm: the child's start-up code and variable store built in {:.2?}", started.elapsed());
+        if self.state.warm_up_stopped.load(Ordering::SeqCst) {
+            tracing::info!("warm-up stopped by an interrupt");
+            return;
+        }
         if let Ok(Some(_)) = &self.cache {
             // With the machine's cache, `dryml` is a link away (built once per machine, or now,
             // for later kernels): the first cell that names it then costs what any cell does.

@@ -11,6 +11,11 @@ pub struct CellState {
     pub io: Mutex<Option<Io>>,
     /// A cell's user code is running in the child.
     pub running: AtomicBool,
+    /// The kernel is starting; `warming` while its warm-up (optional, ahead-of-time builds)
+    /// runs, and `warm_up_stopped` once an interrupt ended or skipped the warm-up.
+    pub starting: AtomicBool,
+    pub warming: AtomicBool,
+    pub warm_up_stopped: AtomicBool,
     pub child_pid: AtomicU32,
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
