@@ -164,3 +164,29 @@ def test_an_interrupt_during_the_warm_up_ends_the_waiting_cell_within_2_s(tmp_pa
         assert time.time() - started < 2
         # The cache a killed build left behind still builds: dryml's first cell adds it now.
         assert value(k, "dryml::interrupted()") == "false"
+
+
+def test_sandboxes_fork_cleanly_while_another_thread_prints(kernel):
+    # A fork copies only the forking thread: a lock another thread held at that moment (stdout's,
+    # stderr's) stayed locked in the sandbox, whose first print then hung (3 in 60 before).
+    code = """
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+let stop = Arc::new(AtomicBool::new(false));
+let printer = { let stop = stop.clone(); std::thread::spawn(move || while !stop.load(Ordering::SeqCst) {
+    println!("tick"); eprintln!("tock"); std::thread::sleep(std::time::Duration::from_micros(200)); }) };
+let reqs = dryml::context::Requests::parse("default num_cpus=0").unwrap();
+let mut outcomes = std::collections::BTreeMap::new();
+for i in 0..60u32 {
+    let r = dryml::Compute::new(&reqs).timeout(std::time::Duration::from_secs(5))
+        .run(move || { println!("sandbox {i}"); eprintln!("sandbox {i}"); i + 1 });
+    *outcomes.entry(match r { Ok(v) if v == i + 1 => "ok".to_string(), other => format!("{other:?}") }).or_insert(0) += 1;
+}
+stop.store(true, Ordering::SeqCst);
+printer.join().unwrap();
+format!("{outcomes:?}")
+"""
+    reply, msgs = kernel.execute(code, timeout=600)
+    assert reply["status"] == "ok", reply
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"{\\"ok\\": 60}"'
+    assert "sandbox 59" in stdout_of(msgs)
