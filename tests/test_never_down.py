@@ -1,7 +1,9 @@
 """Never down (issue 14), end to end: input that used to kill the kernel gets an answer, and the
 kernel, its variables and the next cell survive. Deep nesting first: `is_complete` (sent on every
 Enter by consoles) and cells whose code the kernel or evcxr parses recursively."""
+import os
 import re
+import stat
 import threading
 import time
 
@@ -190,3 +192,18 @@ format!("{outcomes:?}")
     assert reply["status"] == "ok", reply
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"{\\"ok\\": 60}"'
     assert "sandbox 59" in stdout_of(msgs)
+
+
+def test_a_scratch_directory_another_user_made_is_not_used(tmp_path):
+    # In a shared /tmp, whoever makes <tmp>/dryml-kernel-<uid> first would choose what the
+    # kernel's child loads and where its output goes.
+    if os.getuid() != 0:
+        pytest.skip("making a directory owned by another user needs root")
+    hostile = tmp_path / f"dryml-kernel-{os.getuid()}"
+    hostile.mkdir(mode=0o777)
+    os.chown(hostile, 65534, 65534)
+    with running_kernel({"TMPDIR": str(tmp_path)}) as k:
+        assert value(k, "1 + 1") == "2"
+        own = tmp_path / f"dryml-kernel-{os.getuid()}-{k.km.provisioner.process.pid}"
+        assert own.is_dir() and stat.S_IMODE(own.stat().st_mode) == 0o700
+        assert list(hostile.iterdir()) == [], "nothing was written into the other user's directory"

@@ -21,11 +21,21 @@ pub fn venv() -> PathBuf {
 
 /// This kernel's scratch directory, `<tmp>/dryml-kernel-<uid>/<pid>`: the output socket, the
 /// resource pool's files, the last experiment's report and, unless the user set
-/// `EVCXR_TMPDIR`, evcxr's build directory. Directories left by kernels that were killed (their
-/// pid is gone) are removed here, since a SIGKILL leaves no chance to clean.
+/// `EVCXR_TMPDIR`, evcxr's build directory. Only this user may enter it (see
+/// [`dryml::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
+/// says so and works in `<tmp>/dryml-kernel-<uid>-<pid>` instead. Directories left by kernels
+/// that were killed (their pid is gone) are removed here, since a SIGKILL leaves no chance to
+/// clean.
 pub fn scratch() -> anyhow::Result<PathBuf> {
-    let base = std::env::temp_dir().join(format!("dryml-kernel-{}", unsafe { libc::getuid() }));
-    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let uid = unsafe { libc::getuid() };
+    let tmp = std::env::temp_dir();
+    let base = tmp.join(format!("dryml-kernel-{uid}"));
+    if let Err(e) = dryml::fs::private_dir(&base) {
+        tracing::warn!("{e}; this kernel works in a directory of its own instead");
+        let dir = tmp.join(format!("dryml-kernel-{uid}-{}", std::process::id()));
+        dryml::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+        return Ok(dir);
+    }
     if let Ok(entries) = std::fs::read_dir(&base) {
         for e in entries.flatten() {
             let stale = e
@@ -39,6 +49,6 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
         }
     }
     let dir = base.join(std::process::id().to_string());
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    dryml::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
     Ok(dir)
 }

@@ -2,11 +2,39 @@
 //! over it, so a reader sees the old contents or the new, never half of either.
 //!
 //! The one implementation for objects, repos, the pool and the kernel's own files; they differ
-//! only in whether the write must survive a power cut ([`Durability`]).
+//! only in whether the write must survive a power cut ([`Durability`]). Also [`private_dir`]:
+//! the directories under a shared `/tmp` that only their user may touch.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Makes `path` a directory only this user may enter (mode 0700), or checks that the one there
+/// is: a directory (not a link) that this user owns. One that another user owns is refused; in
+/// a shared `/tmp` whoever makes it first would otherwise choose what the kernel loads and
+/// where its output goes. A directory of ours with a wider mode (an older version made it
+/// 0755) is narrowed. The parent must exist.
+pub fn private_dir(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(path)?;
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid {
+        let what = if meta.is_dir() { format!("owned by uid {}", meta.uid()) } else { "not a directory".into() };
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} is {what}, not a private directory of uid {uid}: refusing to use it (remove it)", path.display()),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
 
 /// Whether a write must be on disk when it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +139,34 @@ mod tests {
         let mut v: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn private_dirs_are_made_owner_only_and_foreign_ones_refused() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = dir();
+        let made = tmp.join("made");
+        private_dir(&made).unwrap();
+        assert_eq!(std::fs::metadata(&made).unwrap().mode() & 0o777, 0o700);
+        // Ours but too open (an older version's 0755): narrowed.
+        let open = tmp.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        private_dir(&open).unwrap();
+        assert_eq!(std::fs::metadata(&open).unwrap().mode() & 0o777, 0o700);
+        // A link to a directory is not the directory.
+        let link = tmp.join("link");
+        std::os::unix::fs::symlink(&made, &link).unwrap();
+        let e = private_dir(&link).unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        // Another user's (only root can make one to test with).
+        if unsafe { libc::getuid() } == 0 {
+            let foreign = tmp.join("foreign");
+            std::fs::create_dir(&foreign).unwrap();
+            std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).unwrap();
+            let e = private_dir(&foreign).unwrap_err();
+            assert!(e.to_string().contains("owned by uid 65534"), "{e}");
+        }
     }
 
     #[test]

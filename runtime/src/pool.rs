@@ -78,7 +78,7 @@ fn private_dir() -> io::Result<&'static Path> {
         }
     }
     let dir = tmp.join(format!("dryml-pool-{me}-{}", procfs::start_time(me).unwrap_or(0)));
-    std::fs::create_dir_all(&dir)?;
+    crate::fs::private_dir(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
 }
 
