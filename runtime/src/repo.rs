@@ -4,8 +4,10 @@
 //!
 //! Layout: `<dir>/dryml-repo` (a format marker), `<dir>/objects/<id>.dry` (one file per object,
 //! written durably: temporary file, fsync, rename), and `<dir>/index.jsonl`, an append-only log
-//! of `add` and `delete` records. Appends happen under an exclusive `flock` and are fsynced, so
-//! two processes adding at once lose nothing, and an object is acknowledged only once its file
+//! of `add` and `delete` records. A write is one step under an exclusive `flock`: the object
+//! files are renamed into place and their records appended and fsynced, or, when any part
+//! fails, the old files are put back. So two processes adding at once lose nothing, the index
+//! and the files never disagree for a writer, and an object is acknowledged only once its file
 //! and its index record are on disk. The index is read into memory (by id and by type); a later
 //! `reload` reads just what other processes appended since. A crash can leave at most a torn last
 //! line, which readers skip and the next writer terminates.
@@ -60,6 +62,8 @@ pub enum RepoError {
     Object(ObjectError),
     /// No object has this id.
     NoSuchId(String),
+    /// One batch held two objects with this id.
+    DuplicateId(String),
     /// `get_one` found this many objects, not one.
     NotOne(usize, String),
 }
@@ -72,6 +76,9 @@ impl fmt::Display for RepoError {
             RepoError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             RepoError::Object(e) => write!(f, "{e}"),
             RepoError::NoSuchId(id) => write!(f, "no object with id `{id}` in this repo"),
+            RepoError::DuplicateId(id) => {
+                write!(f, "two objects in one add_many have the id `{id}`; nothing was added")
+            }
             RepoError::NotOne(n, sel) => write!(f, "expected one object matching {sel}, found {n}"),
         }
     }
@@ -179,8 +186,8 @@ impl Repo {
         }
     }
 
-    /// Appends records to the index under the lock, fsynced, then reads everything new.
-    fn append(&mut self, records: &[Value]) -> Result<(), RepoError> {
+    /// The index lock: held while object files are replaced and their records appended.
+    fn lock(&self) -> Result<std::fs::File, RepoError> {
         let lock_path = self.dir.join(LOCK);
         let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io(&lock_path))?;
         while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
@@ -189,6 +196,11 @@ impl Repo {
                 return Err(io(&lock_path)(e));
             }
         }
+        Ok(lock)
+    }
+
+    /// Appends records to the index, fsynced; the caller holds the lock (`_held`).
+    fn append_locked(&self, _held: &std::fs::File, records: &[Value]) -> Result<(), RepoError> {
         let path = self.dir.join(INDEX);
         let mut f = std::fs::OpenOptions::new().read(true).append(true).open(&path).map_err(io(&path))?;
         let mut text = String::new();
@@ -207,9 +219,7 @@ impl Repo {
             text.push('\n');
         }
         f.write_all(text.as_bytes()).map_err(io(&path))?;
-        f.sync_all().map_err(io(&path))?;
-        drop(lock);
-        self.reload()
+        f.sync_all().map_err(io(&path))
     }
 
     fn file(&self, id: &str) -> PathBuf {
@@ -219,45 +229,78 @@ impl Repo {
     /// Saves `obj` into the repo (replacing the object with its id, if any) and indexes it.
     /// Returns once both are on disk.
     pub fn add(&mut self, obj: &dyn Object) -> Result<String, RepoError> {
-        let id = obj.meta().id.clone();
-        check_id(&id)?;
-        let bytes = object::to_bytes(obj)?;
-        let path = self.file(&id);
-        write_atomic(&path, &bytes, Durability::Fsync).map_err(io(&path))?;
-        let rec = json!({"op": "add", "object": record(&obj.definition(), obj.meta()), "size": bytes.len()});
-        self.append(&[rec])?;
-        Ok(id)
+        let mut ids = self.add_many([obj])?;
+        Ok(ids.remove(0))
     }
 
-    /// Adds many objects with one sync: every file is written, the filesystem is synced once
-    /// (`syncfs`), the files are renamed into place, and one index append records them all.
-    /// Returns the ids once everything is on disk; a crash before that acknowledges none.
+    /// Adds many objects with one sync: every file is written and synced (one `syncfs` for a
+    /// batch), then, under the index lock, renamed into place and recorded with one append.
+    /// Returns the ids once everything is on disk. If any step fails, no object is added: the
+    /// files it replaced are put back and no temporary file is left.
     pub fn add_many<'a>(&mut self, objs: impl IntoIterator<Item = &'a dyn Object>) -> Result<Vec<String>, RepoError> {
-        let objects = self.dir.join(OBJECTS);
+        let objs: Vec<&dyn Object> = objs.into_iter().collect();
         let mut staged = Vec::new();
         let mut records = Vec::new();
-        let mut ids = Vec::new();
+        let mut ids: Vec<String> = Vec::new();
+        let single = objs.len() == 1;
         for obj in objs {
             let id = obj.meta().id.clone();
             check_id(&id)?;
+            if ids.contains(&id) {
+                return Err(RepoError::DuplicateId(id));
+            }
             let bytes = object::to_bytes(obj)?;
             let path = self.file(&id);
-            // Not synced one by one: the one `syncfs` below covers them all.
-            staged.push(Staged::new(&path, &bytes, false).map_err(io(&path))?);
+            // A batch is synced by the one `syncfs` below, not file by file.
+            staged.push(Staged::new(&path, &bytes, single).map_err(io(&path))?);
             records.push(json!({"op": "add", "object": record(&obj.definition(), obj.meta()), "size": bytes.len()}));
             ids.push(id);
         }
+        let objects = self.dir.join(OBJECTS);
         let dir = std::fs::File::open(&objects).map_err(io(&objects))?;
-        if unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
+        if !single && unsafe { libc::syncfs(dir.as_raw_fd()) } != 0 {
             return Err(io(&objects)(std::io::Error::last_os_error()));
         }
-        for s in staged {
-            let path = s.target().to_path_buf();
-            s.commit().map_err(io(&path))?;
+        let lock = self.lock()?;
+        let mut swapped: Vec<(PathBuf, Option<PathBuf>)> = Vec::new();
+        let done = self.swap_in(staged, &mut swapped).and_then(|()| {
+            dir.sync_all().map_err(io(&objects))?;
+            self.append_locked(&lock, &records)
+        });
+        for (target, old) in swapped.into_iter().rev() {
+            match (&done, old) {
+                (Ok(()), Some(old)) => drop(std::fs::remove_file(old)),
+                (Ok(()), None) => {}
+                // Undone: the file that was there comes back, or the new one goes.
+                (Err(_), Some(old)) => drop(std::fs::rename(old, &target)),
+                (Err(_), None) => drop(std::fs::remove_file(&target)),
+            }
         }
-        dir.sync_all().map_err(io(&objects))?;
-        self.append(&records)?;
+        if done.is_err() {
+            let _ = dir.sync_all();
+        }
+        drop(lock);
+        done?;
+        self.reload()?;
         Ok(ids)
+    }
+
+    /// Renames staged files over their targets, keeping each replaced file as a hard link
+    /// (`swapped`: target, kept old file) until the write is acknowledged or undone.
+    fn swap_in(&self, staged: Vec<Staged>, swapped: &mut Vec<(PathBuf, Option<PathBuf>)>) -> Result<(), RepoError> {
+        for (n, s) in staged.into_iter().enumerate() {
+            let target = s.target().to_path_buf();
+            let old = target.with_extension(format!("dry.old-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_file(&old);
+            let kept = match std::fs::hard_link(&target, &old) {
+                Ok(()) => Some(old),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(io(&target)(e)),
+            };
+            swapped.push((target.clone(), kept));
+            s.commit().map_err(io(&target))?;
+        }
+        Ok(())
     }
 
     /// Saves an object again after it changed (the same as [`Repo::add`]).
@@ -265,17 +308,22 @@ impl Repo {
         self.add(obj).map(|_| ())
     }
 
-    /// Removes an object: its index record first, then its file.
+    /// Removes an object: its index record first, then its file, both under the index lock
+    /// (a re-add racing the delete comes wholly before or after it).
     pub fn delete(&mut self, id: &str) -> Result<(), RepoError> {
         if !self.entries.contains_key(id) {
             return Err(RepoError::NoSuchId(id.to_string()));
         }
-        self.append(&[json!({"op": "delete", "id": id})])?;
+        let lock = self.lock()?;
+        self.append_locked(&lock, &[json!({"op": "delete", "id": id})])?;
         let path = self.file(id);
-        match std::fs::remove_file(&path) {
+        let removed = match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(&path)(e)),
             _ => Ok(()),
-        }
+        };
+        drop(lock);
+        self.reload()?;
+        removed
     }
 
     pub fn len(&self) -> usize {
@@ -717,6 +765,107 @@ mod tests {
         assert_eq!(fresh.len(), 101);
         assert_eq!(fresh.skipped, 1);
         assert_eq!(fresh.find(&Selector::any().arg("data", json!("after the crash"))).len(), 1);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn files(d: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(d.join(OBJECTS)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_failed_batch_adds_nothing_and_leaves_no_file() {
+        let d = dir();
+        let mut repo = Repo::create(&d).unwrap();
+        let kept = repo.add(&named(1.0, "kept")).unwrap();
+        let before = (files(&d), std::fs::read(d.join(INDEX)).unwrap());
+        // Two objects with one id: refused before anything is written.
+        let twins = [Named::build(Cfg { lr: 2.0, data: "a".into() }, Meta::with_id("twin")),
+                     Named::build(Cfg { lr: 3.0, data: "b".into() }, Meta::with_id("twin"))];
+        let e = repo.add_many(twins.iter().map(|o| o as &dyn Object)).unwrap_err();
+        assert_eq!(e, RepoError::DuplicateId("twin".into()));
+        assert!(e.to_string().contains("nothing was added"), "{e}");
+        // A bad id after good objects: their staged files go too.
+        let mixed = [named(4.0, "good"), Named::build(Cfg { lr: 5.0, data: "bad".into() }, Meta::with_id("../bad"))];
+        assert!(repo.add_many(mixed.iter().map(|o| o as &dyn Object)).is_err());
+        assert_eq!((files(&d), std::fs::read(d.join(INDEX)).unwrap()), before);
+        assert_eq!(repo.len(), 1);
+        repo.by_id(&kept).unwrap();
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_save_whose_index_append_fails_puts_the_old_file_back() {
+        let d = dir();
+        let mut repo = Repo::create(&d).unwrap();
+        let id = repo.add(&Named::build(Cfg { lr: 1.0, data: "v1".into() }, Meta::with_id("m"))).unwrap();
+        let new = Named::build(Cfg { lr: 2.0, data: "v2".into() }, Meta::with_id("m"));
+        let fresh = Named::build(Cfg { lr: 3.0, data: "v3".into() }, Meta::with_id("n"));
+        // The index cannot be appended to (a directory in its place; root ignores modes).
+        std::fs::rename(d.join(INDEX), d.join("index.away")).unwrap();
+        std::fs::create_dir(d.join(INDEX)).unwrap();
+        assert!(matches!(repo.save(&new), Err(RepoError::Io(..))));
+        assert!(matches!(repo.add_many([&new as &dyn Object, &fresh]), Err(RepoError::Io(..))));
+        std::fs::remove_dir(d.join(INDEX)).unwrap();
+        std::fs::rename(d.join("index.away"), d.join(INDEX)).unwrap();
+        // The file is the one the index describes, and nothing else was left.
+        assert_eq!(files(&d), [format!("{id}.dry")]);
+        let fresh_repo = Repo::open(&d).unwrap();
+        let entry = fresh_repo.entries()[0].clone();
+        let obj = fresh_repo.by_id(&id).unwrap();
+        assert_eq!(obj.definition(), entry.def);
+        assert_eq!(obj.downcast_ref::<Named>().unwrap().cfg.data, "v1");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn processes_saving_one_id_at_once_leave_index_and_file_agreeing() {
+        let d = dir();
+        Repo::create(&d).unwrap();
+        for round in 0..30 {
+            // Both writers wait on one pipe, so their saves start together.
+            let mut go = [0; 2];
+            assert_eq!(unsafe { libc::pipe(go.as_mut_ptr()) }, 0);
+            let mut kids = Vec::new();
+            for k in 0..2 {
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    let r = std::panic::catch_unwind(|| {
+                        let mut repo = Repo::open(&d).unwrap();
+                        let o = Named::build(Cfg { lr: k as f64, data: format!("r{round}-p{k}") }, Meta::with_id("shared"));
+                        let mut b = [0u8; 1];
+                        unsafe { libc::close(go[1]) };
+                        unsafe { libc::read(go[0], b.as_mut_ptr().cast(), 1) };
+                        if round % 5 == 4 && k == 1 {
+                            let _ = repo.delete("shared");
+                        } else {
+                            repo.save(&o).unwrap();
+                        }
+                    });
+                    unsafe { libc::_exit(if r.is_ok() { 0 } else { 1 }) };
+                }
+                kids.push(pid);
+            }
+            unsafe {
+                libc::close(go[0]);
+                libc::close(go[1]);
+            }
+            for pid in kids {
+                let mut status = 0;
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                assert_eq!(status, 0);
+            }
+            let repo = Repo::open(&d).unwrap();
+            match repo.entries().first() {
+                // Indexed: the file holds exactly what the index says.
+                Some(e) => assert_eq!(repo.by_id("shared").unwrap().definition(), e.def, "round {round}"),
+                // Deleted last: no file either.
+                None => assert!(files(&d).is_empty(), "round {round}: {:?}", files(&d)),
+            }
+            assert!(files(&d).iter().all(|f| f == "shared.dry"), "{:?}", files(&d));
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
