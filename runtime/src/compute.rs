@@ -3,7 +3,9 @@
 //!
 //! The child is a `fork` of the caller, so it starts with copies of everything the closure
 //! uses, whatever their types; only the result (and updated objects) cross back, as MessagePack
-//! over a pipe (binary, so a 1 MB buffer stays about 1 MB). The child ends with `_exit`: no destructor of the caller's state runs twice. Its claims
+//! over a pipe (binary, so a 1 MB buffer stays about 1 MB), in one frame that states its length,
+//! so a frame cut short is told from a result. The child ends with `_exit`: no destructor of
+//! the caller's state runs twice. Its claims
 //! are released when it ends, whether it returned, panicked, timed out, ran out of its memory
 //! limit or was killed. What a context can enforce is listed in [`crate::context::Context::env`].
 
@@ -457,10 +459,12 @@ impl Compute {
         if let Some(e) = watched.stopped {
             return Err(e);
         }
-        match watched.frame.split_first() {
-            Some((&OK, rest)) => Ok(rest.to_vec()),
-            Some((&PANIC, rest)) => Err(ComputeError::Panicked(String::from_utf8_lossy(rest).into_owned())),
-            Some((&FAIL, rest)) => Err(ComputeError::Failed(String::from_utf8_lossy(rest).into_owned())),
+        // A frame cut short (the sandbox was killed while writing it) is no result: how the
+        // sandbox ended says what happened.
+        match complete_frame(&watched.frame) {
+            Some((OK, rest)) => Ok(rest.to_vec()),
+            Some((PANIC, rest)) => Err(ComputeError::Panicked(String::from_utf8_lossy(rest).into_owned())),
+            Some((FAIL, rest)) => Err(ComputeError::Failed(String::from_utf8_lossy(rest).into_owned())),
             _ => Err(match watched.status {
                 Exit::Signal(s) => ComputeError::Killed { signal: s },
                 Exit::Code(c) => ComputeError::Exited { code: c },
@@ -491,6 +495,15 @@ impl Compute {
             if base.is_none() && frame.len() >= 8 {
                 let head: Vec<u8> = frame.drain(..8).collect();
                 base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
+            }
+            // The whole frame is here, or the sandbox has ended: a process it started may hold
+            // the pipe open for as long as it likes, so end of file is not waited for.
+            if complete_frame(&frame).is_some() {
+                break;
+            }
+            if ready == 0 && exited(pid) {
+                drain(fd, &mut frame, &mut buf);
+                break;
             }
             if let (Some(rss), Some(base)) = (procfs::statm(pid).map(|m| m.resident), base) {
                 let added = rss.saturating_sub(base);
@@ -528,6 +541,37 @@ impl Compute {
             peak_added = peak_added.max(peak_rss.saturating_sub(base));
         }
         Watched { frame, stopped, status, peak_rss, peak_added }
+    }
+}
+
+/// A result frame (tag, then the length of what follows, then that many bytes) once all of it
+/// has arrived: its tag and bytes.
+fn complete_frame(frame: &[u8]) -> Option<(u8, &[u8])> {
+    let (&tag, rest) = frame.split_first()?;
+    let len = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
+    let body = &rest[8..];
+    (body.len() as u64 == len).then_some((tag, body))
+}
+
+/// Whether the sandbox has ended (it is left to reap, for its exit status and peak memory).
+fn exited(pid: u32) -> bool {
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
+    r == 0 && unsafe { info.si_pid() } != 0
+}
+
+/// Reads what is already in the pipe without waiting for more.
+fn drain(fd: i32, frame: &mut Vec<u8>, buf: &mut [u8]) {
+    loop {
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        if unsafe { libc::poll(&mut p, 1, 0) } <= 0 {
+            return;
+        }
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            return;
+        }
+        frame.extend_from_slice(&buf[..n as usize]);
     }
 }
 
@@ -625,8 +669,9 @@ fn send_frame(tag: u8, bytes: &[u8]) -> ! {
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
-    let mut data = Vec::with_capacity(bytes.len() + 1);
+    let mut data = Vec::with_capacity(bytes.len() + 9);
     data.push(tag);
+    data.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
     data.extend_from_slice(bytes);
     let mut off = 0;
     while off < data.len() {
@@ -820,6 +865,47 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let _ = std::fs::remove_file(&file);
+    }
+
+    #[test]
+    fn a_sandbox_killed_mid_result_is_killed_and_its_children_are_not_waited_for() {
+        // Killed while writing its result (the start of a frame is sent, then SIGKILL, as a
+        // kill mid-write leaves it): half a frame is no result, and the error says so.
+        let r = compute(&reqs("default num_cpus=0"), || -> Vec<u8> {
+            let mut head = vec![OK];
+            head.extend_from_slice(&1000u64.to_le_bytes());
+            head.extend_from_slice(&[7u8; 10]);
+            let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
+            unsafe {
+                libc::write(fd, head.as_ptr().cast(), head.len());
+                libc::kill(std::process::id() as i32, libc::SIGKILL);
+            }
+            unreachable!()
+        });
+        assert_eq!(r.map(|v| v.len()).unwrap_err(), ComputeError::Killed { signal: libc::SIGKILL });
+        // A process the sandbox started keeps the result pipe open for 30 s: the result comes
+        // when the sandbox returns, not when that process ends.
+        let t0 = Instant::now();
+        let r = compute(&reqs("default num_cpus=0"), || {
+            if unsafe { libc::fork() } == 0 {
+                std::thread::sleep(Duration::from_secs(30));
+                unsafe { libc::_exit(0) };
+            }
+            41 + 1
+        });
+        assert_eq!(r.unwrap(), 42);
+        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
+        // Also when the sandbox dies without a result while that process lives on.
+        let t0 = Instant::now();
+        let r = compute(&reqs("default num_cpus=0"), || -> u8 {
+            if unsafe { libc::fork() } == 0 {
+                std::thread::sleep(Duration::from_secs(30));
+                unsafe { libc::_exit(0) };
+            }
+            std::process::abort()
+        });
+        assert_eq!(r.unwrap_err(), ComputeError::Killed { signal: libc::SIGABRT });
+        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
     }
 
     #[test]
