@@ -250,6 +250,32 @@ fn replies_match_their_requests_while_a_cell_runs() {
 }
 
 #[test]
+fn a_frame_claiming_2_pow_60_bytes_costs_its_sender_the_connection_not_the_kernel() {
+    use std::io::Write;
+    let mut r = Rig::new();
+    let dir = r._dir.path().to_path_buf();
+    // Any local process can do this on any port, before any signature is checked: a ZMTP
+    // greeting, then the header of a frame claiming 2^60 bytes (this aborted the kernel), and
+    // one claiming 255 MiB after a 2 MiB frame (over 256 MiB for the message).
+    let greeting: Vec<u8> = [&[0xffu8][..], &[0; 8], &[0x7f, 3, 0], b"NULL", &[0; 48]].concat();
+    assert_eq!(greeting.len(), 64);
+    for (port, body) in [(1, [vec![0x06], (1u64 << 60).to_be_bytes().to_vec()].concat()),
+                         (4, [vec![0x03], (2u64 << 20).to_be_bytes().to_vec(), vec![0; 2 << 20],
+                              vec![0x02], (255u64 << 20).to_be_bytes().to_vec()].concat())] {
+        let path = format!("{}-{port}", dir.join("k").display());
+        let mut raw = std::os::unix::net::UnixStream::connect(&path).expect("the kernel's socket");
+        raw.write_all(&greeting).unwrap();
+        let _ = raw.write_all(&body);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // The kernel serves on.
+    let id = r.f.send(Sock::Shell, "kernel_info_request", json!({}));
+    r.f.recv_iopub_busy(&id);
+    r.f.recv_shell_reply(&id, "kernel_info_reply");
+    r.f.recv_iopub_idle(&id);
+}
+
+#[test]
 fn wrongly_signed_and_garbage_frames_are_dropped() {
     let mut r = Rig::new();
     let forged = {
