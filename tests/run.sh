@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test: Rust unit tests, then end-to-end tests against the real kernel binary
-# (our own, the jupyter_kernel_test conformance suite, and the notebooks). One build serves all.
+# Every test: Rust unit tests, a short run of every fuzz target, then end-to-end tests against
+# the real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
+# short soak). One build serves all.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../kernelspec/bootstrap.sh"
 cd "$ROOT"
@@ -12,6 +13,9 @@ echo "==> unit tests of dryml's torch feature (tch against the venv's libtorch)"
 TORCH_LIB="$(echo "$VENV"/lib/python3*/site-packages/torch/lib)"
 LIBTORCH_USE_PYTORCH=1 PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     cargo test --release --locked -p dryml --features torch
+
+echo "==> fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
+bash tests/fuzz/run.sh 20000
 
 echo "==> end-to-end tests"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
