@@ -495,7 +495,8 @@ impl Selector {
         }
         if !positional.is_empty() {
             let last = *positional.keys().last().unwrap();
-            if positional.len() != last + 1 {
+            // Not `last + 1`: a word `18446744073709551615=v` would overflow it.
+            if positional.len() - 1 != last {
                 return Err((format!("positional arguments must be 0..{last} without gaps"), 1));
             }
             sel = sel.args(positional.into_values().collect());
@@ -662,6 +663,7 @@ mod tests {
             (&["Mlp", "lr"][..], "`lr` is not key=value", 1),
             (&["Mlp", "a..b=1"][..], "empty key", 1),
             (&["Data", "1=x"][..], "without gaps", 1),
+            (&["Data", "18446744073709551615=x"][..], "without gaps", 1),
             (&[][..], "expected a type name", 0),
         ] {
             let (m, i) = Selector::parse(words).err().unwrap();
