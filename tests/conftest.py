@@ -14,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
+# The mime type of the kernel's machine-readable display data (dryml::display::DATA_MIME).
+DATA_MIME = "application/vnd.dryml+json"
 # CPU-only figures on any machine: the kernel's NVML library does not exist.
 NO_NVML = {"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}
 
@@ -320,6 +322,6 @@ def displays(msgs):
 
 
 def json_events(msgs, event=None):
-    """The application/json payloads of displays, optionally only one event kind."""
-    out = [d["application/json"] for d in displays(msgs) if "application/json" in d]
+    """The machine-readable payloads (DATA_MIME) of displays, optionally only one event kind."""
+    out = [d[DATA_MIME] for d in displays(msgs) if DATA_MIME in d]
     return [j for j in out if event is None or (isinstance(j, dict) and j.get("event") == event)]

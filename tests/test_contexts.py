@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import NO_NVML, displays, of_type, ok, running_kernel, stdout_of, value, wait_for
+from conftest import DATA_MIME, NO_NVML, displays, of_type, ok, running_kernel, stdout_of, value, wait_for
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -31,7 +31,7 @@ def failed(kernel, code, ename, words=""):
 def pool(kernel):
     """The claims of the pool, from `%context`'s JSON."""
     msgs = ok(kernel, "%context")
-    return [d["application/json"] for d in displays(msgs)][0]
+    return [d[DATA_MIME] for d in displays(msgs)][0]
 
 
 def test_context_check_fails_then_passes_after_context(kernel):
@@ -169,7 +169,7 @@ def test_sandbox_memory_is_released_as_experiments_see_it(kernel):
     out = stdout_of(ok(kernel, "%%compute\nlet v = vec![1u8; 300 << 20];\nv.len()"))
     ok(kernel, "let small = 1u8;")
     msgs = ok(kernel, "%experiment finish")
-    finish = [d["application/json"] for d in displays(msgs) if d.get("application/json", {}).get("event") == "finish"][0]
+    finish = [d[DATA_MIME] for d in displays(msgs) if d.get(DATA_MIME, {}).get("event") == "finish"][0]
     cpu = next(d for d in finish["devices"] if d["device"] == "cpu")
     # The sandbox's 300 MiB never stayed in the notebook's process.
     assert cpu["consumed"] < 32 * MIB, cpu
@@ -218,6 +218,6 @@ def test_sandbox_gpu_memory_is_seen_then_released(gpu_kernel):
                           "std::thread::sleep(std::time::Duration::from_millis(300));"))
     assert "held default: gpu/0" in out, out
     msgs = ok(k, "%experiment finish")
-    finish = [d["application/json"] for d in displays(msgs) if d.get("application/json", {}).get("event") == "finish"][0]
+    finish = [d[DATA_MIME] for d in displays(msgs) if d.get(DATA_MIME, {}).get("event") == "finish"][0]
     gpu0 = next(d for d in finish["devices"] if d["device"] == "gpu/0")
     assert gpu0["consumed"] == 0 and gpu0["peaked"] >= 6 * GIB, gpu0

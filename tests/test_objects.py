@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from conftest import NO_NVML, displays, ok, running_kernel, stdout_of, value
+from conftest import DATA_MIME, NO_NVML, displays, ok, running_kernel, stdout_of, value
 
 TYPES = """use dryml::{Build, Meta, Object, State};
 use dryml::object::ObjectError;
@@ -41,7 +41,7 @@ def kernel(tmp_path_factory):
 
 
 def table(msgs):
-    return [d for d in displays(msgs) if "application/json" in d][0]
+    return [d for d in displays(msgs) if DATA_MIME in d][0]
 
 
 def test_save_load_and_build_copies(kernel):
@@ -74,21 +74,21 @@ repo.add(&Points::build((2, "x".into()), Meta::with_id("points-2"))).unwrap();
 repo.len()"""
     assert value(kernel, code) == "13"
     listing = table(ok(kernel, "%repo ls"))
-    assert len(listing["application/json"]["objects"]) == 13
+    assert len(listing[DATA_MIME]["objects"]) == 13
     head = listing["text/plain"].splitlines()[2].split()
     assert head == ["id", "type", "arguments", "created", "size"], head
-    found = table(ok(kernel, "%repo get Mlp lr=0.1 data.name=mnist"))["application/json"]["objects"]
+    found = table(ok(kernel, "%repo get Mlp lr=0.1 data.name=mnist"))[DATA_MIME]["objects"]
     assert len(found) == 3 and all(o["args"]["lr"] == 0.1 for o in found)
-    assert len(table(ok(kernel, "%repo get data.Points 0=2"))["application/json"]["objects"]) == 1
-    assert len(table(ok(kernel, "%repo get * data.name=cifar"))["application/json"]["objects"]) == 6
-    shown = displays(ok(kernel, "%repo show points-2"))[0]["application/json"]
+    assert len(table(ok(kernel, "%repo get data.Points 0=2"))[DATA_MIME]["objects"]) == 1
+    assert len(table(ok(kernel, "%repo get * data.name=cifar"))[DATA_MIME]["objects"]) == 6
+    shown = displays(ok(kernel, "%repo show points-2"))[0][DATA_MIME]
     assert shown["type"] == "data.Points" and shown["args"] == [2, "x"]
     target = found[0]["id"]
     out = stdout_of(ok(kernel, f"%repo load {target} as loaded"))
     assert "loaded = Mlp(" in out, out
     assert value(kernel, "loaded.downcast_ref::<Mlp>().unwrap().weights.clone()") == "[0.1, 0.1, 0.1, 0.1]"
     assert "Deleted points-2" in stdout_of(ok(kernel, "%repo rm points-2"))
-    assert len(table(ok(kernel, "%repo ls"))["application/json"]["objects"]) == 12
+    assert len(table(ok(kernel, "%repo ls"))[DATA_MIME]["objects"]) == 12
     # Selectors in code: named subset, nested, positional, predicate.
     got = value(kernel, """
 use dryml::Selector;
@@ -100,7 +100,7 @@ repo.reload().unwrap();
 
 
 def test_bad_queries_are_clear_and_change_nothing(kernel):
-    before = len(table(ok(kernel, "%repo ls"))["application/json"]["objects"])
+    before = len(table(ok(kernel, "%repo ls"))[DATA_MIME]["objects"])
     for code, ename, words in [
         ("%repo get Mlp lr", "MagicError", "`lr` is not key=value"),
         ("%repo show no-such-id", "RepoError", "no object with id `no-such-id`"),
@@ -112,7 +112,7 @@ def test_bad_queries_are_clear_and_change_nothing(kernel):
         reply, _ = kernel.execute(code)
         assert reply["status"] == "error" and reply["ename"] == ename, (code, reply)
         assert words in reply["evalue"], (code, reply["evalue"])
-    assert len(table(ok(kernel, "%repo ls"))["application/json"]["objects"]) == before
+    assert len(table(ok(kernel, "%repo ls"))[DATA_MIME]["objects"]) == before
     assert value(kernel, "repo.len()") == str(before)
 
 
@@ -159,7 +159,7 @@ def test_index_lines_naming_files_outside_the_repo_are_skipped_and_reported(kern
     assert reply["status"] == "ok", reply
     warned = "".join(m["content"]["text"] for _, m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
     assert "2 line(s) of" in warned and "naming a file outside the repo" in warned, warned
-    assert [o["id"] for o in table(ok(kernel, "%repo ls"))["application/json"]["objects"]] == [mid]
+    assert [o["id"] for o in table(ok(kernel, "%repo ls"))[DATA_MIME]["objects"]] == [mid]
     for bad in ["../../outside", "/etc/hostname"]:
         reply, _ = kernel.execute(f"%repo rm {bad}")
         assert reply["status"] == "error" and "no object with id" in reply["evalue"], reply

@@ -10,6 +10,11 @@ pub(crate) fn in_kernel() -> bool {
     std::env::var_os(crate::protocol::FLUSH_FDS_ENV).is_some()
 }
 
+/// The mime type of the machine-readable data in the kernel's displays (experiment reports,
+/// `%context`, `%repo`). Not `application/json`: JupyterLab ranks its JSON viewer first, so a
+/// bundle carrying `application/json` showed a collapsible data tree instead of its table.
+pub const DATA_MIME: &str = "application/vnd.dryml+json";
+
 /// A string as a JSON string literal, for the `DRYML_*` lines.
 pub fn json_string(s: &str) -> String {
     // Serializing a string into memory cannot fail.

@@ -1,5 +1,6 @@
 //! Linux's `/proc`, read in one place: a process's `stat`, `status` and `statm`, its threads,
-//! children and descendants, the machine's `meminfo`, and `clear_refs`.
+//! children and descendants, the system call it waits in, the machine's `meminfo`, and
+//! `clear_refs`.
 //!
 //! A process that has gone reads as `None`, empty or zero, never as an error: the callers
 //! (the pool, sandboxes, the kernel's meter) race with processes ending all the time.
@@ -61,6 +62,15 @@ pub fn cpu_times(pid: u32) -> Option<(f64, f64)> {
 }
 
 /// Whether `/proc/PID` exists (zombies included).
+/// Whether the process's main thread is blocked reading its standard input (`read(0, ...)` in
+/// `/proc/PID/syscall`): for evcxr's child, waiting for its next command, so running no cell.
+pub fn reading_stdin(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/syscall")).is_ok_and(|s| {
+        let mut f = s.split_whitespace();
+        f.next() == Some("0") && f.next() == Some("0x0")
+    })
+}
+
 pub fn exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from kernelspec import private_kernelspec
 
+# The kernel's display data (dryml::display::DATA_MIME).
+DATA_MIME = "application/vnd.dryml+json"
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 MIB = 1 << 20
 SIZES_MIB = [1, 4, 16, 64, 256, 1024]
@@ -100,7 +103,7 @@ def dryml_latency(n):
             t["command on"].append(run(on[1], ":vars")[0])
             t["command off"].append(run(off[1], ":vars")[0])
         _, _, bundles = run(on[1], "%cell_logger data")
-        measure_us = [c["measure_us"] for c in bundles[0]["application/json"]["cells"]]
+        measure_us = [c["measure_us"] for c in bundles[0][DATA_MIME]["cells"]]
         # CPU while a 2 s cell sleeps: the kernel and its child, logger on.
         k_pid = pid_of(on[0])
         child = children(k_pid)
@@ -128,7 +131,7 @@ def dryml_accuracy():
         run(kc, "%cell_logger on")
         for mib in SIZES_MIB:
             _, _, b = run(kc, f"%%experiment\nlet v = vec![1u8; {mib} << 20];")
-            r = next(x["application/json"] for x in b if x.get("application/json", {}).get("event") == "finish")
+            r = next(x[DATA_MIME] for x in b if x.get(DATA_MIME, {}).get("event") == "finish")
             cpu = r["devices"][0]
             rows.append((mib, cpu["consumed"], cpu["reclaimed"]))
         spikes = []
@@ -136,8 +139,8 @@ def dryml_accuracy():
             run(kc, "{ let w = vec![1u8; 256 << 20]; std::hint::black_box(&w);\n"
                     f"  std::thread::sleep(std::time::Duration::from_millis({hold_ms})); drop(w); }}")
             _, _, b = run(kc, "%cell_logger data")
-            cell = b[0]["application/json"]["cells"][-1]
-            tol = b[0]["application/json"]["peak_tolerance"]
+            cell = b[0][DATA_MIME]["cells"][-1]
+            tol = b[0][DATA_MIME]["peak_tolerance"]
             spikes.append((hold_ms, cell["cpu"]["peaked"], cell["cpu"]["consumed"]))
         return rows, spikes, tol
     finally:

@@ -208,7 +208,7 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>) -> Value {
     json!({
         "text/plain": text,
         "text/html": html,
-        "application/json": {"context": ctx.map(|c| c.to_string()), "claims": claims},
+        dryml::display::DATA_MIME: {"context": ctx.map(|c| c.to_string()), "claims": claims},
     })
 }
 

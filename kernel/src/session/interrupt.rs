@@ -40,43 +40,47 @@ pub fn interrupt(state: &Arc<CellState>) {
     }
     state.interrupted.store(true, Ordering::SeqCst);
     let builds = build_processes(std::process::id(), child);
-    if !builds.is_empty() {
-        for pid in builds {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-        return;
-    }
-    if child == 0 {
-        return;
+    for &pid in &builds {
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
     // Only after a SIGINT to the child: a second press just after a build was killed must not
     // take the notebook's variables with it.
-    if state.signalled.swap(true, Ordering::SeqCst) {
-        state.killed.store(true, Ordering::SeqCst);
-        unsafe { libc::kill(child as i32, libc::SIGKILL) };
-        return;
-    }
-    unsafe { libc::kill(child as i32, libc::SIGINT) };
-    let state = state.clone();
-    let cell = state.cell_seq.load(Ordering::SeqCst);
-    std::thread::spawn(move || {
-        let start = std::time::Instant::now();
-        let same_cell = || state.running.load(Ordering::SeqCst) && state.cell_seq.load(Ordering::SeqCst) == cell;
-        loop {
-            if !same_cell() {
-                return;
-            }
-            let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
-            if start.elapsed() >= grace {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        if same_cell() {
+    let signalled = builds.is_empty() && child != 0;
+    if signalled {
+        if state.signalled.swap(true, Ordering::SeqCst) {
             state.killed.store(true, Ordering::SeqCst);
             unsafe { libc::kill(child as i32, libc::SIGKILL) };
+            return;
         }
-    });
+        unsafe { libc::kill(child as i32, libc::SIGINT) };
+    }
+    let state = state.clone();
+    let cell = state.cell_seq.load(Ordering::SeqCst);
+    std::thread::spawn(move || watch(&state, cell, child, signalled));
+}
+
+/// Until the interrupted cell ends: kills any build it starts (the interrupt may have come while
+/// evcxr was between two steps of one), and kills the child if it is still running the cell's
+/// code when the grace period is over. A child waiting for its next command (reading stdin)
+/// runs no code: the cell is building, and killing the child would only lose variables.
+fn watch(state: &CellState, cell: u64, child: u32, signalled: bool) {
+    let start = std::time::Instant::now();
+    let same_cell = || state.running.load(Ordering::SeqCst) && state.cell_seq.load(Ordering::SeqCst) == cell;
+    let mut built = !signalled;
+    while same_cell() {
+        let builds = build_processes(std::process::id(), child);
+        for &pid in &builds {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        built |= !builds.is_empty();
+        let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
+        if signalled && !built && start.elapsed() >= grace && !dryml::procfs::reading_stdin(child) {
+            state.killed.store(true, Ordering::SeqCst);
+            unsafe { libc::kill(child as i32, libc::SIGKILL) };
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The kernel's descendant processes other than the evcxr child and its own: cargo and rustc

@@ -270,9 +270,9 @@ fn group(v: f64) -> String {
     }
 }
 
-/// A display bundle: text, HTML and the figures as JSON.
+/// A display bundle: text, HTML and the figures as data (under [`dryml::display::DATA_MIME`]).
 pub fn bundle(text: String, html: String, data: Value) -> Value {
-    json!({"text/plain": text, "text/html": html, "application/json": data})
+    json!({"text/plain": text, "text/html": html, dryml::display::DATA_MIME: data})
 }
 
 /// The "current state" block: the measured processes' usage and the machine's.
@@ -752,7 +752,7 @@ mod tests {
         let b = report_bundle(&r, true, None);
         let text = b["text/plain"].as_str().unwrap();
         assert!(text.contains("Deleted: a") && text.contains("99.80%"), "{text}");
-        assert_eq!(b["application/json"]["devices"][0]["consumed"], 512 << 20);
+        assert_eq!(b[dryml::display::DATA_MIME]["devices"][0]["consumed"], 512 << 20);
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
         .iter()
         .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size}))
         .collect();
-    json!({"text/plain": text, "text/html": html, "application/json": {"objects": objects}})
+    json!({"text/plain": text, "text/html": html, dryml::display::DATA_MIME: {"objects": objects}})
 }
 
 /// `%repo show ID`: everything the index knows about one object.
@@ -51,7 +51,7 @@ pub fn show(repo: &Repo, e: &Entry) -> Value {
     );
     json!({
         "text/plain": text,
-        "application/json": {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
+        dryml::display::DATA_MIME: {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
                              "description": e.meta.description, "size": e.size, "file": file}
     })
 }
