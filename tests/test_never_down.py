@@ -157,6 +157,8 @@ def test_an_interrupt_stops_a_build_within_2_s_and_keeps_the_variables():
             assert took < 2, f"the cell ended {took:.1f} s after the interrupt"
             assert "variables are kept" in reply["evalue"], reply["evalue"]
         assert value(k, "keep6 + 3") == "18"
+        # No SIGINT reached the idle child, so no interrupt flag outlives those cells.
+        assert value(k, "dryml::interrupted()") == "false"
 
 
 def test_an_interrupt_during_the_warm_up_ends_the_waiting_cell_within_2_s(tmp_path):

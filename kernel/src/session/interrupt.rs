@@ -39,45 +39,53 @@ pub fn interrupt(state: &Arc<CellState>) {
         return;
     }
     state.interrupted.store(true, Ordering::SeqCst);
-    let builds = build_processes(std::process::id(), child);
-    for &pid in &builds {
+    for pid in build_processes(std::process::id(), child) {
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     }
-    // Only after a SIGINT to the child: a second press just after a build was killed must not
-    // take the notebook's variables with it.
-    let signalled = builds.is_empty() && child != 0;
-    if signalled {
-        if state.signalled.swap(true, Ordering::SeqCst) {
-            state.killed.store(true, Ordering::SeqCst);
-            unsafe { libc::kill(child as i32, libc::SIGKILL) };
-            return;
-        }
-        unsafe { libc::kill(child as i32, libc::SIGINT) };
+    // A second press kills at once, but only after a SIGINT: one just after a build was killed
+    // must not take the notebook's variables with it.
+    if state.signalled.load(Ordering::SeqCst) && child != 0 {
+        state.killed.store(true, Ordering::SeqCst);
+        unsafe { libc::kill(child as i32, libc::SIGKILL) };
+        return;
     }
+    let sigint_at = running_code(state, child).then(|| signal(state, child));
     let state = state.clone();
     let cell = state.cell_seq.load(Ordering::SeqCst);
-    std::thread::spawn(move || watch(&state, cell, child, signalled));
+    std::thread::spawn(move || watch(&state, cell, child, sigint_at));
 }
 
-/// Until the interrupted cell ends: kills any build it starts (the interrupt may have come while
-/// evcxr was between two steps of one), and kills the child if it is still running the cell's
-/// code when the grace period is over. A child waiting for its next command (reading stdin)
-/// runs no code: the cell is building, and killing the child would only lose variables.
-fn watch(state: &CellState, cell: u64, child: u32, signalled: bool) {
-    let start = std::time::Instant::now();
+/// Whether the child is running the cell's code, or waiting for the answer to its input
+/// request. A child blocked reading stdin otherwise waits for evcxr's next command: the cell
+/// is still being built, and neither a SIGINT (its flag would outlive the cell) nor a kill
+/// (the notebook's variables) is called for.
+fn running_code(state: &CellState, child: u32) -> bool {
+    child != 0 && (state.awaiting_input.load(Ordering::SeqCst) || !dryml::procfs::reading_stdin(child))
+}
+
+fn signal(state: &CellState, child: u32) -> std::time::Instant {
+    state.signalled.store(true, Ordering::SeqCst);
+    unsafe { libc::kill(child as i32, libc::SIGINT) };
+    std::time::Instant::now()
+}
+
+/// Until the interrupted cell ends: kills any build it starts (the interrupt may have come
+/// between two of evcxr's steps), signals the child once it runs the cell's code, and kills it
+/// if that code is still running when the grace period is over.
+fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::time::Instant>) {
     let same_cell = || state.running.load(Ordering::SeqCst) && state.cell_seq.load(Ordering::SeqCst) == cell;
-    let mut built = !signalled;
     while same_cell() {
-        let builds = build_processes(std::process::id(), child);
-        for &pid in &builds {
+        for pid in build_processes(std::process::id(), child) {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
-        built |= !builds.is_empty();
-        let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
-        if signalled && !built && start.elapsed() >= grace && !dryml::procfs::reading_stdin(child) {
-            state.killed.store(true, Ordering::SeqCst);
-            unsafe { libc::kill(child as i32, libc::SIGKILL) };
-            return;
+        if running_code(state, child) {
+            let at = *sigint_at.get_or_insert_with(|| signal(state, child));
+            let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
+            if at.elapsed() >= grace {
+                state.killed.store(true, Ordering::SeqCst);
+                unsafe { libc::kill(child as i32, libc::SIGKILL) };
+                return;
+            }
         }
         std::thread::sleep(Duration::from_millis(20));
     }

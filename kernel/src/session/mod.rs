@@ -378,9 +378,14 @@ impl Session {
         let code = full;
         self.drain_syncs();
         self.state.begin_cell();
-        let io = io.clone();
+        let (io, state) = (io.clone(), self.state.clone());
         let mut callbacks = EvalCallbacks {
-            input_reader: &move |req| -> String { io.input(&req.prompt, req.is_password).unwrap_or_default() },
+            input_reader: &move |req| -> String {
+                state.awaiting_input.store(true, Ordering::SeqCst);
+                let line = io.input(&req.prompt, req.is_password).unwrap_or_default();
+                state.awaiting_input.store(false, Ordering::SeqCst);
+                line
+            },
         };
         let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         self.state.running.store(false, Ordering::SeqCst);

@@ -20,6 +20,8 @@ pub struct CellState {
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
     pub killed: AtomicBool,
+    /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
+    pub awaiting_input: AtomicBool,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
     pub signalled: AtomicBool,
     /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
