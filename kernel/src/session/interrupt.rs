@@ -3,7 +3,7 @@
 
 use super::state::CellState;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 /// How long a cell has to stop after SIGINT before the child is killed; a cell in a loop that
@@ -13,19 +13,24 @@ const GRACE_POLLING: Duration = Duration::from_secs(60);
 
 /// Stops the running cell. A second interrupt while the first is pending kills the child at once.
 pub fn interrupt(state: &Arc<CellState>) {
+    let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
     let child = state.child_pid();
     if state.warming.load(Ordering::SeqCst) {
         // The warm-up is only ahead-of-time work: the first cell that needs it builds it. Its
         // steps stop; builds are killed until it has (one may start between two steps).
         state.warm_up_stopped.store(true, Ordering::SeqCst);
         let state = state.clone();
-        std::thread::spawn(move || {
-            while state.warming.load(Ordering::SeqCst) {
+        std::thread::spawn(move || loop {
+            {
+                let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
+                if !state.warming.load(Ordering::SeqCst) {
+                    return;
+                }
                 for pid in build_processes(std::process::id(), state.child_pid()) {
                     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
                 }
-                std::thread::sleep(Duration::from_millis(20));
             }
+            std::thread::sleep(Duration::from_millis(20));
         });
         return;
     }
@@ -73,18 +78,23 @@ fn signal(state: &CellState, child: u32) -> std::time::Instant {
 /// between two of evcxr's steps), signals the child once it runs the cell's code, and kills it
 /// if that code is still running when the grace period is over.
 fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::time::Instant>) {
-    let same_cell = || state.running.load(Ordering::SeqCst) && state.cell_seq.load(Ordering::SeqCst) == cell;
-    while same_cell() {
-        for pid in build_processes(std::process::id(), child) {
-            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-        }
-        if running_code(state, child) {
-            let at = *sigint_at.get_or_insert_with(|| signal(state, child));
-            let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
-            if at.elapsed() >= grace {
-                state.killed.store(true, Ordering::SeqCst);
-                unsafe { libc::kill(child as i32, libc::SIGKILL) };
+    loop {
+        {
+            let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
+            if !state.running.load(Ordering::SeqCst) || state.cell_seq.load(Ordering::SeqCst) != cell {
                 return;
+            }
+            for pid in build_processes(std::process::id(), child) {
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+            if running_code(state, child) {
+                let at = *sigint_at.get_or_insert_with(|| signal(state, child));
+                let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
+                if at.elapsed() >= grace {
+                    state.killed.store(true, Ordering::SeqCst);
+                    unsafe { libc::kill(child as i32, libc::SIGKILL) };
+                    return;
+                }
             }
         }
         std::thread::sleep(Duration::from_millis(20));

@@ -212,7 +212,7 @@ impl Session {
         }
         self.state.warming.store(true, Ordering::SeqCst);
         self.warm_up_steps();
-        self.state.warming.store(false, Ordering::SeqCst);
+        self.state.end_cell();
     }
 
     fn warm_up_steps(&mut self) {
@@ -388,7 +388,7 @@ impl Session {
             },
         };
         let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
-        self.state.running.store(false, Ordering::SeqCst);
+        self.state.end_cell();
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
         if ran && with_flusher {
             self.flusher_pending = false;

@@ -20,6 +20,9 @@ pub struct CellState {
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
     pub killed: AtomicBool,
+    /// Held while the interrupter kills a cell's builds or child, and while a cell (or the
+    /// warm-up) is marked ended: a kill meant for one cell cannot reach the next one's build.
+    pub gate: Mutex<()>,
     /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: AtomicBool,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
@@ -93,6 +96,13 @@ impl CellState {
     pub fn stderr_lines(&self) -> Vec<String> {
         let tail = self.stderr_tail.lock().unwrap();
         tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].to_vec()
+    }
+
+    /// Marks the running cell (or the warm-up) ended, once no kill for it is under way.
+    pub fn end_cell(&self) {
+        let _gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.running.store(false, Ordering::SeqCst);
+        self.warming.store(false, Ordering::SeqCst);
     }
 
     /// Clears the per-cell flags before user code runs.
