@@ -93,7 +93,8 @@ class Soak:
         got = reply["status"] if reply["status"] != "error" else reply["ename"]
         wants = want if isinstance(want, tuple) else (want,)
         if got not in wants:
-            raise AssertionError(f"{kind} cell gave {got} ({reply.get('evalue')}), wanted {want}:\n{code}")
+            tb = "\n".join(reply.get("traceback", []))[-2000:]
+            raise AssertionError(f"{kind} cell gave {got} ({reply.get('evalue')}), wanted {want}:\n{code}\n{tb}")
 
     def interrupted(self, kind, code, wait, want=("KeyboardInterrupt",), stdin=False):
         """Sends code, interrupts it after `wait` s (or once it asks for input), and checks the

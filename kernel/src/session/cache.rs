@@ -340,6 +340,43 @@ fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File
     Ok(held)
 }
 
+/// After an interrupt killed a build: rustc can leave the cell crate's (`ctx`, evcxr's name for
+/// it) codegen objects and incremental state behind, and a later cell's link then took stale
+/// objects (`rust-lld: undefined hidden symbol`, found by the soak). Removes them from every
+/// profile directory under `root` (down to `target/<triple>/debug`), holding cargo's lock when
+/// the directory has one, so no build of another kernel is touched.
+pub fn clean_killed_build(root: &Path, wait: Duration) -> anyhow::Result<()> {
+    let mut profiles = Vec::new();
+    let mut todo = vec![(root.to_path_buf(), 0)];
+    while let Some((dir, depth)) = todo.pop() {
+        if dir.join("deps").is_dir() && dir.join("incremental").is_dir() {
+            profiles.push(dir);
+            continue;
+        }
+        if depth < 4 {
+            todo.extend(std::fs::read_dir(&dir).into_iter().flatten().flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| (e.path(), depth + 1)));
+        }
+    }
+    for profile in profiles {
+        let _held = lock_generation(profile.parent().unwrap_or(&profile), wait)?;
+        for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with("ctx.") && name.ends_with(".rcgu.o") {
+                remove(&e.path());
+            }
+        }
+        for e in std::fs::read_dir(profile.join("incremental")).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with("ctx-") {
+                remove(&e.path());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The cargo units of a generation, grouped by the hash that ends their file names.
 fn units(generation: &Path) -> Vec<Item> {
     let mut by_hash: BTreeMap<String, Item> = BTreeMap::new();
@@ -463,6 +500,23 @@ mod tests {
         }
         let fp = p.join(format!(".fingerprint/{name}-{hash}"));
         File::open(&fp).unwrap().set_modified(t).unwrap();
+    }
+
+    #[test]
+    fn a_killed_build_leaves_no_cell_objects_or_incremental_state() {
+        let root = scratch("killed");
+        let profile = root.join("x86_64-unknown-linux-gnu/debug");
+        for f in ["deps/ctx.1907g0s9.1hn7dxg.rcgu.o", "deps/libregex-0123456789abcdef.rlib", "deps/ctx.d",
+                  "incremental/ctx-3lyl1a8/s-h1-working/dep-graph.bin", "incremental/regex-1q2w/s-x/query.bin"] {
+            std::fs::create_dir_all(profile.join(f).parent().unwrap()).unwrap();
+            std::fs::write(profile.join(f), b"x").unwrap();
+        }
+        clean_killed_build(&root, Duration::ZERO).unwrap();
+        assert!(!profile.join("deps/ctx.1907g0s9.1hn7dxg.rcgu.o").exists());
+        assert!(!profile.join("incremental/ctx-3lyl1a8").exists());
+        for kept in ["deps/libregex-0123456789abcdef.rlib", "deps/ctx.d", "incremental/regex-1q2w/s-x/query.bin"] {
+            assert!(profile.join(kept).exists(), "{kept} is not the cell crate's leftover");
+        }
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub fn interrupt(state: &Arc<CellState>) {
                     return;
                 }
                 for pid in build_processes(std::process::id(), state.child_pid()) {
-                    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                    kill_build(&state, pid);
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -45,7 +45,7 @@ pub fn interrupt(state: &Arc<CellState>) {
     }
     state.interrupted.store(true, Ordering::SeqCst);
     for pid in build_processes(std::process::id(), child) {
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        kill_build(state, pid);
     }
     // A second press kills at once, but only after a SIGINT: one just after a build was killed
     // must not take the notebook's variables with it.
@@ -85,7 +85,7 @@ fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::ti
                 return;
             }
             for pid in build_processes(std::process::id(), child) {
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                kill_build(state, pid);
             }
             if running_code(state, child) {
                 let at = *sigint_at.get_or_insert_with(|| signal(state, child));
@@ -99,6 +99,11 @@ fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::ti
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+fn kill_build(state: &CellState, pid: u32) {
+    state.build_killed.store(true, Ordering::SeqCst);
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
 }
 
 /// The kernel's descendant processes other than the evcxr child and its own: cargo and rustc

@@ -213,6 +213,7 @@ impl Session {
         self.state.warming.store(true, Ordering::SeqCst);
         self.warm_up_steps();
         self.state.end_cell();
+        self.clean_killed_build();
     }
 
     fn warm_up_steps(&mut self) {
@@ -244,6 +245,24 @@ impl Session {
                     tracing::warn!("build cache not collected: {e:#}");
                 }
             }
+        }
+    }
+
+    /// After an interrupt killed a build, removes what it left of the cell crate's build (see
+    /// [`cache::clean_killed_build`]): in the machine's cache, or evcxr's own directory.
+    fn clean_killed_build(&mut self) {
+        if !self.state.build_killed.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        let root = match &self.cache {
+            Ok(Some(cache)) => cache.dir(),
+            _ => match std::env::var_os("EVCXR_TMPDIR") {
+                Some(dir) => std::path::PathBuf::from(dir),
+                None => return,
+            },
+        };
+        if let Err(e) = cache::clean_killed_build(&root, Duration::from_secs(30)) {
+            tracing::warn!("after a killed build: {e:#}");
         }
     }
 
@@ -389,6 +408,7 @@ impl Session {
         };
         let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         self.state.end_cell();
+        self.clean_killed_build();
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
         if ran && with_flusher {
             self.flusher_pending = false;

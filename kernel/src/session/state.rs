@@ -23,6 +23,8 @@ pub struct CellState {
     /// Held while the interrupter kills a cell's builds or child, and while a cell (or the
     /// warm-up) is marked ended: a kill meant for one cell cannot reach the next one's build.
     pub gate: Mutex<()>,
+    /// An interrupt killed a build: its leftovers are cleaned before the next one.
+    pub build_killed: AtomicBool,
     /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: AtomicBool,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
