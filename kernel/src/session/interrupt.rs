@@ -1,5 +1,6 @@
-//! Interrupting the running cell: a build is killed (variables kept); otherwise the child gets
-//! SIGINT and, if the cell has not ended after a grace period, is killed.
+//! Interrupting the running cell: its builds are killed (variables kept), the child gets SIGINT
+//! while it runs the cell's code or waits for input, and is killed if that code outlives a grace
+//! period. During the start-up, the warm-up is stopped instead.
 
 use super::state::CellState;
 use std::sync::atomic::Ordering;
