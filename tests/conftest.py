@@ -302,7 +302,8 @@ def stderr_of(msgs):
 def ok(kernel, code, timeout=300):
     """Runs code that must succeed; returns its iopub messages."""
     reply, msgs = kernel.execute(code, timeout=timeout)
-    assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"), stdout_of(msgs))
+    assert reply["status"] == "ok", (code, reply.get("ename"), reply.get("evalue"), stdout_of(msgs),
+                                     "\n".join(reply.get("traceback", []))[-3000:])
     return msgs
 
 
