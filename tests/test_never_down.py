@@ -152,7 +152,7 @@ def test_an_interrupt_stops_a_build_within_2_s_and_keeps_the_variables():
         # Early, before cargo has started (evcxr is still reading the cell): the build that
         # follows is stopped as it starts, and the child, idle meanwhile, is not killed.
         for delay in (0.05, 0.3):
-            reply, took = _interrupt_after(k, ':dep itoa = "=1.0.18"\nlet s = itoa::Buffer::new().format(7).to_string();', delay)
+            reply, took = _interrupt_after(k, ':dep itoa = "=1.0.18"\nlet s: String = itoa::Buffer::new().format(7).to_string();', delay)
             assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
             assert took < 2, f"the cell ended {took:.1f} s after the interrupt"
             assert "variables are kept" in reply["evalue"], reply["evalue"]

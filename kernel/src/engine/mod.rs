@@ -59,6 +59,8 @@ impl Engine {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
         *self.state.io.lock().unwrap() = Some(io.clone());
+        self.state.early_interrupt.store(false, Ordering::SeqCst);
+        self.state.requested.store(true, Ordering::SeqCst);
         self.state.quiet.store(req.silent, Ordering::SeqCst);
         let count = req.execution_count;
         if req.store_history {
@@ -67,6 +69,8 @@ impl Engine {
             }
         }
         let run = self.run_cell(&req.code, io, count);
+        self.state.requested.store(false, Ordering::SeqCst);
+        self.state.early_interrupt.store(false, Ordering::SeqCst);
         let mut user_expressions = Map::new();
         if run.error.is_none() {
             if let (true, Some(text)) = (req.store_history, &run.result_text) {

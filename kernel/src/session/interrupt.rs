@@ -42,6 +42,10 @@ pub fn interrupt(state: &Arc<CellState>) {
         return;
     }
     if !state.running.load(Ordering::SeqCst) {
+        // The request is being handled but its cell has not started: it will not.
+        if state.requested.load(Ordering::SeqCst) {
+            state.early_interrupt.store(true, Ordering::SeqCst);
+        }
         return;
     }
     state.interrupted.store(true, Ordering::SeqCst);

@@ -397,6 +397,10 @@ impl Session {
         let code = full;
         self.drain_syncs();
         self.state.begin_cell();
+        if self.state.interrupted.load(Ordering::SeqCst) {
+            self.state.end_cell();
+            return Err(errors::interrupted(false, &[]));
+        }
         let (io, state) = (io.clone(), self.state.clone());
         let mut callbacks = EvalCallbacks {
             input_reader: &move |req| -> String {

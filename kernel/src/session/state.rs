@@ -25,6 +25,10 @@ pub struct CellState {
     pub gate: Mutex<()>,
     /// An interrupt killed a build: its leftovers are cleaned before the next one.
     pub build_killed: AtomicBool,
+    /// An execute request is being handled (its cell may not have reached user code yet), and
+    /// an interrupt came before it did: the cell then ends as interrupted before it builds.
+    pub requested: AtomicBool,
+    pub early_interrupt: AtomicBool,
     /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: AtomicBool,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
@@ -112,7 +116,7 @@ impl CellState {
         self.stderr_tail.lock().unwrap().clear();
         self.panicked.store(false, Ordering::SeqCst);
         self.raised.lock().unwrap().take();
-        self.interrupted.store(false, Ordering::SeqCst);
+        self.interrupted.store(self.early_interrupt.swap(false, Ordering::SeqCst), Ordering::SeqCst);
         self.killed.store(false, Ordering::SeqCst);
         self.polling.store(0, Ordering::SeqCst);
         self.signalled.store(false, Ordering::SeqCst);
