@@ -126,6 +126,31 @@ def test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables(kernel):
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"Ada"'
 
 
+def _building(pid, crate):
+    """Whether a rustc under process `pid` compiles `crate`."""
+    children = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(p))
+            except OSError:
+                pass
+    todo = list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0].endswith(b"rustc") and b"--crate-name" in args and \
+                args[args.index(b"--crate-name") + 1] == crate.encode():
+            return True
+    return False
+
+
 def _interrupt_after(kernel, code, delay):
     """Runs code, interrupts it `delay` s in; returns (reply, seconds from interrupt to reply)."""
     msg_id = kernel.send("execute", code)
@@ -166,7 +191,9 @@ def test_an_interrupt_during_the_warm_up_ends_the_waiting_cell_within_2_s(tmp_pa
     with running_kernel({"DRYML_BUILD_CACHE": str(tmp_path / "cache")}) as k:
         first = k.send("execute", "let w = 1u8;")
         second = k.send("execute", "let w2 = 2u8;")
-        time.sleep(2)
+        # Interrupted once the warm-up builds `dryml` (evcxr's own start-up, before it, is never
+        # cut short: without it there is no kernel).
+        wait_for(lambda: _building(k.km.provisioner.process.pid, "dryml"), 120, "the warm-up's dryml build")
         started = time.time()
         k.interrupt()
         reply, _ = k.collect(first, timeout=10)
