@@ -131,6 +131,19 @@ class Kernel:
         (msg_id,) = self._sent_during(self.km.interrupt_kernel)
         self.collect(self.expect(msg_id, None))
 
+    def interrupt_collect(self, msg_id, timeout=60):
+        """Interrupts the running request and collects it: (reply, iopub msgs, seconds from the
+        interrupt to its end)."""
+        started = time.time()
+        self.interrupt()
+        reply, msgs = self.collect(msg_id, timeout)
+        return reply, msgs, time.time() - started
+
+    def input_request(self, msg_id, timeout=120):
+        """Waits for the request's input_request and returns it, unanswered."""
+        wait_for(lambda: (self._pump(0.1), self.inputs.get(msg_id))[1], timeout, "the input_request")
+        return self.inputs.pop(msg_id)[0]
+
     def restart(self):
         """Restarts as Jupyter's Restart does and waits for the new process."""
         self.jupyter_sent |= self._sent_during(lambda: (self.km.restart_kernel(now=False),

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import conftest  # noqa: E402
-from conftest import Kernel, of_type, stderr_of, stdout_of, wait_for  # noqa: E402
+from conftest import Kernel, of_type, stderr_of, stdout_of  # noqa: E402
 
 TYPES = """use dryml::{Build, Meta, Object, State};
 use dryml::object::ObjectError;
@@ -101,15 +101,9 @@ class Soak:
         cell ends within 2 s of the interrupt."""
         msg_id = self.k.send("execute", code, allow_stdin=stdin)
         if stdin:
-            wait_for(lambda: (self.k._pump(0.05), self.k.inputs.get(msg_id))[1], 120, "the input_request")
-            self.k.inputs.pop(msg_id)
-            time.sleep(wait)
-        else:
-            time.sleep(wait)
-        started = time.time()
-        self.k.interrupt()
-        reply, _ = self.k.collect(msg_id, timeout=60)
-        took = time.time() - started
+            self.k.input_request(msg_id)
+        time.sleep(wait)
+        reply, _, took = self.k.interrupt_collect(msg_id)
         self.interrupt_waits.append(took)
         if took > 2:
             raise AssertionError(f"{kind}: the cell ended {took:.1f} s after the interrupt")

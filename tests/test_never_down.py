@@ -105,20 +105,16 @@ def test_an_output_flood_does_not_grow_the_kernel(kernel, stream):
 def test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables(kernel):
     ok(kernel, "let keep5 = 13u32;")
     msg_id = kernel.send("execute", 'let name = dryml::input("name? ");', allow_stdin=True)
-    wait_for(lambda: (kernel._pump(0.1), kernel.inputs.get(msg_id))[1], 120, "the input_request")
-    first = kernel.inputs.pop(msg_id)[0]
+    first = kernel.input_request(msg_id)
     assert first["content"]["prompt"] == "name? "
-    started = time.time()
-    kernel.interrupt()
-    reply, _ = kernel.collect(msg_id, timeout=10)
-    assert time.time() - started < 2, "the cell ended within 2 s of the interrupt"
+    reply, _, took = kernel.interrupt_collect(msg_id, timeout=10)
+    assert took < 2, "the cell ended within 2 s of the interrupt"
     assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
     assert "variables are kept" in reply["evalue"], reply["evalue"]
     assert value(kernel, "keep5 + 1") == "14"
     # The next prompt gets its own answer, though the first prompt's arrives late, in between.
     msg_id = kernel.send("execute", 'let again = dryml::input("again? "); again', allow_stdin=True)
-    wait_for(lambda: (kernel._pump(0.1), kernel.inputs.get(msg_id))[1], 120, "the second input_request")
-    second = kernel.inputs.pop(msg_id)[0]
+    second = kernel.input_request(msg_id)
     for request, answer in ((first, "late"), (second, "Ada")):
         kernel.kc.stdin_channel.send(kernel.kc.session.msg("input_reply", {"value": answer}, parent=request))
     reply, msgs = kernel.collect(msg_id, timeout=60)
@@ -155,10 +151,8 @@ def _interrupt_after(kernel, code, delay):
     """Runs code, interrupts it `delay` s in; returns (reply, seconds from interrupt to reply)."""
     msg_id = kernel.send("execute", code)
     time.sleep(delay)
-    started = time.time()
-    kernel.interrupt()
-    reply, _ = kernel.collect(msg_id, timeout=120)
-    return reply, time.time() - started
+    reply, _, took = kernel.interrupt_collect(msg_id, timeout=120)
+    return reply, took
 
 
 def test_an_interrupt_stops_a_build_within_2_s_and_keeps_the_variables():
@@ -195,8 +189,7 @@ def test_an_interrupt_during_the_warm_up_ends_the_waiting_cell_within_2_s(tmp_pa
         # cut short: without it there is no kernel).
         wait_for(lambda: _building(k.km.provisioner.process.pid, "dryml"), 120, "the warm-up's dryml build")
         started = time.time()
-        k.interrupt()
-        reply, _ = k.collect(first, timeout=10)
+        reply, _, _ = k.interrupt_collect(first, timeout=10)
         assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
         assert "while the kernel was starting" in reply["evalue"], reply
         assert k.collect(second, timeout=10)[0]["status"] == "aborted"
