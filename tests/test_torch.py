@@ -3,7 +3,7 @@ wheel, built with LIBTORCH_USE_PYTORCH=1) with dryml's torch feature, and sandbo
 context's thread count through tch."""
 import pytest
 
-from conftest import NO_NVML, ROOT, running_kernel, value
+from conftest import NO_NVML, ROOT, json_events, ok, running_kernel, stdout_of, value
 
 TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
 
@@ -86,3 +86,84 @@ dryml::batch::chunked(&t, 64, 0, |c, _, _| { sum += c.sum(tch::Kind::Double).dou
     assert 1 << 24 <= int(rows) <= 1 << 26 and retried == "true", got
     assert (float(total), int(steps)) == (499500.0, 16), got
     assert value(kernel, "1 + 1") == "2", "the notebook's process is not limited"
+
+
+# ---- framework preloading (IPyExperimentsPytorch's `torch.ones((1, 1)).cuda()`) ----------------
+
+GiB, MiB = 1 << 30, 1 << 20
+FAKE_GPU = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} {39 * GiB} Fake A100\n"
+
+
+def fake_cuda_init(k, name):
+    """In a fresh child: the fake GPU's reading for the child is the size of a file, and a thread
+    makes that file 300 MiB once libtorch is mapped, as a CUDA context appears when a framework is
+    first used. Returns the child's pid."""
+    k.restart()
+    pid = int(value(k, "std::process::id()"))
+    k.script.write_text(FAKE_GPU + f"proc 0 {pid} @{k.dir}/{name}\n")
+    ok(k, f"""{{ let p = "{k.dir}/{name}";
+std::thread::spawn(move || loop {{
+    if std::fs::read_to_string("/proc/self/maps").map_or(false, |m| m.contains("libtorch")) {{
+        std::fs::File::create(p).unwrap().set_len(300 << 20).unwrap();
+        break;
+    }}
+    std::thread::sleep(std::time::Duration::from_millis(5));
+}}); }}""")
+    return pid
+
+
+def gpu_consumed(msgs):
+    finish = [j for j in json_events(msgs, "finish")]
+    assert finish, stdout_of(msgs)
+    return {d["device"]: d["consumed"] for d in finish[0]["devices"]}["gpu/0"]
+
+
+@pytest.fixture(scope="module")
+def preload_kernel(fake_gpu_kernel):
+    if not TORCH_LIB:
+        pytest.fail("torch is missing from .venv: kernelspec/bootstrap.sh installs torch==2.13.0")
+    with fake_gpu_kernel(FAKE_GPU) as k:
+        yield k
+
+
+TCH_CELL = "let t = tch::Tensor::ones([2, 2], (tch::Kind::Float, tch::Device::Cpu));\nt.size()"
+
+
+def test_without_preload_the_first_tch_cell_looks_like_a_leak(preload_kernel):
+    # The control: the experiment that first touches the framework is charged its one-time cost.
+    k = preload_kernel
+    fake_cuda_init(k, "control")
+    ok(k, "%experiment start control\nlet x = 1u8;")
+    ok(k, TCH_CELL, timeout=1200)
+    msgs = ok(k, "%experiment finish")
+    assert gpu_consumed(msgs) == 300 * MiB
+
+
+def test_preload_torch_keeps_the_frameworks_memory_out_of_the_experiment(preload_kernel):
+    k = preload_kernel
+    fake_cuda_init(k, "explicit")
+    msgs = ok(k, "%experiment start tch --preload torch", timeout=1200)
+    said = stdout_of(msgs)
+    assert "dryml: preloaded torch (Cpu)" in said and "300 MiB on gpu/0" in said, said
+    assert "before the experiment's starting sample" in said
+    start = json_events(msgs, "start")[0]
+    assert start["devices"][1]["process"] == 300 * MiB, "the starting sample follows the preload"
+    ok(k, TCH_CELL)
+    assert gpu_consumed(ok(k, "%experiment finish")) == 0
+
+
+def test_an_experiment_whose_first_cell_names_tch_preloads_it(preload_kernel):
+    k = preload_kernel
+    fake_cuda_init(k, "auto")
+    msgs = ok(k, "%%experiment auto\n" + TCH_CELL, timeout=1200)
+    said = stdout_of(msgs)
+    assert "as the experiment's first cell names `tch`" in said, said
+    assert gpu_consumed(msgs) == 0
+    # Once loaded, later experiments have nothing to preload.
+    msgs = ok(k, "%%experiment again\n" + TCH_CELL)
+    assert "preloaded" not in stdout_of(msgs)
+
+
+def test_preload_names_an_unknown_framework(preload_kernel):
+    reply, _ = preload_kernel.execute("%experiment start --preload jax")
+    assert reply["status"] == "error" and "unknown framework `jax` for --preload (known: torch)" in reply["evalue"]

@@ -28,7 +28,7 @@ pub enum LineCall {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellCall {
     Time,
-    Experiment { name: Option<String>, keep: Vec<String> },
+    Experiment { name: Option<String>, keep: Vec<String>, preload: Option<Preload> },
     Compute(ComputeOptions),
 }
 
@@ -42,10 +42,28 @@ pub enum EnvCall {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExperimentCall {
-    Start(Option<String>),
+    Start { name: Option<String>, preload: Option<Preload> },
     Keep(Vec<String>),
     Data,
     Finish,
+}
+
+/// A framework an experiment initialises before its starting sample (`--preload`), so the
+/// memory its first use takes for good (libtorch, a CUDA context) is not reported as a leak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preload {
+    Torch,
+}
+
+impl Preload {
+    pub const NAMES: &'static [&'static str] = &["torch"];
+
+    pub fn parse(s: &str) -> Option<Preload> {
+        match s {
+            "torch" | "tch" | "pytorch" => Some(Preload::Torch),
+            _ => None,
+        }
+    }
 }
 
 /// `%cache`: the machine's build cache.
@@ -71,7 +89,7 @@ impl ExperimentCall {
     /// The subcommand as written.
     pub fn name(&self) -> &'static str {
         match self {
-            ExperimentCall::Start(_) => "start",
+            ExperimentCall::Start { .. } => "start",
             ExperimentCall::Keep(_) => "keep",
             ExperimentCall::Data => "data",
             ExperimentCall::Finish => "finish",

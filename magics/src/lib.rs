@@ -10,7 +10,7 @@ pub mod context;
 mod registry;
 mod tokens;
 
-pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
+pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Preload, Query, RepoCall};
 pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand};
 pub use registry::{keep_list, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};

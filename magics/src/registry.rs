@@ -1,6 +1,6 @@
 //! The registry table: every magic's name, kind, summary and argument grammar, in one place.
 
-use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Query, RepoCall};
+use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Preload, Query, RepoCall};
 use crate::{Args, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,12 +327,15 @@ fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
         "start" if rest.len() > 1 => {
             return Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
         }
-        "start" => ExperimentCall::Start(rest.first().cloned()),
+        "start" => ExperimentCall::Start { name: rest.first().cloned(), preload: preload_opt(args, tokens)? },
         "keep" if rest.is_empty() => return Err(("keep needs the NAMEs of variables to keep".into(), None)),
         "keep" => match rest.iter().position(|n| !is_ident(n)) {
             Some(k) => return Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
             None => ExperimentCall::Keep(rest.to_vec()),
         },
+        _ if args.value("preload").is_some() => {
+            return Err((format!("--preload goes with start, not {sub}"), option_token(tokens, "preload")))
+        }
         "data" | "finish" if !rest.is_empty() => {
             return Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
         }
@@ -353,7 +356,17 @@ fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError
         Some(v) => keep_list(v).map_err(|m| (m, option_token(tokens, "keep")))?,
         None => Vec::new(),
     };
-    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep }))
+    let preload = preload_opt(args, tokens)?;
+    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload }))
+}
+
+fn preload_opt(args: &Args, tokens: &[Token]) -> Result<Option<Preload>, ArgError> {
+    match args.value("preload") {
+        None => Ok(None),
+        Some(v) => Preload::parse(v).map(Some).ok_or_else(|| {
+            (format!("unknown framework `{v}` for --preload (known: {})", Preload::NAMES.join(", ")), option_token(tokens, "preload"))
+        }),
+    }
 }
 
 const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
@@ -473,14 +486,18 @@ pub static REGISTRY: &[MagicSpec] = &[
         name: "experiment",
         kind: MagicKind::Line,
         summary: "Run an experiment across cells: report its memory and delete the variables it made.",
-        usage: "%experiment start [NAME] | %experiment keep NAME... | %experiment data | %experiment finish",
+        usage: "%experiment start [NAME] [--preload torch] | %experiment keep NAME... | %experiment data | %experiment finish",
         details: "start snapshots the notebook's variables and memory (finishing an open experiment first).\n\
 keep marks variables to survive the finish. data shows the figures so far. finish deletes every\n\
 variable created since the start, and every earlier one re-bound by a top-level `let` or `=`\n\
 during it, except those kept; it then hands freed heap back to the system (malloc_trim) and\n\
 reports consumed, peaked and reclaimed memory per device. Peaks are the kernel's own high-water\n\
-mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
+mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.\n\
+--preload torch loads libtorch (and makes the CUDA context, where there is CUDA) before the\n\
+starting sample, as IPyExperimentsPytorch does: memory a framework takes once, for good, is then\n\
+not reported as the experiment's. An experiment whose first cell names `tch` preloads it itself.",
         args: &[
+            ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
             ArgSpec::Pos { name: "SUBCOMMAND", required: true, many: false, help: "start, keep, data or finish" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "NAME for start; variable names for keep" },
         ],
@@ -490,9 +507,11 @@ mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.",
         name: "experiment",
         kind: MagicKind::Cell,
         summary: "Run this cell as an experiment: report its memory and delete the variables it made.",
-        usage: "%%experiment [NAME] [--keep a,b]",
-        details: "The experiment starts before the cell and finishes after it, even when the cell fails.",
+        usage: "%%experiment [NAME] [--keep a,b] [--preload torch]",
+        details: "The experiment starts before the cell and finishes after it, even when the cell fails.\n\
+--preload torch: as for %experiment start (a body that names `tch` preloads it anyway).",
         args: &[
+            ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
             ArgSpec::Opt { long: "keep", value: "a,b", help: "variables to keep after the finish" },
             ArgSpec::Pos { name: "NAME", required: false, many: false, help: "a name for the report" },
         ],

@@ -86,6 +86,8 @@ fn cells_that_fail() {
         ("%experiment keep", "keep needs the NAMEs", 1, 17, None),
         ("%experiment keep ok 9bad", "`9bad` is not a variable name", 1, 21, None),
         ("%experiment finish now", "finish takes no arguments", 1, 20, None),
+        ("%experiment start --preload jax", "unknown framework `jax` for --preload (known: torch)", 1, 29, None),
+        ("%experiment data --preload torch", "--preload goes with start", 1, 28, None),
         ("%%experiment --keep a,,b\nx", "`` is not a variable name", 1, 21, None),
         ("%%experiment --keep=a-b\nx", "`a-b` is not a variable name", 1, 14, None),
         ("%%experiment --keep\nx", "option --keep needs a value", 1, 14, None),
@@ -172,7 +174,8 @@ fn calls_are_typed_once() {
         ("%env A=1=2", LineCall::Env(EnvCall::Set { name: "A".into(), value: "1=2".into() })),
         ("%env A 'x y'", LineCall::Env(EnvCall::Set { name: "A".into(), value: "x y".into() })),
         ("%env -u A B", LineCall::Env(EnvCall::Unset(vec!["A".into(), "B".into()]))),
-        ("%experiment start 'lr sweep'", LineCall::Experiment(ExperimentCall::Start(Some("lr sweep".into())))),
+        ("%experiment start 'lr sweep'", LineCall::Experiment(ExperimentCall::Start { name: Some("lr sweep".into()), preload: None })),
+        ("%experiment start --preload torch", LineCall::Experiment(ExperimentCall::Start { name: None, preload: Some(Preload::Torch) })),
         ("%experiment keep a b", LineCall::Experiment(ExperimentCall::Keep(vec!["a".into(), "b".into()]))),
         ("%experiment data", LineCall::Experiment(ExperimentCall::Data)),
         ("%experiment finish", LineCall::Experiment(ExperimentCall::Finish)),
@@ -191,8 +194,9 @@ fn calls_are_typed_once() {
     assert_eq!(cell("%%time\nx"), CellCall::Time);
     assert_eq!(
         cell("%%experiment big --keep a,b\nx"),
-        CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()] }
+        CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()], preload: None }
     );
+    assert!(matches!(cell("%%experiment --preload tch\nx"), CellCall::Experiment { preload: Some(Preload::Torch), .. }));
     assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0)));
     // Help asks for no call.
     assert!(parse_cell("%repo?").unwrap().line_magics[0].call.is_none());

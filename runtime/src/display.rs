@@ -32,6 +32,40 @@ fn emit(line: String) {
 /// Shows a mime bundle (pairs of mime type and content). With `display_id`, later calls with
 /// `update = true` replace it in place.
 pub fn display(bundle: &[(&str, &str)], display_id: Option<&str>, update: bool) {
+    send(bundle, display_id, if update { "true" } else { "false" });
+}
+
+/// Shows a mime bundle under `display_id`: a new output the first time this cell shows that id,
+/// the same output redrawn after that. (A re-run cell shows it afresh: its old output is gone.)
+pub fn show(bundle: &[(&str, &str)], display_id: &str) {
+    send(bundle, Some(display_id), "\"auto\"");
+}
+
+/// Shows SVG text inline (a figure from `plotters`' SVG backend, say).
+pub fn svg(svg: &str) {
+    display(&[("image/svg+xml", svg), ("text/plain", "<svg image>")], None, false);
+}
+
+/// Shows PNG bytes inline (a dataset's sample, a saved figure).
+pub fn png(bytes: &[u8]) {
+    image("image/png", bytes);
+}
+
+/// Shows JPEG bytes inline.
+pub fn jpeg(bytes: &[u8]) {
+    image("image/jpeg", bytes);
+}
+
+/// Shows an image of mime type `mime` (`image/png`, `image/jpeg`, `image/gif`) from its bytes;
+/// Jupyter carries them base64-encoded.
+pub fn image(mime: &str, bytes: &[u8]) {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    let text = format!("<{mime} image, {} bytes>", bytes.len());
+    display(&[(mime, &data), ("text/plain", &text)], None, false);
+}
+
+fn send(bundle: &[(&str, &str)], display_id: Option<&str>, update: &str) {
     if !in_kernel() {
         if let Some((_, text)) = bundle.iter().find(|(m, _)| *m == "text/plain") {
             println!("{text}");

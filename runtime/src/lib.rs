@@ -5,8 +5,8 @@
 //! experiment) and DRYML's model management: objects that save and load by definition
 //! ([`object`]), repos of them indexed by definition ([`repo`]), compute contexts over a shared
 //! pool of CPUs and GPUs ([`context`], [`pool`]), sandboxes that run a closure in a forked
-//! child under a context ([`compute`]), and batching loops that shrink on out of memory
-//! ([`batch`]). [`fs`] and [`procfs`] are the file and `/proc` helpers the kernel shares.
+//! child under a context ([`compute`]), batching loops that shrink on out of memory
+//! ([`batch`]), and plots that redraw in place ([`plot`]). [`fs`] and [`procfs`] are the file and `/proc` helpers the kernel shares.
 
 // The derive's expansion names `::dryml`, which must resolve inside this crate too (only the
 // tests derive here, so a plain build finds it unused).
@@ -22,6 +22,7 @@ pub mod experiment;
 pub mod fs;
 pub mod interrupt;
 pub mod object;
+pub mod plot;
 pub mod pool;
 pub mod procfs;
 pub mod protocol;

@@ -134,8 +134,10 @@ impl Engine {
             match (cell, call) {
                 (Some(inv), None) => run.payload.push(magic::page(&inv.spec.help_text())),
                 (_, Some(CellCall::Time)) => timer = Some(magic::time::Timer::start(host.child_pid())),
-                (_, Some(CellCall::Experiment { name, keep })) => {
-                    magics.experiments.start(&mut host, name.clone(), keep.clone())
+                (_, Some(CellCall::Experiment { name, keep, preload })) => {
+                    if let Err(e) = magics.experiments.start(&mut host, name.clone(), keep.clone(), *preload) {
+                        run.error = Some(e);
+                    }
                 }
                 (_, Some(CellCall::Compute(_))) | (None, None) => {}
             }
@@ -143,6 +145,7 @@ impl Engine {
         let help_only = cell.is_some() && call.is_none();
         let mut result = None;
         if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
+            magics.experiments.before_body(&mut host, &parsed.body);
             let gpus = magics.experiments.gpus_to_watch(&mut host, measure.as_ref());
             let watch = host.meter.watch_gpus(&gpus, host.child_pid());
             let code = match (cell, call) {

@@ -83,6 +83,10 @@ impl Message {
         self.header["msg_type"].as_str().unwrap_or("")
     }
 
+    pub fn msg_id(&self) -> &str {
+        self.header["msg_id"].as_str().unwrap_or("")
+    }
+
     pub fn session(&self) -> &str {
         self.header["session"].as_str().unwrap_or("")
     }

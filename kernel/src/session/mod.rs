@@ -374,6 +374,30 @@ impl Session {
         self.torch_added |= torch;
     }
 
+    /// Whether this child has loaded libtorch through a cell or a preload.
+    pub fn torch_loaded(&self) -> bool {
+        self.torch_added
+    }
+
+    /// Loads libtorch into the child and makes one tensor on the best device (CUDA's context
+    /// where there is CUDA), as IPyExperimentsPytorch's `torch.ones((1, 1)).cuda()`. Returns
+    /// the device it used.
+    pub fn preload_torch(&mut self) -> Result<String, ErrorContent> {
+        if crate::torch::available().is_none() {
+            return Err(ErrorContent::new(
+                "MagicError",
+                "--preload torch: libtorch was not found (the kernel looks for PyTorch's wheel in the \
+                 project's venv; kernelspec/setup.sh installs it)",
+            ));
+        }
+        let (deps, torch) = self.deps_for("tch::").unwrap_or_default();
+        let out = self.capture_stdout(&format!("{deps}\n{PRELOAD_TORCH}"))?;
+        if !deps.is_empty() {
+            self.note_deps_added(torch);
+        }
+        Ok(out.trim().to_string())
+    }
+
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
     pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
         self.ensure_child_setup();
@@ -497,7 +521,11 @@ fn runs_code(code: &str) -> bool {
     code.lines().map(str::trim).any(|l| !l.is_empty() && !l.starts_with(':') && !l.starts_with("//"))
 }
 
-fn uses_tch(code: &str) -> bool {
+/// The preload: one tensor on the best device, then the device's name.
+const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
+    let _t = tch::Tensor::ones([1, 1], (tch::Kind::Float, d)); println!(\"{d:?}\"); }";
+
+pub fn uses_tch(code: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
 }

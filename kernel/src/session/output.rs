@@ -94,13 +94,17 @@ fn control(line: &str, state: &CellState) {
     let Some(io) = state.io() else { return };
     match kind {
         DISPLAY => {
-            let update = body["update"].as_bool().unwrap_or(false);
+            let id = body["display_id"].as_str();
+            let update = match (&body["update"], id) {
+                (Value::String(a), Some(id)) if a == "auto" => state.mark_shown(io.parent().msg_id(), id),
+                (v, _) => v.as_bool().unwrap_or(false),
+            };
             let mut content = json!({
                 "data": body["data"].clone(),
                 "metadata": body.get("metadata").cloned().unwrap_or(json!({})),
                 "transient": {},
             });
-            if let Some(id) = body["display_id"].as_str() {
+            if let Some(id) = id {
                 content["transient"] = json!({"display_id": id});
             }
             let msg_type = if update { "update_display_data" } else { "display_data" };

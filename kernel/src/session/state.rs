@@ -47,6 +47,10 @@ pub struct CellState {
     pub capture: Mutex<Option<String>>,
     /// The current cell's last stderr lines, to explain panics and crashes.
     pub stderr_tail: Mutex<Vec<String>>,
+    /// The display ids the current request has shown (its msg_id first): a display that says
+    /// `"update": "auto"` updates one of these in place, and is a new display otherwise, so a
+    /// re-run cell (whose old outputs the front end cleared) shows its plot again.
+    pub shown: Mutex<(String, std::collections::HashSet<String>)>,
 }
 
 /// How many stderr lines of a cell are kept to explain its panic or crash: a panic's message
@@ -54,6 +58,16 @@ pub struct CellState {
 const STDERR_TAIL_LINES: usize = 200;
 
 impl CellState {
+    /// Records that request `msg_id` shows display `id`; true when it already did (so the
+    /// display is an update).
+    pub fn mark_shown(&self, msg_id: &str, id: &str) -> bool {
+        let mut shown = self.shown.lock().unwrap();
+        if shown.0 != msg_id {
+            *shown = (msg_id.to_string(), Default::default());
+        }
+        !shown.1.insert(id.to_string())
+    }
+
     pub fn quiet(&self) -> bool {
         self.quiet.load(Ordering::SeqCst)
     }

@@ -9,7 +9,28 @@ use report::{self as exp, CellLogger, Experiment, LoggerMode};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
-use dryml_magics::{ExperimentCall, LoggerCall};
+use dryml_magics::{ExperimentCall, LoggerCall, Preload};
+
+/// A sample once the GPUs' readings hold still: NVML's per-process figures can trail a new CUDA
+/// context, so readings are repeated every 50 ms until two agree (at most 2 s).
+fn settled(host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
+    let pids = dryml::procfs::with_descendants(host.child_pid());
+    let mut last = host.meter.sample(&pids, gpus, false);
+    if gpus.is_empty() {
+        return last;
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let now = host.meter.sample(&pids, gpus, false);
+        let same = now.gpus.iter().map(|g| g.used_by_us).eq(last.gpus.iter().map(|g| g.used_by_us));
+        last = now;
+        if same {
+            break;
+        }
+    }
+    last
+}
 
 #[derive(Default)]
 pub struct Experiments {
@@ -30,9 +51,8 @@ impl Experiments {
     }
 
     pub fn run(&mut self, host: &mut Host<'_>, call: &ExperimentCall) -> Result<(), ErrorContent> {
-        if let ExperimentCall::Start(name) = call {
-            self.start(host, name.clone(), Vec::new());
-            return Ok(());
+        if let ExperimentCall::Start { name, preload } = call {
+            return self.start(host, name.clone(), Vec::new(), *preload);
         }
         let Some(e) = self.open.as_mut() else {
             let sub = call.name();
@@ -42,7 +62,7 @@ impl Experiments {
             ));
         };
         match call {
-            ExperimentCall::Start(_) => unreachable!("handled above"),
+            ExperimentCall::Start { .. } => unreachable!("handled above"),
             ExperimentCall::Keep(names) => e.keep(names),
             ExperimentCall::Data => {
                 let (pids, gpus) = (e.pids().to_vec(), e.gpus().to_vec());
@@ -66,19 +86,70 @@ impl Experiments {
         }
     }
 
-    /// Starts an experiment, finishing an open one first (as IPyExperiments does).
-    pub fn start(&mut self, host: &mut Host<'_>, name: Option<String>, keep: Vec<String>) {
+    /// Starts an experiment, finishing an open one first (as IPyExperiments does), after
+    /// preloading a framework when asked to.
+    pub fn start(
+        &mut self,
+        host: &mut Host<'_>,
+        name: Option<String>,
+        keep: Vec<String>,
+        preload: Option<Preload>,
+    ) -> Result<(), ErrorContent> {
         if self.open.is_some() {
             self.finish(host);
         }
         host.session.note_child_pid();
         let gpus = host.visible_gpus();
+        if let Some(p) = preload {
+            self.preload(host, p, &gpus, "before the experiment's starting sample")?;
+        }
         let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), &gpus, true);
         let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
         let note = host.meter.gpu_note();
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
         let vars = host.session.variables();
         self.open = Some(Experiment::start(name, s, gpus, vars, keep));
+        Ok(())
+    }
+
+    /// Loads a framework into the child and says what that took, so it is not mistaken for the
+    /// experiment's: libtorch's code and CUDA's context stay for the process's life.
+    fn preload(&mut self, host: &mut Host<'_>, p: Preload, gpus: &[Gpu], when: &str) -> Result<(), ErrorContent> {
+        let Preload::Torch = p;
+        let pids = dryml::procfs::with_descendants(host.child_pid());
+        let before = host.meter.sample(&pids, gpus, true);
+        let t0 = std::time::Instant::now();
+        let device = host.session.preload_torch()?;
+        let after = settled(host, gpus);
+        let mut took = vec![format!("{} MiB of RAM", exp::mib(after.cpu.rss as f64 - before.cpu.rss as f64))];
+        for (g, (a, b)) in gpus.iter().zip(after.gpus.iter().zip(&before.gpus)) {
+            took.push(format!("{} MiB on {}", exp::mib(a.used_by_us as f64 - b.used_by_us as f64), g.label));
+        }
+        host.print(&format!(
+            "dryml: preloaded torch ({device}) in {:.1} s {when}: {} stay with the kernel and are not counted\n",
+            t0.elapsed().as_secs_f64(),
+            took.join(", ")
+        ));
+        Ok(())
+    }
+
+    /// Before an experiment's first cell runs: a body that names `tch` gets torch preloaded
+    /// first (unless the child has it), and the experiment starts over from after the preload.
+    pub fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
+        let Some(e) = &self.open else { return };
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::uses_tch(body) {
+            return;
+        }
+        let gpus = e.gpus().to_vec();
+        match self.preload(host, Preload::Torch, &gpus, "as the experiment's first cell names `tch`") {
+            Ok(()) => {
+                let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), &gpus, true);
+                if let Some(e) = &mut self.open {
+                    e.rebase(s);
+                }
+            }
+            Err(err) => host.warn(&format!("dryml: torch was not preloaded: {}\n", err.evalue)),
+        }
     }
 
     /// Deletes the experiment's variables, trims the child's heap, and reports.

@@ -32,6 +32,8 @@ pub struct Experiment {
     /// Highest CPU high-water mark and per-process GPU usage seen.
     peak_cpu: u64,
     peak_gpu: Vec<u64>,
+    /// Cells run since the start.
+    cells: usize,
 }
 
 /// What the finish will do to the notebook's variables.
@@ -61,7 +63,19 @@ impl Experiment {
             vars_at_start: vars,
             keep: keep.into_iter().collect(),
             rebound: BTreeSet::new(),
+            cells: 0,
         }
+    }
+
+    pub fn cells(&self) -> usize {
+        self.cells
+    }
+
+    /// Starts the figures over from `s` (after a preload, before the first cell).
+    pub fn rebase(&mut self, s: Sample) {
+        self.peak_cpu = s.cpu.rss;
+        self.peak_gpu = s.gpus.iter().map(|g| g.used_by_us).collect();
+        self.start = s;
     }
 
     pub fn keep(&mut self, names: &[String]) {
@@ -89,6 +103,7 @@ impl Experiment {
 
     /// Notes the pre-existing names a cell of the experiment re-binds.
     pub fn note_cell(&mut self, body: &str) -> Result<(), crate::syntax::TooDeep> {
+        self.cells += 1;
         for name in rebound_names(body)? {
             if self.vars_at_start.contains_key(&name) {
                 self.rebound.insert(name);
@@ -248,7 +263,7 @@ pub fn cleanup_code(names: &[String]) -> String {
 
 // ---- rendering -------------------------------------------------------------------------------
 
-fn mib(b: impl Into<f64>) -> String {
+pub fn mib(b: impl Into<f64>) -> String {
     group(b.into() / MIB)
 }
 
@@ -379,6 +394,9 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
     let (t, h) = figures(head, &rows);
     let _ = writeln!(text, "\n*** Experiment memory:\n{t}");
     let _ = write!(html, "<p><b>Experiment memory:</b></p>{h}");
+    if finished && !r.devices.is_empty() {
+        html.push_str(&report_svg(r));
+    }
     if finished {
         for d in r.potential_leaks() {
             let line = format!(
@@ -614,89 +632,44 @@ fn peak_of(m: &CellMem) -> f64 {
     (start + m.consumed.max(0) as f64 + m.peaked as f64).max(m.used as f64)
 }
 
-/// Two panels sharing the cell axis: CPU memory used (line) with each cell's peak (bars), and
-/// execution time (bars).
+/// Two panels sharing the cell axis, drawn by `dryml::plot` as a cell's plots are: CPU memory
+/// used after each cell (line) over its peak during it (bars), and execution time (bars).
 pub fn plot_svg(log: &[CellEntry]) -> String {
-    let (w, h, left, right, top) = (640.0, 360.0, 64.0, 16.0, 24.0);
-    let panel = 130.0;
-    let gap = 46.0;
-    let n = log.len().max(1) as f64;
-    let x_step = (w - left - right) / n;
-    let mem_max = log.iter().map(|e| peak_of(&e.cpu)).fold(1.0, f64::max) / MIB;
-    let t_max = log.iter().map(|e| e.secs).fold(1e-3, f64::max);
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
-         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
-         <text x=\"{left}\" y=\"14\" font-weight=\"bold\">CPU memory per cell (MiB): used after the cell, peak during it</text>\n"
-    );
-    let mem_y = |v: f64| top + panel - v / mem_max * panel;
-    let t_top = top + panel + gap;
-    let t_y = |v: f64| t_top + panel - v / t_max * panel;
-    for (k, e) in log.iter().enumerate() {
-        let x = left + k as f64 * x_step;
-        let peak = peak_of(&e.cpu) / MIB;
-        let _ = writeln!(
-            s,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#f4b183\"><title>cell {}: peak {} MiB</title></rect>",
-            x + x_step * 0.15,
-            mem_y(peak),
-            x_step * 0.7,
-            top + panel - mem_y(peak),
-            e.execution_count,
-            mib(peak_of(&e.cpu))
-        );
-        let _ = writeln!(
-            s,
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#5b9bd5\"><title>cell {}: {:.3} s</title></rect>",
-            x + x_step * 0.15,
-            t_y(e.secs),
-            x_step * 0.7,
-            t_top + panel - t_y(e.secs),
-            e.execution_count,
-            e.secs
-        );
-        let _ = writeln!(
-            s,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            x + x_step / 2.0,
-            t_top + panel + 14.0,
-            e.execution_count
-        );
-    }
-    let points: Vec<String> = log
-        .iter()
-        .enumerate()
-        .map(|(k, e)| format!("{:.1},{:.1}", left + (k as f64 + 0.5) * x_step, mem_y(e.cpu.used as f64 / MIB)))
-        .collect();
-    let _ = writeln!(
-        s,
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"#c00000\" stroke-width=\"2\"/>",
-        points.join(" ")
-    );
-    for (y0, label_max, unit) in [(top, mem_max, "MiB"), (t_top, t_max, "s")] {
-        let _ = writeln!(
-            s,
-            "<line x1=\"{left}\" y1=\"{y0}\" x2=\"{left}\" y2=\"{:.1}\" stroke=\"black\"/>\
-             <line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"black\"/>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">0</text>",
-            y0 + panel,
-            y0 + panel,
-            w - right,
-            y0 + panel,
-            left - 4.0,
-            y0 + 10.0,
-            if unit == "s" { format!("{label_max:.2} s") } else { format!("{} MiB", group(label_max)) },
-            left - 4.0,
-            y0 + panel
-        );
-    }
-    let _ = writeln!(
-        s,
-        "<text x=\"{left}\" y=\"{:.1}\" font-weight=\"bold\">Execution time per cell (s), by execution count</text>\n</svg>",
-        t_top - 8.0
-    );
-    s
+    use dryml::plot::Figure;
+    let labels: Vec<String> = log.iter().map(|e| e.execution_count.to_string()).collect();
+    let at: Vec<usize> = (0..log.len()).collect();
+    let peaks: Vec<f64> = log.iter().map(|e| peak_of(&e.cpu) / MIB).collect();
+    let used: Vec<f64> = log.iter().map(|e| e.cpu.used as f64 / MIB).collect();
+    let secs: Vec<f64> = log.iter().map(|e| e.secs).collect();
+    let mem = Figure::new()
+        .title("CPU memory per cell: used after the cell, peak during it")
+        .y_label("MiB")
+        .size(640, 200)
+        .bars("peak during", &labels, &peaks)
+        .color("#f4b183")
+        .line("used after", &at, &used)
+        .color("#c00000");
+    let time = Figure::new()
+        .title("Execution time per cell")
+        .x_label("execution count")
+        .y_label("seconds")
+        .size(640, 190)
+        .bars("time", &labels, &secs)
+        .color("#5b9bd5");
+    dryml::plot::stack(&[mem, time])
+}
+
+/// A finished experiment's memory per device as grouped bars (consumed, peaked, reclaimed).
+pub fn report_svg(r: &Report) -> String {
+    let labels: Vec<String> = r.devices.iter().map(|d| if d.device == "cpu" { "CPU".to_string() } else { d.device.clone() }).collect();
+    let col = |f: &dyn Fn(&dryml::experiment::DeviceFigures) -> i64| -> Vec<f64> { r.devices.iter().map(|d| f(d) as f64 / MIB).collect() };
+    dryml::plot::Figure::new()
+        .y_label("MiB")
+        .size(420, 190)
+        .bars("consumed", &labels, &col(&|d| d.consumed))
+        .bars("peaked", &labels, &col(&|d| d.peaked))
+        .bars("reclaimed", &labels, &col(&|d| d.reclaimed))
+        .svg()
 }
 
 #[cfg(test)]

@@ -1,0 +1,707 @@
+//! Plots as inline SVG for notebooks: curves, histograms, scatters and bars with axes, labels and a
+//! legend, shown as a cell's output and redrawn in place by display id (a training curve).
+//!
+//! ```no_run
+//! let losses = vec![2.3, 1.1, 0.7, 0.5];
+//! dryml::plot::curve("loss", &losses); // a new plot, or the same plot redrawn
+//! ```
+//! The kernel draws `%cell_logger plot` and experiment reports with this module too.
+
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A number a plot can take: every primitive integer and float.
+pub trait Num: Copy {
+    fn to_f64(self) -> f64;
+}
+
+macro_rules! num {
+    ($($t:ty),*) => { $(impl Num for $t { fn to_f64(self) -> f64 { self as f64 } })* };
+}
+num!(f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
+
+/// Tableau's ten colours: distinct, and readable on white.
+const PALETTE: [&str; 10] = [
+    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+];
+
+/// The most points a line keeps per series: more than a plot is wide in pixels only grows the
+/// SVG (and every redraw of it), so longer series are thinned to each bucket's min and max.
+const MAX_LINE_POINTS: usize = 1200;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Kind {
+    Line,
+    Scatter,
+    /// Bars centred on x, `width` wide in x units.
+    Bars { width: f64 },
+}
+
+#[derive(Debug, Clone)]
+struct Series {
+    name: String,
+    kind: Kind,
+    xs: Vec<f64>,
+    ys: Vec<f64>,
+    color: Option<String>,
+}
+
+/// A plot: series on shared axes. Build it with the methods, then [`Figure::show`] it, return it
+/// as a cell's value, or take its [`Figure::svg`].
+#[derive(Debug, Clone)]
+pub struct Figure {
+    title: Option<String>,
+    x_label: Option<String>,
+    y_label: Option<String>,
+    width: u32,
+    height: u32,
+    series: Vec<Series>,
+    x_names: Option<Vec<(f64, String)>>,
+    y_from_zero: bool,
+    y_unit: String,
+}
+
+impl Default for Figure {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Figure {
+    /// An empty 640×320 figure.
+    pub fn new() -> Self {
+        Figure {
+            title: None,
+            x_label: None,
+            y_label: None,
+            width: 640,
+            height: 320,
+            series: Vec::new(),
+            x_names: None,
+            y_from_zero: false,
+            y_unit: String::new(),
+        }
+    }
+
+    pub fn title(mut self, title: &str) -> Self {
+        self.title = Some(title.to_string());
+        self
+    }
+
+    pub fn x_label(mut self, label: &str) -> Self {
+        self.x_label = Some(label.to_string());
+        self
+    }
+
+    pub fn y_label(mut self, label: &str) -> Self {
+        self.y_label = Some(label.to_string());
+        self
+    }
+
+    /// Size in pixels (at least 160×100).
+    pub fn size(mut self, width: u32, height: u32) -> Self {
+        self.width = width.max(160);
+        self.height = height.max(100);
+        self
+    }
+
+    /// The y axis starts at zero (bars and histograms always do).
+    pub fn y_from_zero(mut self) -> Self {
+        self.y_from_zero = true;
+        self
+    }
+
+    /// A suffix for the y axis's tick labels (" s", " MiB").
+    pub fn y_unit(mut self, unit: &str) -> Self {
+        self.y_unit = unit.to_string();
+        self
+    }
+
+    /// A line through `(xs[i], ys[i])`; a non-finite y (a NaN loss) breaks the line there.
+    pub fn line<X: Num, Y: Num>(mut self, name: &str, xs: &[X], ys: &[Y]) -> Self {
+        self.push(name, Kind::Line, xs.iter().map(|x| x.to_f64()).collect(), ys.iter().map(|y| y.to_f64()).collect());
+        self
+    }
+
+    /// A line over steps 0, 1, 2, …: a loss or accuracy curve.
+    pub fn curve<Y: Num>(mut self, name: &str, ys: &[Y]) -> Self {
+        self.push(name, Kind::Line, (0..ys.len()).map(|i| i as f64).collect(), ys.iter().map(|y| y.to_f64()).collect());
+        self
+    }
+
+    /// Points, unconnected.
+    pub fn scatter<X: Num, Y: Num>(mut self, name: &str, xs: &[X], ys: &[Y]) -> Self {
+        self.push(name, Kind::Scatter, xs.iter().map(|x| x.to_f64()).collect(), ys.iter().map(|y| y.to_f64()).collect());
+        self
+    }
+
+    /// One bar per label; figures with bars share the labels of the first bar series.
+    pub fn bars<Y: Num>(mut self, name: &str, labels: &[impl AsRef<str>], values: &[Y]) -> Self {
+        if self.x_names.is_none() {
+            self.x_names = Some(labels.iter().enumerate().map(|(i, l)| (i as f64, l.as_ref().to_string())).collect());
+        }
+        let n = values.len().min(labels.len());
+        self.push(name, Kind::Bars { width: 0.7 }, (0..n).map(|i| i as f64).collect(), values[..n].iter().map(|v| v.to_f64()).collect());
+        self.y_from_zero = true;
+        self
+    }
+
+    /// A histogram of `values` in `bins` equal bins (non-finite values are left out).
+    pub fn histogram<Y: Num>(mut self, name: &str, values: &[Y], bins: usize) -> Self {
+        let vals: Vec<f64> = values.iter().map(|v| v.to_f64()).filter(|v| v.is_finite()).collect();
+        let bins = bins.max(1);
+        let (lo, hi) = min_max(&vals).unwrap_or((0.0, 1.0));
+        let (lo, hi) = if hi > lo { (lo, hi) } else { (lo - 0.5, lo + 0.5) };
+        let w = (hi - lo) / bins as f64;
+        let mut counts = vec![0.0; bins];
+        for v in vals {
+            counts[(((v - lo) / w) as usize).min(bins - 1)] += 1.0;
+        }
+        let xs = (0..bins).map(|i| lo + (i as f64 + 0.5) * w).collect();
+        self.push(name, Kind::Bars { width: w }, xs, counts);
+        self.y_from_zero = true;
+        self
+    }
+
+    /// Sets the colour (any SVG colour) of the series added last.
+    pub fn color(mut self, color: &str) -> Self {
+        if let Some(s) = self.series.last_mut() {
+            s.color = Some(color.to_string());
+        }
+        self
+    }
+
+    fn push(&mut self, name: &str, kind: Kind, xs: Vec<f64>, ys: Vec<f64>) {
+        let n = xs.len().min(ys.len());
+        let (mut xs, mut ys) = (xs, ys);
+        xs.truncate(n);
+        ys.truncate(n);
+        self.series.push(Series { name: name.to_string(), kind, xs, ys, color: None });
+    }
+
+    /// What a front end without SVG shows: the title and each series' last value.
+    pub fn text(&self) -> String {
+        let mut t = format!("<plot{}", self.title.as_deref().map(|t| format!(" {t:?}")).unwrap_or_default());
+        for s in &self.series {
+            let last = s.ys.iter().rev().find(|v| v.is_finite());
+            let _ = write!(t, "; {}: {} points", if s.name.is_empty() { "series" } else { &s.name }, s.ys.len());
+            if let (Some(v), Kind::Line) = (last, s.kind) {
+                let _ = write!(t, ", last {}", short(*v));
+            }
+        }
+        t.push('>');
+        t
+    }
+
+    /// The figure as an SVG document.
+    pub fn svg(&self) -> String {
+        let mut out = String::new();
+        self.render(&mut out, 0.0);
+        out
+    }
+
+    /// Shows the figure as a new output.
+    pub fn show(&self) {
+        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], None, false);
+    }
+
+    /// Shows the figure under `id`: the first time in a cell it is a new output, after that the
+    /// same output is redrawn.
+    pub fn show_as(&self, id: &str) {
+        crate::display::show(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], id);
+    }
+
+    /// evcxr's display protocol: a figure that is a cell's value shows as the plot.
+    pub fn evcxr_display(&self) {
+        println!("EVCXR_BEGIN_CONTENT image/svg+xml\n{}\nEVCXR_END_CONTENT", self.svg());
+        println!("EVCXR_BEGIN_CONTENT text/plain\n{}\nEVCXR_END_CONTENT", self.text());
+    }
+
+    fn render(&self, s: &mut String, y_offset: f64) {
+        let (w, h) = (self.width as f64, self.height as f64);
+        let named = self.series.iter().filter(|s| !s.name.is_empty()).count();
+        let top = if self.title.is_some() { 30.0 } else { 12.0 };
+        let bottom = if self.x_label.is_some() { 44.0 } else { 26.0 };
+        let left = if self.y_label.is_some() { 74.0 } else { 58.0 };
+        let (pw, ph) = (w - left - 16.0, h - top - bottom);
+        let _ = writeln!(
+            s,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"{y_offset}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>"
+        );
+        if let Some(t) = &self.title {
+            let _ = writeln!(s, "<text x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">{}</text>", left + pw / 2.0, esc(t));
+        }
+        let (xr, yr) = self.ranges();
+        let xt = ticks(xr.0, xr.1, (pw / 80.0).clamp(2.0, 10.0) as usize);
+        let yt = ticks(yr.0, yr.1, (ph / 40.0).clamp(2.0, 8.0) as usize);
+        let (x0, x1) = (xr.0.min(xt.first().copied().unwrap_or(xr.0)), xr.1.max(xt.last().copied().unwrap_or(xr.1)));
+        let (x0, x1) = if self.x_names.is_some() || self.has_bars() { xr } else { (x0, x1) };
+        let (y0, y1) = (yr.0.min(yt[0]), yr.1.max(*yt.last().unwrap_or(&yr.1)));
+        let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
+        let py = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
+        // Grid and y ticks.
+        for &t in &yt {
+            let y = py(t);
+            let _ = writeln!(
+                s,
+                "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#e6e6e6\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}{}</text>",
+                left + pw,
+                left - 5.0,
+                y + 4.0,
+                short(t),
+                esc(&self.y_unit)
+            );
+        }
+        // X ticks: category names when there are, numbers otherwise.
+        let names: Vec<(f64, String)> = match &self.x_names {
+            Some(n) => thin(n, (pw / 28.0).max(1.0) as usize),
+            None => xt.iter().filter(|t| **t >= x0 && **t <= x1).map(|t| (*t, short(*t))).collect(),
+        };
+        for (x, label) in names {
+            let _ = writeln!(
+                s,
+                "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"black\"/><text x=\"{0:.1}\" y=\"{3:.1}\" text-anchor=\"middle\">{4}</text>",
+                px(x),
+                top + ph,
+                top + ph + 4.0,
+                top + ph + 16.0,
+                esc(&label)
+            );
+        }
+        for (k, series) in self.series.iter().enumerate() {
+            let color = series.color.clone().unwrap_or_else(|| PALETTE[k % PALETTE.len()].to_string());
+            let title = esc(&series.name);
+            match series.kind {
+                Kind::Bars { width } => {
+                    // Series of bars side by side within each slot.
+                    let bar_series: Vec<usize> = self.series.iter().enumerate().filter(|(_, s)| matches!(s.kind, Kind::Bars { .. })).map(|(i, _)| i).collect();
+                    let slot = bar_series.iter().position(|i| *i == k).unwrap_or(0) as f64;
+                    let each = width / bar_series.len().max(1) as f64;
+                    for (&x, &y) in series.xs.iter().zip(&series.ys).filter(|(_, y)| y.is_finite()) {
+                        let (a, b) = (px(x - width / 2.0 + slot * each), px(x - width / 2.0 + (slot + 1.0) * each));
+                        let (top_y, base) = (py(y.max(y0)), py(0f64.max(y0)));
+                        let _ = writeln!(
+                            s,
+                            "<rect x=\"{a:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\"><title>{title} {}: {}</title></rect>",
+                            top_y.min(base),
+                            (b - a - 0.5).max(0.5),
+                            (base - top_y).abs(),
+                            short(x),
+                            short(y)
+                        );
+                    }
+                }
+                Kind::Scatter => {
+                    for (&x, &y) in series.xs.iter().zip(&series.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
+                        let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.75\"/>", px(x), py(y));
+                    }
+                }
+                Kind::Line => {
+                    for run in finite_runs(&series.xs, &series.ys) {
+                        let pts: Vec<String> = thin_line(&run).iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
+                        if pts.len() == 1 {
+                            let (cx, cy) = pts[0].split_once(',').unwrap_or(("0", "0"));
+                            let _ = writeln!(s, "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{color}\"/>");
+                        } else {
+                            let _ = writeln!(s, "<polyline points=\"{}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" stroke-linejoin=\"round\"><title>{title}</title></polyline>", pts.join(" "));
+                        }
+                    }
+                }
+            }
+        }
+        // Axes over the data.
+        let _ = writeln!(
+            s,
+            "<path d=\"M{left},{top} V{:.1} H{:.1}\" fill=\"none\" stroke=\"black\"/>",
+            top + ph,
+            left + pw
+        );
+        if let Some(l) = &self.x_label {
+            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", left + pw / 2.0, h - 8.0, esc(l));
+        }
+        if let Some(l) = &self.y_label {
+            let (x, y) = (14.0, top + ph / 2.0);
+            let _ = writeln!(s, "<text x=\"{x}\" y=\"{y:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 {x} {y:.1})\">{}</text>", esc(l));
+        }
+        if named > 1 || (named == 1 && self.series.len() == 1 && self.title.is_none()) {
+            let width = self.series.iter().map(|s| s.name.chars().count()).max().unwrap_or(0) as f64 * 6.5 + 30.0;
+            let (lx, ly) = (left + pw - width - 6.0, top + 6.0);
+            let _ = writeln!(
+                s,
+                "<rect x=\"{lx:.1}\" y=\"{ly:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>",
+                named as f64 * 16.0 + 6.0
+            );
+            for (k, series) in self.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
+                let row = self.series[..k].iter().filter(|s| !s.name.is_empty()).count() as f64;
+                let color = series.color.clone().unwrap_or_else(|| PALETTE[k % PALETTE.len()].to_string());
+                let y = ly + 14.0 + row * 16.0;
+                let _ = writeln!(
+                    s,
+                    "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"14\" height=\"4\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+                    lx + 6.0,
+                    y - 5.0,
+                    lx + 24.0,
+                    esc(&series.name)
+                );
+            }
+        }
+        s.push_str("</svg>\n");
+    }
+
+    fn has_bars(&self) -> bool {
+        self.series.iter().any(|s| matches!(s.kind, Kind::Bars { .. }))
+    }
+
+    /// The data's x and y ranges, never empty, with room for bars' widths.
+    fn ranges(&self) -> ((f64, f64), (f64, f64)) {
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for s in &self.series {
+            for (&x, &y) in s.xs.iter().zip(&s.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
+                match s.kind {
+                    Kind::Bars { width } => xs.extend([x - width / 2.0, x + width / 2.0]),
+                    _ => xs.push(x),
+                }
+                ys.push(y);
+            }
+        }
+        if let Some(n) = &self.x_names {
+            xs.extend([-0.5, n.len() as f64 - 0.5]);
+        }
+        if self.y_from_zero || self.has_bars() {
+            ys.push(0.0);
+        }
+        let widen = |r: Option<(f64, f64)>| match r {
+            None => (0.0, 1.0),
+            Some((a, b)) if b > a => (a, b),
+            Some((a, _)) => (a - 0.5_f64.max(a.abs() * 0.1), a + 0.5_f64.max(a.abs() * 0.1)),
+        };
+        (widen(min_max(&xs)), widen(min_max(&ys)))
+    }
+}
+
+/// Several figures one above the other, as one SVG document (the panels of a report).
+pub fn stack(figures: &[Figure]) -> String {
+    let width = figures.iter().map(|f| f.width).max().unwrap_or(160);
+    let height: u32 = figures.iter().map(|f| f.height).sum();
+    let mut s = format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\">\n");
+    let mut y = 0.0;
+    for f in figures {
+        f.render(&mut s, y);
+        y += f.height as f64;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Plots `ys` over steps as the curve `id`, redrawn in place when called again in the cell:
+/// `dryml::plot::curve("loss", &losses)` every N steps of a training loop.
+pub fn curve<Y: Num>(id: &str, ys: &[Y]) {
+    Figure::new().title(id).x_label("step").curve("", ys).show_as(id);
+}
+
+/// Several named curves over steps in one plot, redrawn in place like [`curve`]:
+/// `dryml::plot::curves("loss", &[("train", &train), ("val", &val)])`.
+pub fn curves<Y: Num>(id: &str, series: &[(&str, &[Y])]) {
+    let mut f = Figure::new().title(id).x_label("step");
+    for (name, ys) in series {
+        f = f.curve(name, ys);
+    }
+    f.show_as(id);
+}
+
+/// A histogram of `values` in `bins` bins; show it with `.show()` or as a cell's value.
+pub fn hist<Y: Num>(values: &[Y], bins: usize) -> Figure {
+    Figure::new().histogram("", values, bins).y_label("count")
+}
+
+/// A scatter of `(xs[i], ys[i])`; show it with `.show()` or as a cell's value.
+pub fn scatter<X: Num, Y: Num>(xs: &[X], ys: &[Y]) -> Figure {
+    Figure::new().scatter("", xs, ys)
+}
+
+/// A training curve that redraws itself while a loop runs:
+///
+/// ```no_run
+/// let mut curve = dryml::plot::Curve::new("loss");
+/// for step in 0..100 { let loss = 1.0 / (step + 1) as f64; curve.push("train", loss); }
+/// ```
+/// Redraws are at most every 200 ms (the last one follows within that time of the last push),
+/// so a fast loop costs one small SVG a fifth of a second, not one per step.
+#[derive(Clone)]
+pub struct Curve {
+    id: String,
+    inner: Arc<Mutex<Live>>,
+}
+
+struct Live {
+    names: Vec<String>,
+    points: Vec<(Vec<f64>, Vec<f64>)>,
+    x_label: String,
+    shown: bool,
+    last_draw: Option<Instant>,
+    timer: bool,
+    every: Duration,
+}
+
+impl Curve {
+    /// A curve shown under display id `id` (its title too), with steps on the x axis.
+    pub fn new(id: &str) -> Self {
+        Curve {
+            id: id.to_string(),
+            inner: Arc::new(Mutex::new(Live {
+                names: Vec::new(),
+                points: Vec::new(),
+                x_label: "step".into(),
+                shown: false,
+                last_draw: None,
+                timer: false,
+                every: Duration::from_millis(200),
+            })),
+        }
+    }
+
+    /// The x axis's label (default "step").
+    pub fn x_label(self, label: &str) -> Self {
+        self.live().x_label = label.to_string();
+        self
+    }
+
+    /// The least time between redraws (default 200 ms).
+    pub fn every(self, interval: Duration) -> Self {
+        self.live().every = interval;
+        self
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds `y` to series `name` at the next step (0, 1, 2, … per series).
+    pub fn push<Y: Num>(&self, name: &str, y: Y) {
+        let l = self.live();
+        let x = l.names.iter().position(|n| n == name).map(|i| l.points[i].0.len()).unwrap_or(0) as f64;
+        drop(l);
+        self.push_at(name, x, y);
+    }
+
+    /// Adds the point `(x, y)` to series `name`.
+    pub fn push_at<X: Num, Y: Num>(&self, name: &str, x: X, y: Y) {
+        let mut l = self.live();
+        let i = match l.names.iter().position(|n| n == name) {
+            Some(i) => i,
+            None => {
+                l.names.push(name.to_string());
+                l.points.push((Vec::new(), Vec::new()));
+                l.names.len() - 1
+            }
+        };
+        l.points[i].0.push(x.to_f64());
+        l.points[i].1.push(y.to_f64());
+        let due = l.last_draw.map_or(Duration::MAX, |t| t.elapsed());
+        if due >= l.every {
+            self.draw(&mut l);
+        } else if !l.timer {
+            // The trailing redraw, so the last points show once the loop stops pushing.
+            l.timer = true;
+            let (me, wait) = (self.clone(), l.every - due);
+            drop(l);
+            let spawned = std::thread::Builder::new().name("dryml-curve".into()).spawn(move || {
+                std::thread::sleep(wait);
+                let mut l = me.live();
+                l.timer = false;
+                me.draw(&mut l);
+            });
+            if spawned.is_err() {
+                self.show();
+            }
+        }
+    }
+
+    /// The figure as it is now.
+    pub fn figure(&self) -> Figure {
+        self.build(&self.live())
+    }
+
+    fn build(&self, l: &Live) -> Figure {
+        let mut f = Figure::new().title(&self.id).x_label(&l.x_label);
+        let one = l.names.len() == 1;
+        for (name, (xs, ys)) in l.names.iter().zip(&l.points) {
+            f = f.line(if one && name == &self.id { "" } else { name }, xs, ys);
+        }
+        f
+    }
+
+    /// Redraws now.
+    pub fn show(&self) {
+        let mut l = self.live();
+        self.draw(&mut l);
+    }
+
+    fn draw(&self, l: &mut Live) {
+        let f = self.build(l);
+        let bundle = [("image/svg+xml", f.svg()), ("text/plain", f.text())];
+        let bundle: Vec<(&str, &str)> = bundle.iter().map(|(m, c)| (*m, c.as_str())).collect();
+        // The first draw is the curve's output in the cell that made it; later ones (a trailing
+        // redraw may land after the cell ended) update that output wherever it is.
+        crate::display::display(&bundle, Some(&self.id), l.shown);
+        l.shown = true;
+        l.last_draw = Some(Instant::now());
+    }
+}
+
+fn min_max(v: &[f64]) -> Option<(f64, f64)> {
+    let mut it = v.iter().copied().filter(|x| x.is_finite());
+    let first = it.next()?;
+    Some(it.fold((first, first), |(a, b), x| (a.min(x), b.max(x))))
+}
+
+/// About `n` round tick values (1, 2 or 5 times a power of ten apart) covering `lo..=hi`.
+fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let raw = (hi - lo) / n.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let start = (lo / step).floor() * step;
+    let mut t = Vec::new();
+    let mut k = 0.0;
+    while start + k * step <= hi + step * 0.999 && t.len() < 50 {
+        let v = start + k * step;
+        // Snap float noise (0.30000000000000004) to the tick's precision.
+        t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+        k += 1.0;
+    }
+    t
+}
+
+/// A number as a short label: `1.5`, `2,000`, `3e-5`.
+fn short(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if !(1e-3..1e7).contains(&a) {
+        let s = format!("{v:.1e}");
+        s.replace(".0e", "e")
+    } else if a >= 1000.0 {
+        let n = v.round() as i64;
+        let digits = n.unsigned_abs().to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if n < 0 { format!("-{out}") } else { out }
+    } else {
+        let s = format!("{v:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// At most `max` evenly spaced category labels.
+fn thin(names: &[(f64, String)], max: usize) -> Vec<(f64, String)> {
+    let step = names.len().div_ceil(max.max(1)).max(1);
+    names.iter().step_by(step).cloned().collect()
+}
+
+/// The runs of consecutive finite points: a NaN or infinity breaks a line.
+fn finite_runs(xs: &[f64], ys: &[f64]) -> Vec<Vec<(f64, f64)>> {
+    let mut runs = vec![Vec::new()];
+    for (&x, &y) in xs.iter().zip(ys) {
+        if x.is_finite() && y.is_finite() {
+            runs.last_mut().unwrap().push((x, y));
+        } else if !runs.last().unwrap().is_empty() {
+            runs.push(Vec::new());
+        }
+    }
+    runs.retain(|r| !r.is_empty());
+    runs
+}
+
+/// A long run thinned to each bucket's first, min and max points, so spikes stay visible.
+fn thin_line(run: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    if run.len() <= MAX_LINE_POINTS {
+        return run.to_vec();
+    }
+    let per = run.len().div_ceil(MAX_LINE_POINTS / 3);
+    let mut out = Vec::new();
+    for chunk in run.chunks(per) {
+        let lo = chunk.iter().copied().fold(chunk[0], |a, p| if p.1 < a.1 { p } else { a });
+        let hi = chunk.iter().copied().fold(chunk[0], |a, p| if p.1 > a.1 { p } else { a });
+        let mut three = [chunk[0], lo, hi];
+        three.sort_by(|a, b| a.0.total_cmp(&b.0));
+        out.extend(three);
+    }
+    out.push(*run.last().unwrap());
+    out.dedup();
+    out
+}
+
+/// Text for SVG: `&`, `<`, `>` and quotes escaped.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_ticks_cover_the_range() {
+        assert_eq!(ticks(0.0, 10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        let t = ticks(0.13, 0.91, 4);
+        assert_eq!(t.first(), Some(&0.0));
+        assert!(*t.last().unwrap() >= 0.91, "{t:?}");
+        assert_eq!(short(0.30000000000000004), "0.3");
+        assert_eq!(short(1234567.0), "1,234,567");
+        assert_eq!(short(-2500.0), "-2,500");
+        assert_eq!(short(3e-5), "3e-5");
+    }
+
+    #[test]
+    fn a_curve_has_axes_labels_and_a_legend() {
+        let svg = Figure::new().title("loss <train>").x_label("step").y_label("loss")
+            .curve("train", &[2.0, 1.0, 0.5]).curve("val", &[2.2f32, 1.4, 0.9]).svg();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("loss &lt;train&gt;"), "the title is escaped");
+        assert!(svg.contains(">train</text>") && svg.contains(">val</text>"), "a legend names both series");
+        assert!(svg.contains(">step</text>") && svg.contains("rotate(-90"), "both axes are labelled");
+    }
+
+    #[test]
+    fn a_nan_breaks_the_line_and_long_series_are_thinned() {
+        let f = Figure::new().curve("", &[1.0, 2.0, f64::NAN, 3.0, 4.0]);
+        assert_eq!(f.svg().matches("<polyline").count(), 2);
+        let long: Vec<f64> = (0..100_000).map(|i| (i as f64).sin()).collect();
+        let svg = Figure::new().curve("sin", &long).svg();
+        assert!(svg.len() < 40_000, "{} bytes", svg.len());
+        assert!(Figure::new().curve("", &[f64::NAN]).svg().contains("</svg>"), "nothing finite still draws axes");
+    }
+
+    #[test]
+    fn histogram_counts_every_value() {
+        let f = Figure::new().histogram("h", &[1, 1, 2, 3, 3, 3, 10], 3);
+        assert_eq!(f.series[0].ys, [6.0, 0.0, 1.0]);
+        assert_eq!(f.series[0].ys.iter().sum::<f64>(), 7.0);
+        let one = Figure::new().histogram("h", &[5.0; 4], 4);
+        assert_eq!(one.series[0].ys.iter().sum::<f64>(), 4.0, "equal values fall in a bin");
+        assert!(Figure::new().histogram("h", &[0.0; 0], 4).svg().contains("</svg>"), "no values still draws");
+    }
+
+    #[test]
+    fn bars_are_labelled_and_stacked_panels_share_one_document() {
+        let f = Figure::new().bars("peak", &["1", "2", "3"], &[10u64, 20, 5]).size(300, 150);
+        let svg = stack(&[f.clone(), f]);
+        assert_eq!(svg.matches("<svg").count(), 3);
+        assert!(svg.contains("height=\"300\""));
+        assert!(svg.contains("<title>peak 1: 20</title>"));
+    }
+
+    #[test]
+    fn text_names_series_and_last_values() {
+        let f = Figure::new().title("acc").curve("train", &[0.5, 0.75]);
+        assert_eq!(f.text(), "<plot \"acc\"; train: 2 points, last 0.75>");
+    }
+}
