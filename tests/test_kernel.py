@@ -77,6 +77,17 @@ def test_compile_error_has_ename_in_reply_and_iopub(kernel):
     assert "mismatched types" in reply["evalue"]
     err = of_type(msgs, "error")[0]["content"]
     assert err["ename"] == "CompilationError" and err["traceback"]
+    # Front ends show the traceback: it names the error first, then the cell's own line.
+    assert err["traceback"][0] == "CompilationError: [E0308] mismatched types"
+    assert "--> cell line 1, column 14" in err["traceback"][1] and "src/lib.rs" not in err["traceback"][1]
+
+
+def test_compile_errors_name_the_cells_lines_below_its_magics(kernel):
+    reply, _ = kernel.execute('%env A=1\n\nlet a = 1;\nlet y: String = a;\nlet z = undefined_thing + 1;')
+    tb = "\n".join(reply["traceback"])
+    assert "--> cell line 5, column 9\n" in tb and "5 | let z = undefined_thing + 1;" in tb, tb
+    assert "--> cell line 4, column 17\n" in tb and "^ expected `String`, found integer" in tb, tb
+    assert "help: try using a conversion method: `.to_string()`" in tb, tb
 
 
 def test_panic_keeps_earlier_variables(kernel):

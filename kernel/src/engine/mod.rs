@@ -150,9 +150,14 @@ impl Engine {
             let watch = host.meter.watch_gpus(&gpus, host.child_pid());
             let code = match (cell, call) {
                 (Some(inv), Some(CellCall::Compute(opts))) => {
+                    host.session.set_cell_offset(None);
                     magics.contexts.compute_cell(&mut host, inv, opts, &parsed.body)
                 }
-                _ => Ok(parsed.body.clone()),
+                _ => {
+                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
+                    host.session.set_cell_offset(Some(magic_lines));
+                    Ok(parsed.body.clone())
+                }
             };
             match code.and_then(|code| host.session.eval_user(&code, io)) {
                 Ok(data) => result = data.filter(|_| !host.state.quiet()),

@@ -20,6 +20,62 @@ pub fn context(e: dryml::context::ContextError) -> ErrorContent {
     ErrorContent::new(e.name(), e.message())
 }
 
+fn headline(e: &evcxr::CompilationError) -> String {
+    match e.code() {
+        Some(code) => format!("[{code}] {}", e.message()),
+        None => e.message(),
+    }
+}
+
+/// One compile error as rustc shows it, with the cell's line numbers: each labelled span under
+/// its line. Errors with no span in the user's code keep rustc's own rendering.
+fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> String {
+    use std::fmt::Write as _;
+    let lines: Vec<&str> = src.code.lines().collect();
+    let spans: Vec<_> = e
+        .spanned_messages()
+        .iter()
+        .filter_map(|m| m.span.as_ref().map(|s| (s, m)))
+        .filter(|(s, _)| s.start_line > src.added && s.start_line <= lines.len())
+        .collect();
+    let Some(offset) = src.cell_offset.filter(|_| !spans.is_empty()) else {
+        return e.rendered();
+    };
+    let mut out = String::new();
+    if !is_first {
+        let level = e.level();
+        let code = e.code().map(|c| format!("[{c}]")).unwrap_or_default();
+        let _ = writeln!(out, "{level}{code}: {}", e.message());
+    }
+    let cell_line = |l: usize| l - src.added + offset;
+    let width = spans.iter().map(|(s, _)| cell_line(s.start_line).to_string().len()).max().unwrap_or(1);
+    let (first, _) = spans.iter().find(|(_, m)| m.is_primary).unwrap_or(&spans[0]);
+    let _ = writeln!(out, "{:width$}--> cell line {}, column {}", "", cell_line(first.start_line), first.start_column);
+    for (s, m) in &spans {
+        let text = lines[s.start_line - 1];
+        let mark = if m.is_primary { '^' } else { '-' };
+        let end = if s.end_line == s.start_line { s.end_column.max(s.start_column + 1) } else { text.chars().count() + 1 };
+        let _ = writeln!(out, "{:width$} |\n{:>width$} | {text}", "", cell_line(s.start_line));
+        let _ = writeln!(
+            out,
+            "{:width$} | {}{} {}",
+            "",
+            " ".repeat(s.start_column.saturating_sub(1)),
+            mark.to_string().repeat(end - s.start_column),
+            m.label
+        );
+    }
+    for help in e.help() {
+        // A suggested replacement follows its message after a blank line.
+        let help = match help.split_once("\n\n") {
+            Some((msg, code)) => format!("{msg}: `{code}`"),
+            None => help,
+        };
+        let _ = writeln!(out, "{:width$} = help: {help}", "");
+    }
+    out
+}
+
 /// A panic, from the panic message in the cell's stderr.
 pub fn panic(state: &CellState) -> ErrorContent {
     let tail = state.stderr_lines();
@@ -39,18 +95,36 @@ pub fn panic(state: &CellState) -> ErrorContent {
     ErrorContent { ename: "panic".into(), evalue, traceback }
 }
 
+/// Where the user's cell sits in the code evcxr compiled, so compile errors name the cell's own
+/// lines (not evcxr's generated `src/lib.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Source<'a> {
+    /// The code evcxr was given.
+    pub code: &'a str,
+    /// Lines the kernel put in front of the user's code (`:dep` lines, the flusher).
+    pub added: usize,
+    /// The line of the cell the user's code starts on, less one (magic lines above it); `None`
+    /// when the code is not the cell's own (a `%%compute` wrapper).
+    pub cell_offset: Option<usize>,
+}
+
 /// An evcxr error; `vars_before` are the variables a crash took with it.
 pub fn evcxr(e: EvcxrError, state: &CellState, vars_before: &[String]) -> ErrorContent {
+    evcxr_in(e, state, vars_before, Source::default())
+}
+
+/// As [`evcxr`], with the cell's source for compile errors.
+pub fn evcxr_in(e: EvcxrError, state: &CellState, vars_before: &[String], src: Source<'_>) -> ErrorContent {
     match e {
         EvcxrError::CompilationErrors(errors) => {
             let first = errors.iter().find(|e| e.level() == "error").or(errors.first());
-            let evalue = first
-                .map(|e| match e.code() {
-                    Some(code) => format!("[{code}] {}", e.message()),
-                    None => e.message(),
-                })
-                .unwrap_or_else(|| "compilation failed".into());
-            let traceback = errors.iter().map(|e| e.rendered()).collect();
+            let evalue = first.map(headline).unwrap_or_else(|| "compilation failed".into());
+            // The ename leads, as a Python traceback's last line names the exception: front ends
+            // show the traceback, not `ename`.
+            let mut traceback = vec![format!("CompilationError: {evalue}")];
+            for e in &errors {
+                traceback.push(render(e, src, first.is_some_and(|f| std::ptr::eq(f, e))));
+            }
             ErrorContent { ename: "CompilationError".into(), evalue, traceback }
         }
         EvcxrError::SubprocessTerminated(text) => {

@@ -32,6 +32,8 @@ const TCH_VERSION: &str = "0.26.0";
 
 pub struct Session {
     ctx: CommandContext,
+    /// Where the next user code starts in its cell (see [`errors::Source`]).
+    cell_offset: Option<usize>,
     state: Arc<CellState>,
     /// A signal from the child's flusher each time a cell's stdout is complete.
     sync_rx: crossbeam_channel::Receiver<()>,
@@ -129,6 +131,7 @@ impl Session {
             flusher_pending: true,
             dryml_added: false,
             torch_added: false,
+            cell_offset: None,
             env_overrides: BTreeMap::new(),
             cache: Ok(None),
         };
@@ -374,6 +377,12 @@ impl Session {
         self.torch_added |= torch;
     }
 
+    /// The next user code is the cell's own, starting after `lines` lines of magics (`None`:
+    /// generated code, whose compile errors keep rustc's rendering).
+    pub fn set_cell_offset(&mut self, lines: Option<usize>) {
+        self.cell_offset = lines;
+    }
+
     /// Whether this child has loaded libtorch through a cell or a preload.
     pub fn torch_loaded(&self) -> bool {
         self.torch_added
@@ -417,6 +426,7 @@ impl Session {
             full.push_str(FLUSHER_CELL);
             full.push('\n');
         }
+        let prefix_lines = full.matches('\n').count();
         full.push_str(code);
         let code = full;
         self.drain_syncs();
@@ -461,7 +471,8 @@ impl Session {
         match result {
             Ok(outputs) => Ok(mime_bundle(outputs)),
             Err(e) => {
-                let err = errors::evcxr(e, &self.state, &vars_before);
+                let src = errors::Source { code: &code, added: prefix_lines, cell_offset: self.cell_offset };
+                let err = errors::evcxr_in(e, &self.state, &vars_before, src);
                 self.note_child_pid();
                 Err(err)
             }

@@ -89,6 +89,7 @@ impl RepoMagic {
                 let code = format!(
                     "use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
                 );
+                host.session.set_cell_offset(None);
                 host.session.eval_user(&code, host.io)?;
                 host.print(&format!(
                     "{var} = {} {id} (downcast with {var}.downcast_ref::<{}>())\n",
