@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every test: Rust unit tests, a short run of every fuzz target, then end-to-end tests against
-# the real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
-# short soak). One build serves all.
+# Every test: Rust unit tests, a short run of every fuzz target, end-to-end tests against the
+# real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
+# short soak), then JupyterLab in a real browser. One build serves all.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../kernelspec/bootstrap.sh"
 cd "$ROOT"
@@ -20,3 +20,6 @@ bash tests/fuzz/run.sh 20000
 echo "==> end-to-end tests"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
 "$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider "$@"
+
+echo "==> browser tests (JupyterLab in headless Chromium)"
+bash tests/browser/run.sh

@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from conftest import of_type, running_kernel, stderr_of, stdout_of, wait_for
+from conftest import of_type, running_kernel, stderr_of, stdout_of, value, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -304,3 +304,9 @@ def test_comms_answer_without_errors(kernel):
     assert [m["content"]["comm_id"] for m in of_type(msgs, "comm_close")] == ["c1"], msgs
     reply, _ = kernel.execute("5")
     assert reply["status"] == "ok"
+
+
+def test_a_cell_whose_value_is_unit_shows_no_result(kernel):
+    _, msgs = kernel.execute("for _ in 0..2 {}")
+    assert of_type(msgs, "execute_result") == [], "no `()` output, as Python shows nothing for None"
+    assert value(kernel, "let u = (); format!(\"{u:?}\")") == '"()"'

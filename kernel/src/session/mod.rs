@@ -503,7 +503,10 @@ pub fn forget_code(names: &[String]) -> String {
 
 /// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
 fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
-    if outputs.content_by_mime_type.is_empty() {
+    // A cell ending in a loop or a call that returns nothing has no result to show (as Python's
+    // None), rather than an `()` output under every such cell.
+    let unit = outputs.content_by_mime_type.len() == 1 && outputs.get("text/plain") == Some("()");
+    if outputs.content_by_mime_type.is_empty() || unit {
         return None;
     }
     let mut data = Map::new();

@@ -1,0 +1,191 @@
+// The kernel as users meet it: JupyterLab in headless Chromium, a DRYML Rust notebook opened from
+// the Launcher, cells typed and run with Shift+Enter, and what they render checked in the page.
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startLab, startBrowser, ARTIFACTS } from './lab.mjs';
+
+let lab;
+let browser;
+let page;
+const consoleErrors = [];
+
+/** The last cell of the notebook (where the next code goes), pinned by its index: a locator
+ * for "the last cell" would move to the cell Shift+Enter adds. */
+async function lastCell() {
+  const cells = page.locator('.jp-Notebook .jp-Cell');
+  return cells.nth((await cells.count()) - 1);
+}
+
+/** The input prompt of a cell: `[*]:` while queued or running, `[N]:` once done. */
+const prompt = async (cell) => ((await cell.locator('.jp-InputArea-prompt').textContent()) || '').trim();
+
+async function waitDone(cell, timeout = 120_000) {
+  const until = Date.now() + timeout;
+  while (Date.now() < until) {
+    if (/^\[\d+\]:$/.test(await prompt(cell))) return;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`the cell did not finish within ${timeout / 1000} s (prompt ${await prompt(cell)})`);
+}
+
+/** Types `code` into the last cell and runs it with Shift+Enter; returns that cell. */
+async function run(code, { wait = true, timeout } = {}) {
+  const cell = await lastCell();
+  await cell.locator('.cm-content').click();
+  // insertText types the text as one edit: no auto-indent or bracket closing on the way.
+  await page.keyboard.insertText(code);
+  const typed = await cell.locator('.cm-content').innerText();
+  assert.equal(typed.trim(), code.trim(), 'the code is in the cell');
+  await page.keyboard.press('Shift+Enter');
+  if (wait) await waitDone(cell, timeout);
+  return cell;
+}
+
+/** The text of a cell's outputs, without their `[N]:` prompts. */
+async function kernelIdle(timeout) {
+  await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout });
+}
+
+const outputText = async (cell) =>
+  (await cell.locator('.jp-OutputArea-output').allInnerTexts()).map((t) => t.trim()).join('\n');
+
+describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    lab = await startLab();
+    browser = await startBrowser();
+    page = browser.context.pages()[0] || (await browser.context.newPage());
+    page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+    page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
+  });
+
+  after(async () => {
+    if (page) await page.screenshot({ path: join(ARTIFACTS, 'last.png') }).catch(() => {});
+    await browser?.stop();
+    await lab?.stop();
+  });
+
+  it('opens a DRYML Rust notebook from the Launcher and runs a cell', async () => {
+    // ?reset: a fresh workspace shows the Launcher, not the last notebook.
+    await page.goto(lab.url('/lab?reset'));
+    await page.locator('.jp-LauncherCard[data-category="Notebook"][title="DRYML Rust"]').click({ timeout: 60_000 });
+    await page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first().waitFor();
+    // Typing before the kernel is up loses keys: wait for the status bar's "Idle".
+    await kernelIdle(600_000);
+    // The first cell waits for the kernel's start (evcxr's first build with a cold cache).
+    const cell = await run('let xs: Vec<u64> = (1..=10).collect();\nxs.iter().sum::<u64>()', { timeout: 600_000 });
+    assert.equal(await outputText(cell), '55');
+    assert.match(await page.locator('.jp-NotebookPanel-toolbar').innerText(), /DRYML Rust/);
+  });
+
+  it('streams output while the cell runs', async () => {
+    const cell = await run('for i in 0..8 {\n    println!("tick {i}");\n    std::thread::sleep(std::time::Duration::from_millis(300));\n}', { wait: false });
+    await cell.locator('.jp-OutputArea', { hasText: 'tick 0' }).waitFor({ timeout: 60_000 });
+    const early = await outputText(cell);
+    assert.equal(await prompt(cell), '[*]:', 'the first line shows before the cell ends');
+    assert.ok(!early.includes('tick 7'), early);
+    await waitDone(cell);
+    assert.match(await outputText(cell), /tick 0\ntick 1[\s\S]*tick 7/);
+  });
+
+  it('shows a compile error with its ename and the cell line', async () => {
+    const cell = await run('let bad: u32 = "text";');
+    const err = cell.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
+    const text = await err.innerText();
+    assert.match(text, /^CompilationError: \[E0308\] mismatched types/);
+    assert.match(text, /--> cell line 1, column 16/);
+  });
+
+  it('renders an experiment report as a table, never as a JSON tree', async () => {
+    const cell = await run('%%experiment browser\nlet big = vec![1u8; 64 << 20];\nbig.len()');
+    const tables = cell.locator('.jp-RenderedHTMLCommon table');
+    assert.ok(await tables.count() >= 2, 'the start line and the report are HTML tables');
+    assert.match(await cell.innerText(), /Experiment memory/);
+    assert.match(await cell.innerText(), /Deleted: big/);
+    assert.equal(await cell.locator('svg').count() + await cell.locator('.jp-RenderedSVG, img').count() > 0, true, 'the report has its chart');
+    assert.equal(await page.locator('.jp-RenderedJSON').count(), 0, 'no output shows as a JSON tree');
+  });
+
+  it('plots the cell log as an SVG', async () => {
+    await run('%cell_logger compact');
+    await run('let v = vec![0u8; 32 << 20];');
+    await run('std::thread::sleep(std::time::Duration::from_millis(300));');
+    await run('%cell_logger off');
+    const cell = await run('%cell_logger plot');
+    const img = cell.locator('.jp-RenderedSVG img');
+    await img.waitFor();
+    assert.ok((await img.getAttribute('src')).startsWith('data:image/svg+xml'));
+    const box = await img.boundingBox();
+    assert.ok(box.width > 300 && box.height > 200, JSON.stringify(box));
+  });
+
+  it('redraws a training curve in place', async () => {
+    const cell = await run('let mut losses = Vec::new();\nfor step in 0..50 {\n    losses.push(1.0 / (step + 1) as f64);\n    if step % 10 == 9 { dryml::plot::curve("loss", &losses); std::thread::sleep(std::time::Duration::from_millis(100)); }\n}');
+    const kinds = await cell.locator('.jp-OutputArea-output').evaluateAll((els) => els.map((e) => e.getAttribute('data-mime-type') + ': ' + e.innerText.slice(0, 200)));
+    assert.equal(kinds.length, 1, `one plot, redrawn: ${JSON.stringify(kinds)}`);
+    const src = await cell.locator('.jp-RenderedSVG img').getAttribute('src');
+    assert.match(decodeURIComponent(src), /loss/);
+  });
+
+  it("updates a dryml::batch progress bar in place", async () => {
+    const cell = await run('let mut seen = Vec::new();\ndryml::batch::range(0, 20, 2, |lo, hi| {\n    std::thread::sleep(std::time::Duration::from_millis(60));\n    seen.push((lo, hi));\n    Ok::<(), std::collections::TryReserveError>(())\n}).unwrap();\nseen.len()');
+    const outputs = cell.locator('.jp-OutputArea-output');
+    // The bar (one output, updated) and the result: not one output per step.
+    assert.equal(await outputs.count(), 2, await outputText(cell));
+    assert.equal(await cell.locator('progress').getAttribute('value'), '20');
+    assert.match(await outputText(cell), /20\/20/);
+  });
+
+  it("stops a running loop with the toolbar's stop button and keeps going", async () => {
+    await run('let mut done: Vec<usize> = Vec::new();');
+    const cell = await run('dryml::batch::range(0, 100_000, 1, |_lo, hi| {\n    std::thread::sleep(std::time::Duration::from_millis(50));\n    done.push(hi);\n    Ok::<(), std::collections::TryReserveError>(())\n}).unwrap();', { wait: false });
+    await cell.locator('progress').waitFor({ timeout: 60_000 });
+    await page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]').click();
+    await waitDone(cell, 30_000);
+    assert.match(await outputText(cell), /KeyboardInterrupt/);
+    const next = await run('done.len() > 0');
+    assert.equal(await outputText(next), 'true', 'the variables survive and the next cell runs');
+  });
+
+  it('pops up Tab completion with a variable name', async () => {
+    await run('let my_long_variable = 5u32;');
+    const cell = await lastCell();
+    await cell.locator('.cm-content').click();
+    await page.keyboard.insertText('my_long_v');
+    await page.keyboard.press('Tab');
+    const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'my_long_variable' });
+    await item.first().waitFor({ timeout: 60_000 });
+    await page.keyboard.press('Enter');
+    assert.match(await cell.locator('.cm-content').innerText(), /my_long_variable/);
+    await page.keyboard.press('Shift+Enter');
+    await waitDone(cell);
+    assert.equal(await outputText(cell), '5');
+  });
+
+  it('saves a screenshot, with no console errors from the outputs', async () => {
+    await page.keyboard.press('Escape');
+    // Tall enough for every cell at once: the notebook scrolls inside the page.
+    await page.setViewportSize({ width: 1280, height: 7000 });
+    await page.locator('.jp-NotebookPanel .jp-WindowedPanel-outer').evaluate((e) => { e.scrollTop = 0; });
+    await page.waitForTimeout(1000);
+    const last = await (await lastCell()).boundingBox();
+    const height = Math.min(7000, Math.ceil(last.y + last.height + 40));
+    await page.screenshot({ path: join(ARTIFACTS, 'notebook.png'), clip: { x: 0, y: 0, width: 1280, height } });
+    await page.setViewportSize({ width: 1280, height: 900 });
+    assert.deepEqual(consoleErrors, []);
+  });
+
+  it('restarts the kernel from the menu and runs cells again', async () => {
+    await page.locator('.lm-MenuBar-itemLabel', { hasText: /^Kernel$/ }).click();
+    await page.locator('.lm-Menu-itemLabel', { hasText: /^Restart Kernel…$/ }).click();
+    await page.locator('.jp-Dialog .jp-mod-accept', { hasText: 'Restart' }).click();
+    await page.locator('#jp-main-statusbar', { hasText: /DRYML Rust \| (Restarting|Starting|Busy)/ }).waitFor({ timeout: 30_000 }).catch(() => {});
+    await kernelIdle(300_000);
+    const cell = await run('40 + 2', { timeout: 300_000 });
+    assert.equal(await outputText(cell), '42');
+    const gone = await run('my_long_variable');
+    assert.match(await outputText(gone), /CompilationError/, 'a restart starts from no variables');
+  });
+});
