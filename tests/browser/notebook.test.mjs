@@ -108,6 +108,16 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     assert.equal(await page.locator('.jp-RenderedJSON').count(), 0, 'no output shows as a JSON tree');
   });
 
+  it("shows %context and %repo as tables too", async () => {
+    const ctx = await run('%context');
+    assert.ok(await ctx.locator('.jp-RenderedHTMLCommon table').count() >= 1, await outputText(ctx));
+    await run('let repo_dir = std::env::temp_dir().join(format!("dryml-browser-repo-{}", std::process::id()));\ndryml::Repo::create(&repo_dir).unwrap();\nprintln!("{}", repo_dir.display());');
+    const dir = (await outputText(await (async () => { const c = page.locator('.jp-Notebook .jp-Cell'); return c.nth((await c.count()) - 2); })())).trim();
+    const repo = await run(`%repo open ${dir}\n%repo ls`);
+    assert.match(await outputText(repo), /0 objects/);
+    assert.equal(await page.locator('.jp-RenderedJSON').count(), 0, 'no output shows as a JSON tree');
+  });
+
   it('plots the cell log as an SVG', async () => {
     await run('%cell_logger compact');
     await run('let v = vec![0u8; 32 << 20];');
