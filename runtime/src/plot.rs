@@ -237,7 +237,7 @@ impl Figure {
         let yt = ticks(yr.0, yr.1, (ph / 40.0).clamp(2.0, 8.0) as usize);
         let (x0, x1) = (xr.0.min(xt.first().copied().unwrap_or(xr.0)), xr.1.max(xt.last().copied().unwrap_or(xr.1)));
         let (x0, x1) = if self.x_names.is_some() || self.has_bars() { xr } else { (x0, x1) };
-        let (y0, y1) = (yr.0.min(yt[0]), yr.1.max(*yt.last().unwrap_or(&yr.1)));
+        let (y0, y1) = (yr.0.min(yt.first().copied().unwrap_or(yr.0)), yr.1.max(yt.last().copied().unwrap_or(yr.1)));
         let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
         let py = |y: f64| top + ph - (y - y0) / (y1 - y0) * ph;
         // Grid and y ticks.
@@ -560,6 +560,10 @@ fn min_max(v: &[f64]) -> Option<(f64, f64)> {
 /// About `n` round tick values (1, 2 or 5 times a power of ten apart) covering `lo..=hi`.
 fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     let raw = (hi - lo) / n.max(1) as f64;
+    // Ranges past f64's reach (values near 1e308) get their ends as the only ticks.
+    if !raw.is_finite() || raw <= 0.0 {
+        return vec![lo, hi];
+    }
     let mag = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
     let start = (lo / step).floor() * step;
@@ -678,6 +682,7 @@ mod tests {
         let svg = Figure::new().curve("sin", &long).svg();
         assert!(svg.len() < 40_000, "{} bytes", svg.len());
         assert!(Figure::new().curve("", &[f64::NAN]).svg().contains("</svg>"), "nothing finite still draws axes");
+        assert!(Figure::new().curve("", &[-1e308, 1e308]).svg().contains("</svg>"), "a range past f64's reach");
     }
 
     #[test]

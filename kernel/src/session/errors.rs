@@ -61,7 +61,7 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
             "{:width$} | {}{} {}",
             "",
             " ".repeat(s.start_column.saturating_sub(1)),
-            mark.to_string().repeat(end - s.start_column),
+            mark.to_string().repeat(end.saturating_sub(s.start_column).max(1)),
             m.label
         );
     }
