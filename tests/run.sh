@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test: Rust unit tests, a short run of every fuzz target, end-to-end tests against the
 # real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
-# short soak), then JupyterLab in a real browser. One build serves all.
+# short soak, a one-node Slurm cluster), then JupyterLab in a real browser. One build serves all.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../kernelspec/bootstrap.sh"
 cd "$ROOT"

@@ -27,6 +27,7 @@ pub mod pool;
 pub mod procfs;
 pub mod protocol;
 pub mod repo;
+pub mod slurm;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};

@@ -1,0 +1,328 @@
+//! Slurm from a notebook: DRYML's requests as `sbatch` options, and the scheduler's own tools
+//! (`sbatch --parsable`, `scontrol show job`, `scancel`) called, their output parsed.
+//!
+//! States come from `scontrol` while the controller knows the job, so nothing here needs
+//! `slurmdbd` (without it `sacct` answers "accounting storage is disabled").
+
+use crate::context::Requests;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// Where and how jobs go, beyond the resources: `sbatch`'s own options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// `--time`: the job is ended (state TIMEOUT) after this.
+    pub time: Option<Duration>,
+    /// `--mem`, in bytes (rounded up to whole MiB).
+    pub mem: Option<u64>,
+    /// How many shards the cluster splits a GPU into (`gres.conf`'s `Name=shard Count`, per GPU):
+    /// a `gpu/<i>=0.5` share asks for half of them.
+    pub shards_per_gpu: u32,
+    /// Passed to `sbatch` as they are, after ours.
+    pub extra: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { partition: None, account: None, qos: None, time: None, mem: None, shards_per_gpu: 4, extra: Vec::new() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlurmError {
+    /// The client tools are missing or cannot reach a controller.
+    NotConfigured(String),
+    /// A request with no Slurm equivalent, found before anything was submitted.
+    BadRequest(String),
+    /// A tool ran and refused (its stderr).
+    Refused { command: String, stderr: String },
+    /// A tool's output was not what Slurm prints.
+    Unexpected { command: String, output: String },
+}
+
+impl fmt::Display for SlurmError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SlurmError::NotConfigured(m) | SlurmError::BadRequest(m) => f.write_str(m),
+            SlurmError::Refused { command, stderr } => write!(f, "{command} failed: {}", stderr.trim()),
+            SlurmError::Unexpected { command, output } => write!(f, "{command} printed {:?}, not what Slurm prints", output.trim()),
+        }
+    }
+}
+
+impl std::error::Error for SlurmError {}
+
+/// The `sbatch` options for `reqs` under `opts`: CPUs to `--cpus-per-task`, whole GPUs to
+/// `--gres=gpu:N`, GPU shares to `--gres=shard:N`, then `--mem`, `--time`, partition, account,
+/// QOS and the pass-through options.
+pub fn sbatch_options(reqs: &Requests, opts: &Options) -> Result<Vec<String>, SlurmError> {
+    let (mut cpus, mut cpu_share, mut gpus, mut shards) = (0i64, 0f64, 0i64, 0u32);
+    for (name, r) in &reqs.frameworks {
+        for (what, n) in [("num_cpus", r.num_cpus), ("num_gpus", r.num_gpus)] {
+            if n == Some(-1) {
+                return Err(SlurmError::BadRequest(format!(
+                    "{name} {what}=-1 (all that are free) has no Slurm equivalent: ask for a number"
+                )));
+            }
+        }
+        cpus += r.num_cpus.unwrap_or(0);
+        gpus += r.num_gpus.unwrap_or(0);
+        cpu_share += r.cpus.values().sum::<f64>();
+        for share in r.gpus.values() {
+            if *share >= 1.0 {
+                gpus += 1;
+            } else {
+                shards += (share * opts.shards_per_gpu as f64).ceil().max(1.0) as u32;
+            }
+        }
+    }
+    // A job has at least one CPU; fractions of CPUs round up.
+    let cpus = (cpus + cpu_share.ceil() as i64).max(1);
+    let mut args = vec![format!("--cpus-per-task={cpus}")];
+    if gpus > 0 && shards > 0 {
+        // Slurm refuses such a job ("Invalid generic resource (gres) specification").
+        return Err(SlurmError::BadRequest(format!(
+            "{gpus} whole GPU(s) and GPU shares ({shards} shards) cannot be asked for in one Slurm job: \
+             ask for whole GPUs only (num_gpus) or shares only (gpu/<i>=fraction)"
+        )));
+    }
+    let mut gres = Vec::new();
+    if gpus > 0 {
+        gres.push(format!("gpu:{gpus}"));
+    }
+    if shards > 0 {
+        gres.push(format!("shard:{shards}"));
+    }
+    if !gres.is_empty() {
+        args.push(format!("--gres={}", gres.join(",")));
+    }
+    if let Some(m) = opts.mem {
+        args.push(format!("--mem={}M", m.div_ceil(1 << 20).max(1)));
+    }
+    if let Some(t) = opts.time {
+        args.push(format!("--time={}", slurm_time(t)));
+    }
+    for (flag, v) in [("partition", &opts.partition), ("account", &opts.account), ("qos", &opts.qos)] {
+        if let Some(v) = v {
+            args.push(format!("--{flag}={v}"));
+        }
+    }
+    args.extend(opts.extra.iter().cloned());
+    Ok(args)
+}
+
+/// `D-HH:MM:SS`, rounded up to whole seconds (Slurm's `--time` takes no fractions).
+pub fn slurm_time(t: Duration) -> String {
+    let s = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+    let s = s.max(1);
+    format!("{}-{:02}:{:02}:{:02}", s / 86400, s / 3600 % 24, s / 60 % 60, s % 60)
+}
+
+/// A job's state as Slurm names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Configuring,
+    Running,
+    Completing,
+    Completed,
+    Failed,
+    Cancelled,
+    Timeout,
+    OutOfMemory,
+    NodeFail,
+    Preempted,
+    BootFail,
+    Deadline,
+    Suspended,
+    Requeued,
+    Other(String),
+}
+
+impl JobState {
+    /// From `squeue`'s `%T` or `scontrol`'s `JobState=` (`CANCELLED by 0` is cancelled).
+    pub fn parse(s: &str) -> JobState {
+        match s.split_whitespace().next().unwrap_or("").trim_end_matches('+') {
+            "PENDING" | "PD" => JobState::Pending,
+            "CONFIGURING" | "CF" => JobState::Configuring,
+            "RUNNING" | "R" => JobState::Running,
+            "COMPLETING" | "CG" => JobState::Completing,
+            "COMPLETED" | "CD" => JobState::Completed,
+            "FAILED" | "F" => JobState::Failed,
+            "CANCELLED" | "CA" => JobState::Cancelled,
+            "TIMEOUT" | "TO" => JobState::Timeout,
+            "OUT_OF_MEMORY" | "OOM" => JobState::OutOfMemory,
+            "NODE_FAIL" | "NF" => JobState::NodeFail,
+            "PREEMPTED" | "PR" => JobState::Preempted,
+            "BOOT_FAIL" | "BF" => JobState::BootFail,
+            "DEADLINE" | "DL" => JobState::Deadline,
+            "SUSPENDED" | "S" => JobState::Suspended,
+            "REQUEUED" | "RQ" => JobState::Requeued,
+            other => JobState::Other(other.to_string()),
+        }
+    }
+
+    /// The job will not run again (`COMPLETING` still has processes on the node).
+    pub fn is_final(&self) -> bool {
+        !matches!(
+            self,
+            JobState::Pending | JobState::Configuring | JobState::Running | JobState::Completing | JobState::Suspended | JobState::Requeued
+        )
+    }
+}
+
+/// What `scontrol show job` says of a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: u64,
+    pub state: JobState,
+    /// Why it waits (`Priority`, `Resources`, ...), or why it ended (`NonZeroExitCode`).
+    pub reason: String,
+    /// The nodes it runs or ran on (empty while pending).
+    pub nodes: String,
+    /// The batch script's exit code and the signal that ended it (`ExitCode=3:0`).
+    pub exit_code: Option<(i32, i32)>,
+}
+
+/// Parses `scontrol show job`'s `Key=Value` pairs into a job.
+pub fn parse_job(text: &str) -> Option<Job> {
+    let fields = key_values(text);
+    let id = fields.get("JobId")?.parse().ok()?;
+    let state = JobState::parse(fields.get("JobState")?);
+    let field = |k: &str| fields.get(k).filter(|v| *v != "(null)").cloned().unwrap_or_default();
+    let exit_code = fields.get("ExitCode").and_then(|e| {
+        let (code, sig) = e.split_once(':')?;
+        Some((code.parse().ok()?, sig.parse().ok()?))
+    });
+    Some(Job { id, state, reason: field("Reason"), nodes: field("NodeList"), exit_code })
+}
+
+/// `Key=Value` tokens, split on whitespace (as `scontrol` prints one job).
+fn key_values(text: &str) -> BTreeMap<String, String> {
+    text.split_whitespace()
+        .filter_map(|t| t.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The job id `sbatch --parsable` printed (`123`, or `123;cluster` on a federation).
+pub fn parse_job_id(out: &str) -> Option<u64> {
+    out.trim().split(';').next()?.trim().parse().ok()
+}
+
+fn run(tool: &str, args: &[String]) -> Result<String, SlurmError> {
+    let command = format!("{tool} {}", args.join(" "));
+    let out = Command::new(tool).args(args).output().map_err(|e| {
+        SlurmError::NotConfigured(if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "`{tool}` was not found on PATH: running on Slurm needs its client tools (sbatch, scontrol, \
+                 scancel) and the cluster's slurm.conf (in /etc/slurm, or named by SLURM_CONF)"
+            )
+        } else {
+            format!("running `{tool}`: {e}")
+        })
+    })?;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(SlurmError::Refused { command, stderr: String::from_utf8_lossy(&out.stderr).into_owned() });
+    }
+    Ok(stdout)
+}
+
+/// Submits a batch script with `sbatch --parsable`; returns the job id.
+pub fn submit(script: &Path, args: &[String]) -> Result<u64, SlurmError> {
+    let mut all = vec!["--parsable".to_string()];
+    all.extend(args.iter().cloned());
+    all.push(script.display().to_string());
+    let out = run("sbatch", &all)?;
+    parse_job_id(&out).ok_or_else(|| SlurmError::Unexpected { command: "sbatch --parsable".into(), output: out })
+}
+
+/// The job as the controller knows it; `None` once the controller has forgotten it
+/// (`MinJobAge` after it ended).
+pub fn job(id: u64) -> Result<Option<Job>, SlurmError> {
+    match run("scontrol", &["show".into(), "job".into(), id.to_string()]) {
+        Ok(out) => parse_job(&out)
+            .map(Some)
+            .ok_or_else(|| SlurmError::Unexpected { command: format!("scontrol show job {id}"), output: out }),
+        Err(SlurmError::Refused { stderr, .. }) if stderr.contains("Invalid job id") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Cancels a job (pending or running).
+pub fn cancel(id: u64) -> Result<(), SlurmError> {
+    run("scancel", &[id.to_string()]).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reqs(text: &str) -> Requests {
+        Requests::parse(text).unwrap()
+    }
+
+    #[test]
+    fn requests_map_to_sbatch_options() {
+        let opts = Options {
+            partition: Some("gpu".into()),
+            time: Some(Duration::from_millis(90_500)),
+            mem: Some(3 << 30),
+            extra: vec!["--constraint=a100".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            sbatch_options(&reqs("tf num_cpus=2 num_gpus=1 torch num_cpus=1"), &opts).unwrap(),
+            ["--cpus-per-task=3", "--gres=gpu:1", "--mem=3072M", "--time=0-00:01:31", "--partition=gpu", "--constraint=a100"]
+        );
+        assert_eq!(sbatch_options(&reqs("tf gpu/0=0.5 torch gpu/1=0.1"), &Options::default()).unwrap(), ["--cpus-per-task=1", "--gres=shard:3"]);
+        let mixed = sbatch_options(&reqs("tf num_gpus=1 torch gpu/0=0.5"), &Options::default()).unwrap_err();
+        assert!(mixed.to_string().starts_with("1 whole GPU(s) and GPU shares (2 shards) cannot be asked for in one Slurm job"), "{mixed}");
+        assert_eq!(sbatch_options(&reqs("default"), &Options::default()).unwrap(), ["--cpus-per-task=1"]);
+        assert_eq!(sbatch_options(&reqs("tf cpu/0=0.5 cpu/1=0.25 gpu/1=1"), &Options::default()).unwrap(), ["--cpus-per-task=1", "--gres=gpu:1"]);
+        let err = sbatch_options(&reqs("tf num_gpus=-1"), &Options::default()).unwrap_err();
+        assert_eq!(err.to_string(), "tf num_gpus=-1 (all that are free) has no Slurm equivalent: ask for a number");
+        assert_eq!(slurm_time(Duration::from_secs(2 * 86400 + 3661)), "2-01:01:01");
+    }
+
+    // Recorded from Debian's slurm-wlm 22.05 on a one-node test cluster.
+    const RUNNING: &str = "JobId=4 JobName=wrap
+   UserId=root(0) GroupId=root(0) MCS_label=N/A
+   Priority=4294901756 Nice=0 Account=(null) QOS=(null)
+   JobState=RUNNING Reason=None Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0
+   NodeList=vm BatchHost=vm";
+    const FAILED: &str = "JobId=5 JobName=wrap
+   JobState=FAILED Reason=NonZeroExitCode Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=3:0
+   ReqNodeList=(null) ExcNodeList=(null) NodeList=vm";
+    const CANCELLED: &str = "JobId=4 JobName=wrap
+   JobState=CANCELLED Reason=None Dependency=(null)
+   Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:15
+   NodeList=(null)";
+
+    #[test]
+    fn scontrol_and_sbatch_outputs_parse() {
+        let j = parse_job(RUNNING).unwrap();
+        assert_eq!((j.id, &j.state, j.nodes.as_str(), j.exit_code), (4, &JobState::Running, "vm", Some((0, 0))));
+        assert!(!j.state.is_final());
+        let j = parse_job(FAILED).unwrap();
+        assert_eq!((j.state, j.reason.as_str(), j.exit_code), (JobState::Failed, "NonZeroExitCode", Some((3, 0))));
+        let j = parse_job(CANCELLED).unwrap();
+        assert_eq!((j.state, j.nodes.as_str(), j.exit_code), (JobState::Cancelled, "", Some((0, 15))));
+        assert!(parse_job("slurm_load_jobs error: Invalid job id specified").is_none());
+        assert_eq!(JobState::parse("CANCELLED by 0"), JobState::Cancelled);
+        assert_eq!(JobState::parse("OUT_OF_MEMORY"), JobState::OutOfMemory);
+        assert!(JobState::parse("TIMEOUT").is_final());
+        assert_eq!(parse_job_id("123\n"), Some(123));
+        assert_eq!(parse_job_id("77;cluster2\n"), Some(77));
+        assert_eq!(parse_job_id("sbatch: error"), None);
+    }
+}
