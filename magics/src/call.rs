@@ -22,6 +22,8 @@ pub enum LineCall {
     Context(ContextCommand),
     Repo(RepoCall),
     Cache(CacheCall),
+    Slurm(SlurmCall),
+    Jobs(JobsCall),
 }
 
 /// `%%name ...`: the magic wraps the cell's body.
@@ -73,6 +75,47 @@ pub enum CacheCall {
     /// Evict least recently used entries down to the bound now.
     Collect,
     Clear,
+}
+
+/// `%slurm`: where and how `%%compute --on slurm` jobs go.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlurmCall {
+    Show,
+    /// `key=value` settings; an empty value goes back to the default.
+    Set(Vec<SlurmSetting>),
+}
+
+/// One `%slurm key=value`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SlurmSetting {
+    /// The directory jobs are written to (shared with the nodes).
+    Dir(Option<String>),
+    Partition(Option<String>),
+    Account(Option<String>),
+    Qos(Option<String>),
+    /// The default `--time`, in seconds.
+    Time(Option<f64>),
+    /// The default `--mem`, in bytes.
+    Mem(Option<u64>),
+    /// Shards per GPU (the cluster's `gres.conf`), for GPU shares.
+    ShardsPerGpu(Option<u32>),
+    /// Options passed to `sbatch` as they are.
+    Sbatch(Vec<String>),
+}
+
+impl SlurmSetting {
+    pub const KEYS: &'static [&'static str] = &["dir", "partition", "account", "qos", "time", "mem", "shards_per_gpu", "sbatch"];
+}
+
+/// `%jobs`: the notebook's Slurm jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobsCall {
+    List,
+    /// Follow a job to its end (its output from the start), showing its value.
+    Wait(u64),
+    /// Wait, then bring its `--update` variables into the notebook (one of them as VAR).
+    Result { id: u64, var: Option<String> },
+    Cancel(u64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

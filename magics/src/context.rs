@@ -64,6 +64,20 @@ pub struct ComputeOptions {
     pub verbose: bool,
     pub use_existing: bool,
     pub dont_create: bool,
+    /// `--on slurm`: run the cell as a Slurm job instead of a local sandbox.
+    pub slurm: Option<SlurmJob>,
+}
+
+/// `%%compute --on slurm`'s own options; what they leave out comes from `%slurm`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SlurmJob {
+    /// Submit and return at once (`%jobs` follows it later).
+    pub detach: bool,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Passed to `sbatch` as they are, after `%slurm sbatch=...`.
+    pub sbatch: Vec<String>,
 }
 
 /// Reads `%%compute`'s arguments. Errors point at the token.
@@ -87,7 +101,33 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
         Some(v) => Some(parse_size(v).map_err(|m| (format!("--mem-limit: {m}"), option_token(tokens, "mem-limit")))?),
         None => None,
     };
+    let slurm = match args.value("on") {
+        None | Some("local") => None,
+        Some("slurm") => Some(SlurmJob {
+            detach: args.flag("detach"),
+            partition: args.value("partition").map(str::to_string),
+            account: args.value("account").map(str::to_string),
+            qos: args.value("qos").map(str::to_string),
+            sbatch: args.value("sbatch").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
+        }),
+        Some(other) => return Err((format!("--on takes `local` or `slurm`, not `{other}`"), option_token(tokens, "on"))),
+    };
+    if slurm.is_none() {
+        for o in ["detach", "partition", "account", "qos", "sbatch"] {
+            if args.options.contains_key(o) {
+                let at = if args.flag(o) && args.value(o).is_none() { flag_token(tokens, o) } else { option_token(tokens, o) };
+                return Err((format!("--{o} goes with --on slurm"), at));
+            }
+        }
+    } else {
+        for o in ["use-existing", "dont-create"] {
+            if args.flag(o) {
+                return Err((format!("--{o} is about the notebook's own context and does not go with --on slurm"), flag_token(tokens, o)));
+            }
+        }
+    }
     Ok(ComputeOptions {
+        slurm,
         requests: requests_of(args, tokens, 0)?,
         update,
         timeout,
@@ -96,6 +136,10 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
         use_existing: args.flag("use-existing"),
         dont_create: args.flag("dont-create"),
     })
+}
+
+fn flag_token(tokens: &[Token], long: &str) -> Option<usize> {
+    tokens.iter().position(|t| t.text == format!("--{long}"))
 }
 
 /// `512M`, `1.5G`, `2GiB`, `1000`: bytes, with binary K/M/G/T suffixes.

@@ -10,9 +10,9 @@ pub mod context;
 mod registry;
 mod tokens;
 
-pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Preload, Query, RepoCall};
-pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand};
-pub use registry::{keep_list, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
+pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
+pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand, SlurmJob};
+pub use registry::{keep_list, parse_seconds, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};
 
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! The registry table: every magic's name, kind, summary and argument grammar, in one place.
 
-use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, LineCall, LoggerCall, Preload, Query, RepoCall};
+use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
 use crate::{Args, Token};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -450,6 +450,102 @@ fn cache_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     Ok(Call::Line(LineCall::Cache(call)))
 }
 
+fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    if args.positionals.is_empty() {
+        return Ok(Call::Line(LineCall::Slurm(SlurmCall::Show)));
+    }
+    let mut settings = Vec::new();
+    for (k, word) in args.positionals.iter().enumerate() {
+        let at = positional_token(tokens, k);
+        let Some((key, value)) = word.split_once('=') else {
+            return Err((format!("expected key=value, got `{word}` (keys: {})", SlurmSetting::KEYS.join(", ")), at));
+        };
+        let text = (!value.trim().is_empty()).then(|| value.trim().to_string());
+        let bad = |what: &str| (format!("{key}: {what}, got `{value}`"), at);
+        settings.push(match key {
+            "dir" => SlurmSetting::Dir(text),
+            "partition" => SlurmSetting::Partition(text),
+            "account" => SlurmSetting::Account(text),
+            "qos" => SlurmSetting::Qos(text),
+            "time" => SlurmSetting::Time(match &text {
+                None => None,
+                Some(t) => Some(parse_seconds(t).ok_or_else(|| bad("expected seconds, or a number with s, m, h or d"))?),
+            }),
+            "mem" => SlurmSetting::Mem(match &text {
+                None => None,
+                Some(t) => Some(crate::parse_size(t).map_err(|m| (format!("mem: {m}"), at))?),
+            }),
+            "shards_per_gpu" => SlurmSetting::ShardsPerGpu(match &text {
+                None => None,
+                Some(t) => Some(t.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("expected a positive whole number"))?),
+            }),
+            "sbatch" => SlurmSetting::Sbatch(value.split_whitespace().map(str::to_string).collect()),
+            _ => {
+                let near = SlurmSetting::KEYS.iter().find(|k| strsim::levenshtein(k, key) <= 2).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default();
+                return Err((format!("unknown key `{key}` (keys: {}){near}", SlurmSetting::KEYS.join(", ")), at));
+            }
+        });
+    }
+    Ok(Call::Line(LineCall::Slurm(SlurmCall::Set(settings))))
+}
+
+/// `90`, `90s`, `30m`, `2h`, `1d`: seconds.
+pub fn parse_seconds(t: &str) -> Option<f64> {
+    let (num, mult) = match t.char_indices().last()? {
+        (i, 's') => (&t[..i], 1.0),
+        (i, 'm') => (&t[..i], 60.0),
+        (i, 'h') => (&t[..i], 3600.0),
+        (i, 'd') => (&t[..i], 86400.0),
+        _ => (t, 1.0),
+    };
+    num.trim().parse::<f64>().ok().map(|n| n * mult).filter(|s| s.is_finite() && *s > 0.0)
+}
+
+fn jobs_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
+    let p = &args.positionals;
+    let id_at = |k: usize| -> Result<u64, ArgError> {
+        let word = p.get(k).ok_or_else(|| (format!("{} needs a job ID, as in `%jobs {} 12`", p[0], p[0]), None))?;
+        word.parse().map_err(|_| (format!("`{word}` is not a Slurm job ID (a number)"), positional_token(tokens, k)))
+    };
+    let extra = |k: usize| -> Result<(), ArgError> {
+        match p.get(k) {
+            Some(w) => Err((format!("unexpected `{w}`"), positional_token(tokens, k))),
+            None => Ok(()),
+        }
+    };
+    let call = match p.first().map(String::as_str) {
+        None => JobsCall::List,
+        Some("wait") => {
+            let id = id_at(1)?;
+            extra(2)?;
+            JobsCall::Wait(id)
+        }
+        Some("cancel") => {
+            let id = id_at(1)?;
+            extra(2)?;
+            JobsCall::Cancel(id)
+        }
+        Some("result") => {
+            let id = id_at(1)?;
+            let var = match p.get(2).map(String::as_str) {
+                None => None,
+                Some("as") => {
+                    let v = p.get(3).ok_or_else(|| ("`as` needs a variable name".to_string(), None))?;
+                    if !is_ident(v) {
+                        return Err((format!("`{v}` is not a variable name"), positional_token(tokens, 3)));
+                    }
+                    extra(4)?;
+                    Some(v.clone())
+                }
+                Some(w) => return Err((format!("expected `as VAR`, got `{w}`"), positional_token(tokens, 2))),
+            };
+            JobsCall::Result { id, var }
+        }
+        Some(other) => return Err((format!("unknown subcommand `{other}` (expected wait, result or cancel, or nothing to list the jobs)"), positional_token(tokens, 0))),
+    };
+    Ok(Call::Line(LineCall::Jobs(call)))
+}
+
 /// Every magic the kernel knows. `%lsmagic`, `%name?` and completion read this table only.
 pub static REGISTRY: &[MagicSpec] = &[
     MagicSpec {
@@ -580,12 +676,19 @@ clear: empty the cache (waits for builds in other kernels; the next build of eac
         name: "compute",
         kind: MagicKind::Cell,
         summary: "Run the cell in a sandbox process holding the requested context (DRYML's compute_context).",
-        usage: "%%compute [REQS] [--update a,b] [--timeout S] [--mem-limit SIZE] [--verbose] [--use-existing] [--dont-create]",
+        usage: "%%compute [REQS] [--update a,b] [--timeout S] [--mem-limit SIZE] [--verbose] [--use-existing] [--dont-create] [--on slurm [--detach] [--partition P] [--account A] [--qos Q] [--sbatch \"OPTS\"]]",
         details: "The sandbox is a fork of the notebook's process: it starts with copies of every variable, of any\n\
 type, and nothing it does changes the notebook except the --update variables, which come back\n\
 (their types must implement serde's Serialize and Deserialize). Its memory, CPUs and GPUs are\n\
 released when it ends; the line after the output shows its time, peak memory and what it held.\n\
-REQS default to `default` (one CPU). SIZE: bytes, or with K, M, G (powers of 1024).",
+REQS default to `default` (one CPU). SIZE: bytes, or with K, M, G (powers of 1024).\n\
+--on slurm: the cell runs on a Slurm node as a program of its own, built from the notebook's items\n\
+(functions, types, `use`s) and the body with the notebook's :dep crates. The variables the body names\n\
+travel to it as MessagePack (their types must implement Serialize and Deserialize), --update ones\n\
+come back. num_cpus is --cpus-per-task, num_gpus --gres=gpu:N, GPU shares --gres=shard:N,\n\
+--mem-limit --mem, --timeout --time. The job's directory (see %slurm) keeps the program, its batch\n\
+script, the inputs, the output and the result. Interrupt cancels the job. --detach submits and\n\
+returns at once; %jobs follows it, also from a new kernel.",
         args: &[
             ArgSpec::Opt { long: "update", value: "a,b", help: "variables to bring back from the sandbox" },
             ArgSpec::Opt { long: "timeout", value: "S", help: "stop the sandbox after S seconds" },
@@ -593,9 +696,41 @@ REQS default to `default` (one CPU). SIZE: bytes, or with K, M, G (powers of 102
             ArgSpec::Flag { long: "verbose", short: Some('v'), help: "print the context, environment and CPU pinning the sandbox got" },
             ArgSpec::Flag { long: "use-existing", short: None, help: "run in the notebook's process if its context satisfies REQS (WrongContextError if not)" },
             ArgSpec::Flag { long: "dont-create", short: None, help: "never start a sandbox (NoContextError without a context)" },
+            ArgSpec::Opt { long: "on", value: "WHERE", help: "local (a sandbox, the default) or slurm (a Slurm job)" },
+            ArgSpec::Flag { long: "detach", short: None, help: "with --on slurm: submit and return at once" },
+            ArgSpec::Opt { long: "partition", value: "P", help: "with --on slurm: the partition" },
+            ArgSpec::Opt { long: "account", value: "A", help: "with --on slurm: the account" },
+            ArgSpec::Opt { long: "qos", value: "Q", help: "with --on slurm: the QOS" },
+            ArgSpec::Opt { long: "sbatch", value: "OPTS", help: "with --on slurm: more sbatch options, quoted" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
         ],
         parse: |a, t| crate::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
-
+    MagicSpec {
+        name: "slurm",
+        kind: MagicKind::Line,
+        summary: "Show or set where and how `%%compute --on slurm` jobs go.",
+        usage: "%slurm | %slurm key=value ...",
+        details: "Keys: dir (the jobs' directory, shared with the nodes; default ~/dryml-jobs, or $DRYML_SLURM_DIR),\n\
+partition, account, qos, time (the default --time, in seconds or as 1h, 30m), mem (the default --mem,\n\
+as 4G), shards_per_gpu (the cluster's shards per GPU, for GPU shares; read from the cluster when\n\
+unset), sbatch (more options, quoted). Each starts from $DRYML_SLURM_<KEY>; an empty value goes back\n\
+to it. `%slurm` alone shows the settings and whether the cluster answers.",
+        args: &[ArgSpec::Pos { name: "SETTINGS", required: false, many: true, help: "key=value pairs" }],
+        parse: slurm_parse,
+    },
+    MagicSpec {
+        name: "jobs",
+        kind: MagicKind::Line,
+        summary: "List this notebook's Slurm jobs, follow one, fetch its results or cancel it.",
+        usage: "%jobs | %jobs wait ID | %jobs result ID [as VAR] | %jobs cancel ID",
+        details: "The jobs are read from their directories (see %slurm), so a new kernel finds the jobs an old one\n\
+submitted. wait: the job's output from its start and its value. result: also its --update variables,\n\
+under their own names, or as VAR when it has one.",
+        args: &[
+            ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: false, help: "wait, result or cancel" },
+            ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "the job id (and `as VAR`)" },
+        ],
+        parse: jobs_parse,
+    },
 ];

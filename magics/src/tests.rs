@@ -95,6 +95,19 @@ fn cells_that_fail() {
         ("%cell_logger", "missing required argument MODE", 1, 13, None),
         ("%cell_logger loud", "unknown mode `loud`", 1, 14, None),
         ("%cell_loger on", "unknown magic", 1, 2, Some("%cell_logger")),
+        ("%%compute --on mars\nx", "--on takes `local` or `slurm`, not `mars`", 1, 16, None),
+        ("%%compute --detach\nx", "--detach goes with --on slurm", 1, 11, None),
+        ("%%compute --on slurm --use-existing\nx", "--use-existing is about the notebook's own context", 1, 22, None),
+        ("%slurm partition", "expected key=value, got `partition`", 1, 8, None),
+        ("%slurm partion=gpu", "unknown key `partion`", 1, 8, None),
+        ("%slurm time=soon", "time: expected seconds", 1, 8, None),
+        ("%slurm mem=lots", "mem: `lots` is not a size", 1, 8, None),
+        ("%slurm shards_per_gpu=0", "expected a positive whole number", 1, 8, None),
+        ("%jobs wait", "wait needs a job ID", 1, 11, None),
+        ("%jobs wait x1", "`x1` is not a Slurm job ID", 1, 12, None),
+        ("%jobs result 3 into v", "expected `as VAR`, got `into`", 1, 16, None),
+        ("%jobs result 3 as 9v", "`9v` is not a variable name", 1, 19, None),
+        ("%jobs stop 3", "unknown subcommand `stop`", 1, 7, None),
     ];
     for (cell, words, line, col, sugg) in table {
         let err = parse_cell(cell).expect_err(cell);
@@ -184,6 +197,21 @@ fn calls_are_typed_once() {
         ("%repo ls", LineCall::Repo(RepoCall::Ls)),
         ("%repo rm 42", LineCall::Repo(RepoCall::Rm("42".into()))),
         ("%repo load 42 as m", LineCall::Repo(RepoCall::Load { id: "42".into(), var: "m".into() })),
+        ("%slurm", LineCall::Slurm(SlurmCall::Show)),
+        (
+            "%slurm partition=gpu time=2h mem=4G account= sbatch='--nice=5 --exclusive'",
+            LineCall::Slurm(SlurmCall::Set(vec![
+                SlurmSetting::Partition(Some("gpu".into())),
+                SlurmSetting::Time(Some(7200.0)),
+                SlurmSetting::Mem(Some(4 << 30)),
+                SlurmSetting::Account(None),
+                SlurmSetting::Sbatch(vec!["--nice=5".into(), "--exclusive".into()]),
+            ])),
+        ),
+        ("%jobs", LineCall::Jobs(JobsCall::List)),
+        ("%jobs wait 12", LineCall::Jobs(JobsCall::Wait(12))),
+        ("%jobs result 12 as w", LineCall::Jobs(JobsCall::Result { id: 12, var: Some("w".into()) })),
+        ("%jobs cancel 3", LineCall::Jobs(JobsCall::Cancel(3))),
     ];
     for (text, want) in table {
         assert_eq!(&line(text), want, "{text}");
@@ -197,7 +225,13 @@ fn calls_are_typed_once() {
         CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()], preload: None }
     );
     assert!(matches!(cell("%%experiment --preload tch\nx"), CellCall::Experiment { preload: Some(Preload::Torch), .. }));
-    assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0)));
+    assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0) && o.slurm.is_none()));
+    let CellCall::Compute(o) = cell("%%compute --on slurm --detach --partition gpu --sbatch '--nice=5 --exclusive' tf num_cpus=2\nx") else { panic!() };
+    assert_eq!(o.requests.to_text(), "tf num_cpus=2");
+    assert_eq!(
+        o.slurm,
+        Some(crate::SlurmJob { detach: true, partition: Some("gpu".into()), account: None, qos: None, sbatch: vec!["--nice=5".into(), "--exclusive".into()] })
+    );
     // Help asks for no call.
     assert!(parse_cell("%repo?").unwrap().line_magics[0].call.is_none());
 }

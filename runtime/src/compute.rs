@@ -39,6 +39,9 @@ pub enum ComputeError {
     Interrupted,
     /// The result or an updated object did not (de)serialize, or the system refused.
     Failed(String),
+    /// A Slurm job's end, under the sandbox's error names where one fits (`SandboxTimedOut`,
+    /// `SandboxOutOfMemory`, ...) and Slurm's own otherwise (`SlurmJobCancelled`).
+    Job { name: &'static str, message: String },
 }
 
 impl ComputeError {
@@ -52,6 +55,7 @@ impl ComputeError {
             ComputeError::Exited { .. } => "SandboxExited",
             ComputeError::Interrupted => "KeyboardInterrupt",
             ComputeError::Failed(_) => "SandboxFailed",
+            ComputeError::Job { name, .. } => name,
         }
     }
 }
@@ -90,7 +94,7 @@ impl ComputeError {
             }
             ComputeError::Exited { code } => format!("the sandbox exited with code {code} before returning"),
             ComputeError::Interrupted => "the sandbox was stopped by an interrupt".into(),
-            ComputeError::Failed(m) => m.clone(),
+            ComputeError::Failed(m) | ComputeError::Job { message: m, .. } => m.clone(),
         }
     }
 }
@@ -754,6 +758,10 @@ impl fmt::Debug for Shown {
 }
 
 impl CellResult {
+    pub(crate) fn new(updates: Vec<(String, Vec<u8>)>, shown: Option<String>) -> CellResult {
+        CellResult { updates, shown }
+    }
+
     /// The new value of the notebook's variable `name`.
     pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, ComputeError> {
         let i = self
@@ -764,6 +772,10 @@ impl CellResult {
         let v = self.updates.swap_remove(i).1;
         rmp_serde::from_slice(&v)
             .map_err(|e| ComputeError::Failed(format!("--update {name}: the value did not deserialize: {e}")))
+    }
+
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.updates.iter().any(|(n, _)| n == name)
     }
 
     /// The cell's value as the sandbox showed it.

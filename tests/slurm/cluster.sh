@@ -78,7 +78,11 @@ SchedulerType=sched/backfill
 GresTypes=gpu,shard
 ReturnToService=2
 MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
+# Memory is watched every second and a job over its --mem is killed (state OUT_OF_MEMORY):
+# without cgroups this is how Slurm enforces --mem.
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=1
+JobAcctGatherParams=OverMemoryKill
 NodeName=$HOST CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:2,shard:8 State=UNKNOWN
 PartitionName=debug Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
 CONF

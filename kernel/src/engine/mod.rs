@@ -149,6 +149,11 @@ impl Engine {
             let gpus = magics.experiments.gpus_to_watch(&mut host, measure.as_ref());
             let watch = host.meter.watch_gpus(&gpus, host.child_pid());
             let code = match (cell, call) {
+                (Some(_), Some(CellCall::Compute(opts))) if opts.slurm.is_some() => {
+                    host.session.set_cell_offset(None);
+                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
+                    magics.slurm.compute_cell(&mut host, opts, &parsed.body, magic_lines)
+                }
                 (Some(inv), Some(CellCall::Compute(opts))) => {
                     host.session.set_cell_offset(None);
                     magics.contexts.compute_cell(&mut host, inv, opts, &parsed.body)

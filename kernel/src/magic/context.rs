@@ -213,14 +213,14 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>) -> Value {
 }
 
 /// The identifiers a cell body mentions (over-inclusive: fields and paths count too).
-fn identifiers(body: &str) -> BTreeSet<&str> {
+pub(crate) fn identifiers(body: &str) -> BTreeSet<&str> {
     body.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| w.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
         .collect()
 }
 
 /// Whether the body ends with an expression (its value is shown) rather than a statement.
-fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
+pub(crate) fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
     crate::syntax::with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))))
         .map(|shows| shows.unwrap_or(false))
 }

@@ -8,6 +8,7 @@ pub mod context;
 pub mod env;
 pub mod experiment;
 pub mod repo;
+pub mod slurm;
 pub mod time;
 
 use crate::session::Session;
@@ -70,6 +71,7 @@ pub struct Magics {
     pub experiments: experiment::Experiments,
     pub contexts: context::Contexts,
     pub repo: repo::RepoMagic,
+    pub slurm: slurm::SlurmMagic,
 }
 
 /// Runs one line magic (`call` is None for `%name?`, whose help goes to the pager).
@@ -97,6 +99,8 @@ pub fn run_line(
         LineCall::Context(c) => magics.contexts.run(host, inv, c),
         LineCall::Repo(c) => magics.repo.run(host, c),
         LineCall::Cache(c) => cache::run(host, *c),
+        LineCall::Slurm(c) => magics.slurm.run(host, c),
+        LineCall::Jobs(c) => magics.slurm.jobs(host, c),
     }
 }
 

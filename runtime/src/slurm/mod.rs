@@ -4,6 +4,9 @@
 //! States come from `scontrol` while the controller knows the job, so nothing here needs
 //! `slurmdbd` (without it `sacct` answers "accounting storage is disabled").
 
+pub mod follow;
+pub mod job;
+
 use crate::context::Requests;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -256,6 +259,43 @@ pub fn job(id: u64) -> Result<Option<Job>, SlurmError> {
     }
 }
 
+/// GPUs and GPU shards per node, as `sinfo -o %G` lists them (`gpu:2,shard:8`, or
+/// `gpu:a100:4(S:0-1)`): the most any node has of each.
+pub fn parse_gres(sinfo: &str) -> (u32, u32) {
+    let (mut gpus, mut shards) = (0, 0);
+    for line in sinfo.lines() {
+        let (mut g, mut s) = (0, 0);
+        for item in line.split(',') {
+            let item = item.split('(').next().unwrap_or("").trim();
+            let mut parts = item.split(':');
+            let name = parts.next().unwrap_or("");
+            let count = item.rsplit(':').next().and_then(|c| c.parse::<u32>().ok()).unwrap_or(0);
+            match name {
+                "gpu" => g += count,
+                "shard" => s += count,
+                _ => {}
+            }
+        }
+        gpus = gpus.max(g);
+        shards = shards.max(s);
+    }
+    (gpus, shards)
+}
+
+/// The cluster's shards per GPU (for GPU shares), from `sinfo`; an error where no node has
+/// shards (`gres.conf`'s `Name=shard`).
+pub fn shards_per_gpu() -> Result<u32, SlurmError> {
+    let out = run("sinfo", &["-h".into(), "-o".into(), "%G".into()])?;
+    match parse_gres(&out) {
+        (g, s) if g > 0 && s > 0 => Ok((s / g).max(1)),
+        _ => Err(SlurmError::BadRequest(format!(
+            "GPU shares need Slurm's GPU sharding, and no node of this cluster has shards (sinfo lists gres {:?}): \
+             ask for whole GPUs (num_gpus), or have `Name=shard` added to gres.conf",
+            out.trim()
+        ))),
+    }
+}
+
 /// Cancels a job (pending or running).
 pub fn cancel(id: u64) -> Result<(), SlurmError> {
     run("scancel", &[id.to_string()]).map(|_| ())
@@ -324,5 +364,8 @@ mod tests {
         assert_eq!(parse_job_id("123\n"), Some(123));
         assert_eq!(parse_job_id("77;cluster2\n"), Some(77));
         assert_eq!(parse_job_id("sbatch: error"), None);
+        assert_eq!(parse_gres("gpu:2,shard:8\n(null)\n"), (2, 8));
+        assert_eq!(parse_gres("gpu:a100:4(S:0-1),shard:a100:16(S:0-1)\n"), (4, 16));
+        assert_eq!(parse_gres("(null)\n"), (0, 0));
     }
 }
