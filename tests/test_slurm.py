@@ -1,12 +1,18 @@
-"""dryml::slurm against a real single-node Slurm cluster (tests/slurm/cluster.sh: Debian's
-slurm-wlm and munge, two stand-in GPUs split into eight shards): requests become sbatch options,
-jobs are submitted, watched through scontrol, cancelled, and end in Slurm's own states."""
+"""dryml::slurm and `%%compute --on slurm` against a real single-node Slurm cluster
+(tests/slurm/cluster.sh: Debian's slurm-wlm and munge, two stand-in GPUs split into eight shards):
+requests become sbatch options; cells become programs submitted as jobs, followed, cancelled, and
+ending in Slurm's own states mapped to the sandbox's errors; detached jobs are picked up by a new
+kernel from their directories."""
+import json
 import os
+import re
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, ok, running_kernel, value
+from conftest import ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 
@@ -23,11 +29,17 @@ def cluster(tmp_path_factory):
     subprocess.run(["bash", str(CLUSTER), "stop", str(d)], check=False)
 
 
+def kernel_env(cluster):
+    d, conf = cluster
+    return {"SLURM_CONF": conf, "DRYML_SLURM_DIR": str(d / "jobs"), "JPY_SESSION_NAME": "work/slurm tests.ipynb"}
+
+
 @pytest.fixture(scope="module")
 def kernel(cluster):
     d, conf = cluster
-    with running_kernel({"SLURM_CONF": conf}) as k:
+    with running_kernel(kernel_env(cluster)) as k:
         k.jobs = d
+        k.conf = conf
         ok(k, """use dryml::slurm::{self, JobState, Options};
 use dryml::context::Requests;
 fn wait_final(id: u64, secs: u64) -> slurm::Job {
@@ -45,14 +57,38 @@ fn script(path: &str, body: &str) -> std::path::PathBuf {
         yield k
 
 
-def test_a_job_timed_out_by_slurm(kernel):
-    # Slurm's shortest limit is a minute and it checks every 30 s: submitted first, checked last.
-    # It holds one of the machine's two CPUs meanwhile; the other tests ask for one.
-    args = "slurm::sbatch_options(&Requests::parse(\"default\").unwrap(), &Options { time: Some(std::time::Duration::from_secs(1)), ..Default::default() }).unwrap()"
-    kernel.timeout_job = value(kernel, f"""let opts = {args};
-let timeout_job = slurm::submit(&script("{kernel.jobs}/t.sh", "sleep 300"), &[opts.clone(), vec!["--output=/dev/null".into()]].concat()).unwrap();
-(opts, timeout_job)""")
-    assert '"--time=0-00:00:01"' in kernel.timeout_job
+def test_a_compute_cell_timed_out_by_slurm_is_submitted_first(kernel):
+    # Slurm's shortest limit is a minute and it checks every 30 s: submitted first (detached),
+    # checked last. It holds one of the machine's two CPUs meanwhile; the other tests ask for one.
+    reply, msgs = kernel.execute("%%compute --on slurm --detach --timeout 1\nstd::thread::sleep(std::time::Duration::from_secs(300));", timeout=300)
+    assert reply["status"] == "ok", reply
+    kernel.timeout_job = int(re.search(r"submitted Slurm job (\d+)", stdout_of(msgs)).group(1))
+    result = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert f"%jobs wait {kernel.timeout_job}" in result, result
+    script = (job_dir(kernel, kernel.timeout_job) / "job.sh").read_text()
+    assert "#SBATCH --time=0-00:00:01\n" in script, script
+
+
+def job_dir(kernel, job_id):
+    for d in (kernel.jobs / "jobs").glob("*/*"):
+        if (d / "slurm_id").exists() and (d / "slurm_id").read_text().strip() == str(job_id):
+            return d
+    raise AssertionError(f"no directory records job {job_id}")
+
+
+def submitted(msgs):
+    return int(re.search(r"submitted Slurm job (\d+)", stdout_of(msgs)).group(1))
+
+
+def squeue_ids(kernel):
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, env={**os.environ, "SLURM_CONF": kernel.conf})
+    return set(out.stdout.split())
+
+
+def failed(kernel, code, timeout=300):
+    reply, msgs = kernel.execute(code, timeout=timeout)
+    assert reply["status"] == "error", (code, stdout_of(msgs))
+    return reply, msgs
 
 
 def test_a_job_runs_and_completes(kernel):
@@ -109,6 +145,217 @@ let refused = slurm::submit(&script(&format!("{}/n.sh", std::env::temp_dir().dis
     assert "`sbatch` was not found on PATH" in missing and "SLURM_CONF" in missing, missing
 
 
-def test_the_timed_out_job_ends_as_timeout(kernel):
-    got = value(kernel, "let j = wait_final(timeout_job, 150); (j.state, j.reason)", timeout=200)
+def test_a_cell_runs_on_a_node_with_variables_in_and_updates_out(kernel):
+    ok(kernel, """fn twice(x: f64) -> f64 { 2.0 * x }
+struct Scale { by: f64 }
+impl Scale { fn apply(&self, x: f64) -> f64 { self.by * x } }
+let mut weights: Vec<f64> = vec![1.0, 2.0];
+let steps = 3u32;
+let names: std::collections::BTreeMap<String, u32> = [("a".to_string(), 1)].into_iter().collect();""")
+    msgs = ok(kernel, """%%compute --on slurm --update weights
+let s = Scale { by: 10.0 };
+for i in 0..steps { weights.push(s.apply(twice(i as f64))); }
+println!("on {} with {} cpus, names {:?}", std::env::var("SLURMD_NODENAME").unwrap(), std::env::var("SLURM_CPUS_PER_TASK").unwrap(), names);
+weights.len()""")
+    out = stdout_of(msgs)
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    assert f"on {host} with 1 cpus, names {{\"a\": 1}}" in out, out
+    assert re.search(r"\[%%compute --on slurm\] job \d+ on \S+: queued [\d.]+ s, ran [\d.]+ s", out), out
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "5"
+    assert value(kernel, "weights") == "[1.0, 2.0, 0.0, 20.0, 40.0]"
+    # The state was shown in place: one display, then updates ending in COMPLETED.
+    states = [d["text/plain"] for d in displays(msgs)] + [m["content"]["data"]["text/plain"] for m in of_type(msgs, "update_display_data")]
+    assert states[-1].startswith(f"Slurm job {submitted(msgs)}: COMPLETED on {host}"), states
+    d = job_dir(kernel, submitted(msgs))
+    assert d.parent.name == "slurm_tests", "jobs are filed under the notebook's name"
+    for f in ["job.sh", "program", "crate/Cargo.toml", "crate/src/main.rs", "request.json", "inputs/weights.msgpack", "updates/weights.msgpack", "end.json", "result.json", "output.log"]:
+        assert (d / f).exists(), f
+    assert f"its directory is {d}" in out
+    main = (d / "crate/src/main.rs").read_text()
+    assert "fn twice(x: f64) -> f64" in main and "struct Scale" in main, main
+    req = json.loads((d / "request.json").read_text())
+    assert sorted(v["name"] for v in req["inputs"]) == ["names", "steps", "weights"], req["inputs"]
+    assert req["updates"] == [{"name": "weights", "type": "Vec<f64>"}]
+    # The batch script runs the cell again by itself.
+    end = json.loads((d / "end.json").read_text())
+    assert end["exit_code"] == 0 and end["node"] == host, end
+
+
+def test_output_streams_while_the_job_runs(kernel):
+    reply, msgs = kernel.execute("""%%compute --on slurm
+for i in 0..6 { println!("tick {i}"); std::thread::sleep(std::time::Duration::from_millis(500)); }""", timeout=300)
+    assert reply["status"] == "ok", reply
+    ticks = [(t, m["content"]["text"]) for t, m in msgs if m["msg_type"] == "stream" and "tick" in m["content"]["text"]]
+    end = max(t for t, _ in msgs)
+    assert ticks and "tick 0" in ticks[0][1], ticks
+    assert end - ticks[0][0] > 1.5, f"tick 0 came {end - ticks[0][0]:.2f} s before the end: not streamed"
+    running = [m["content"]["data"]["text/plain"] for _, m in msgs if m["msg_type"] == "update_display_data" and "RUNNING on" in m["content"]["data"]["text/plain"]]
+    assert running, "the state display showed the job running"
+
+
+def test_end_states_map_to_the_sandbox_errors(kernel):
+    reply, msgs = failed(kernel, """%%compute --on slurm
+let v: Vec<u32> = vec![];
+println!("before");
+let x = v[3];""")
+    assert reply["ename"] == "SandboxPanicked", reply
+    assert "index out of bounds: the len is 0 but the index is 3 at cell line 4, column " in reply["evalue"], reply["evalue"]
+    reply, _ = failed(kernel, """%%compute --on slurm
+let n: u32 = "x1".parse()?;
+n""")
+    assert (reply["ename"], reply["evalue"].split(": ", 1)[1]) == ("SandboxFailed", "the cell returned an error: ParseIntError { kind: InvalidDigit }"), reply
+    reply, _ = failed(kernel, "%%compute --on slurm\nstd::process::exit(4);")
+    assert reply["ename"] == "SandboxExited" and "exited with code 4" in reply["evalue"], reply
+    # Slurm's own memory enforcement (jobacct_gather here; cgroups elsewhere end OUT_OF_MEMORY).
+    reply, msgs = failed(kernel, """%%compute --on slurm --mem-limit 64M
+let mut big = vec![0u8; 400 << 20];
+for i in (0..big.len()).step_by(4096) { big[i] = 1; }
+std::thread::sleep(std::time::Duration::from_secs(10));
+big.len()""")
+    assert reply["ename"] == "SandboxOutOfMemory", reply
+    assert "going over its memory limit of 64.0 MiB (--mem)" in reply["evalue"], reply
+    assert "#SBATCH --mem=64M" in (job_dir(kernel, submitted(msgs)) / "job.sh").read_text()
+    assert value(kernel, "weights.len()") == "5", "variables survive failed jobs"
+
+
+def test_a_cancelled_job_is_named(kernel):
+    msgs = ok(kernel, "%%compute --on slurm --detach\nstd::thread::sleep(std::time::Duration::from_secs(120));")
+    job = submitted(msgs)
+    ok(kernel, f"%jobs cancel {job}")
+    reply, _ = failed(kernel, f"%jobs wait {job}")
+    assert reply["ename"] == "SlurmJobCancelled", reply
+
+
+def test_interrupt_cancels_a_running_and_a_pending_job(kernel):
+    env = {**os.environ, "SLURM_CONF": kernel.conf}
+    for pending in (False, True):
+        blocker = None
+        if pending:
+            blocker = subprocess.run(["sbatch", "--parsable", "--gres=gpu:2", "--output=/dev/null", "--wrap", "sleep 300"],
+                                     capture_output=True, text=True, env=env, check=True).stdout.strip()
+        msg_id = kernel.send("execute", "%%compute --on slurm tf num_gpus=1\nprintln!(\"started\"); std::thread::sleep(std::time::Duration::from_secs(300));")
+        want = "PENDING (Resources)" if pending else "RUNNING on"
+        deadline = time.time() + 120
+        while not any(want in (m["content"]["data"].get("text/plain", "")) for _, m in kernel.iopub.get(msg_id, [])
+                      if m["msg_type"] in ("display_data", "update_display_data")):
+            assert time.time() < deadline, f"never saw {want}"
+            kernel.progress(msg_id)
+            time.sleep(0.1)
+        t0 = time.time()
+        kernel.interrupt()
+        reply, msgs = kernel.collect(msg_id, timeout=60)
+        took = time.time() - t0
+        if blocker:
+            subprocess.run(["scancel", blocker], env=env)
+        assert reply["ename"] == "KeyboardInterrupt" and "cancelled it (scancel)" in reply["evalue"], reply
+        assert took < 5, f"the interrupt took {took:.1f} s"
+        job = submitted(msgs)
+        deadline = time.time() + 30
+        while True:
+            state = re.search(r"JobState=(\S+)", subprocess.run(["scontrol", "show", "job", str(job)], capture_output=True, text=True, env=env).stdout).group(1)
+            if state not in ("RUNNING", "COMPLETING", "PENDING") or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        assert state == "CANCELLED", (pending, state)
+    assert value(kernel, "weights.len()") == "5", "variables survive an interrupt"
+
+
+def test_bad_input_submits_nothing(kernel):
+    before = squeue_ids(kernel)
+    dirs = set((kernel.jobs / "jobs").glob("*/*"))
+    ok(kernel, "let shared = std::rc::Rc::new(5u8);")
+    reply, _ = failed(kernel, "%%compute --on slurm\nprintln!(\"{}\", shared);")
+    assert reply["ename"] == "SerializationError", reply
+    assert "`shared` (std::rc::Rc<u8>): its type does not implement serde's Serialize and Deserialize" in reply["evalue"], reply
+    assert "nothing was submitted" in reply["evalue"]
+    reply, _ = failed(kernel, "%%compute --on slurm\n\nlet s: String = 5;")
+    assert reply["ename"] == "CompilationError" and "mismatched types" in reply["evalue"], reply
+    assert any("--> cell line 3, column 17" in t for t in reply["traceback"]), reply["traceback"]
+    reply, _ = failed(kernel, "%%compute --on slurm --partition nope\n1")
+    assert reply["ename"] == "SlurmError" and "invalid partition" in reply["evalue"].lower(), reply
+    reply, _ = failed(kernel, "%%compute --on slurm tf num_gpus=1 torch gpu/0=0.5\n1")
+    assert reply["ename"] == "SlurmError" and "cannot be asked for in one Slurm job" in reply["evalue"], reply
+    reply, _ = failed(kernel, "%%compute --on mars\n1")
+    assert reply["ename"] == "MagicError" and "--on takes `local` or `slurm`" in reply["evalue"], reply
+    # A controller that does not answer (a wrong port) and no Slurm tools at all.
+    bad = kernel.jobs / "bad.conf"
+    bad.write_text(re.sub(r"SlurmctldPort=\d+", "SlurmctldPort=1", Path(kernel.conf).read_text()))
+    try:
+        ok(kernel, f"%env SLURM_CONF={bad}")
+        reply, _ = failed(kernel, "%%compute --on slurm\n1")
+    finally:
+        ok(kernel, f"%env SLURM_CONF={kernel.conf}")
+    assert reply["ename"] == "SlurmError" and "Unable to contact slurm controller" in reply["evalue"], reply
+    path = value(kernel, 'std::env::var("PATH").unwrap()').strip('"')
+    try:
+        ok(kernel, "%env PATH=/nonexistent")
+        reply, _ = failed(kernel, "%%compute --on slurm\n1")
+    finally:
+        ok(kernel, f"%env PATH={path}")
+    assert "`sbatch` was not found on PATH" in reply["evalue"], reply
+    assert squeue_ids(kernel) == before, "nothing was submitted"
+    assert set((kernel.jobs / "jobs").glob("*/*")) == dirs, "no directory is left for what was not submitted"
+    assert value(kernel, "weights.len()") == "5"
+
+
+def test_slurm_settings(kernel):
+    msgs = ok(kernel, "%slurm partition=debug time=2h mem=256M sbatch='--nice=5'")
+    text = displays(msgs)[0]["text/plain"]
+    assert "the cluster answers: debug*" in text and "0-02:00:00" in text and "256.0 MiB" in text and "--nice=5" in text, text
+    msgs = ok(kernel, "%%compute --on slurm --timeout 90\n2 + 2")
+    script = (job_dir(kernel, submitted(msgs)) / "job.sh").read_text()
+    for line in ["--partition=debug", "--time=0-00:01:30", "--mem=256M", "--nice=5"]:
+        assert f"#SBATCH {line}\n" in script, (line, script)
+    ok(kernel, "%slurm partition= time= mem= sbatch=")
+    text = displays(ok(kernel, "%slurm"))[0]["text/plain"]
+    assert "(Slurm's default)" in text and "--nice" not in text, text
+
+
+def test_a_detached_job_is_fetched_by_a_new_kernel(kernel, cluster):
+    with running_kernel(kernel_env(cluster)) as first:
+        ok(first, "let mut table: Vec<u64> = vec![1, 2, 3];")
+        msgs = ok(first, "%%compute --on slurm --detach --update table\nfor x in table.iter_mut() { *x *= 10; }\nstd::thread::sleep(std::time::Duration::from_secs(2));\nprintln!(\"done\");\ntable.iter().sum::<u64>()")
+        job = submitted(msgs)
+    with running_kernel(kernel_env(cluster)) as second:
+        listing = displays(ok(second, "%jobs"))[0]["text/plain"]
+        assert re.search(rf"\b{job}\b", listing) and "table.iter_mut()" in listing, listing
+        msgs = ok(second, f"%jobs result {job} as t")
+        assert "done" in stdout_of(msgs), stdout_of(msgs)
+        assert value(second, "t") == "[10, 20, 30]"
+        msgs = ok(second, f"%jobs wait {job}")
+        assert "60" in [d.get("text/plain") for d in displays(msgs)], displays(msgs)
+        reply, _ = failed(second, "%jobs result 999999")
+        assert reply["ename"] == "KeyError", reply
+    listing = displays(ok(kernel, "%jobs"))[0]["text/plain"]
+    assert "COMPLETED" in listing and "SandboxPanicked" in listing and "SlurmJobCancelled" in listing, listing
+
+
+def test_the_timed_out_cell_ends_as_sandbox_timed_out(kernel):
+    job = kernel.timeout_job
+    reply, _ = failed(kernel, f"%jobs wait {job}", timeout=200)
+    assert reply["ename"] == "SandboxTimedOut" and f"Slurm stopped job {job} at its time limit (0-00:00:01)" in reply["evalue"], reply
+    got = value(kernel, f"let j = slurm::job({job}).unwrap().unwrap(); (j.state, j.reason)")
     assert got == '(Timeout, "TimeLimit")', got
+
+
+def test_a_node_failure_is_named(kernel):
+    # Last: taking the node down fails (or requeues) whatever else runs on it.
+    # A node that goes down under a job that may not be requeued.
+    msgs = ok(kernel, "%%compute --on slurm --detach --sbatch=--no-requeue\nprintln!(\"up\"); std::thread::sleep(std::time::Duration::from_secs(120));")
+    job = submitted(msgs)
+    env = {**os.environ, "SLURM_CONF": kernel.conf}
+    node = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    deadline = time.time() + 60
+    while "up" not in (job_dir(kernel, job) / "output.log").read_text(errors="replace") if (job_dir(kernel, job) / "output.log").exists() else True:
+        assert time.time() < deadline, "the job did not start"
+        time.sleep(0.2)
+    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=dryml-test"], env=env, check=True)
+    try:
+        reply, _ = failed(kernel, f"%jobs wait {job}")
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=env)
+        deadline = time.time() + 30
+        while subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, env=env).stdout.strip() not in ("idle", "mix", "alloc"):
+            assert time.time() < deadline, "the node did not come back"
+            time.sleep(0.5)
+    assert reply["ename"] == "SlurmNodeFail" and f"because {node} failed" in reply["evalue"], reply

@@ -459,6 +459,11 @@ impl Session {
         }
         if self.state.interrupted.load(Ordering::SeqCst) {
             let killed = self.state.killed.load(Ordering::SeqCst);
+            // Code that stopped on the interrupt may say what it did (a Slurm job cancelled).
+            let said = self.state.raised.lock().unwrap().take().filter(|(ename, _)| ename == "KeyboardInterrupt");
+            if let (false, Some((ename, evalue))) = (killed, said) {
+                return Err(ErrorContent::new(&ename, evalue));
+            }
             self.note_child_pid();
             return Err(errors::interrupted(killed, if killed { &vars_before } else { &[] }));
         }

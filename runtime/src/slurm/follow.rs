@@ -93,6 +93,7 @@ impl Submission {
     /// Submits the job and, unless `detach`, follows it to its end.
     pub fn run(self, detach: bool) -> Result<CellResult, ComputeError> {
         if !self.refused.is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir.path);
             return Err(ComputeError::Job {
                 name: "SerializationError",
                 message: format!(
@@ -106,7 +107,14 @@ impl Submission {
             self.dir.write_input(name, bytes).map_err(|e| failed(format!("writing `{name}` to {}: {e}", self.dir.path.display())))?;
         }
         let t0 = Instant::now();
-        let id = submit(&self.dir.file("job.sh"), &[]).map_err(|e| ComputeError::Job { name: "SlurmError", message: e.to_string() })?;
+        let id = match submit(&self.dir.file("job.sh"), &[]) {
+            Ok(id) => id,
+            Err(e) => {
+                // Nothing was submitted: no record to keep.
+                let _ = std::fs::remove_dir_all(&self.dir.path);
+                return Err(ComputeError::Job { name: "SlurmError", message: e.to_string() });
+            }
+        };
         let submit_s = t0.elapsed().as_secs_f64();
         self.dir.set_slurm_id(id).map_err(|e| failed(format!("recording the job id in {}: {e}", self.dir.path.display())))?;
         println!("dryml: submitted Slurm job {id} in {:.0} ms; its directory is {}", submit_s * 1000.0, self.dir.path.display());
@@ -189,7 +197,7 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     let node = end.as_ref().map(|e| e.node.clone()).or_else(|| last.as_ref().map(|j| j.nodes.clone())).unwrap_or_default();
     let state = match (&out, &last) {
         (Ok(_), _) => "COMPLETED".to_string(),
-        (Err(_), Some(j)) if j.state.is_final() => state_name(&j.state),
+        (Err(e), Some(j)) if j.state.is_final() => format!("{} ({})", state_name(&j.state), e.name()),
         (Err(e), _) => e.name().to_string(),
     };
     let ran = end.as_ref().map_or(0.0, |e| e.seconds);
@@ -276,6 +284,10 @@ pub fn outcome(
         return err("SandboxTimedOut", format!("Slurm stopped job {id} at its time limit{limit}"));
     }
     if let Some(e) = error {
+        let e = match e {
+            JobError::Panic(m) => JobError::Panic(in_cell_lines(&m, request)),
+            other => other,
+        };
         return match e {
             JobError::Panic(m) => err("SandboxPanicked", format!("Slurm job {id} panicked: {m}")),
             JobError::Error(m) => err("SandboxFailed", format!("Slurm job {id}: the cell returned an error: {m}")),
@@ -304,6 +316,26 @@ pub fn outcome(
         _ => "is no longer known to the controller and left no end record".to_string(),
     };
     err("SlurmJobEnded", format!("Slurm job {id} {what}, without a result"))
+}
+
+/// `src/main.rs:L:C` in a message, as `cell line N, column C` where L is in the cell's body
+/// (`request.json` says where the body starts in `main.rs`).
+fn in_cell_lines(message: &str, request: &Value) -> String {
+    let (Some(first), Some(offset), Some(len)) = (request["body_line"].as_u64(), request["body_offset"].as_u64(), request["body_lines"].as_u64()) else {
+        return message.to_string();
+    };
+    const AT: &str = "src/main.rs:";
+    let Some(at) = message.find(AT) else { return message.to_string() };
+    let rest = &message[at + AT.len()..];
+    let mut parts = rest.splitn(3, |c: char| !c.is_ascii_digit());
+    let (Some(l), Some(c)) = (parts.next().and_then(|l| l.parse::<u64>().ok()), parts.next().and_then(|c| c.parse::<u64>().ok())) else {
+        return message.to_string();
+    };
+    if l < first || l >= first + len.max(1) {
+        return message.to_string();
+    }
+    let used = AT.len() + l.to_string().len() + 1 + c.to_string().len();
+    format!("{}cell line {}, column {c}{}", &message[..at], l - first + 1 + offset, &message[at + used..])
 }
 
 /// A job's state for `%jobs`, from its records first and the controller otherwise.
@@ -393,6 +425,9 @@ mod tests {
         let (n, m) = at(JobState::Failed, None, None, "slurmstepd-vm: error: Exceeded job memory limit\n");
         assert_eq!((n.as_str(), m.as_str()), ("SandboxOutOfMemory", "Slurm stopped job 7 for going over its memory limit of 64.0 MiB (--mem)"));
         assert_eq!(at(JobState::Failed, None, Some(JobError::Panic("boom at src/main.rs:9:5".into())), ""), ("SandboxPanicked".into(), "Slurm job 7 panicked: boom at src/main.rs:9:5".into()));
+        let cell = json!({"body_line": 8, "body_offset": 1, "body_lines": 3});
+        let (_, m) = name_and_message(outcome(7, None, None, Some(JobError::Panic("boom at src/main.rs:9:5".into())), None, "", &cell));
+        assert_eq!(m, "Slurm job 7 panicked: boom at cell line 3, column 5");
         assert_eq!(at(JobState::Failed, None, Some(JobError::Error("\"bad\"".into())), "").0, "SandboxFailed");
         assert_eq!(at(JobState::Cancelled, None, None, "").0, "SlurmJobCancelled");
         assert_eq!(at(JobState::NodeFail, None, None, ""), ("SlurmNodeFail".into(), "Slurm job 7 ended because n3 failed".into()));

@@ -37,8 +37,8 @@ pub struct Program<'a> {
 pub struct Source {
     pub main: String,
     pub cargo_toml: String,
-    body_line: usize,
-    body_lines: usize,
+    pub body_line: usize,
+    pub body_lines: usize,
     input_lines: Vec<(usize, Var)>,
 }
 

@@ -183,7 +183,6 @@ impl SlurmMagic {
             "created": chrono::Local::now().to_rfc3339(),
             "kernel_pid": std::process::id(),
         });
-        jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display())))?;
         let script = dryml::slurm::job::batch_script(&dir, &format!("dryml-{}", notebook_name()), &args);
         dryml::fs::write_atomic(&jd.file("job.sh"), script.as_bytes(), dryml::fs::Durability::Fsync)
             .map_err(|e| slurm_error(format!("writing job.sh: {e}")))?;
@@ -191,13 +190,21 @@ impl SlurmMagic {
         let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
         let program = Program { items: &items, deps: &deps, body, inputs: &inputs, updates: &updates, shows, opt_level: &opt_level, body_offset };
         let src = program.source();
+        let mut request = request;
+        request["body_line"] = json!(src.body_line);
+        request["body_lines"] = json!(src.body_lines);
+        request["body_offset"] = json!(body_offset);
+        jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display())))?;
         let build_dir = match host.session.build_cache() {
             Ok(Some(c)) => Some(c.dir()),
             _ => None,
         };
         let lock = std::env::var_os("EVCXR_TMPDIR").map(|d| PathBuf::from(d).join("Cargo.lock"));
         host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
-        let secs = build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset)?;
+        let secs = build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset).inspect_err(|_| {
+            // Nothing was submitted: no record to keep.
+            let _ = std::fs::remove_dir_all(&dir);
+        })?;
         host.print(&format!("dryml: built in {secs:.1} s\n"));
         Ok(submit_code(&dir, &inputs, &updates, shows, job.detach))
     }
