@@ -88,6 +88,29 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
         None => Vec::new(),
     };
     debug_assert!(update.iter().all(|n| is_ident(n)));
+    let (timeout, mem_limit) = limits(args, tokens)?;
+    let slurm = slurm_job(args, tokens)?;
+    if slurm.is_some() {
+        for o in ["use-existing", "dont-create"] {
+            if args.flag(o) {
+                return Err((format!("--{o} is about the notebook's own context and does not go with --on slurm"), flag_token(tokens, o)));
+            }
+        }
+    }
+    Ok(ComputeOptions {
+        slurm,
+        requests: requests_of(args, tokens, 0)?,
+        update,
+        timeout,
+        mem_limit,
+        verbose: args.flag("verbose"),
+        use_existing: args.flag("use-existing"),
+        dont_create: args.flag("dont-create"),
+    })
+}
+
+/// `--timeout S` and `--mem-limit SIZE`.
+fn limits(args: &Args, tokens: &[Token]) -> Result<(Option<f64>, Option<u64>), ArgError> {
     let timeout = match args.value("timeout") {
         Some(v) => Some(
             v.parse::<f64>()
@@ -101,6 +124,11 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
         Some(v) => Some(parse_size(v).map_err(|m| (format!("--mem-limit: {m}"), option_token(tokens, "mem-limit")))?),
         None => None,
     };
+    Ok((timeout, mem_limit))
+}
+
+/// `--on slurm` and the options that go with it; they are errors without it.
+fn slurm_job(args: &Args, tokens: &[Token]) -> Result<Option<SlurmJob>, ArgError> {
     let slurm = match args.value("on") {
         None | Some("local") => None,
         Some("slurm") => Some(SlurmJob {
@@ -119,23 +147,37 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
                 return Err((format!("--{o} goes with --on slurm"), at));
             }
         }
-    } else {
-        for o in ["use-existing", "dont-create"] {
-            if args.flag(o) {
-                return Err((format!("--{o} is about the notebook's own context and does not go with --on slurm"), flag_token(tokens, o)));
-            }
-        }
     }
-    Ok(ComputeOptions {
-        slurm,
-        requests: requests_of(args, tokens, 0)?,
-        update,
-        timeout,
-        mem_limit,
-        verbose: args.flag("verbose"),
-        use_existing: args.flag("use-existing"),
-        dont_create: args.flag("dont-create"),
-    })
+    Ok(slurm)
+}
+
+/// `%%sweep`'s arguments, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepOptions {
+    /// The notebook variable holding the definitions (`Vec<ObjectDef>`).
+    pub defs: String,
+    /// The repo the trained objects go to (made if missing).
+    pub repo: String,
+    pub requests: Requests,
+    pub timeout: Option<f64>,
+    pub mem_limit: Option<u64>,
+    pub slurm: Option<SlurmJob>,
+}
+
+/// Reads `%%sweep DEFS --repo DIR [REQS] [--on slurm ...]`. Errors point at the token.
+pub fn sweep_options(args: &Args, tokens: &[Token]) -> Result<SweepOptions, ArgError> {
+    let defs = args.positionals.first().cloned().ok_or_else(|| ("needs DEFS, the variable holding the definitions (a Vec<ObjectDef>)".to_string(), None))?;
+    if !crate::registry::is_ident(&defs) {
+        return Err((format!("`{defs}` is not a variable name (DEFS comes first, then the requests)"), positional_token(tokens, 0)));
+    }
+    let repo = args.value("repo").map(str::to_string).ok_or_else(|| ("needs --repo DIR, where the trained objects go".to_string(), None))?;
+    let (timeout, mem_limit) = limits(args, tokens)?;
+    let slurm = slurm_job(args, tokens)?;
+    if slurm.is_none() && (timeout.is_some() || mem_limit.is_some()) {
+        let o = if timeout.is_some() { "timeout" } else { "mem-limit" };
+        return Err((format!("--{o} applies to a sweep's Slurm tasks (--on slurm); a local sweep's sandboxes take none yet"), option_token(tokens, o)));
+    }
+    Ok(SweepOptions { defs, repo, requests: requests_of(args, tokens, 1)?, timeout, mem_limit, slurm })
 }
 
 fn flag_token(tokens: &[Token], long: &str) -> Option<usize> {

@@ -11,7 +11,7 @@ mod registry;
 mod tokens;
 
 pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
-pub use context::{compute_options, context_command, parse_size, ComputeOptions, ContextCommand, SlurmJob};
+pub use context::{compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions};
 pub use registry::{keep_list, parse_seconds, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};
 

@@ -707,6 +707,32 @@ returns at once; %jobs follows it, also from a new kernel.",
         parse: |a, t| crate::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
     MagicSpec {
+        name: "sweep",
+        kind: MagicKind::Cell,
+        summary: "Train every definition in DEFS (sandboxes here, or a Slurm job array) and add each trained object to a repo.",
+        usage: "%%sweep DEFS --repo DIR [REQS] [--on slurm [--detach] [--timeout S] [--mem-limit SIZE] [--partition P] [--account A] [--qos Q] [--sbatch \"OPTS\"]]",
+        details: "DEFS names a notebook variable holding a Vec<ObjectDef>; the cell is a closure that trains one\n\
+object and returns its metrics, its parameter typed: `|m: &mut Mlp| { ...; loss }`. Each definition\n\
+is built, moved into compute (Build::load_compute), trained, moved back (save_compute) and added to the\n\
+repo with its metrics. Here: sandboxes holding REQS, as many at once as the pool allows. --on slurm:\n\
+one task of a job array per definition, built as %%compute --on slurm builds; each task adds its own\n\
+object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the sweep from a new kernel.",
+        args: &[
+            ArgSpec::Opt { long: "repo", value: "DIR", help: "the repo the trained objects go to (made if missing)" },
+            ArgSpec::Opt { long: "on", value: "WHERE", help: "local (sandboxes, the default) or slurm (a job array)" },
+            ArgSpec::Flag { long: "detach", short: None, help: "with --on slurm: submit and return at once" },
+            ArgSpec::Opt { long: "timeout", value: "S", help: "with --on slurm: each task's --time" },
+            ArgSpec::Opt { long: "mem-limit", value: "SIZE", help: "with --on slurm: each task's --mem" },
+            ArgSpec::Opt { long: "partition", value: "P", help: "with --on slurm: the partition" },
+            ArgSpec::Opt { long: "account", value: "A", help: "with --on slurm: the account" },
+            ArgSpec::Opt { long: "qos", value: "Q", help: "with --on slurm: the QOS" },
+            ArgSpec::Opt { long: "sbatch", value: "OPTS", help: "with --on slurm: more sbatch options, quoted" },
+            ArgSpec::Pos { name: "DEFS", required: true, many: false, help: "the variable holding the definitions" },
+            ArgSpec::Pos { name: "REQS", required: false, many: true, help: "each task's resource requests" },
+        ],
+        parse: |a, t| crate::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
+    },
+    MagicSpec {
         name: "slurm",
         kind: MagicKind::Line,
         summary: "Show or set where and how `%%compute --on slurm` jobs go.",

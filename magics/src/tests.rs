@@ -108,6 +108,10 @@ fn cells_that_fail() {
         ("%jobs result 3 into v", "expected `as VAR`, got `into`", 1, 16, None),
         ("%jobs result 3 as 9v", "`9v` is not a variable name", 1, 19, None),
         ("%jobs stop 3", "unknown subcommand `stop`", 1, 7, None),
+        ("%%sweep --repo r\nx", "missing required argument DEFS", 1, 17, None),
+        ("%%sweep defs\nx", "needs --repo DIR", 1, 13, None),
+        ("%%sweep 9d --repo r\nx", "`9d` is not a variable name", 1, 9, None),
+        ("%%sweep defs --repo r --timeout 5\nx", "--timeout applies to a sweep's Slurm tasks", 1, 33, None),
     ];
     for (cell, words, line, col, sugg) in table {
         let err = parse_cell(cell).expect_err(cell);
@@ -157,7 +161,7 @@ fn repo_lines() {
 #[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
-    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%time"]);
+    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%sweep", "%%time"]);
     assert!(complete("%").contains(&"%env".to_string()));
     let text = lsmagic_text();
     for m in REGISTRY {
@@ -226,6 +230,9 @@ fn calls_are_typed_once() {
     );
     assert!(matches!(cell("%%experiment --preload tch\nx"), CellCall::Experiment { preload: Some(Preload::Torch), .. }));
     assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0) && o.slurm.is_none()));
+    let CellCall::Sweep(o) = cell("%%sweep defs --repo /tmp/r tf num_cpus=2 --on slurm --timeout 60\n|m: &mut M| 1") else { panic!() };
+    assert_eq!((o.defs.as_str(), o.repo.as_str(), o.requests.to_text().as_str(), o.timeout), ("defs", "/tmp/r", "tf num_cpus=2", Some(60.0)));
+    assert!(o.slurm.is_some());
     let CellCall::Compute(o) = cell("%%compute --on slurm --detach --partition gpu --sbatch '--nice=5 --exclusive' tf num_cpus=2\nx") else { panic!() };
     assert_eq!(o.requests.to_text(), "tf num_cpus=2");
     assert_eq!(

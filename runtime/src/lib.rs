@@ -28,6 +28,7 @@ pub mod procfs;
 pub mod protocol;
 pub mod repo;
 pub mod slurm;
+pub mod sweep;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};
@@ -37,6 +38,7 @@ pub use pool::set_context;
 pub use dryml_derive::Object;
 pub use object::{load_object, save_object, Build, Meta, Object, ObjectDef, State};
 pub use repo::{Repo, Selector};
+pub use sweep::sweep;
 // For `json!` in selectors and arguments without another dependency.
 pub use serde_json;
 pub use interrupt::interrupted;

@@ -30,12 +30,14 @@ pub struct Meta {
     /// Seconds since the Unix epoch.
     pub created: f64,
     pub description: String,
+    /// What training returned (a sweep's metrics), kept with the object and in a repo's index.
+    pub metrics: Option<Value>,
 }
 
 impl Meta {
     /// A fresh identity: a random (version 4) UUID and the time now.
     pub fn new() -> Meta {
-        Meta { id: uuid_v4(), created: now(), description: String::new() }
+        Meta { id: uuid_v4(), created: now(), description: String::new(), metrics: None }
     }
     pub fn with_id(id: impl Into<String>) -> Meta {
         Meta { id: id.into(), ..Meta::new() }
@@ -134,6 +136,16 @@ pub trait Build: Sized + 'static {
     fn load_state(&mut self, _state: &State) -> Result<(), ObjectError> {
         Ok(())
     }
+    /// DRYML's `load_compute_imp`: take what computing needs (a model onto its device), run in
+    /// the sandbox or Slurm job before the work, so device memory is held only there.
+    fn load_compute(&mut self) -> Result<(), ObjectError> {
+        Ok(())
+    }
+    /// DRYML's `save_compute_imp`: bring the trained state back into what [`Build::save_state`]
+    /// writes (weights off the device) and let go of the device, run after the work.
+    fn save_compute(&mut self) -> Result<(), ObjectError> {
+        Ok(())
+    }
 }
 
 /// An object of a registered type, as a trait object. `#[derive(dryml::Object)]` implements it
@@ -146,6 +158,14 @@ pub trait Object: Any {
     fn meta_mut(&mut self) -> &mut Meta;
     fn save_state(&self, state: &mut State) -> Result<(), ObjectError>;
     fn load_state(&mut self, state: &State) -> Result<(), ObjectError>;
+    /// [`Build::load_compute`] (the derive forwards it).
+    fn load_compute(&mut self) -> Result<(), ObjectError> {
+        Ok(())
+    }
+    /// [`Build::save_compute`] (the derive forwards it).
+    fn save_compute(&mut self) -> Result<(), ObjectError> {
+        Ok(())
+    }
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
@@ -297,10 +317,14 @@ impl fmt::Display for ObjectError {
 impl std::error::Error for ObjectError {}
 
 /// The definition record of a file and of a repo's index: `{"type", "args", "id", "created",
-/// "description"}`. Written by hand: the crate avoids serde's derive (and its compile time in
-/// every notebook).
+/// "description"}`, and `"metrics"` when there are any. Written by hand: the crate avoids
+/// serde's derive (and its compile time in every notebook).
 pub fn record(def: &ObjectDef, meta: &Meta) -> Value {
-    json!({"type": def.type_name, "args": def.args, "id": meta.id, "created": meta.created, "description": meta.description})
+    let mut r = json!({"type": def.type_name, "args": def.args, "id": meta.id, "created": meta.created, "description": meta.description});
+    if let Some(m) = &meta.metrics {
+        r["metrics"] = m.clone();
+    }
+    r
 }
 
 /// Reads [`record`]'s form back.
@@ -311,6 +335,7 @@ pub fn from_record(v: &Value) -> Result<(ObjectDef, Meta), String> {
         id: s("id")?,
         created: v.get("created").and_then(Value::as_f64).unwrap_or(0.0),
         description: v.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
+        metrics: v.get("metrics").cloned(),
     };
     Ok((def, meta))
 }

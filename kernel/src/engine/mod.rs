@@ -139,7 +139,7 @@ impl Engine {
                         run.error = Some(e);
                     }
                 }
-                (_, Some(CellCall::Compute(_))) | (None, None) => {}
+                (_, Some(CellCall::Compute(_) | CellCall::Sweep(_))) | (None, None) => {}
             }
         }
         let help_only = cell.is_some() && call.is_none();
@@ -157,6 +157,15 @@ impl Engine {
                 (Some(inv), Some(CellCall::Compute(opts))) => {
                     host.session.set_cell_offset(None);
                     magics.contexts.compute_cell(&mut host, inv, opts, &parsed.body)
+                }
+                (Some(_), Some(CellCall::Sweep(opts))) if opts.slurm.is_some() => {
+                    host.session.set_cell_offset(None);
+                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
+                    magics.slurm.sweep_cell(&mut host, opts, &parsed.body, magic_lines)
+                }
+                (Some(inv), Some(CellCall::Sweep(opts))) => {
+                    host.session.set_cell_offset(None);
+                    magics.contexts.sweep_cell(&mut host, inv, opts, &parsed.body)
                 }
                 _ => {
                     let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();

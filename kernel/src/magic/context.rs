@@ -153,6 +153,21 @@ impl Contexts {
     }
 }
 
+impl Contexts {
+    /// The code a local `%%sweep` cell runs: `dryml::sweep` over the definitions, in sandboxes.
+    pub fn sweep_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &dryml_magics::SweepOptions, body: &str) -> Result<String, ErrorContent> {
+        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+        host.session.ensure_child_setup();
+        Ok(format!(
+            "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\
+             Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}",
+            defs = opts.defs,
+            reqs = opts.requests.to_text(),
+            repo = opts.repo,
+        ))
+    }
+}
+
 /// The pool's devices: the CPUs sysinfo counts and the GPUs NVML shows the kernel (PCI bus
 /// order, after the kernel's own `CUDA_VISIBLE_DEVICES`), named to CUDA by UUID.
 pub fn machine(gpus: &[Gpu], totals: &[u64]) -> Machine {

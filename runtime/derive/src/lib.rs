@@ -76,6 +76,12 @@ impl ::dryml::object::Object for {ty} {{
     fn load_state(&mut self, s: &::dryml::object::State) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
         <{ty} as ::dryml::object::Build>::load_state(self, s)
     }}
+    fn load_compute(&mut self) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
+        <Self as ::dryml::object::Build>::load_compute(self)
+    }}
+    fn save_compute(&mut self) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
+        <Self as ::dryml::object::Build>::save_compute(self)
+    }}
     fn as_any(&self) -> &dyn ::std::any::Any {{ self }}
     fn as_any_mut(&mut self) -> &mut dyn ::std::any::Any {{ self }}
     fn into_any(self: ::std::boxed::Box<Self>) -> ::std::boxed::Box<dyn ::std::any::Any> {{ self }}

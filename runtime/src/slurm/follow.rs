@@ -90,8 +90,13 @@ impl Submission {
         }
     }
 
-    /// Submits the job and, unless `detach`, follows it to its end.
-    pub fn run(self, detach: bool) -> Result<CellResult, ComputeError> {
+    pub fn dir(&self) -> &JobDir {
+        &self.dir
+    }
+
+    /// Sends the variables and submits the batch script; nothing is submitted (and the
+    /// directory goes) when a variable cannot be sent.
+    pub fn submit(self) -> Result<u64, ComputeError> {
         if !self.refused.is_empty() {
             let _ = std::fs::remove_dir_all(&self.dir.path);
             return Err(ComputeError::Job {
@@ -118,11 +123,18 @@ impl Submission {
         let submit_s = t0.elapsed().as_secs_f64();
         self.dir.set_slurm_id(id).map_err(|e| failed(format!("recording the job id in {}: {e}", self.dir.path.display())))?;
         println!("dryml: submitted Slurm job {id} in {:.0} ms; its directory is {}", submit_s * 1000.0, self.dir.path.display());
+        Ok(id)
+    }
+
+    /// Submits the job and, unless `detach`, follows it to its end.
+    pub fn run(self, detach: bool) -> Result<CellResult, ComputeError> {
+        let dir = self.dir.clone();
+        let id = self.submit()?;
         if detach {
             let shown = format!("Job {id} (detached): `%jobs` shows its state, `%jobs wait {id}` its output, `%jobs result {id}` its value");
             return Ok(CellResult::new(Vec::new(), Some(shown)));
         }
-        follow(&self.dir, id, 0).map(|f| f.result)
+        follow(&dir, id, 0).map(|f| f.result)
     }
 }
 
@@ -340,6 +352,9 @@ fn in_cell_lines(message: &str, request: &Value) -> String {
 
 /// A job's state for `%jobs`, from its records first and the controller otherwise.
 pub fn status(dir: &JobDir) -> String {
+    if dir.file("defs.json").exists() {
+        return crate::sweep::status(dir);
+    }
     let Some(id) = dir.slurm_id() else { return "not submitted".into() };
     if dir.file("result.json").exists() {
         return "COMPLETED".into();

@@ -309,6 +309,26 @@ exit $code
     s
 }
 
+/// The batch script of a sweep's job array (`--array` is added when the sweep's size is known):
+/// each task runs the program, which trains definition `$SLURM_ARRAY_TASK_ID` and records its
+/// outcome in `tasks/`, its output in `tasks/<index>.log`.
+pub fn array_script(dir: &Path, name: &str, options: &[String]) -> String {
+    let q = |p: &Path| shell_quote(&p.display().to_string());
+    let mut s = String::from("#!/bin/bash\n");
+    s.push_str(&format!("#SBATCH --job-name={}\n", name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")));
+    s.push_str(&format!("#SBATCH --output={}\n", dir.join("tasks").join("%a.log").display()));
+    for o in options {
+        s.push_str(&format!("#SBATCH {o}\n"));
+    }
+    s.push_str(&format!(
+        "# Written by DRYML Rust for a `%%sweep --on slurm` cell: `sbatch job.sh` runs the sweep again.\ncd {dir}\nexport {env}={dir}\nexec {program}\n",
+        dir = q(dir),
+        env = DIR_ENV,
+        program = q(&dir.join("program")),
+    ));
+    s
+}
+
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }

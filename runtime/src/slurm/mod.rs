@@ -296,6 +296,26 @@ pub fn shards_per_gpu() -> Result<u32, SlurmError> {
     }
 }
 
+/// The tasks of job array `id` the controller still lists (`squeue -r`): index and state.
+/// Empty once they have all ended and been forgotten.
+pub fn array_tasks(id: u64) -> Result<Vec<(usize, JobState)>, SlurmError> {
+    match run("squeue", &["-h".into(), "-r".into(), "-j".into(), id.to_string(), "-o".into(), "%K %T".into()]) {
+        Ok(out) => Ok(parse_array_tasks(&out)),
+        Err(SlurmError::Refused { stderr, .. }) if stderr.contains("Invalid job id") => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// `squeue -r -o "%K %T"` lines: `3 RUNNING`.
+pub fn parse_array_tasks(out: &str) -> Vec<(usize, JobState)> {
+    out.lines()
+        .filter_map(|l| {
+            let (i, s) = l.trim().split_once(' ')?;
+            Some((i.parse().ok()?, JobState::parse(s)))
+        })
+        .collect()
+}
+
 /// Cancels a job (pending or running).
 pub fn cancel(id: u64) -> Result<(), SlurmError> {
     run("scancel", &[id.to_string()]).map(|_| ())
@@ -367,5 +387,6 @@ mod tests {
         assert_eq!(parse_gres("gpu:2,shard:8\n(null)\n"), (2, 8));
         assert_eq!(parse_gres("gpu:a100:4(S:0-1),shard:a100:16(S:0-1)\n"), (4, 16));
         assert_eq!(parse_gres("(null)\n"), (0, 0));
+        assert_eq!(parse_array_tasks("0 RUNNING\n5 PENDING\nN/A PENDING\n"), vec![(0, JobState::Running), (5, JobState::Pending)]);
     }
 }

@@ -15,22 +15,32 @@ fn size(bytes: u64) -> String {
     dryml::compute::size(bytes)
 }
 
-/// Entries as a table: id, type, arguments, created, size; text, HTML and JSON.
+fn clip(text: String) -> String {
+    if text.chars().count() > 80 { text.chars().take(77).collect::<String>() + "..." } else { text }
+}
+
+/// Entries as a table: id, type, arguments, created, size, and the metrics training gave (a
+/// sweep's) when any entry has them; text, HTML and JSON.
 pub fn table(title: &str, entries: &[&Entry]) -> Value {
+    let with_metrics = entries.iter().any(|e| e.meta.metrics.is_some());
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let mut args = e.def.args.to_string();
-            if args.chars().count() > 80 {
-                args = args.chars().take(77).collect::<String>() + "...";
+            let mut row = vec![e.meta.id.clone(), e.def.type_name.clone(), clip(e.def.args.to_string()), utc(e.meta.created), size(e.size)];
+            if with_metrics {
+                row.push(e.meta.metrics.as_ref().map(|m| clip(m.to_string())).unwrap_or_default());
             }
-            vec![e.meta.id.clone(), e.def.type_name.clone(), args, utc(e.meta.created), size(e.size)]
+            row
         })
         .collect();
-    let (text, html) = crate::table::render(title, &["id", "type", "arguments", "created", "size"], &rows);
+    let mut header = vec!["id", "type", "arguments", "created", "size"];
+    if with_metrics {
+        header.push("metrics");
+    }
+    let (text, html) = crate::table::render(title, &header, &rows);
     let objects: Vec<Value> = entries
         .iter()
-        .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size}))
+        .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size, "metrics": e.meta.metrics}))
         .collect();
     json!({"text/plain": text, "text/html": html, dryml::display::DATA_MIME: {"objects": objects}})
 }

@@ -28,6 +28,8 @@ pub struct Program<'a> {
     pub inputs: &'a [Var],
     pub updates: &'a [Var],
     pub shows: bool,
+    /// The body is a sweep's closure, run by `dryml::sweep::task_main` per array task.
+    pub sweep: bool,
     pub opt_level: &'a str,
     /// Lines above the body in the cell (its magic lines), for errors in the cell's numbering.
     pub body_offset: usize,
@@ -77,13 +79,16 @@ impl Program<'_> {
                 t = v.ty
             ));
         }
-        m.push_str("let __dryml_value = {\n");
+        m.push_str(if self.sweep { "let __dryml_train = {\n" } else { "let __dryml_value = {\n" });
         let body_line = m.lines().count() + 1;
         m.push_str(self.body);
         if !self.body.ends_with('\n') {
             m.push('\n');
         }
         m.push_str("};\n");
+        if self.sweep {
+            m.push_str("::dryml::sweep::task_main(__dryml_train);\n");
+        }
         for v in self.updates {
             m.push_str(&format!("(&::dryml::slurm::job::Depart(&{n})).send(__dryml_io, {n:?})?;\n", n = v.name));
         }
@@ -197,6 +202,7 @@ mod tests {
             inputs: &inputs,
             updates: &inputs,
             shows: true,
+            sweep: false,
             opt_level: "1",
             body_offset: 1,
         };

@@ -9,7 +9,7 @@ use super::Host;
 use crate::protocol::ErrorContent;
 use build::{Program, Var};
 use dryml::slurm::job::JobDir;
-use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmSetting};
+use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -127,53 +127,104 @@ impl SlurmMagic {
     /// The code a `%%compute --on slurm` cell runs in the notebook's process, after its program
     /// is built and its directory written.
     pub fn compute_cell(&mut self, host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
-        let job = opts.slurm.clone().unwrap_or_default();
+        let job = Job {
+            kind: "compute",
+            requests: &opts.requests,
+            timeout: opts.timeout,
+            mem: opts.mem_limit,
+            slurm: opts.slurm.clone().unwrap_or_default(),
+            update: &opts.update,
+            extra: Value::Null,
+        };
+        let p = self.prepare(host, &job, body, body_offset)?;
+        Ok(submit_code(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
+    }
+
+    /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
+    pub fn sweep_cell(&mut self, host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
+        let job = Job {
+            kind: "sweep",
+            requests: &opts.requests,
+            timeout: opts.timeout,
+            mem: opts.mem_limit,
+            slurm: opts.slurm.clone().unwrap_or_default(),
+            update: &[],
+            extra: json!({"defs_variable": opts.defs, "repo": opts.repo}),
+        };
+        let p = self.prepare(host, &job, body, body_offset)?;
+        let mut c = inputs_code(&p.dir, &p.inputs);
+        c.push_str(&format!(
+            "match ::dryml::sweep::submit(__dryml_job, &{defs}, {repo:?}, {detach}) {{\nOk(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}\n}}",
+            defs = opts.defs,
+            repo = opts.repo,
+            detach = job.slurm.detach
+        ));
+        Ok(c)
+    }
+
+    /// Writes a job's directory (request, batch script) and builds its program.
+    fn prepare(&mut self, host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -> Result<Prepared, ErrorContent> {
+        let what = if job.kind == "sweep" { "%%sweep" } else { "%%compute" };
         host.session.ensure_child_setup();
         let vars = host.session.variables();
-        for u in &opts.update {
+        for u in job.update {
             if !vars.contains_key(u) {
-                return Err(ErrorContent::new("MagicError", format!("%%compute: --update {u}: the notebook has no variable `{u}` to update")));
+                return Err(ErrorContent::new("MagicError", format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
             }
         }
         let names = super::context::identifiers(body);
         let inputs: Vec<Var> = vars
             .iter()
-            .filter(|(n, _)| names.contains(n.as_str()) || opts.update.contains(n))
+            .filter(|(n, _)| names.contains(n.as_str()) || job.update.contains(n))
             .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
             .collect();
-        let updates: Vec<Var> = inputs.iter().filter(|v| opts.update.contains(&v.name)).cloned().collect();
-        let shows = super::context::ends_with_value(body)
-            .map_err(|deep| ErrorContent::new("MagicError", format!("%%compute: {deep}; split the cell")))?;
+        let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
+        let shows = job.kind == "compute"
+            && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
         let settings = self.settings().clone();
-        let needs_shards = opts.requests.frameworks.iter().any(|(_, r)| r.gpus.values().any(|s| *s < 1.0));
+        let needs_shards = job.requests.frameworks.iter().any(|(_, r)| r.gpus.values().any(|s| *s < 1.0));
         let shards_per_gpu = match (settings.shards_per_gpu, needs_shards) {
             (Some(n), _) => n,
             (None, true) => dryml::slurm::shards_per_gpu().map_err(slurm_error)?,
             (None, false) => 1,
         };
-        let time = opts.timeout.or(settings.time).map(std::time::Duration::from_secs_f64);
-        let mem = opts.mem_limit.or(settings.mem);
+        let time = job.timeout.or(settings.time).map(std::time::Duration::from_secs_f64);
+        let mem = job.mem.or(settings.mem);
         let sopts = dryml::slurm::Options {
-            partition: job.partition.clone().or(settings.partition.clone()),
-            account: job.account.clone().or(settings.account.clone()),
-            qos: job.qos.clone().or(settings.qos.clone()),
+            partition: job.slurm.partition.clone().or(settings.partition.clone()),
+            account: job.slurm.account.clone().or(settings.account.clone()),
+            qos: job.slurm.qos.clone().or(settings.qos.clone()),
             time,
             mem,
             shards_per_gpu,
-            extra: settings.sbatch.iter().chain(&job.sbatch).cloned().collect(),
+            extra: settings.sbatch.iter().chain(&job.slurm.sbatch).cloned().collect(),
         };
-        let args = dryml::slurm::sbatch_options(&opts.requests, &sopts).map_err(slurm_error)?;
+        let args = dryml::slurm::sbatch_options(job.requests, &sopts).map_err(slurm_error)?;
         // The directory: named by time, so `%jobs` lists jobs in order.
         let nb = self.notebook_dir();
         let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S%.3f").to_string().replace('.', "-");
         let dir = nb.join(format!("{stamp}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| slurm_error(format!("creating the job's directory {}: {e}", dir.display())))?;
         let jd = JobDir::new(&dir);
-        let request = json!({
-            "kind": "compute",
+        let (items, deps) = host.session.evcxr().notebook_crate();
+        let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
+        let program = Program {
+            items: &items,
+            deps: &deps,
+            body,
+            inputs: &inputs,
+            updates: &updates,
+            shows,
+            sweep: job.kind == "sweep",
+            opt_level: &opt_level,
+            body_offset,
+        };
+        let src = program.source();
+        let mut request = json!({
+            "kind": job.kind,
             "notebook": notebook_name(),
             "body": body,
-            "requests": opts.requests.to_text(),
+            "requests": job.requests.to_text(),
             "sbatch": args,
             "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
             "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
@@ -182,31 +233,43 @@ impl SlurmMagic {
             "mem": mem,
             "created": chrono::Local::now().to_rfc3339(),
             "kernel_pid": std::process::id(),
+            "body_line": src.body_line,
+            "body_lines": src.body_lines,
+            "body_offset": body_offset,
         });
-        let script = dryml::slurm::job::batch_script(&dir, &format!("dryml-{}", notebook_name()), &args);
-        dryml::fs::write_atomic(&jd.file("job.sh"), script.as_bytes(), dryml::fs::Durability::Fsync)
-            .map_err(|e| slurm_error(format!("writing job.sh: {e}")))?;
-        let (items, deps) = host.session.evcxr().notebook_crate();
-        let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
-        let program = Program { items: &items, deps: &deps, body, inputs: &inputs, updates: &updates, shows, opt_level: &opt_level, body_offset };
-        let src = program.source();
-        let mut request = request;
-        request["body_line"] = json!(src.body_line);
-        request["body_lines"] = json!(src.body_lines);
-        request["body_offset"] = json!(body_offset);
-        jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display())))?;
+        if let Value::Object(extra) = &job.extra {
+            for (k, v) in extra {
+                request[k] = v.clone();
+            }
+        }
+        let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
+            let name = format!("dryml-{}", notebook_name());
+            let script = if job.kind == "sweep" {
+                dryml::slurm::job::array_script(&dir, &name, &args)
+            } else {
+                dryml::slurm::job::batch_script(&dir, &name, &args)
+            };
+            dryml::fs::write_atomic(&jd.file("job.sh"), script.as_bytes(), dryml::fs::Durability::Fsync)
+                .map_err(|e| slurm_error(format!("writing job.sh: {e}")))
+        });
         let build_dir = match host.session.build_cache() {
             Ok(Some(c)) => Some(c.dir()),
             _ => None,
         };
         let lock = std::env::var_os("EVCXR_TMPDIR").map(|d| PathBuf::from(d).join("Cargo.lock"));
-        host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
-        let secs = build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset).inspect_err(|_| {
-            // Nothing was submitted: no record to keep.
-            let _ = std::fs::remove_dir_all(&dir);
-        })?;
-        host.print(&format!("dryml: built in {secs:.1} s\n"));
-        Ok(submit_code(&dir, &inputs, &updates, shows, job.detach))
+        let built = written.and_then(|()| {
+            host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
+            build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset)
+        });
+        match built {
+            Ok(secs) => host.print(&format!("dryml: built in {secs:.1} s\n")),
+            Err(e) => {
+                // Nothing was submitted: no record to keep.
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        }
+        Ok(Prepared { dir, inputs, updates, shows })
     }
 
     pub fn jobs(&mut self, host: &mut Host<'_>, call: &JobsCall) -> Result<(), ErrorContent> {
@@ -238,6 +301,14 @@ impl SlurmMagic {
                 dryml::slurm::cancel(*id).map_err(slurm_error)?;
                 host.print(&format!("dryml: cancelled Slurm job {id}\n"));
                 Ok(())
+            }
+            JobsCall::Wait(id) | JobsCall::Result { id, .. } if is_sweep(&self.find(*id)?) => {
+                let dir = self.find(*id)?;
+                let code = format!(
+                    "match ::dryml::sweep::wait({:?}) {{ Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
+                    dir.display().to_string()
+                );
+                run_shown(host, &code)
             }
             JobsCall::Wait(id) => {
                 let dir = self.find(*id)?;
@@ -307,6 +378,10 @@ impl SlurmMagic {
     }
 }
 
+fn is_sweep(dir: &Path) -> bool {
+    JobDir::new(dir).request().is_ok_and(|r| r["kind"] == "sweep")
+}
+
 /// Runs `code` in the notebook's process and shows its value.
 fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
     host.session.set_cell_offset(None);
@@ -331,13 +406,38 @@ fn job_dirs(nb: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The notebook process's half: send the variables, submit, follow, take the updates back.
-fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach: bool) -> String {
+/// What a job is, for [`SlurmMagic::prepare`].
+struct Job<'a> {
+    kind: &'static str,
+    requests: &'a dryml::context::Requests,
+    timeout: Option<f64>,
+    mem: Option<u64>,
+    slurm: SlurmJob,
+    update: &'a [String],
+    /// More fields for `request.json`.
+    extra: Value,
+}
+
+struct Prepared {
+    dir: PathBuf,
+    inputs: Vec<Var>,
+    updates: Vec<Var>,
+    shows: bool,
+}
+
+/// Opens a block that gathers the variables a job takes (`__dryml_job`).
+fn inputs_code(dir: &Path, inputs: &[Var]) -> String {
     let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::slurm::follow::{Travels as _, Stays as _, Returns as _, Lost as _};\n");
     c.push_str(&format!("let mut __dryml_job = ::dryml::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
     for v in inputs {
         c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&::dryml::slurm::follow::Travel(&{n})).encode());\n", n = v.name, t = v.ty));
     }
+    c
+}
+
+/// The notebook process's half: send the variables, submit, follow, take the updates back.
+fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach: bool) -> String {
+    let mut c = inputs_code(dir, inputs);
     c.push_str(&format!("match __dryml_job.run({detach}) {{\nOk(mut __dryml_result) => {{\n"));
     if !detach {
         for v in updates {
