@@ -359,3 +359,106 @@ def test_a_node_failure_is_named(kernel):
             assert time.time() < deadline, "the node did not come back"
             time.sleep(0.5)
     assert reply["ename"] == "SlurmNodeFail" and f"because {node} failed" in reply["evalue"], reply
+
+
+LINE = """:dep serde_json = "1"
+use dryml::{Build, Meta, Object, ObjectDef, State, Repo, Selector};
+use dryml::object::ObjectError;
+// A model whose weight lives "on the device" only between load_compute and save_compute.
+#[derive(dryml::Object)]
+struct Line { args: serde_json::Value, meta: Meta, w: f64, device: Option<f64>, loads: u32 }
+impl Build for Line {
+    type Args = serde_json::Value;
+    fn build(args: serde_json::Value, meta: Meta) -> Self { Line { args, meta, w: 0.0, device: None, loads: 0 } }
+    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> { s.put("w", &self.w)?; s.put("loads", &self.loads) }
+    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> { self.w = s.get("w")?; self.loads = s.get("loads")?; Ok(()) }
+    fn load_compute(&mut self) -> Result<(), ObjectError> { self.device = Some(self.w); self.loads += 1; Ok(()) }
+    fn save_compute(&mut self) -> Result<(), ObjectError> { self.w = self.device.take().expect("loaded"); Ok(()) }
+}
+fn fit(m: &mut Line, steps: u32) -> f64 {
+    let lr = m.args["lr"].as_f64().unwrap();
+    let w = m.device.as_mut().expect("the sweep moved the model into compute");
+    for _ in 0..steps { *w += lr * (3.0 - *w); }
+    (3.0 - *w).abs()
+}
+let defs: Vec<ObjectDef> = (1..=8).map(|i| ObjectDef::new("Line", &serde_json::json!({"lr": 0.05 * i as f64})).unwrap()).collect();
+let steps = 20u32;"""
+
+
+def test_a_sweep_runs_as_a_job_array_with_results_in_the_repo(kernel):
+    ok(kernel, LINE, timeout=600)
+    repo = kernel.jobs / "sweep-repo"
+    msgs = ok(kernel, f"%%sweep defs --repo {repo} --on slurm\n|m: &mut Line| fit(m, steps)", timeout=600)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "Sweep of 8 definitions: 8 trained, 0 failed" in report, report
+    job = submitted(msgs)
+    assert "#SBATCH --array=0-7\n" in (job_dir(kernel, job) / "job.sh").read_text()
+    progress = [m["content"]["data"]["text/plain"] for m in of_type(msgs, "update_display_data")]
+    assert progress[-1] == f"Sweep {job} (8 tasks on Slurm): 8/8 done, 0 running, 0 pending, 0 failed", progress
+    # Every trained object is in the repo with its metrics; selectors compare them.
+    got = value(kernel, f"""{{ let repo = Repo::open("{repo}").unwrap();
+let good = repo.find(&Selector::of("Line").filter(|_, m| m.metrics.as_ref().and_then(|v| v.as_f64()).is_some_and(|x| x < 0.01))).len();
+let best = repo.get(&Selector::of("Line")).unwrap().into_iter().map(|o| o.downcast::<Line>().ok().unwrap()).map(|l| (l.loads, l.w > 2.9)).collect::<std::collections::BTreeSet<_>>();
+(repo.len(), good, best) }}""")
+    assert got == "(8, 4, {(1, false), (1, true)})", got
+    table = displays(ok(kernel, f"%repo open {repo}\n%repo get Line lr=0.4"))[-1]["text/plain"]
+    assert "metrics" in table and "0.000" in table, table
+
+
+def test_a_local_sweep_trains_in_sandboxes(kernel):
+    repo = kernel.jobs / "local-repo"
+    msgs = ok(kernel, f"%%sweep defs --repo {repo}\n|m: &mut Line| fit(m, steps)", timeout=600)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "Sweep of 8 definitions: 8 trained, 0 failed" in report, report
+    assert "on this machine: 8/8 done" in [m["content"]["data"]["text/plain"] for m in of_type(msgs, "update_display_data")][-1]
+    # The same from code: dryml::sweep.
+    got = value(kernel, f"""let r = dryml::sweep(&defs[..2], &dryml::context::Requests::parse("default").unwrap(), "{repo}", |m: &mut Line| fit(m, 1)).unwrap();
+(r.done(), Repo::open("{repo}").unwrap().len())""")
+    assert got == "(2, 10)", got
+
+
+def test_an_object_moves_through_compute_with_its_hooks(kernel):
+    ok(kernel, 'let mut model: Line = *defs[0].build().unwrap().downcast::<Line>().ok().unwrap();')
+    for on in ("", " --on slurm"):
+        msgs = ok(kernel, f"%%compute --update model{on}\nlet loss = fit(&mut model, 5);\n(model.loads, loss < 3.0)", timeout=600)
+        shown = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+        assert shown.endswith(", true)"), shown
+    # Each run moved it into compute once, there; the notebook's copy is back off the "device".
+    got = value(kernel, "(model.loads, model.device.is_none(), model.w > 0.0)")
+    assert got == "(2, true, true)", got
+    got = value(kernel, "let before = model.w; let r = dryml::Compute::new(&dryml::context::Requests::parse(\"default\").unwrap()).run_object(&mut model, |m| fit(m, 5)).unwrap(); (model.loads, model.device.is_none(), model.w > before, r < 3.0)")
+    assert got == "(3, true, true, true)", got
+
+
+def test_a_kernel_killed_mid_sweep_loses_nothing(kernel, cluster):
+    from conftest import Kernel
+    import signal
+    repo = kernel.jobs / "killed-repo"
+    first = Kernel(kernel_env(cluster))
+    try:
+        ok(first, LINE, timeout=600)
+        msg_id = first.send("execute", f"%%sweep defs --repo {repo} --on slurm\n|m: &mut Line| {{ std::thread::sleep(std::time::Duration::from_secs(2)); fit(m, steps) }}")
+        deadline = time.time() + 300
+        sweep_dirs = []
+        while True:
+            assert time.time() < deadline, "no task finished"
+            first.progress(msg_id)
+            sweep_dirs = [d for d in (kernel.jobs / "jobs").glob("*/*") if (d / "defs.json").exists() and str(repo) in (d / "defs.json").read_text()]
+            if sweep_dirs and list((sweep_dirs[0] / "tasks").glob("*.done.json")):
+                break
+            time.sleep(0.2)
+        os.kill(first.km.provisioner.pid, signal.SIGKILL)
+    finally:
+        first.expected.clear()
+        first.stop()
+    d = sweep_dirs[0]
+    job = int((d / "slurm_id").read_text())
+    assert len(list((d / "tasks").glob("*.done.json"))) < 8, "killed before the sweep ended"
+    with running_kernel(kernel_env(cluster)) as second:
+        listing = displays(ok(second, "%jobs"))[0]["text/plain"]
+        assert re.search(rf"{job}\s+sweep: \d/8 done", listing), listing
+        ok(second, LINE, timeout=600)
+        msgs = ok(second, f"%jobs wait {job}", timeout=600)
+        report = [d.get("text/plain", "") for d in displays(msgs) if "Sweep of" in d.get("text/plain", "")]
+        assert report and "8 trained, 0 failed" in report[0], displays(msgs)
+        assert value(second, f'Repo::open("{repo}").unwrap().len()') == "8"

@@ -60,6 +60,15 @@ pub fn setup_if_child() {
             eprintln!("dryml-kernel: streaming output disabled: {e}");
         }
     }
+    // A kernel killed with SIGKILL cannot stop its child, which would go on running (a loop
+    // following a Slurm job, say) with no one to see it: the child ends when it is orphaned.
+    let parent = unsafe { libc::getppid() };
+    let _ = std::thread::Builder::new().name("dryml-orphan-watch".into()).spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        if unsafe { libc::getppid() } != parent {
+            unsafe { libc::_exit(1) };
+        }
+    });
 }
 
 fn pipe() -> std::io::Result<(RawFd, RawFd)> {

@@ -323,6 +323,41 @@ impl Compute {
         Ok(value)
     }
 
+    /// Runs `f` on a DRYML object in a sandbox: the object is moved into compute there
+    /// ([`crate::Build::load_compute`]), worked on, moved back ([`crate::Build::save_compute`])
+    /// and returned through its file, so device memory is held only by the sandbox.
+    pub fn run_object<O, T, F>(&self, obj: &mut O, f: F) -> Result<T, ComputeError>
+    where
+        O: crate::Object,
+        T: Serialize + DeserializeOwned,
+        F: FnOnce(&mut O) -> T,
+    {
+        let hook = |r: Result<(), crate::object::ObjectError>, what: &str| r.map_err(|e| ComputeError::Failed(format!("{what}: {e}")));
+        if let Place::Here(ctx) = self.place()? {
+            hook(obj.load_compute(), "load_compute")?;
+            let v = self.here(ctx, || f(obj));
+            hook(obj.save_compute(), "save_compute")?;
+            return Ok(v);
+        }
+        let bytes = self.sandbox(|| {
+            // A bitwise copy: this is the sandbox's own memory, and it never returns to drop it.
+            let mut mine = unsafe { std::ptr::read(obj as *const O) };
+            let r = (|| {
+                mine.load_compute().map_err(|e| format!("load_compute: {e}"))?;
+                let value = f(&mut mine);
+                mine.save_compute().map_err(|e| format!("save_compute: {e}"))?;
+                let file = crate::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
+                encode(&(value, file))
+            })();
+            std::mem::forget(mine);
+            r
+        })?;
+        let (value, file): (T, Vec<u8>) = decode(&bytes, "the result and the object")?;
+        let back = crate::object::from_bytes(&file, None).map_err(|e| ComputeError::Failed(format!("the object did not load: {e}")))?;
+        *obj = *back.downcast::<O>().map_err(|_| ComputeError::Failed("the sandbox sent back another type".into()))?;
+        Ok(value)
+    }
+
     fn here<T>(&self, ctx: Context, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
         let v = f();
@@ -732,6 +767,15 @@ impl Cell {
         self.shown = Some(format!("{value:?}"));
     }
 
+    /// Sends bytes [`crate::carry::Out`] made back as the notebook's variable `name`; an error
+    /// ends the sandbox with it.
+    pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) {
+        match encoded {
+            Ok(v) => self.updates.push((name.to_string(), v)),
+            Err(e) => send_frame(FAIL, format!("--update {name}: {e}").as_bytes()),
+        }
+    }
+
     /// Ends the body: sends the results and exits without dropping anything.
     pub fn finish(&mut self) {
         match encode(&(&self.updates, &self.shown)) {
@@ -772,6 +816,16 @@ impl CellResult {
         let v = self.updates.swap_remove(i).1;
         rmp_serde::from_slice(&v)
             .map_err(|e| ComputeError::Failed(format!("--update {name}: the value did not deserialize: {e}")))
+    }
+
+    /// The bytes sent for the notebook's variable `name` (read with [`crate::carry::In`]).
+    pub fn take_bytes(&mut self, name: &str) -> Result<Vec<u8>, ComputeError> {
+        let i = self
+            .updates
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| ComputeError::Failed(format!("no value came back for `{name}`")))?;
+        Ok(self.updates.swap_remove(i).1)
     }
 
     pub(crate) fn has(&self, name: &str) -> bool {

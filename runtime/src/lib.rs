@@ -14,6 +14,7 @@
 extern crate self as dryml;
 
 pub mod batch;
+pub mod carry;
 pub mod compute;
 pub mod context;
 pub mod devices;

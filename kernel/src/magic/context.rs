@@ -255,7 +255,7 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
     let names = identifiers(body);
     let used: Vec<&String> = vars.keys().filter(|v| names.contains(v.as_str())).collect();
     let shows = ends_with_value(body).map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
-    let mut c = String::from("{\n");
+    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n");
     c.push_str(&format!(
         "let __dryml_compute = ::dryml::compute::Compute::new(&::dryml::context::Requests::parse({:?}).expect(\"checked by the kernel\"))",
         o.requests.to_text()
@@ -278,9 +278,15 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
         for v in &used {
             s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
         }
+        // An object brought back goes into compute in the sandbox only (its `load_compute`).
+        for u in &o.update {
+            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::compute::CellError(e)); }}\n"));
+        }
         s.push_str(&format!("#[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n"));
         for u in &o.update {
-            s.push_str(&format!("__dryml_out.update({u:?}, &{u});\n"));
+            s.push_str(&format!(
+                "if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::compute::CellError(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::carry::Out(&{u})).encode());\n"
+            ));
         }
         if shows {
             s.push_str("__dryml_out.show(&__dryml_value);\n");
@@ -290,7 +296,8 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
         s.push_str("match __dryml_result {\nOk(mut __dryml_result) => {\n");
         for u in &o.update {
             s.push_str(&format!(
-                "match __dryml_result.take({u:?}) {{ Ok(v) => {u} = v, Err(e) => ::dryml::compute::raise(&e) }}\n"
+                "match __dryml_result.take_bytes({u:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::carry::In::of(&{u})).decode(&b)) {{ Ok(v) => {u} = v, \
+                 Err(e) => ::dryml::compute::raise(&::dryml::ComputeError::Failed(format!(\"--update {u}: {{e}}\"))) }}\n"
             ));
         }
         s.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }\n}\n");
@@ -341,7 +348,8 @@ mod tests {
         assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
         assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
         assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));
-        assert!(code.contains("match __dryml_result.take(\"model\") { Ok(v) => model = v,"), "{code}");
+        assert!(code.contains("match __dryml_result.take_bytes(\"model\")"), "{code}");
+        assert!(code.contains("(&mut &mut ::dryml::carry::Hook(&mut model)).load_compute()"), "{code}");
         assert!(!code.contains('?'), "errors go through the kernel, not evcxr's `?`: {code}");
         assert!(!code.contains("where_to_run"));
         // A body ending in a statement shows nothing.

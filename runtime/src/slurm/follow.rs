@@ -6,8 +6,6 @@
 use super::job::{End, Finished, JobDir, JobError};
 use super::{cancel, job, submit, Job, JobState};
 use crate::compute::{size, CellResult, ComputeError};
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
@@ -16,58 +14,6 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// How often the controller is asked for the job's state.
 const POLL: Duration = Duration::from_millis(300);
-
-/// A variable on its way to a job. `(&Travel(&v)).encode()` picks [`Travels`] for a type that
-/// serde can write and read back, and [`Stays`] (an error) for any other, so a cell naming a
-/// variable of such a type gets an error that names it, not a compile error in generated code.
-pub struct Travel<'a, T>(pub &'a T);
-
-pub trait Travels {
-    fn encode(&self) -> Result<Vec<u8>, String>;
-}
-
-impl<T: Serialize + DeserializeOwned> Travels for Travel<'_, T> {
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        rmp_serde::to_vec(self.0).map_err(|e| format!("does not serialize: {e}"))
-    }
-}
-
-pub trait Stays {
-    fn encode(&self) -> Result<Vec<u8>, String> {
-        Err("its type does not implement serde's Serialize and Deserialize (derive them, or compute it in the cell)".into())
-    }
-}
-
-impl<T> Stays for &Travel<'_, T> {}
-
-/// An `--update` variable coming back from the job, typed by the variable it replaces:
-/// `(&Back::of(&v)).take(&mut result, name)`, an error (not a compile error) for a type serde
-/// cannot read.
-pub struct Back<T>(std::marker::PhantomData<T>);
-
-impl<T> Back<T> {
-    pub fn of(_: &T) -> Self {
-        Back(std::marker::PhantomData)
-    }
-}
-
-pub trait Returns<T> {
-    fn take(&self, r: &mut CellResult, name: &str) -> Result<T, ComputeError>;
-}
-
-impl<T: DeserializeOwned> Returns<T> for Back<T> {
-    fn take(&self, r: &mut CellResult, name: &str) -> Result<T, ComputeError> {
-        r.take(name)
-    }
-}
-
-pub trait Lost<T> {
-    fn take(&self, _r: &mut CellResult, name: &str) -> Result<T, ComputeError> {
-        Err(ComputeError::Job { name: "SerializationError", message: format!("--update {name}: its type does not implement serde's Deserialize") })
-    }
-}
-
-impl<T> Lost<T> for &Back<T> {}
 
 /// A `%%compute --on slurm` cell, from the notebook's process: the kernel has written the
 /// directory (program, batch script, request); this sends the variables and submits.
@@ -401,7 +347,7 @@ pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError>
 
 /// An `--update` variable of a finished job (after [`wait_for`] checked it is there).
 #[doc(hidden)]
-pub fn update<T: DeserializeOwned>(dir: &str, name: &str) -> T {
+pub fn update<T: serde::de::DeserializeOwned>(dir: &str, name: &str) -> T {
     let dir = JobDir::new(dir);
     let taken = dir
         .finished()
@@ -453,15 +399,5 @@ mod tests {
         assert_eq!(at(JobState::BootFail, None, None, ""), ("SlurmJobEnded".into(), "Slurm job 7 ended as BOOT_FAIL (x), without a result".into()));
         let (n, m) = name_and_message(outcome(7, None, None, None, None, "", &req));
         assert_eq!((n.as_str(), m.as_str()), ("SlurmJobEnded", "Slurm job 7 is no longer known to the controller and left no end record, without a result"));
-    }
-
-    #[test]
-    fn only_serde_types_travel() {
-        #[allow(unused_imports)]
-        use super::{Stays as _, Travels as _};
-        let v = vec![1u8, 2];
-        assert!((&Travel(&v)).encode().is_ok());
-        let rc = std::rc::Rc::new(std::cell::Cell::new(1));
-        assert!((&Travel(&rc)).encode().unwrap_err().contains("Serialize and Deserialize"));
     }
 }

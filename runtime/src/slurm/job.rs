@@ -155,6 +155,21 @@ impl Io {
         rmp_serde::from_slice(&bytes).map_err(|e| CellError(format!("the notebook's variable `{name}` did not deserialize: {e}")))
     }
 
+    /// The notebook's variable `name` as it was sent (see [`crate::carry`]).
+    pub fn input_bytes(&mut self, name: &str) -> Result<Vec<u8>, CellError> {
+        std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError(format!("reading the notebook's variable `{name}`: {e}")))
+    }
+
+    /// Sends bytes [`crate::carry::Out`] made back as the notebook's variable `name`.
+    pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) -> Result<(), CellError> {
+        let bytes = encoded.map_err(|e| CellError(format!("--update {name}: {e}")))?;
+        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError(format!("--update {name}: {e}")))?;
+        write_atomic(&self.dir.var_file("updates", name), &bytes, Durability::Fsync)
+            .map_err(|e| CellError(format!("--update {name}: writing it: {e}")))?;
+        self.updates.push(name.to_string());
+        Ok(())
+    }
+
     /// Sends `value` back as the notebook's variable `name` (`--update`).
     pub fn update<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), CellError> {
         let bytes = rmp_serde::to_vec(value).map_err(|e| CellError(format!("--update {name}: the value does not serialize: {e}")))?;
@@ -170,58 +185,6 @@ impl Io {
         self.shown = Some(format!("{value:?}"));
     }
 }
-
-/// A notebook variable arriving in the job, typed by the notebook. `(&Arrive::<T>::new())
-/// .decode(io, name)` reads it for a type serde can read ([`Arrives`]) and is an error for any
-/// other ([`Refused`]), so the program builds either way and the notebook's process, which
-/// checks the same before submitting, names the variable instead of a compile error.
-pub struct Arrive<T>(std::marker::PhantomData<T>);
-
-impl<T> Arrive<T> {
-    #[allow(clippy::new_without_default)]
-    pub fn new() -> Self {
-        Arrive(std::marker::PhantomData)
-    }
-}
-
-pub trait Arrives<T> {
-    fn decode(&self, io: &mut Io, name: &str) -> Result<T, CellError>;
-}
-
-impl<T: DeserializeOwned> Arrives<T> for Arrive<T> {
-    fn decode(&self, io: &mut Io, name: &str) -> Result<T, CellError> {
-        io.input(name)
-    }
-}
-
-pub trait Refused<T> {
-    fn decode(&self, _io: &mut Io, name: &str) -> Result<T, CellError> {
-        Err(CellError(format!("`{name}`'s type does not implement serde's Deserialize")))
-    }
-}
-
-impl<T> Refused<T> for &Arrive<T> {}
-
-/// An `--update` variable leaving the job, as [`Arrive`] does it.
-pub struct Depart<'a, T>(pub &'a T);
-
-pub trait Departs {
-    fn send(&self, io: &mut Io, name: &str) -> Result<(), CellError>;
-}
-
-impl<T: Serialize> Departs for Depart<'_, T> {
-    fn send(&self, io: &mut Io, name: &str) -> Result<(), CellError> {
-        io.update(name, self.0)
-    }
-}
-
-pub trait Stuck {
-    fn send(&self, _io: &mut Io, name: &str) -> Result<(), CellError> {
-        Err(CellError(format!("--update {name}: its type does not implement serde's Serialize")))
-    }
-}
-
-impl<T> Stuck for &Depart<'_, T> {}
 
 fn write_error(dir: &JobDir, kind: &str, message: &str) {
     let v = json!({"kind": kind, "message": message});

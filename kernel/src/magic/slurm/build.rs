@@ -67,14 +67,16 @@ impl Program<'_> {
             m.push('\n');
         }
         m.push_str(
-            "fn main() {\n#[allow(unused_imports)] use ::dryml::slurm::job::{Arrives as _, Refused as _, Departs as _, Stuck as _};\n\
+            "fn main() {\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n\
              ::dryml::slurm::job::main(|__dryml_io: &mut ::dryml::slurm::job::Io| -> ::std::result::Result<(), ::dryml::compute::CellError> {\n",
         );
         let mut input_lines = Vec::new();
         for v in self.inputs {
             input_lines.push((m.lines().count() + 1, v.clone()));
+            // An object goes into compute (its `load_compute`) before the body.
             m.push_str(&format!(
-                "let mut {n}: {t} = (&::dryml::slurm::job::Arrive::<{t}>::new()).decode(__dryml_io, {n:?})?;\n",
+                "let mut {n}: {t} = (&&&::dryml::carry::In::<{t}>::new()).decode(&__dryml_io.input_bytes({n:?})?).map_err(|e| ::dryml::compute::CellError(format!(\"`{n}`: {{e}}\")))?; \
+                 (&mut &mut ::dryml::carry::Hook(&mut {n})).load_compute().map_err(::dryml::compute::CellError)?;\n",
                 n = v.name,
                 t = v.ty
             ));
@@ -90,7 +92,10 @@ impl Program<'_> {
             m.push_str("::dryml::sweep::task_main(__dryml_train);\n");
         }
         for v in self.updates {
-            m.push_str(&format!("(&::dryml::slurm::job::Depart(&{n})).send(__dryml_io, {n:?})?;\n", n = v.name));
+            m.push_str(&format!(
+                "(&mut &mut ::dryml::carry::Hook(&mut {n})).save_compute().map_err(::dryml::compute::CellError)?; __dryml_io.update_bytes({n:?}, (&&&::dryml::carry::Out(&{n})).encode())?;\n",
+                n = v.name
+            ));
         }
         if self.shows {
             m.push_str("__dryml_io.show(&__dryml_value);\n");
@@ -207,8 +212,8 @@ mod tests {
             body_offset: 1,
         };
         let s = p.source();
-        assert!(s.main.contains("let mut w: Vec<f64> = (&::dryml::slurm::job::Arrive::<Vec<f64>>::new()).decode(__dryml_io, \"w\")?;"), "{}", s.main);
-        assert!(s.main.contains("(&::dryml::slurm::job::Depart(&w)).send(__dryml_io, \"w\")?;"));
+        assert!(s.main.contains("let mut w: Vec<f64> = (&&&::dryml::carry::In::<Vec<f64>>::new()).decode(&__dryml_io.input_bytes(\"w\")?)"), "{}", s.main);
+        assert!(s.main.contains("__dryml_io.update_bytes(\"w\", (&&&::dryml::carry::Out(&w)).encode())?;"));
         assert_eq!(s.main.lines().nth(s.body_line - 1), Some("w.push(twice(1.0));"));
         assert!(s.cargo_toml.contains("dryml = { path = \"/x/runtime\" }") && s.cargo_toml.contains("opt-level = 1"));
         let msg = |line: usize| {

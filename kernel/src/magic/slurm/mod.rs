@@ -427,10 +427,10 @@ struct Prepared {
 
 /// Opens a block that gathers the variables a job takes (`__dryml_job`).
 fn inputs_code(dir: &Path, inputs: &[Var]) -> String {
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::slurm::follow::{Travels as _, Stays as _, Returns as _, Lost as _};\n");
+    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n");
     c.push_str(&format!("let mut __dryml_job = ::dryml::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
     for v in inputs {
-        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&::dryml::slurm::follow::Travel(&{n})).encode());\n", n = v.name, t = v.ty));
+        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
     }
     c
 }
@@ -442,7 +442,8 @@ fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach:
     if !detach {
         for v in updates {
             c.push_str(&format!(
-                "match (&::dryml::slurm::follow::Back::of(&{n})).take(&mut __dryml_result, {n:?}) {{ Ok(v) => {n} = v, Err(e) => ::dryml::compute::raise(&e) }}\n",
+                "match __dryml_result.take_bytes({n:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::carry::In::of(&{n})).decode(&b)) {{ Ok(v) => {n} = v, \
+                 Err(e) => ::dryml::compute::raise(&::dryml::ComputeError::Failed(format!(\"--update {n}: {{e}}\"))) }}\n",
                 n = v.name
             ));
         }
