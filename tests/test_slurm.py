@@ -266,7 +266,7 @@ def test_bad_input_submits_nothing(kernel):
     ok(kernel, "let shared = std::rc::Rc::new(5u8);")
     reply, _ = failed(kernel, "%%compute --on slurm\nprintln!(\"{}\", shared);")
     assert reply["ename"] == "SerializationError", reply
-    assert "`shared` (std::rc::Rc<u8>): its type does not implement serde's Serialize and Deserialize" in reply["evalue"], reply
+    assert "`shared` (std::rc::Rc<u8>): its type is neither a DRYML object nor serde's Serialize and Deserialize" in reply["evalue"], reply
     assert "nothing was submitted" in reply["evalue"]
     reply, _ = failed(kernel, "%%compute --on slurm\n\nlet s: String = 5;")
     assert reply["ename"] == "CompilationError" and "mismatched types" in reply["evalue"], reply
