@@ -75,6 +75,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024
 SchedulerType=sched/backfill
+# Slurm waits up to 3 s (batch_sched_delay) before starting queued batch jobs on freed CPUs;
+# short test jobs and sweep tasks would spend most of their time in that wait.
+SchedulerParameters=batch_sched_delay=0
 GresTypes=gpu,shard
 ReturnToService=2
 MpiDefault=none
