@@ -123,7 +123,7 @@ impl Progress {
         let total = pending + running + done + failed;
         let text = format!("{head}: {done}/{total} done, {running} running, {pending} pending, {failed} failed");
         if text != self.shown {
-            let pct = if total == 0 { 0 } else { (done + failed) * 100 / total };
+            let pct = ((done + failed) * 100).checked_div(total).unwrap_or(0);
             let html = format!(
                 "<div style=\"font-family: monospace\"><progress value=\"{pct}\" max=\"100\"></progress> {}</div>",
                 text.replace('&', "&amp;").replace('<', "&lt;")

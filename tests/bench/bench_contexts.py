@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from kernelspec import private_kernelspec
+from kernelspec import private_kernelspec, run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -82,23 +82,6 @@ def ensure_dryml():
         import dryml  # noqa: F401
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "dryml==0.2.2"], check=True)
-
-
-def run(kc, code, timeout=600):
-    out = []
-
-    def hook(m):
-        if m["msg_type"] == "stream":
-            out.append(m["content"]["text"])
-        elif m["msg_type"] == "error":
-            out.append("ERROR " + m["content"]["ename"] + ": " + m["content"]["evalue"])
-
-    t0 = time.perf_counter()
-    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-    dt = time.perf_counter() - t0
-    if reply["content"]["status"] != "ok":
-        raise RuntimeError(f"{code[:60]!r} failed: {reply['content'].get('evalue')} {''.join(out)}")
-    return dt, "".join(out)
 
 
 def med(xs):

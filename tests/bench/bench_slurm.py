@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelspec import private_kernelspec
+from kernelspec import private_kernelspec, run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -46,23 +46,6 @@ BODY = """let mut acc = 0u64;
 for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
 for x in w.iter_mut() {{ *x += 1.0; }}
 acc + {k}"""
-
-
-def run(kc, code, timeout=900):
-    out = []
-
-    def hook(m):
-        if m["msg_type"] == "stream":
-            out.append(m["content"]["text"])
-        elif m["msg_type"] == "error":
-            out.append("ERROR " + m["content"]["ename"] + ": " + m["content"]["evalue"])
-
-    t0 = time.perf_counter()
-    reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook)
-    dt = time.perf_counter() - t0
-    if reply["content"]["status"] != "ok":
-        raise RuntimeError(f"{code[:60]!r} failed: {reply['content'].get('evalue')} {''.join(out)}")
-    return dt, "".join(out)
 
 
 def num(pattern, text):

@@ -298,9 +298,6 @@ fn in_cell_lines(message: &str, request: &Value) -> String {
 
 /// A job's state for `%jobs`, from its records first and the controller otherwise.
 pub fn status(dir: &JobDir) -> String {
-    if dir.file("defs.json").exists() {
-        return crate::sweep::status(dir);
-    }
     let Some(id) = dir.slurm_id() else { return "not submitted".into() };
     if dir.file("result.json").exists() {
         return "COMPLETED".into();

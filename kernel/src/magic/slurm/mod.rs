@@ -284,7 +284,7 @@ impl SlurmMagic {
                         let first = req["body"].as_str().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
                         vec![
                             jd.slurm_id().map(|i| i.to_string()).unwrap_or_else(|| "-".into()),
-                            dryml::slurm::follow::status(&jd),
+                            if is_sweep(&d) { dryml::sweep::status(&jd) } else { dryml::slurm::follow::status(&jd) },
                             req["created"].as_str().unwrap_or("").chars().take(19).collect::<String>().replace('T', " "),
                             first,
                             d.display().to_string(),
