@@ -426,6 +426,11 @@ def test_an_object_moves_through_compute_with_its_hooks(kernel):
     # Each run moved it into compute once, there; the notebook's copy is back off the "device".
     got = value(kernel, "(model.loads, model.device.is_none(), model.w > 0.0)")
     assert got == "(2, true, true)", got
+    # A detached job's object comes back through `%jobs result` too.
+    job = submitted(ok(kernel, "%%compute --on slurm --detach --update model\nfit(&mut model, 5)", timeout=600))
+    ok(kernel, f"%jobs result {job} as fetched")
+    got = value(kernel, "(fetched.loads, fetched.device.is_none(), fetched.w > model.w)")
+    assert got == "(3, true, true)", got
     got = value(kernel, "let before = model.w; let r = dryml::Compute::new(&dryml::context::Requests::parse(\"default\").unwrap()).run_object(&mut model, |m| fit(m, 5)).unwrap(); (model.loads, model.device.is_none(), model.w > before, r < 3.0)")
     assert got == "(3, true, true, true)", got
 

@@ -353,6 +353,7 @@ fn follow(dir: &JobDir, id: u64) -> Result<Report, ComputeError> {
     let t0 = Instant::now();
     let mut progress = Progress::new(format!("dryml-sweep-{id}-{}", std::process::id()));
     let head = format!("Sweep {id} ({n} tasks on Slurm)");
+    let mut unanswered: Option<Instant> = None;
     loop {
         if crate::interrupt::interrupted() {
             let how = match slurm::cancel(id) {
@@ -365,7 +366,23 @@ fn follow(dir: &JobDir, id: u64) -> Result<Report, ComputeError> {
             });
         }
         let recs = records(dir, n);
-        let queued = slurm::array_tasks(id).map_err(|e| ComputeError::Job { name: "SlurmError", message: e.to_string() })?;
+        let queued = match slurm::array_tasks(id) {
+            Ok(q) => {
+                unanswered = None;
+                q
+            }
+            // A controller that is silent for a while does not end the tasks (see `follow`).
+            Err(e) => {
+                if unanswered.get_or_insert_with(Instant::now).elapsed() > Duration::from_secs(120) {
+                    return Err(ComputeError::Job {
+                        name: "SlurmError",
+                        message: format!("{e}; the controller has not answered for 120 s. The tasks may still run: `%jobs wait {id}` follows the sweep later"),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
+            }
+        };
         let unrecorded: Vec<&(usize, JobState)> = queued.iter().filter(|(i, _)| *i < n && recs[*i].is_none()).collect();
         let running = unrecorded.iter().filter(|(_, s)| matches!(s, JobState::Running | JobState::Completing)).count();
         let pending = unrecorded.iter().filter(|(_, s)| !matches!(s, JobState::Running | JobState::Completing)).count();

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(100);
 /// How often the controller is asked for the job's state.
 const POLL: Duration = Duration::from_millis(300);
+/// How long the controller may not answer before following the job gives up.
+const SILENCE: Duration = Duration::from_secs(120);
 
 /// A `%%compute --on slurm` cell, from the notebook's process: the kernel has written the
 /// directory (program, batch script, request); this sends the variables and submits.
@@ -96,6 +98,7 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     let mut last: Option<Job> = None;
     let mut running_since: Option<Instant> = None;
     let mut queued = 0.0;
+    let mut unanswered: Option<Instant> = None;
     let mut show = |text: String| {
         if text != shown {
             crate::display::show(&[("text/plain", &text), ("text/html", &state_html(&text))], &display_id);
@@ -121,10 +124,31 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
         let done_by_files = dir.end().is_some_and(|e| e.exit_code == 0) && dir.file("result.json").exists();
         if done_by_files || last_poll.is_none_or(|t| t.elapsed() >= POLL) {
             last_poll = Some(Instant::now());
-            let j = job(id).map_err(|e| ComputeError::Job { name: "SlurmError", message: e.to_string() })?;
-            let over = done_by_files || j.as_ref().is_none_or(|j| j.state.is_final());
+            let j = match job(id) {
+                Ok(j) => {
+                    unanswered = None;
+                    j
+                }
+                // A controller that stops answering for a while (a restart, a network blip)
+                // does not end the job: keep following, and give up only after a long silence.
+                Err(e) => {
+                    let since = *unanswered.get_or_insert_with(Instant::now);
+                    if since.elapsed() > SILENCE {
+                        return Err(ComputeError::Job {
+                            name: "SlurmError",
+                            message: format!("{e}; the controller has not answered for {} s. The job may still run: `%jobs wait {id}` follows it later", SILENCE.as_secs()),
+                        });
+                    }
+                    show(format!("Slurm job {id}: the controller does not answer ({e}); retrying"));
+                    std::thread::sleep(TICK);
+                    continue;
+                }
+            };
+            // Just after `sbatch`, a controller could still be filing the job.
+            let forgotten = j.is_none() && (last.is_some() || t0.elapsed() > Duration::from_secs(10));
+            let over = done_by_files || forgotten || j.as_ref().is_some_and(|j| j.state.is_final());
             if let Some(j) = &j {
-                if running_since.is_none() && matches!(j.state, JobState::Running | JobState::Completing) || (over && running_since.is_none()) {
+                if running_since.is_none() && matches!(j.state, JobState::Running | JobState::Completing) {
                     running_since = Some(Instant::now());
                     queued = t0.elapsed().as_secs_f64();
                 }
@@ -159,6 +183,10 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
         (Err(e), _) => e.name().to_string(),
     };
     let ran = end.as_ref().map_or(0.0, |e| e.seconds);
+    if running_since.is_none() {
+        // It started and ended between two looks: what was not running was waiting.
+        queued = (t0.elapsed().as_secs_f64() - ran).max(0.0);
+    }
     show(format!("Slurm job {id}: {state} on {node}, queued {queued:.1} s, ran {ran:.1} s"));
     if let Ok(f) = &out {
         println!(
@@ -342,15 +370,16 @@ pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError>
     Ok(r)
 }
 
-/// An `--update` variable of a finished job (after [`wait_for`] checked it is there).
+/// The bytes of an `--update` variable of a finished job (after [`wait_for`] checked it is
+/// there), for [`crate::carry::In`] to read.
 #[doc(hidden)]
-pub fn update<T: serde::de::DeserializeOwned>(dir: &str, name: &str) -> T {
+pub fn update_bytes(dir: &str, name: &str) -> Vec<u8> {
     let dir = JobDir::new(dir);
     let taken = dir
         .finished()
         .map_err(|e| ComputeError::Failed(e.to_string()))
         .and_then(|f| f.ok_or_else(|| ComputeError::Failed("the job has no result".into())))
-        .and_then(|mut f| f.result.take(name));
+        .and_then(|mut f| f.result.take_bytes(name));
     match taken {
         Ok(v) => v,
         Err(e) => panic!("{e}"),

@@ -350,7 +350,13 @@ impl SlurmMagic {
                 if !names.is_empty() {
                     let mut code = String::new();
                     for (name, u) in &names {
-                        code.push_str(&format!("let {name}: {t} = ::dryml::slurm::follow::update::<{t}>({d:?}, {n:?});\n", t = u.ty, n = u.name));
+                        // The traits are imported inside the block: a cell's `use` would stay in the notebook.
+                        code.push_str(&format!(
+                            "let {name}: {t} = {{ #[allow(unused_imports)] use ::dryml::carry::prelude::*; \
+                             (&&&::dryml::carry::In::<{t}>::new()).decode(&::dryml::slurm::follow::update_bytes({d:?}, {n:?})).unwrap_or_else(|e| panic!(\"`{n}`: {{e}}\")) }};\n",
+                            t = u.ty,
+                            n = u.name
+                        ));
                     }
                     host.session.set_cell_offset(None);
                     host.session.eval_user(&code, host.io)?;
