@@ -126,7 +126,8 @@ let waiting = slurm::job(pending).unwrap().unwrap();
 slurm::cancel(pending).unwrap();
 slurm::cancel(running).unwrap();
 (waiting.state, waiting.reason, wait_final(pending, 30).state, wait_final(running, 30).state)""")
-    assert got == '(Pending, "Resources", Cancelled, Cancelled)', got
+    # Waiting for the GPUs, or behind another job that waits for them (Slurm says Priority then).
+    assert got in ('(Pending, "Resources", Cancelled, Cancelled)', '(Pending, "Priority", Cancelled, Cancelled)'), got
 
 
 def test_bad_requests_and_a_missing_scheduler_are_clear_errors(kernel):
@@ -234,7 +235,8 @@ def test_interrupt_cancels_a_running_and_a_pending_job(kernel):
             blocker = subprocess.run(["sbatch", "--parsable", "--gres=gpu:2", "--output=/dev/null", "--wrap", "sleep 300"],
                                      capture_output=True, text=True, env=env, check=True).stdout.strip()
         msg_id = kernel.send("execute", "%%compute --on slurm tf num_gpus=1\nprintln!(\"started\"); std::thread::sleep(std::time::Duration::from_secs(300));")
-        want = "PENDING (Resources)" if pending else "RUNNING on"
+        # Pending for the GPUs (Resources), or behind another job that waits for them (Priority).
+        want = "PENDING (" if pending else "RUNNING on"
         deadline = time.time() + 120
         while not any(want in (m["content"]["data"].get("text/plain", "")) for _, m in kernel.iopub.get(msg_id, [])
                       if m["msg_type"] in ("display_data", "update_display_data")):
