@@ -245,10 +245,8 @@ pub fn task_main<T: Object, M: Serialize>(f: impl FnOnce(&mut T) -> M) {
     let failed_at = task_file(&dir, index, "failed");
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let msg = payload.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| payload.downcast_ref::<String>().cloned()).unwrap_or_default();
-        let at = info.location().map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
-        let _ = write_atomic(&failed_at, json!({"error": format!("panicked: {msg}{at}")}).to_string().as_bytes(), Durability::Fsync);
+        let error = format!("panicked: {}", crate::slurm::job::panic_text(info));
+        let _ = write_atomic(&failed_at, json!({"error": error}).to_string().as_bytes(), Durability::Fsync);
         default_hook(info);
     }));
     match train(def, &repo, f) {

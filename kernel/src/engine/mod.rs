@@ -148,10 +148,10 @@ impl Engine {
             magics.experiments.before_body(&mut host, &parsed.body);
             let gpus = magics.experiments.gpus_to_watch(&mut host, measure.as_ref());
             let watch = host.meter.watch_gpus(&gpus, host.child_pid());
+            let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
             let code = match (cell, call) {
                 (Some(_), Some(CellCall::Compute(opts))) if opts.slurm.is_some() => {
                     host.session.set_cell_offset(None);
-                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
                     magics.slurm.compute_cell(&mut host, opts, &parsed.body, magic_lines)
                 }
                 (Some(inv), Some(CellCall::Compute(opts))) => {
@@ -160,7 +160,6 @@ impl Engine {
                 }
                 (Some(_), Some(CellCall::Sweep(opts))) if opts.slurm.is_some() => {
                     host.session.set_cell_offset(None);
-                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
                     magics.slurm.sweep_cell(&mut host, opts, &parsed.body, magic_lines)
                 }
                 (Some(inv), Some(CellCall::Sweep(opts))) => {
@@ -168,7 +167,6 @@ impl Engine {
                     magics.contexts.sweep_cell(&mut host, inv, opts, &parsed.body)
                 }
                 _ => {
-                    let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
                     host.session.set_cell_offset(Some(magic_lines));
                     Ok(parsed.body.clone())
                 }

@@ -193,6 +193,19 @@ fn write_error(dir: &JobDir, kind: &str, message: &str) {
     }
 }
 
+/// A panic's message and where: `boom at src/main.rs:9:5` (the notebook maps the place to the
+/// cell's lines).
+pub(crate) fn panic_text(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let msg = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "Box<dyn Any>".into());
+    let at = info.location().map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
+    format!("{msg}{at}")
+}
+
 /// Runs a job's body: the generated program's `main`. Its results land in the job's directory;
 /// a panic or an error is written to `error.json` (and printed) and ends the program with a
 /// non-zero code, so Slurm records the job as failed too.
@@ -207,14 +220,7 @@ pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) {
     let hook_dir = dir.clone();
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let msg = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "Box<dyn Any>".into());
-        let at = info.location().map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
-        write_error(&hook_dir, "panic", &format!("{msg}{at}"));
+        write_error(&hook_dir, "panic", &panic_text(info));
         default_hook(info);
     }));
     let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None };
@@ -241,12 +247,7 @@ pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) {
 /// record, and the state then comes from Slurm.
 pub fn batch_script(dir: &Path, name: &str, options: &[String]) -> String {
     let q = |p: &Path| shell_quote(&p.display().to_string());
-    let mut s = String::from("#!/bin/bash\n");
-    s.push_str(&format!("#SBATCH --job-name={}\n", name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")));
-    s.push_str(&format!("#SBATCH --output={}\n", dir.join("output.log").display()));
-    for o in options {
-        s.push_str(&format!("#SBATCH {o}\n"));
-    }
+    let mut s = script_header(name, &dir.join("output.log"), options);
     s.push_str(&format!(
         r#"# Written by DRYML Rust for a `%%compute --on slurm` cell: `sbatch job.sh` runs it again.
 cd {dir}
@@ -277,18 +278,24 @@ exit $code
 /// outcome in `tasks/`, its output in `tasks/<index>.log`.
 pub fn array_script(dir: &Path, name: &str, options: &[String]) -> String {
     let q = |p: &Path| shell_quote(&p.display().to_string());
-    let mut s = String::from("#!/bin/bash\n");
-    s.push_str(&format!("#SBATCH --job-name={}\n", name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")));
-    s.push_str(&format!("#SBATCH --output={}\n", dir.join("tasks").join("%a.log").display()));
-    for o in options {
-        s.push_str(&format!("#SBATCH {o}\n"));
-    }
+    let mut s = script_header(name, &dir.join("tasks").join("%a.log"), options);
     s.push_str(&format!(
         "# Written by DRYML Rust for a `%%sweep --on slurm` cell: `sbatch job.sh` runs the sweep again.\ncd {dir}\nexport {env}={dir}\nexec {program}\n",
         dir = q(dir),
         env = DIR_ENV,
         program = q(&dir.join("program")),
     ));
+    s
+}
+
+/// A batch script's first lines: the shell, the job's name, where its output goes, its options.
+fn script_header(name: &str, output: &Path, options: &[String]) -> String {
+    let mut s = String::from("#!/bin/bash\n");
+    s.push_str(&format!("#SBATCH --job-name={}\n", name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")));
+    s.push_str(&format!("#SBATCH --output={}\n", output.display()));
+    for o in options {
+        s.push_str(&format!("#SBATCH {o}\n"));
+    }
     s
 }
 

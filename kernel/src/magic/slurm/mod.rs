@@ -273,6 +273,11 @@ impl SlurmMagic {
     }
 
     pub fn jobs(&mut self, host: &mut Host<'_>, call: &JobsCall) -> Result<(), ErrorContent> {
+        // Every subcommand but the list is about one job: its directory is found once.
+        let dir = match call {
+            JobsCall::List => PathBuf::new(),
+            JobsCall::Wait(id) | JobsCall::Cancel(id) | JobsCall::Result { id, .. } => self.find(*id)?,
+        };
         match call {
             JobsCall::List => {
                 let nb = self.notebook_dir();
@@ -297,21 +302,18 @@ impl SlurmMagic {
                 Ok(())
             }
             JobsCall::Cancel(id) => {
-                self.find(*id)?;
                 dryml::slurm::cancel(*id).map_err(slurm_error)?;
                 host.print(&format!("dryml: cancelled Slurm job {id}\n"));
                 Ok(())
             }
-            JobsCall::Wait(id) | JobsCall::Result { id, .. } if is_sweep(&self.find(*id)?) => {
-                let dir = self.find(*id)?;
+            JobsCall::Wait(_) | JobsCall::Result { .. } if is_sweep(&dir) => {
                 let code = format!(
                     "match ::dryml::sweep::wait({:?}) {{ Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
                     dir.display().to_string()
                 );
                 run_shown(host, &code)
             }
-            JobsCall::Wait(id) => {
-                let dir = self.find(*id)?;
+            JobsCall::Wait(_) => {
                 let code = format!(
                     "match ::dryml::slurm::follow::wait({:?}) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
                     dir.display().to_string()
@@ -319,7 +321,6 @@ impl SlurmMagic {
                 run_shown(host, &code)
             }
             JobsCall::Result { id, var } => {
-                let dir = self.find(*id)?;
                 let req = JobDir::new(&dir).request().map_err(|e| slurm_error(format!("{}: {e}", dir.display())))?;
                 let updates: Vec<Var> = req["updates"]
                     .as_array()
