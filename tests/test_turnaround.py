@@ -42,6 +42,29 @@ def test_kernels_started_at_once_share_one_build(cache):
     assert rlibs(cache) == built
 
 
+def cell_crates(cache):
+    """The kernels' cell crates built in a cache (cargo's fingerprint directories)."""
+    return {p.name.split("-")[0] for p in Path(cache).glob("*/*/debug/.fingerprint/ctx_*")}
+
+
+def test_kernels_sharing_the_cache_never_run_each_others_cells(cache):
+    env = {"DRYML_BUILD_CACHE": str(cache)}
+    with running_kernel(env) as a, running_kernel(env) as b:
+        # Each cell is written while the other kernel builds: with one crate name for both,
+        # cargo found the other's build fresh and a kernel showed the other's result.
+        with ThreadPoolExecutor(2) as pool:
+            for i in range(6):
+                got = list(pool.map(lambda kc: value(*kc), [(a, f"{i} * 10 + 1"), (b, f"{i} * 10 + 2")]))
+                assert got == [str(i * 10 + 1), str(i * 10 + 2)], (i, got)
+        assert len(cell_crates(cache)) >= 2
+    # Both are gone: the next kernel to start removes what their cells built.
+    with running_kernel(env) as c:
+        assert value(c, "7") == "7"
+        assert len(cell_crates(cache)) == 1, cell_crates(cache)
+        claims = list(Path(cache).glob("*/dryml-kernels/*.lock"))
+        assert len(claims) == 1, claims
+
+
 def test_cache_magic_shows_collects_and_clears(cache):
     with running_kernel({"DRYML_BUILD_CACHE": str(cache)}) as k:
         shown = displays(ok(k, "%cache"))[0]["text/plain"]

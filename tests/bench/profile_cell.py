@@ -58,7 +58,8 @@ def phases(evs, sent, got):
     failed = [b for b in builds if exits[b[1]][1] != "0"]
     final = [b for b in builds if b not in failed][-1]
     after = lambda t0, pred: next(e for e in window if e[0] > t0 and pred(e))
-    rustc = after(final[0], lambda e: e[2] == "execve" and '"--crate-name", "ctx"' in e[3])
+    # The cell crate: `ctx`, or `ctx_<kernel token>` in the shared build cache.
+    rustc = after(final[0], lambda e: e[2] == "execve" and re.search(r'"--crate-name", "ctx(_k[0-9a-f]{12})?"', e[3]))
     link = after(rustc[0], lambda e: e[2] == "execve" and re.search(r'^"[^"]*/(cc|gcc|clang|ld[^"/]*|rust-lld)"', e[3]))
     link_end, cargo_end = exits[link[1]][0], exits[final[1]][0]
     failed_time = sum(exits[b[1]][0] - b[0] for b in failed)

@@ -25,12 +25,45 @@ const USED_FILE: &str = "dryml-last-used";
 const RECENT: Duration = Duration::from_secs(3600);
 /// Eviction goes this far below the bound, so that every start does not evict again.
 const LOW_WATER: f64 = 0.9;
+/// Each running kernel's claim (see [`Claim`]): `<token>.lock`, locked while it runs.
+const KERNELS_DIR: &str = "dryml-kernels";
 
 pub struct BuildCache {
     root: PathBuf,
     /// The generation this kernel builds in: `rustc-<release>-<commit>[-torch-<version>-<path>]`.
     key: String,
     limit: u64,
+}
+
+/// A kernel's own crate names in the shared build directory, held while it runs (an flock on
+/// `<generation>/dryml-kernels/<token>.lock`). Cargo hashes a workspace's root package by its
+/// path relative to the workspace, so every kernel's cell crate (evcxr's `ctx`) was one cargo
+/// unit: a kernel whose cell was written while another kernel built its own found that build
+/// fresh and loaded the other notebook's code. With a token per kernel, the units are apart.
+pub struct Claim {
+    token: String,
+    _lock: File,
+}
+
+impl Claim {
+    /// The package of this kernel's cells (evcxr's crate).
+    pub fn cell_crate(&self) -> String {
+        format!("ctx_{}", self.token)
+    }
+
+    /// The package (and program) of this kernel's `%%compute --on slurm` jobs.
+    pub fn job_crate(&self) -> String {
+        format!("job_{}", self.token)
+    }
+}
+
+/// The token a build artifact's file name carries, if it is one of a kernel's crates:
+/// `libctx_k0123456789ab.so`, `job_k0123456789ab-<hash>.d`, `ctx_k0123456789ab-<base36>`.
+fn token_of(file_name: &str) -> Option<&str> {
+    let name = file_name.strip_prefix("lib").unwrap_or(file_name);
+    let stem = &name[..name.find(['-', '.']).unwrap_or(name.len())];
+    let token = stem.strip_prefix("ctx_").or_else(|| stem.strip_prefix("job_"))?;
+    (token.len() == 13 && token.starts_with('k') && token[1..].bytes().all(|b| b.is_ascii_hexdigit())).then_some(token)
 }
 
 /// One thing eviction may remove: a whole generation that is not this kernel's, or one cargo
@@ -107,6 +140,61 @@ impl BuildCache {
 
     pub fn limit(&self) -> u64 {
         self.limit
+    }
+
+    /// Takes a token for this kernel's crates, held until the claim is dropped.
+    pub fn claim(&self) -> anyhow::Result<Claim> {
+        let dir = self.dir().join(KERNELS_DIR);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for _ in 0..16 {
+            let token = format!("k{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+            let path = dir.join(format!("{token}.lock"));
+            let file = match File::options().write(true).create_new(true).open(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                r => r.with_context(|| format!("creating {}", path.display()))?,
+            };
+            // A sweep of a starting kernel may take the new file for a dead kernel's and remove
+            // it before the lock is held: then the token is not ours, and another is tried.
+            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            let same = std::fs::metadata(&path).is_ok_and(|m| file.metadata().is_ok_and(|f| f.ino() == m.ino()));
+            if locked && same {
+                return Ok(Claim { token, _lock: file });
+            }
+        }
+        bail!("no token could be claimed in {}", dir.display())
+    }
+
+    /// Removes what the crates of kernels no longer running (their claim's lock is free) left in
+    /// this generation, holding cargo's lock (waited for up to `wait`). Returns the bytes freed.
+    pub fn remove_orphans(&self, wait: Duration) -> anyhow::Result<u64> {
+        let mut orphans = BTreeMap::new();
+        for e in std::fs::read_dir(self.dir().join(KERNELS_DIR)).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(token) = name.strip_suffix(".lock") else { continue };
+            let Ok(file) = File::options().write(true).open(e.path()) else { continue };
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                orphans.insert(token.to_string(), (e.path(), file));
+            }
+        }
+        if orphans.is_empty() {
+            return Ok(0);
+        }
+        let _held = lock_generation(&self.dir(), wait)?;
+        let mut freed = 0;
+        for profile in profile_dirs(&self.dir()) {
+            for sub in [".fingerprint", "deps", "incremental"] {
+                for e in std::fs::read_dir(profile.join(sub)).into_iter().flatten().flatten() {
+                    if token_of(&e.file_name().to_string_lossy()).is_some_and(|t| orphans.contains_key(t)) {
+                        freed += tree_size(&e.path()).0;
+                        remove(&e.path());
+                    }
+                }
+            }
+        }
+        for (path, _lock) in orphans.values() {
+            remove(path);
+        }
+        Ok(freed)
     }
 
     /// Marks this generation used now (its age orders generations for eviction).
@@ -232,7 +320,8 @@ impl BuildCache {
             }
             for e in std::fs::read_dir(&g).into_iter().flatten().flatten() {
                 let p = e.path();
-                if !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
+                // Running kernels' claims stay; what their crates built is gone with the rest.
+                if e.file_name() != KERNELS_DIR && !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
                     remove(&p);
                 }
             }
@@ -340,12 +429,12 @@ fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File
     Ok(held)
 }
 
-/// After an interrupt killed a build: rustc can leave the cell crate's (`ctx`, evcxr's name for
-/// it) codegen objects and incremental state behind, and a later cell's link then took stale
+/// After an interrupt killed a build: rustc can leave the cell crate's (`crate_name`, see
+/// [`Claim::cell_crate`]) codegen objects and incremental state behind, and a later cell's link then took stale
 /// objects (`rust-lld: undefined hidden symbol`, found by the soak). Removes them from every
 /// profile directory under `root` (down to `target/<triple>/debug`), holding cargo's lock when
 /// the directory has one, so no build of another kernel is touched.
-pub fn clean_killed_build(root: &Path, wait: Duration) -> anyhow::Result<()> {
+pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyhow::Result<()> {
     let mut profiles = Vec::new();
     let mut todo = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = todo.pop() {
@@ -364,12 +453,12 @@ pub fn clean_killed_build(root: &Path, wait: Duration) -> anyhow::Result<()> {
         for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with("ctx.") && name.ends_with(".rcgu.o") {
+            if name.strip_prefix(crate_name).is_some_and(|r| r.starts_with('.') && r.ends_with(".rcgu.o")) {
                 remove(&e.path());
             }
         }
         for e in std::fs::read_dir(profile.join("incremental")).into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().starts_with("ctx-") {
+            if e.file_name().to_string_lossy().strip_prefix(crate_name).is_some_and(|r| r.starts_with('-')) {
                 remove(&e.path());
             }
         }
@@ -384,9 +473,15 @@ fn units(generation: &Path) -> Vec<Item> {
         for sub in [".fingerprint", "build", "deps", "incremental", "examples"] {
             for e in std::fs::read_dir(profile.join(sub)).into_iter().flatten().flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                let Some((crate_name, hash)) = unit_of(&name) else { continue };
+                // Incremental state is named by another hash (`dryml-0jarrlo1xdlp9`): an item
+                // of its own.
+                let (crate_name, hash) = match unit_of(&name) {
+                    Some((c, h)) => (c, h.to_string()),
+                    None if sub == "incremental" => (name.split('-').next().unwrap_or(&name), format!("incremental/{name}")),
+                    None => continue,
+                };
                 let (size, newest) = tree_size(&e.path());
-                let item = by_hash.entry(hash.to_string()).or_insert_with(|| Item {
+                let item = by_hash.entry(hash).or_insert_with(|| Item {
                     label: crate_name.trim_start_matches("lib").replace('_', "-"),
                     bytes: 0,
                     last_used: SystemTime::UNIX_EPOCH,
@@ -506,16 +601,70 @@ mod tests {
     fn a_killed_build_leaves_no_cell_objects_or_incremental_state() {
         let root = scratch("killed");
         let profile = root.join("x86_64-unknown-linux-gnu/debug");
-        for f in ["deps/ctx.1907g0s9.1hn7dxg.rcgu.o", "deps/libregex-0123456789abcdef.rlib", "deps/ctx.d",
-                  "incremental/ctx-3lyl1a8/s-h1-working/dep-graph.bin", "incremental/regex-1q2w/s-x/query.bin"] {
+        let ours = "ctx_k0123456789ab";
+        let gone = [format!("deps/{ours}.1907g0s9.1hn7dxg.rcgu.o"), format!("incremental/{ours}-3lyl1a8/s-h1-working/dep-graph.bin")];
+        // Another kernel's cell crate, and other crates, are not this build's.
+        let kept = ["deps/ctx_k0123456789abc.1907g0s9.rcgu.o", "deps/ctx_kfedcba987654.1907g0s9.rcgu.o",
+                    "incremental/ctx_kfedcba987654-3lyl1a8/s-h1/dep-graph.bin", "deps/libregex-0123456789abcdef.rlib",
+                    "deps/ctx_k0123456789ab-0123456789abcdef.d", "incremental/regex-1q2w/s-x/query.bin"];
+        for f in gone.iter().map(String::as_str).chain(kept) {
             std::fs::create_dir_all(profile.join(f).parent().unwrap()).unwrap();
             std::fs::write(profile.join(f), b"x").unwrap();
         }
-        clean_killed_build(&root, Duration::ZERO).unwrap();
-        assert!(!profile.join("deps/ctx.1907g0s9.1hn7dxg.rcgu.o").exists());
-        assert!(!profile.join("incremental/ctx-3lyl1a8").exists());
-        for kept in ["deps/libregex-0123456789abcdef.rlib", "deps/ctx.d", "incremental/regex-1q2w/s-x/query.bin"] {
-            assert!(profile.join(kept).exists(), "{kept} is not the cell crate's leftover");
+        clean_killed_build(&root, ours, Duration::ZERO).unwrap();
+        for f in &gone {
+            assert!(!profile.join(f).exists(), "{f} is left");
+        }
+        assert!(!profile.join(format!("incremental/{ours}-3lyl1a8")).exists());
+        for f in kept {
+            assert!(profile.join(f).exists(), "{f} is not the cell crate's leftover");
+        }
+    }
+
+    #[test]
+    fn kernels_claim_their_own_crates_and_a_gone_kernels_are_removed() {
+        let root = scratch("claims");
+        let cache = BuildCache::open(root.clone(), "gen".into(), 1 << 30).unwrap();
+        let (a, b) = (cache.claim().unwrap(), cache.claim().unwrap());
+        assert_ne!(a.cell_crate(), b.cell_crate());
+        assert!(a.cell_crate().starts_with("ctx_k") && a.job_crate().starts_with("job_k"), "{}", a.job_crate());
+        let profile = cache.dir().join("x86_64-unknown-linux-gnu/debug");
+        let host = cache.dir().join("debug");
+        let files = |c: &Claim| {
+            let (cell, job) = (c.cell_crate(), c.job_crate());
+            vec![profile.join(format!("deps/lib{cell}.so")), profile.join(format!(".fingerprint/{cell}-0123456789abcdef/lib-{cell}")),
+                 profile.join(format!("deps/{cell}-0123456789abcdef.d")), profile.join(format!("incremental/{cell}-3lyl1a8/s-1/x.bin")),
+                 host.join(format!("deps/{job}-fedcba9876543210")), host.join(format!(".fingerprint/{job}-fedcba9876543210/bin-{job}"))]
+        };
+        let shared = profile.join("deps/libdryml-0123456789abcdef.rlib");
+        for f in files(&a).iter().chain(&files(&b)).chain([&shared]) {
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, b"x").unwrap();
+        }
+        // Both kernels run: nothing is theirs to take.
+        assert_eq!(cache.remove_orphans(Duration::ZERO).unwrap(), 0);
+        let gone = files(&a);
+        drop(a);
+        let _c = cache.claim().unwrap();
+        assert!(cache.remove_orphans(Duration::ZERO).unwrap() > 0);
+        for f in &gone {
+            assert!(!f.exists(), "{} is left", f.display());
+        }
+        for f in files(&b).iter().chain([&shared]) {
+            assert!(f.exists(), "{} belongs to a running kernel or to every kernel", f.display());
+        }
+        let claims: Vec<_> = std::fs::read_dir(cache.dir().join(KERNELS_DIR)).unwrap().flatten().collect();
+        assert_eq!(claims.len(), 2, "the gone kernel's claim is removed; b's and the new one's stay");
+    }
+
+    #[test]
+    fn kernel_tokens_are_read_from_file_names() {
+        assert_eq!(token_of("libctx_k0123456789ab.so"), Some("k0123456789ab"));
+        assert_eq!(token_of("job_k0123456789ab-0123456789abcdef.d"), Some("k0123456789ab"));
+        assert_eq!(token_of("ctx_k0123456789ab-3lyl1a8"), Some("k0123456789ab"));
+        assert_eq!(token_of("ctx_k0123456789ab.1907g0s9.rcgu.o"), Some("k0123456789ab"));
+        for other in ["libctx.so", "ctx-3lyl1a8", "ctx_k0123.so", "libdryml-0123456789abcdef.rlib", "job_kxyz456789abc", "my_ctx_k0123456789ab"] {
+            assert_eq!(token_of(other), None, "{other}");
         }
     }
 

@@ -10,7 +10,7 @@ pub mod interrupt;
 pub mod output;
 pub mod state;
 
-use cache::BuildCache;
+use cache::{BuildCache, Claim};
 use state::CellState;
 use crate::child::FLUSHER_CELL;
 use dryml::protocol::{STATE_DIR_ENV, STREAM_ENV};
@@ -52,6 +52,8 @@ pub struct Session {
     env_overrides: BTreeMap<String, Option<String>>,
     /// The machine's build cache, or why this kernel builds without it.
     cache: Result<Option<BuildCache>, String>,
+    /// This kernel's crate names in the cache, held while it runs.
+    claim: Option<Claim>,
 }
 
 impl Session {
@@ -134,6 +136,7 @@ impl Session {
             cell_offset: None,
             env_overrides: BTreeMap::new(),
             cache: Ok(None),
+            claim: None,
         };
         session.ensure_child_setup();
         session.use_build_cache();
@@ -147,7 +150,9 @@ impl Session {
         match &self.cache {
             Ok(Some(cache)) => {
                 let dir = cache.dir();
-                let set = cache.touch().map_err(|e| format!("{e:#}")).and_then(|()| {
+                let set = cache.touch().and_then(|()| cache.claim()).map_err(|e| format!("{e:#}")).and_then(|claim| {
+                    self.ctx.set_crate_name(&claim.cell_crate()).map_err(|e| e.to_string())?;
+                    self.claim = Some(claim);
                     // Cargo reads it from the environment evcxr gives each build; evcxr's own
                     // default (its `target`) comes before the ones set here.
                     self.ctx
@@ -163,6 +168,16 @@ impl Session {
             Ok(None) => {}
             Err(e) => tracing::warn!("build cache not used: {e}"),
         }
+    }
+
+    /// The name evcxr builds this kernel's cells under.
+    fn cell_crate(&self) -> String {
+        self.claim.as_ref().map_or_else(|| "ctx".to_string(), Claim::cell_crate)
+    }
+
+    /// The package name for this kernel's job programs in the machine's cache, if it uses one.
+    pub fn job_crate(&self) -> Option<String> {
+        self.claim.as_ref().map(Claim::job_crate)
     }
 
     /// The machine's build cache, for `%cache`.
@@ -247,6 +262,11 @@ impl Session {
                 if let Err(e) = cache.collect(Duration::ZERO) {
                     tracing::warn!("build cache not collected: {e:#}");
                 }
+                match cache.remove_orphans(Duration::ZERO) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", cache::bytes(n)),
+                    Err(e) => tracing::info!("build cache: gone kernels' crates left for now: {e:#}"),
+                }
             }
         }
     }
@@ -264,7 +284,7 @@ impl Session {
                 None => return,
             },
         };
-        if let Err(e) = cache::clean_killed_build(&root, Duration::from_secs(30)) {
+        if let Err(e) = cache::clean_killed_build(&root, &self.cell_crate(), Duration::from_secs(30)) {
             tracing::warn!("after a killed build: {e:#}");
         }
     }

@@ -208,7 +208,9 @@ impl SlurmMagic {
         let jd = JobDir::new(&dir);
         let (items, deps) = host.session.evcxr().notebook_crate();
         let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
+        let name = host.session.job_crate().unwrap_or_else(|| "dryml_job".into());
         let program = Program {
+            name: &name,
             items: &items,
             deps: &deps,
             body,
