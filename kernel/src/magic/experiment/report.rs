@@ -700,7 +700,7 @@ mod tests {
     #[test]
     fn cleanup_plan() {
         let mut e = Experiment::start("x".into(), sample(100, 100), vec![], vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "i32")]), ["k".to_string()]);
-        e.note_cell("let m = vec![1u8];");
+        e.note_cell("let m = vec![1u8];").unwrap();
         let now = vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "String"), ("new1", "u8"), ("k", "u8")]);
         let c = e.cleanup(&now);
         assert_eq!(c.delete, ["new1"]);
