@@ -161,7 +161,7 @@ weights.len()""")
     out = stdout_of(msgs)
     host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
     assert f"on {host} with 1 cpus, names {{\"a\": 1}}" in out, out
-    assert re.search(r"\[%%compute --on slurm\] job \d+ on \S+: queued [\d.]+ s, ran [\d.]+ s", out), out
+    assert re.search(r"dryml: Slurm job \d+ on \S+: queued [\d.]+ s, ran [\d.]+ s", out), out
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "5"
     assert value(kernel, "weights") == "[1.0, 2.0, 0.0, 20.0, 40.0]"
     # The state was shown in place: one display, then updates ending in COMPLETED.
@@ -308,6 +308,9 @@ def test_slurm_settings(kernel):
     script = (job_dir(kernel, submitted(msgs)) / "job.sh").read_text()
     for line in ["--partition=debug", "--time=0-00:01:30", "--mem=256M", "--nice=5"]:
         assert f"#SBATCH {line}\n" in script, (line, script)
+    # The settings live in the notebook's process: a cell's own code submits with them too.
+    got = value(kernel, "let s = dryml::slurm::Settings::from_env(); (s.partition, s.time, s.mem, s.sbatch)")
+    assert got == '(Some("debug"), Some(7200.0), Some(268435456), ["--nice=5"])', got
     ok(kernel, "%slurm partition= time= mem= sbatch=")
     text = displays(ok(kernel, "%slurm"))[0]["text/plain"]
     assert "(Slurm's default)" in text and "--nice" not in text, text
@@ -469,3 +472,56 @@ def test_a_kernel_killed_mid_sweep_loses_nothing(kernel, cluster):
         report = [d.get("text/plain", "") for d in displays(msgs) if "Sweep of" in d.get("text/plain", "")]
         assert report and "8 trained, 0 failed" in report[0], displays(msgs)
         assert value(second, f'Repo::open("{repo}").unwrap().len()') == "8"
+
+
+CODE_JOB = "dryml::Compute::new(&Requests::parse(\"default\").unwrap()).on(dryml::Slurm::new())"
+
+
+def test_a_closure_from_code_runs_on_a_node(kernel):
+    # The cell's library travels; the input goes in, the value comes back, the output streams.
+    msgs = ok(kernel, """let data: Vec<f64> = (1..=100).map(f64::from).collect();
+let (total, node) = dryml::Compute::new(&Requests::parse("default num_cpus=2").unwrap()).on(dryml::Slurm::new()).run(data, |d: Vec<f64>| {
+    println!("summing {} with {} CPUs", d.len(), std::env::var("SLURM_CPUS_PER_TASK").unwrap_or_default());
+    (d.iter().sum::<f64>(), std::env::var("SLURMD_NODENAME").unwrap_or_default())
+}).unwrap();
+(total, node.is_empty())""", timeout=600)
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "(5050.0, false)"
+    assert "summing 100 with 2 CPUs" in stdout_of(msgs), stdout_of(msgs)
+    d = job_dir(kernel, submitted(msgs))
+    req = json.loads((d / "request.json").read_text())
+    assert req["from"] == "code" and req["kind"] == "closure" and "--cpus-per-task=2" in req["sbatch"], req
+    assert (d / "cell.so").is_file() and "job-lib" in (d / "program").read_text()
+    assert json.loads((d / "end.json").read_text())["exit_code"] == 0
+
+
+def test_code_jobs_detach_fail_and_refuse_clearly(kernel, cluster):
+    before = len(list((kernel.jobs / "jobs").rglob("request.json")))
+    # A closure that captures cannot travel: the compiler says so, and nothing is submitted.
+    reply, _ = failed(kernel, f"let k = 3u8;\n{CODE_JOB}.run(1u8, move |x: u8| x + k).unwrap()")
+    assert "the closure captures variables" in reply["evalue"] + "\n".join(reply["traceback"]), reply
+    # A request Slurm has no word for is refused before anything is written.
+    got = value(kernel, "dryml::Compute::new(&Requests::parse(\"default num_cpus=-1\").unwrap()).on(dryml::Slurm::new()).run(1u8, |x: u8| x).unwrap_err().to_string()")
+    assert "SlurmError" in got and "num_cpus=-1" in got, got
+    assert len(list((kernel.jobs / "jobs").rglob("request.json"))) == before
+    # A panic on the node is the sandbox's panic, with its message.
+    got = value(kernel, f"{CODE_JOB}.run(3u8, |x: u8| -> u8 {{ if x > 2 {{ panic!(\"too big: {{x}}\") }} x }}).unwrap_err().to_string()", timeout=600)
+    assert got.startswith('"SandboxPanicked: Slurm job') and "too big: 3" in got, got
+    # Detached, with a memory limit and sbatch options of its own; fetched by a new kernel.
+    job = value(kernel, f"""let h = dryml::Compute::new(&Requests::parse("default").unwrap()).mem_limit(300 << 20).on(dryml::Slurm::new().sbatch("--nice=3")).submit(10u64, |n: u64| (1..=n).product::<u64>()).unwrap();
+h.id()""")
+    script = (job_dir(kernel, int(job)) / "job.sh").read_text()
+    assert "#SBATCH --mem=300M\n" in script and "#SBATCH --nice=3\n" in script, script
+    with running_kernel(kernel_env(cluster)) as second:
+        assert value(second, f"dryml::SlurmJob::<u64>::attach({job}).unwrap().wait().unwrap()", timeout=600) == "3628800"
+        listing = displays(ok(second, "%jobs"))[0]["text/plain"]
+        assert re.search(rf"\b{job}\b.*COMPLETED.*fn\(u64\) -> u64", listing), listing
+        reply, _ = failed(second, f"%jobs result {job} as v")
+        assert "submitted from code" in reply["evalue"] and f"attach({job})" in reply["evalue"], reply
+    assert value(kernel, "h.wait().unwrap()", timeout=600) == "3628800"
+
+
+def test_a_sweep_from_code_runs_as_a_job_array(kernel):
+    repo = kernel.jobs / "code-sweep-repo"
+    got = value(kernel, f"""let r = {CODE_JOB}.sweep(&defs, "{repo}", |m: &mut Line| fit(m, 20)).unwrap();
+(r.done(), r.failed(), r.job.is_some(), Repo::open("{repo}").unwrap().len())""", timeout=600)
+    assert got == "(8, 0, true, 8)", got

@@ -26,6 +26,10 @@ enum Command {
         #[command(flatten)]
         place: dryml_kernel::install::Place,
     },
+    /// A Slurm job's program for a closure sent from a cell (`Compute::on(Slurm)`): loads the
+    /// cell's library from `$DRYML_JOB_DIR` and runs the closure.
+    #[command(hide = true)]
+    JobLib,
     /// Show, warm, collect or clear the machine's build cache (what `%cache` does in a notebook).
     Cache {
         #[command(subcommand)]
@@ -105,6 +109,7 @@ fn run() -> anyhow::Result<()> {
             println!("Removed kernelspec dryml-rust from {}", dir.display());
         }
         (Some(Command::Cache { action }), _) => cache(action.unwrap_or(CacheAction::Show))?,
+        (Some(Command::JobLib), _) => dryml::cluster::run_library().map_err(anyhow::Error::msg)?,
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading connection file {}", file.display()))?;

@@ -5,6 +5,7 @@
 use crate::registry::{is_ident, keep_list, option_token, positional_token};
 use crate::{Args, Token};
 use dryml::context::Requests;
+pub use dryml::units::parse_size;
 use serde_json::Value;
 
 type ArgError = (String, Option<usize>);
@@ -184,27 +185,6 @@ fn flag_token(tokens: &[Token], long: &str) -> Option<usize> {
     tokens.iter().position(|t| t.text == format!("--{long}"))
 }
 
-/// `512M`, `1.5G`, `2GiB`, `1000`: bytes, with binary K/M/G/T suffixes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let digits = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(digits);
-    let n: f64 = num.parse().map_err(|_| format!("`{text}` is not a size (as in 512M or 2G)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return Err(format!("`{text}`: unknown unit `{unit}` (use K, M, G or T)")),
-    };
-    let bytes = n * mult as f64;
-    if !(bytes >= 1.0) || bytes > u64::MAX as f64 {
-        return Err(format!("`{text}` is not a positive size"));
-    }
-    Ok(bytes as u64)
-}
-
 /// Parses `{"framework": {"key": number, ...}, ...}`. Errors name the place in the JSON.
 pub fn requests_from_json(text: &str) -> Result<Requests, String> {
     let v: Value = serde_json::from_str(text)
@@ -327,12 +307,6 @@ mod tests {
         let inv = args_of("%%compute").unwrap();
         let o = compute_options(&inv.args, &[]).unwrap();
         assert_eq!(o.requests, Requests::parse("default").unwrap());
-        for (text, bytes) in [("512M", 512u64 << 20), ("2GiB", 2 << 30), ("1000", 1000), ("4k", 4096)] {
-            assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
-        }
-        for bad in ["", "M", "-1G", "0", "1.2.3M"] {
-            assert!(parse_size(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
 use crate::{Args, Token};
+pub use dryml::units::parse_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MagicKind {
@@ -489,18 +490,6 @@ fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     Ok(Call::Line(LineCall::Slurm(SlurmCall::Set(settings))))
 }
 
-/// `90`, `90s`, `30m`, `2h`, `1d`: seconds.
-pub fn parse_seconds(t: &str) -> Option<f64> {
-    let (num, mult) = match t.char_indices().last()? {
-        (i, 's') => (&t[..i], 1.0),
-        (i, 'm') => (&t[..i], 60.0),
-        (i, 'h') => (&t[..i], 3600.0),
-        (i, 'd') => (&t[..i], 86400.0),
-        _ => (t, 1.0),
-    };
-    num.trim().parse::<f64>().ok().map(|n| n * mult).filter(|s| s.is_finite() && *s > 0.0)
-}
-
 fn jobs_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     let p = &args.positionals;
     let id_at = |k: usize| -> Result<u64, ArgError> {
@@ -735,13 +724,15 @@ object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the s
     MagicSpec {
         name: "slurm",
         kind: MagicKind::Line,
-        summary: "Show or set where and how `%%compute --on slurm` jobs go.",
+        summary: "Show or set where and how Slurm jobs go (`%%compute --on slurm`, `%%sweep`, `Compute::on(Slurm)`).",
         usage: "%slurm | %slurm key=value ...",
         details: "Keys: dir (the jobs' directory, shared with the nodes; default ~/dryml-jobs, or $DRYML_SLURM_DIR),\n\
 partition, account, qos, time (the default --time, in seconds or as 1h, 30m), mem (the default --mem,\n\
 as 4G), shards_per_gpu (the cluster's shards per GPU, for GPU shares; read from the cluster when\n\
 unset), sbatch (more options, quoted). Each starts from $DRYML_SLURM_<KEY>; an empty value goes back\n\
-to it. `%slurm` alone shows the settings and whether the cluster answers.",
+to it. The settings are set as those variables in the notebook's process, so code\n\
+(`dryml::slurm::Settings::from_env()`, `Compute::on(Slurm)`) uses them too. `%slurm` alone shows the\n\
+settings and whether the cluster answers.",
         args: &[ArgSpec::Pos { name: "SETTINGS", required: false, many: true, help: "key=value pairs" }],
         parse: slurm_parse,
     },

@@ -266,6 +266,18 @@ impl Compute {
         self
     }
 
+    pub(crate) fn requests(&self) -> &Requests {
+        &self.reqs
+    }
+
+    pub(crate) fn timeout_limit(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    pub(crate) fn mem_limit_bytes(&self) -> Option<u64> {
+        self.mem_limit
+    }
+
     fn place(&self) -> Result<Place, ComputeError> {
         let existing = context::current();
         if !(self.use_existing || self.dont_create) {

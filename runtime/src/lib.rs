@@ -15,6 +15,7 @@ extern crate self as dryml;
 
 pub mod batch;
 pub mod carry;
+pub mod cluster;
 pub mod compute;
 pub mod context;
 pub mod devices;
@@ -30,9 +31,11 @@ pub mod protocol;
 pub mod repo;
 pub mod slurm;
 pub mod sweep;
+pub mod units;
 
 pub use display::{clear_output, html, Html};
 pub use compute::{compute, Compute, ComputeError};
+pub use cluster::{Slurm, SlurmJob};
 // DRYML spells it `dryml.context.set_context`; it claims from the pool, so it lives there.
 pub use pool::set_context;
 // The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.

@@ -1,5 +1,6 @@
 """Slurm, measured on a real one-node cluster (tests/slurm/cluster.sh): a `%%compute --on slurm`
-cell against the same cell run locally (`%%compute`, a plain cell), its time split into build,
+cell against the same cell run locally (`%%compute`, a plain cell) and the same work sent from
+code (`Compute::on(Slurm).run`, which sends the cell's library and builds nothing), its time split into build,
 submit, Slurm's queue wait, start, the body and the result's return; then a 16-definition sweep
 as a job array against the same definitions trained one after another in the notebook, and in
 local sandboxes.
@@ -40,12 +41,23 @@ fn fit(m: &mut Line) -> f64 {
     (3.0 - m.w).abs()
 }
 let defs: Vec<ObjectDef> = (1..=16).map(|i| ObjectDef::new("Line", &serde_json::json!({"lr": 1e-6 * i as f64})).unwrap()).collect();
-let mut w: Vec<f64> = vec![0.5; 1000];"""
+let mut w: Vec<f64> = vec![0.5; 1000];
+let compute = dryml::Compute::new(&dryml::context::Requests::parse("default").unwrap());"""
 
 BODY = """let mut acc = 0u64;
 for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
 for x in w.iter_mut() {{ *x += 1.0; }}
 acc + {k}"""
+
+# The same work from code: a closure of the cell, sent as the cell's library (no build).
+CODE = """let (w2, v) = compute.on(dryml::Slurm::new()).run(w.clone(), |mut w: Vec<f64>| {{
+let mut acc = 0u64;
+for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
+for x in w.iter_mut() {{ *x += 1.0; }}
+(w, acc + {k})
+}}).unwrap();
+w = w2;
+v"""
 
 
 def num(pattern, text):
@@ -79,8 +91,8 @@ def main():
             try:
                 run(kc, SETUP)
                 run(kc, "1")
-                rows = {"plain": [], "local": [], "slurm": []}
-                splits = []
+                rows = {"plain": [], "local": [], "slurm": [], "code": []}
+                splits, code_ours = [], []
                 for r in range(args.runs):
                     # A different body each round: the job's crate is rebuilt, its dependencies not.
                     body = BODY.format(k=r)
@@ -100,9 +112,13 @@ def main():
                         "result return": max(back - queued - ran, 0.0),
                         "ours, build aside": dt - build - queued - body_s,
                     })
+                    dt, out = run(kc, CODE.format(k=r))
+                    rows["code"].append(dt)
+                    code_ours.append(dt - num(r"queued ([\d.]+) s, ran", out) - num(r"\(body ([\d.]+) s\)", out))
                 print(f"%%compute --on slurm against local, {args.runs} rounds, a 2M-step loop over a 1000-float --update variable")
-                for k in ("plain", "local", "slurm"):
+                for k in ("plain", "local", "slurm", "code"):
                     print(f"  {k:6} cell: median {med(rows[k]):7.3f} s  (all: {', '.join(f'{x:.2f}' for x in rows[k])})")
+                print(f"  code (Compute::on(Slurm).run, nothing built): ours (wall - queue wait - body) median {med(code_ours):.3f} s, first {code_ours[0]:.3f} s")
                 print("  split of the Slurm cell (first round: cold build cache; median of the later rounds):")
                 for key in splits[0]:
                     later = [s[key] for s in splits[1:]] or [splits[0][key]]

@@ -104,7 +104,7 @@ impl BuildCache {
             _ => default_root().context("no home directory for the build cache; set DRYML_BUILD_CACHE")?,
         };
         let limit = match std::env::var(LIMIT_ENV) {
-            Ok(v) => parse_size(&v).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
+            Ok(v) => dryml::units::parse_size(&v).map_err(anyhow::Error::msg).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
             Err(_) => DEFAULT_LIMIT,
         };
         BuildCache::open(root, generation_key(), limit).map(Some)
@@ -540,23 +540,6 @@ fn remove(path: &Path) {
     }
 }
 
-/// `123`, `500M`, `10G`, `10GiB`, `1.5G` (powers of 1024).
-pub fn parse_size(text: &str) -> anyhow::Result<u64> {
-    let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: f64 = num.parse().with_context(|| format!("expected a size such as 10G, got {text:?}"))?;
-    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        u => bail!("unknown size unit {u:?} in {text:?} (use K, M, G or T)"),
-    };
-    Ok((n * (1u64 << shift) as f64) as u64)
-}
-
 /// `1.5 GiB`, `300 MiB`, `12 KiB`.
 pub fn bytes(n: u64) -> String {
     let n = n as f64;
@@ -697,16 +680,6 @@ mod tests {
         for lib in [a, b, c] {
             std::fs::remove_dir_all(lib.parent().unwrap().parent().unwrap()).unwrap();
         }
-    }
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("123").unwrap(), 123);
-        assert_eq!(parse_size("500M").unwrap(), 500 << 20);
-        assert_eq!(parse_size("10GiB").unwrap(), 10 << 30);
-        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
-        assert!(parse_size("ten").is_err());
-        assert!(parse_size("10X").is_err());
     }
 
     #[test]

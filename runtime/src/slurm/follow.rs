@@ -190,7 +190,7 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     show(format!("Slurm job {id}: {state} on {node}, queued {queued:.1} s, ran {ran:.1} s"));
     if let Ok(f) = &out {
         println!(
-            "[%%compute --on slurm] job {id} on {node}: queued {queued:.2} s, ran {:.2} s (body {:.2} s), peak RSS {}, result back {:.2} s after submission",
+            "dryml: Slurm job {id} on {node}: queued {queued:.2} s, ran {:.2} s (body {:.2} s), peak RSS {}, result back {:.2} s after submission",
             ran,
             f.seconds,
             size(f.peak_rss),

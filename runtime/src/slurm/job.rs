@@ -299,7 +299,8 @@ fn script_header(name: &str, output: &Path, options: &[String]) -> String {
     s
 }
 
-fn shell_quote(s: &str) -> String {
+/// `s` in single quotes for a shell script.
+pub(crate) fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

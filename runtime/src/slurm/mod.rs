@@ -10,7 +10,7 @@ pub mod job;
 use crate::context::Requests;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -118,6 +118,180 @@ pub fn sbatch_options(reqs: &Requests, opts: &Options) -> Result<Vec<String>, Sl
     }
     args.extend(opts.extra.iter().cloned());
     Ok(args)
+}
+
+/// Where and how a notebook's jobs go unless a job says otherwise: the `DRYML_SLURM_*`
+/// variables (`DIR`, `PARTITION`, `ACCOUNT`, `QOS`, `TIME`, `MEM`, `SHARDS_PER_GPU`, `SBATCH`),
+/// which `%slurm key=value` sets in the notebook's process, so a cell's code and the magics
+/// submit alike.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub dir: Option<String>,
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Seconds.
+    pub time: Option<f64>,
+    /// Bytes.
+    pub mem: Option<u64>,
+    pub shards_per_gpu: Option<u32>,
+    pub sbatch: Vec<String>,
+}
+
+/// One job's own choices, over the [`Settings`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobOptions {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Seconds.
+    pub time: Option<f64>,
+    /// Bytes.
+    pub mem: Option<u64>,
+    /// Passed to `sbatch` after the settings' own.
+    pub sbatch: Vec<String>,
+}
+
+/// A job's `sbatch` options, and the time limit and memory they give it (for its record).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SbatchArgs {
+    pub args: Vec<String>,
+    pub time: Option<Duration>,
+    /// Bytes.
+    pub mem: Option<u64>,
+}
+
+/// The environment variable that holds setting `key` (`dir` → `DRYML_SLURM_DIR`).
+pub fn setting_var(key: &str) -> String {
+    format!("DRYML_SLURM_{}", key.to_ascii_uppercase())
+}
+
+impl Settings {
+    /// The settings of this process's environment.
+    pub fn from_env() -> Settings {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The settings as `get` gives the variables (the kernel asks for its child's).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let var = |key: &str| get(&setting_var(key)).filter(|v| !v.trim().is_empty());
+        Settings {
+            dir: var("dir"),
+            partition: var("partition"),
+            account: var("account"),
+            qos: var("qos"),
+            time: var("time").and_then(|t| crate::units::parse_seconds(&t)),
+            mem: var("mem").and_then(|m| crate::units::parse_size(&m).ok()),
+            shards_per_gpu: var("shards_per_gpu").and_then(|n| n.trim().parse().ok()),
+            sbatch: var("sbatch").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
+        }
+    }
+
+    /// The jobs' root directory: `dir`, else `~/dryml-jobs`.
+    pub fn root(&self) -> PathBuf {
+        match &self.dir {
+            Some(d) => PathBuf::from(d),
+            None => std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from).join("dryml-jobs"),
+        }
+    }
+
+    /// This notebook's folder of job directories under the root.
+    pub fn notebook_dir(&self) -> PathBuf {
+        self.root().join(notebook_name())
+    }
+
+    /// A new job directory in this notebook's folder, named by time so that listings are in
+    /// submission order.
+    pub fn new_job_dir(&self) -> std::io::Result<PathBuf> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let t = local_time(now.as_secs());
+        let stamp = format!("{:04}{:02}{:02}-{:02}{:02}{:02}-{:03}", t[0], t[1], t[2], t[3], t[4], t[5], now.subsec_millis());
+        let dir = self.notebook_dir().join(format!("{stamp}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// This notebook's job directories, oldest first.
+    pub fn job_dirs(&self) -> Vec<PathBuf> {
+        job_dirs(&self.notebook_dir())
+    }
+
+    /// The directory of job `id`: this notebook's first, then any notebook's under the root (a
+    /// job is found from a new kernel, or another notebook).
+    pub fn find_job(&self, id: u64) -> Result<PathBuf, String> {
+        let mine = self.notebook_dir();
+        let mut all = job_dirs(&mine);
+        for nb in std::fs::read_dir(self.root()).into_iter().flatten().flatten() {
+            if nb.path() != mine {
+                all.extend(job_dirs(&nb.path()));
+            }
+        }
+        all.into_iter()
+            .find(|d| job::JobDir::new(d).slurm_id() == Some(id))
+            .ok_or_else(|| format!("no job directory under {} records Slurm job {id} (`%jobs` lists this notebook's)", self.root().display()))
+    }
+
+    /// The `sbatch` options of a job asking for `reqs`: the job's choices over these settings,
+    /// shards per GPU read from the cluster when a GPU share needs them and no setting says.
+    pub fn sbatch_args(&self, reqs: &Requests, job: &JobOptions) -> Result<SbatchArgs, SlurmError> {
+        let needs_shards = reqs.frameworks.iter().any(|(_, r)| r.gpus.values().any(|s| *s < 1.0));
+        let shards_per_gpu = match (self.shards_per_gpu, needs_shards) {
+            (Some(n), _) => n,
+            (None, true) => shards_per_gpu()?,
+            (None, false) => 1,
+        };
+        let time = job.time.or(self.time).map(Duration::from_secs_f64);
+        let mem = job.mem.or(self.mem);
+        let opts = Options {
+            partition: job.partition.clone().or(self.partition.clone()),
+            account: job.account.clone().or(self.account.clone()),
+            qos: job.qos.clone().or(self.qos.clone()),
+            time,
+            mem,
+            shards_per_gpu,
+            extra: self.sbatch.iter().chain(&job.sbatch).cloned().collect(),
+        };
+        Ok(SbatchArgs { args: sbatch_options(reqs, &opts)?, time, mem })
+    }
+}
+
+/// Job directories under a notebook's folder, oldest first.
+fn job_dirs(nb: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(nb)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("request.json").exists())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Year, month, day, hour, minute and second of a Unix time, in the machine's time zone.
+fn local_time(secs: u64) -> [i64; 6] {
+    let t = secs as libc::time_t;
+    // SAFETY: tm is plain data that localtime_r fills.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    unsafe { libc::localtime_r(&t, &mut tm) };
+    [tm.tm_year as i64 + 1900, tm.tm_mon as i64 + 1, tm.tm_mday as i64, tm.tm_hour as i64, tm.tm_min as i64, tm.tm_sec as i64]
+}
+
+/// Now as `2026-11-23T03:15:00` (local time), as a job's record keeps its submission.
+pub fn local_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let t = local_time(secs);
+    format!("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", t[0], t[1], t[2], t[3], t[4], t[5])
+}
+
+/// This notebook's folder name: JupyterLab names the notebook to its kernels
+/// (`JPY_SESSION_NAME`), and the kernel's process passes it on; other front ends share
+/// `notebook`.
+pub fn notebook_name() -> String {
+    let name = std::env::var("JPY_SESSION_NAME").ok().and_then(|p| Path::new(&p).file_stem().map(|s| s.to_string_lossy().into_owned()));
+    let name = name.unwrap_or_else(|| "notebook".into());
+    let slug: String = name.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    if slug.is_empty() || slug.starts_with('.') { "notebook".into() } else { slug }
 }
 
 /// `D-HH:MM:SS`, rounded up to whole seconds (Slurm's `--time` takes no fractions).
@@ -327,6 +501,28 @@ mod tests {
 
     fn reqs(text: &str) -> Requests {
         Requests::parse(text).unwrap()
+    }
+
+    #[test]
+    fn settings_read_their_variables_and_a_job_overrides_them() {
+        let vars: BTreeMap<&str, &str> = [
+            ("DRYML_SLURM_DIR", "/shared/jobs"), ("DRYML_SLURM_PARTITION", "gpu"), ("DRYML_SLURM_TIME", "2h"),
+            ("DRYML_SLURM_MEM", "4G"), ("DRYML_SLURM_SHARDS_PER_GPU", "4"), ("DRYML_SLURM_SBATCH", "--nice=5  --exclusive"),
+            ("DRYML_SLURM_QOS", " "),
+        ]
+        .into_iter()
+        .collect();
+        let s = Settings::from_lookup(|k| vars.get(k).map(|v| v.to_string()));
+        assert_eq!(s.root(), PathBuf::from("/shared/jobs"));
+        assert_eq!((s.partition.as_deref(), s.qos.as_deref(), s.time, s.mem), (Some("gpu"), None, Some(7200.0), Some(4 << 30)));
+        assert_eq!(s.sbatch, ["--nice=5", "--exclusive"]);
+        let job = JobOptions { partition: Some("debug".into()), time: Some(90.0), sbatch: vec!["--nice=3".into()], ..JobOptions::default() };
+        let got = s.sbatch_args(&reqs("tf gpu/0=0.5"), &job).unwrap();
+        assert_eq!(got.args, ["--cpus-per-task=1", "--gres=shard:2", "--mem=4096M", "--time=0-00:01:30", "--partition=debug", "--nice=5", "--exclusive", "--nice=3"]);
+        assert_eq!((got.time, got.mem), (Some(Duration::from_secs(90)), Some(4 << 30)));
+        let none = Settings::from_lookup(|_| None);
+        assert_eq!(none, Settings::default());
+        assert!(none.root().ends_with("dryml-jobs"));
     }
 
     #[test]

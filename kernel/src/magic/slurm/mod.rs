@@ -9,103 +9,42 @@ use super::Host;
 use crate::protocol::ErrorContent;
 use build::{Program, Var};
 use dryml::slurm::job::JobDir;
+use dryml::slurm::Settings;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
-/// The settings jobs are submitted with: the environment's (`DRYML_SLURM_*`), then `%slurm`'s.
-#[derive(Debug, Clone, Default)]
-pub struct Settings {
-    pub dir: Option<String>,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-    pub time: Option<f64>,
-    pub mem: Option<u64>,
-    pub shards_per_gpu: Option<u32>,
-    pub sbatch: Vec<String>,
-}
-
-fn env(key: &str) -> Option<String> {
-    std::env::var(format!("DRYML_SLURM_{}", key.to_ascii_uppercase())).ok().filter(|v| !v.trim().is_empty())
-}
-
-impl Settings {
-    fn from_env() -> Settings {
-        Settings {
-            dir: env("dir"),
-            partition: env("partition"),
-            account: env("account"),
-            qos: env("qos"),
-            time: env("time").and_then(|t| dryml_magics::parse_seconds(&t)),
-            mem: env("mem").and_then(|m| dryml_magics::parse_size(&m).ok()),
-            shards_per_gpu: env("shards_per_gpu").and_then(|n| n.parse().ok()),
-            sbatch: env("sbatch").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
-        }
-    }
-
-    fn apply(&mut self, s: &SlurmSetting) {
-        let base = Settings::from_env();
-        match s {
-            SlurmSetting::Dir(v) => self.dir = v.clone().or(base.dir),
-            SlurmSetting::Partition(v) => self.partition = v.clone().or(base.partition),
-            SlurmSetting::Account(v) => self.account = v.clone().or(base.account),
-            SlurmSetting::Qos(v) => self.qos = v.clone().or(base.qos),
-            SlurmSetting::Time(v) => self.time = (*v).or(base.time),
-            SlurmSetting::Mem(v) => self.mem = (*v).or(base.mem),
-            SlurmSetting::ShardsPerGpu(v) => self.shards_per_gpu = (*v).or(base.shards_per_gpu),
-            SlurmSetting::Sbatch(v) => self.sbatch = if v.is_empty() { base.sbatch } else { v.clone() },
-        }
-    }
-
-    /// The jobs' root directory: `dir`, else `~/dryml-jobs`.
-    pub fn root(&self) -> PathBuf {
-        match &self.dir {
-            Some(d) => PathBuf::from(d),
-            None => dirs::home_dir().unwrap_or_else(std::env::temp_dir).join("dryml-jobs"),
-        }
-    }
-}
-
-/// This notebook's folder under the root: JupyterLab names the notebook to its kernels
-/// (`JPY_SESSION_NAME`); other front ends share `notebook`.
-fn notebook_name() -> String {
-    let name = std::env::var("JPY_SESSION_NAME").ok().and_then(|p| {
-        Path::new(&p).file_stem().map(|s| s.to_string_lossy().into_owned())
-    });
-    let name = name.unwrap_or_else(|| "notebook".into());
-    let slug: String = name.chars().map(|c| if c.is_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
-    if slug.is_empty() || slug.starts_with('.') { "notebook".into() } else { slug }
-}
-
+/// `%slurm`, `%%compute --on slurm`, `%%sweep --on slurm` and `%jobs`. The settings live in
+/// the notebook's process as `DRYML_SLURM_*` variables (`%slurm` sets them there), so the
+/// magics and a cell's own `Compute::on(Slurm)` submit alike.
 #[derive(Default)]
-pub struct SlurmMagic {
-    settings: Option<Settings>,
-}
+pub struct SlurmMagic;
 
 fn slurm_error(e: impl std::fmt::Display) -> ErrorContent {
     ErrorContent::new("SlurmError", e.to_string())
 }
 
 impl SlurmMagic {
-    pub fn settings(&mut self) -> &mut Settings {
-        self.settings.get_or_insert_with(Settings::from_env)
-    }
-
-    fn notebook_dir(&mut self) -> PathBuf {
-        self.settings().root().join(notebook_name())
+    /// The settings as the notebook's process has them.
+    fn settings(host: &Host<'_>) -> Settings {
+        Settings::from_lookup(|name| host.session.child_env(name))
     }
 
     pub fn run(&mut self, host: &mut Host<'_>, call: &SlurmCall) -> Result<(), ErrorContent> {
         if let SlurmCall::Set(list) = call {
-            for s in list {
-                self.settings().apply(s);
-            }
+            let vars = list.iter().map(|s| {
+                let (key, value) = setting_value(s);
+                let name = dryml::slurm::setting_var(key);
+                // An empty value goes back to the kernel's own environment.
+                let value = value.or_else(|| std::env::var(&name).ok());
+                (name, value)
+            });
+            host.session.set_env(vars.collect())?;
         }
-        let s = self.settings().clone();
+        let s = Self::settings(host);
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(Slurm's default)".into());
         let rows: Vec<Vec<String>> = vec![
-            vec!["dir".into(), format!("{} (this notebook: {})", s.root().display(), notebook_name())],
+            vec!["dir".into(), format!("{} (this notebook: {})", s.root().display(), dryml::slurm::notebook_name())],
             vec!["partition".into(), opt(&s.partition)],
             vec!["account".into(), opt(&s.account)],
             vec!["qos".into(), opt(&s.qos)],
@@ -181,30 +120,17 @@ impl SlurmMagic {
         let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
         let shows = job.kind == "compute"
             && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
-        let settings = self.settings().clone();
-        let needs_shards = job.requests.frameworks.iter().any(|(_, r)| r.gpus.values().any(|s| *s < 1.0));
-        let shards_per_gpu = match (settings.shards_per_gpu, needs_shards) {
-            (Some(n), _) => n,
-            (None, true) => dryml::slurm::shards_per_gpu().map_err(slurm_error)?,
-            (None, false) => 1,
+        let settings = Self::settings(host);
+        let own = dryml::slurm::JobOptions {
+            partition: job.slurm.partition.clone(),
+            account: job.slurm.account.clone(),
+            qos: job.slurm.qos.clone(),
+            time: job.timeout,
+            mem: job.mem,
+            sbatch: job.slurm.sbatch.clone(),
         };
-        let time = job.timeout.or(settings.time).map(std::time::Duration::from_secs_f64);
-        let mem = job.mem.or(settings.mem);
-        let sopts = dryml::slurm::Options {
-            partition: job.slurm.partition.clone().or(settings.partition.clone()),
-            account: job.slurm.account.clone().or(settings.account.clone()),
-            qos: job.slurm.qos.clone().or(settings.qos.clone()),
-            time,
-            mem,
-            shards_per_gpu,
-            extra: settings.sbatch.iter().chain(&job.slurm.sbatch).cloned().collect(),
-        };
-        let args = dryml::slurm::sbatch_options(job.requests, &sopts).map_err(slurm_error)?;
-        // The directory: named by time, so `%jobs` lists jobs in order.
-        let nb = self.notebook_dir();
-        let stamp = chrono::Local::now().format("%Y%m%d-%H%M%S%.3f").to_string().replace('.', "-");
-        let dir = nb.join(format!("{stamp}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| slurm_error(format!("creating the job's directory {}: {e}", dir.display())))?;
+        let dryml::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests, &own).map_err(slurm_error)?;
+        let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
         let jd = JobDir::new(&dir);
         let (items, deps) = host.session.evcxr().notebook_crate();
         let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
@@ -224,7 +150,7 @@ impl SlurmMagic {
         let src = program.source();
         let mut request = json!({
             "kind": job.kind,
-            "notebook": notebook_name(),
+            "notebook": dryml::slurm::notebook_name(),
             "body": body,
             "requests": job.requests.to_text(),
             "sbatch": args,
@@ -233,7 +159,7 @@ impl SlurmMagic {
             "shows": shows,
             "time": time.map(dryml::slurm::slurm_time),
             "mem": mem,
-            "created": chrono::Local::now().to_rfc3339(),
+            "created": dryml::slurm::local_now(),
             "kernel_pid": std::process::id(),
             "body_line": src.body_line,
             "body_lines": src.body_lines,
@@ -245,7 +171,7 @@ impl SlurmMagic {
             }
         }
         let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
-            let name = format!("dryml-{}", notebook_name());
+            let name = format!("dryml-{}", dryml::slurm::notebook_name());
             let script = if job.kind == "sweep" {
                 dryml::slurm::job::array_script(&dir, &name, &args)
             } else {
@@ -278,12 +204,15 @@ impl SlurmMagic {
         // Every subcommand but the list is about one job: its directory is found once.
         let dir = match call {
             JobsCall::List => PathBuf::new(),
-            JobsCall::Wait(id) | JobsCall::Cancel(id) | JobsCall::Result { id, .. } => self.find(*id)?,
+            JobsCall::Wait(id) | JobsCall::Cancel(id) | JobsCall::Result { id, .. } => {
+                Self::settings(host).find_job(*id).map_err(|e| ErrorContent::new("KeyError", e))?
+            }
         };
         match call {
             JobsCall::List => {
-                let nb = self.notebook_dir();
-                let rows: Vec<Vec<String>> = job_dirs(&nb)
+                let settings = Self::settings(host);
+                let nb = settings.notebook_dir();
+                let rows: Vec<Vec<String>> = settings.job_dirs()
                     .into_iter()
                     .map(|d| {
                         let jd = JobDir::new(&d);
@@ -324,6 +253,13 @@ impl SlurmMagic {
             }
             JobsCall::Result { id, var } => {
                 let req = JobDir::new(&dir).request().map_err(|e| slurm_error(format!("{}: {e}", dir.display())))?;
+                if req["from"] == "code" {
+                    // Its value's type is the code's to name.
+                    return Err(ErrorContent::new(
+                        "MagicError",
+                        format!("%jobs result {id}: job {id} was submitted from code; its value comes back with `dryml::SlurmJob::<T>::attach({id})?.wait()?` (`%jobs wait {id}` shows its output)"),
+                    ));
+                }
                 let updates: Vec<Var> = req["updates"]
                     .as_array()
                     .into_iter()
@@ -370,20 +306,19 @@ impl SlurmMagic {
             }
         }
     }
+}
 
-    /// The directory of job `id`: this notebook's first, then any notebook's under the root.
-    fn find(&mut self, id: u64) -> Result<PathBuf, ErrorContent> {
-        let root = self.settings().root();
-        let mine = self.notebook_dir();
-        let mut all = job_dirs(&mine);
-        for nb in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-            if nb.path() != mine {
-                all.extend(job_dirs(&nb.path()));
-            }
-        }
-        all.into_iter()
-            .find(|d| JobDir::new(d).slurm_id() == Some(id))
-            .ok_or_else(|| ErrorContent::new("KeyError", format!("no job directory under {} records Slurm job {id} (`%jobs` lists this notebook's)", root.display())))
+/// A `%slurm` setting as its key and the value its variable takes (`None`: the environment's).
+fn setting_value(s: &SlurmSetting) -> (&'static str, Option<String>) {
+    match s {
+        SlurmSetting::Dir(v) => ("dir", v.clone()),
+        SlurmSetting::Partition(v) => ("partition", v.clone()),
+        SlurmSetting::Account(v) => ("account", v.clone()),
+        SlurmSetting::Qos(v) => ("qos", v.clone()),
+        SlurmSetting::Time(v) => ("time", v.map(|t| t.to_string())),
+        SlurmSetting::Mem(v) => ("mem", v.map(|m| m.to_string())),
+        SlurmSetting::ShardsPerGpu(v) => ("shards_per_gpu", v.map(|n| n.to_string())),
+        SlurmSetting::Sbatch(v) => ("sbatch", (!v.is_empty()).then(|| v.join(" "))),
     }
 }
 
@@ -400,19 +335,6 @@ fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
         }
     }
     Ok(())
-}
-
-/// Job directories under a notebook's folder, oldest first.
-fn job_dirs(nb: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(nb)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("request.json").exists())
-        .collect();
-    dirs.sort();
-    dirs
 }
 
 /// What a job is, for [`SlurmMagic::prepare`].
