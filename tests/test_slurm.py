@@ -521,6 +521,9 @@ h.id()""")
 
 
 def test_a_sweep_from_code_runs_as_a_job_array(kernel):
+    msgs = ok(kernel, ":vars")
+    if "defs:" not in stdout_of(msgs) + "".join(m["content"]["data"].get("text/plain", "") for m in of_type(msgs, "execute_result")):
+        ok(kernel, LINE, timeout=600)
     repo = kernel.jobs / "code-sweep-repo"
     got = value(kernel, f"""let r = {CODE_JOB}.sweep(&defs, "{repo}", |m: &mut Line| fit(m, 20)).unwrap();
 (r.done(), r.failed(), r.job.is_some(), Repo::open("{repo}").unwrap().len())""", timeout=600)

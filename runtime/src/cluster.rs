@@ -153,7 +153,7 @@ impl OnSlurm<'_> {
         const {
             assert!(
                 std::mem::size_of::<F>() == 0,
-                "Compute::on(Slurm): the closure captures variables, which cannot travel to the node; pass what it needs as its input"
+                "Compute::on(Slurm): the closure captures variables (or is a function pointer), which cannot travel to the node; pass what it needs as its input"
             )
         };
         let _ = f;
@@ -198,7 +198,7 @@ impl OnSlurm<'_> {
         const {
             assert!(
                 std::mem::size_of::<F>() == 0,
-                "Compute::on(Slurm).sweep: the closure captures variables, which cannot travel to the nodes; everything it needs must come with the object"
+                "Compute::on(Slurm).sweep: the closure captures variables (or is a function pointer), which cannot travel to the nodes; everything it needs must come with the object"
             )
         };
         let _ = f;
