@@ -12,7 +12,7 @@
 use crate::compute::{Compute, ComputeError};
 use crate::object::{Object, ObjectDef};
 use crate::slurm::follow::{follow, status, Submission};
-use crate::slurm::job::{shell_quote, JobDir, DIR_ENV};
+use crate::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
 use crate::slurm::{JobOptions, SbatchArgs, Settings};
 use crate::sweep::Report;
 use serde::de::DeserializeOwned;
@@ -150,13 +150,7 @@ impl OnSlurm<'_> {
         O: Serialize + DeserializeOwned,
         F: Fn(I) -> O,
     {
-        const {
-            assert!(
-                std::mem::size_of::<F>() == 0,
-                "Compute::on(Slurm): the closure captures variables (or is a function pointer), which cannot travel to the node; pass what it needs as its input"
-            )
-        };
-        let _ = f;
+        travels(f);
         let entry = closure_entry::<I, O, F> as extern "C" fn() as usize;
         let what = format!("fn({}) -> {}", std::any::type_name::<I>(), std::any::type_name::<O>());
         let mut job = self.prepare("closure", entry, &what)?;
@@ -195,13 +189,7 @@ impl OnSlurm<'_> {
         M: Serialize,
         F: Fn(&mut T) -> M,
     {
-        const {
-            assert!(
-                std::mem::size_of::<F>() == 0,
-                "Compute::on(Slurm).sweep: the closure captures variables (or is a function pointer), which cannot travel to the nodes; everything it needs must come with the object"
-            )
-        };
-        let _ = f;
+        travels(f);
         let entry = sweep_entry::<T, M, F> as extern "C" fn() as usize;
         let job = self.prepare("sweep", entry, &format!("sweep of {}", std::any::type_name::<T>()))?;
         crate::sweep::submit(job, defs, &repo.display().to_string(), detach)
@@ -251,13 +239,7 @@ impl OnSlurm<'_> {
                 "mem": mem,
                 "created": crate::slurm::local_now(),
             }))?;
-            let name = format!("dryml-{}", crate::slurm::notebook_name());
-            let script = if kind == "sweep" {
-                crate::slurm::job::array_script(&dir, &name, &args)
-            } else {
-                crate::slurm::job::batch_script(&dir, &name, &args)
-            };
-            crate::fs::write_atomic(&jd.file("job.sh"), script.as_bytes(), crate::fs::Durability::Fsync)
+            jd.write_script(kind == "sweep", &args)
         })();
         if let Err(e) = written {
             // Nothing was submitted: no record to keep.
@@ -304,6 +286,18 @@ fn library_of(entry: usize) -> Result<Library, ComputeError> {
         return Err(ComputeError::Failed(format!("the closure's library {} is not a file to send", path.display())));
     }
     Ok(Library { path, base })
+}
+
+/// Checks, when the cell compiles, that `f` can be called on the node: only a closure with no
+/// captures (a zero-sized type) is the same value in the cell's library there.
+fn travels<F>(f: F) {
+    const {
+        assert!(
+            std::mem::size_of::<F>() == 0,
+            "Compute::on(Slurm): the closure captures variables (or is a function pointer), which cannot travel to the node; pass what it needs as its input (a sweep's, with the object)"
+        )
+    };
+    let _ = f;
 }
 
 /// A closure type's one value: it has no size (checked where the job was submitted), so any
@@ -355,8 +349,7 @@ where
 pub fn run_library() -> Result<(), String> {
     let dir = JobDir::new(std::env::var_os(DIR_ENV).ok_or_else(|| format!("{DIR_ENV} is not set: job.sh starts this"))?);
     let fail = |m: String| {
-        let v = json!({"kind": "error", "message": m});
-        let _ = crate::fs::write_atomic(&dir.file("error.json"), format!("{v}\n").as_bytes(), crate::fs::Durability::Fsync);
+        write_error(&dir, "error", &m);
         m
     };
     let req = dir.request().map_err(|e| fail(format!("reading request.json: {e}")))?;

@@ -68,6 +68,13 @@ impl JobDir {
         write_atomic(&self.file("request.json"), format!("{request:#}\n").as_bytes(), Durability::Fsync)
     }
 
+    /// Writes `job.sh` under `options`: a sweep's array script or a single job's.
+    pub fn write_script(&self, sweep: bool, options: &[String]) -> io::Result<()> {
+        let name = format!("dryml-{}", super::notebook_name());
+        let script = if sweep { array_script(&self.path, &name, options) } else { batch_script(&self.path, &name, options) };
+        write_atomic(&self.file("job.sh"), script.as_bytes(), Durability::Fsync)
+    }
+
     /// The Slurm job id, once submitted.
     pub fn slurm_id(&self) -> Option<u64> {
         std::fs::read_to_string(self.file("slurm_id")).ok()?.trim().parse().ok()
@@ -186,7 +193,7 @@ impl Io {
     }
 }
 
-fn write_error(dir: &JobDir, kind: &str, message: &str) {
+pub(crate) fn write_error(dir: &JobDir, kind: &str, message: &str) {
     let v = json!({"kind": kind, "message": message});
     if let Err(e) = write_atomic(&dir.file("error.json"), format!("{v}\n").as_bytes(), Durability::Fsync) {
         eprintln!("dryml: writing error.json: {e}");

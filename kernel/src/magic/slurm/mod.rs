@@ -171,14 +171,7 @@ impl SlurmMagic {
             }
         }
         let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
-            let name = format!("dryml-{}", dryml::slurm::notebook_name());
-            let script = if job.kind == "sweep" {
-                dryml::slurm::job::array_script(&dir, &name, &args)
-            } else {
-                dryml::slurm::job::batch_script(&dir, &name, &args)
-            };
-            dryml::fs::write_atomic(&jd.file("job.sh"), script.as_bytes(), dryml::fs::Durability::Fsync)
-                .map_err(|e| slurm_error(format!("writing job.sh: {e}")))
+            jd.write_script(job.kind == "sweep", &args).map_err(|e| slurm_error(format!("writing job.sh: {e}")))
         });
         let build_dir = match host.session.build_cache() {
             Ok(Some(c)) => Some(c.dir()),
