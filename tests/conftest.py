@@ -58,7 +58,8 @@ class Kernel:
     (kernel_info from `wait_for_ready`, interrupt and shutdown of a restart) and the parentless
     `iopub_welcome` and `starting` status."""
 
-    def __init__(self, env=None):
+    def __init__(self, env=None, wrap=None):
+        """`wrap`: a command the kernel is started under (`unshare ...`), as a container would."""
         from jupyter_client.manager import KernelManager
         self.expected = {}      # msg_id -> channel its reply comes on (None: none comes to us)
         self.iopub = {}         # msg_id -> [(arrival time, msg)] of requests not yet collected
@@ -70,6 +71,8 @@ class Kernel:
             # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
             spec = self.km.kernel_spec
             spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
+        if wrap:
+            self.km.kernel_spec.argv = list(wrap) + self.km.kernel_spec.argv
         self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -250,10 +253,11 @@ class Kernel:
 
 
 @contextmanager
-def running_kernel(env=None):
-    """The one way the tests start a kernel (`env` adds to ours). Leaving the block normally
-    checks that nothing was left unread; the kernel is stopped either way."""
-    k = Kernel(env)
+def running_kernel(env=None, wrap=None):
+    """The one way the tests start a kernel (`env` adds to ours; `wrap`, a command it starts
+    under). Leaving the block normally checks that nothing was left unread; the kernel is
+    stopped either way."""
+    k = Kernel(env, wrap)
     try:
         yield k
         k.assert_drained()
@@ -292,11 +296,11 @@ def fake_gpu_kernel(fake_nvml_lib, tmp_path_factory):
     `k.script` in a fresh directory `k.dir`. The `gpus` lines are written first: the kernel reads
     its GPUs once, at start; tests append `proc` lines later."""
     @contextmanager
-    def start(gpus):
+    def start(gpus, wrap=None):
         d = tmp_path_factory.mktemp("gpu")
         script = d / "script"
         script.write_text(gpus)
-        with running_kernel({"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)}) as k:
+        with running_kernel({"DRYML_NVML_LIB": str(fake_nvml_lib), "FAKE_NVML_SCRIPT": str(script)}, wrap) as k:
             k.dir, k.script = d, script
             yield k
     return start
@@ -339,3 +343,17 @@ def json_events(msgs, event=None):
     """The machine-readable payloads (DATA_MIME) of displays, optionally only one event kind."""
     out = [d[DATA_MIME] for d in displays(msgs) if DATA_MIME in d]
     return [j for j in out if event is None or (isinstance(j, dict) and j.get("event") == event)]
+
+
+# A value whose destructor acts on the world (as a TempDir, a database handle or a BufWriter
+# does): it appends "PID N" to its file. Serde, so it can be an --update variable too.
+TRACKED = """:dep serde = { version = "1", features = ["derive"] }
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Tracked(pub String, pub u32);
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.0).unwrap();
+        writeln!(f, "{} {}", std::process::id(), self.1).unwrap();
+    }
+}"""

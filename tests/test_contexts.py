@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import DATA_MIME, NO_NVML, displays, of_type, ok, running_kernel, stdout_of, value, wait_for
+from conftest import DATA_MIME, NO_NVML, TRACKED, displays, of_type, ok, running_kernel, stdout_of, value, wait_for
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -102,6 +102,50 @@ def test_failing_sandboxes_release_claims_and_keep_variables(kernel):
         assert time.time() - t0 < 60, code
         assert pool(kernel)["claims"] == [], code
         assert value(kernel, "(survivor.clone(), counter)") == "([7, 7, 7], 1)", code
+
+
+def test_a_sandbox_never_runs_the_notebooks_destructors(kernel, tmp_path):
+    log = tmp_path / "drops"
+    ok(kernel, TRACKED, timeout=600)
+    ok(kernel, f'let held = Tracked("{log}".into(), 0);\nlet mut upd = Tracked("{log}".into(), 0);')
+    # Every way a sandbox ends, with the notebook's variables copied in (`held`) and updated
+    # (`upd`): none of them drops a copy.
+    touch = "let _ = &held;\nupd.1 += 1;\n"
+    cases = [
+        (f"%%compute --update upd\n{touch}panic!(\"boom\");", "SandboxPanicked", "boom"),
+        (f"%%compute --update upd\n{touch}let n: u32 = \"x\".parse()?;\nn", "SandboxFailed", "ParseIntError"),
+        (f"%%compute --update upd\n{touch}std::process::exit(3)", "SandboxExited", "code 3"),
+        (f"%%compute --update upd --timeout 0.5\n{touch}std::thread::sleep(std::time::Duration::from_secs(60));", "SandboxTimedOut", "0.5 s"),
+        (f"%%compute --update upd --mem-limit 64M\n{touch}let mut v: Vec<Vec<u8>> = Vec::new();\nloop {{ v.push(vec![1u8; 8 << 20]); }}",
+         "SandboxOutOfMemory", "64.0 MiB"),
+        # The body moved the copies before it panicked.
+        (f"%%compute --update upd\n{touch}let moved = (held, upd);\npanic!(\"after moving {{}}\", moved.1.1);", "SandboxPanicked", "after moving 1"),
+        # An unwind that is no panic (batching's interrupt, rayon's re-raise).
+        (f"%%compute --update upd\n{touch}std::panic::resume_unwind(Box::new(7u8));", "SandboxPanicked", "unwound without a panic"),
+        # From code: a borrowing closure, and run_updating.
+        ('let r = dryml::context::Requests::parse("num_cpus=0").unwrap();\n'
+         'let e = dryml::compute(&r, || -> u32 { let _ = &held; panic!("in code") }).unwrap_err();\n'
+         'let f = dryml::Compute::new(&r).run_updating(&mut upd, |u| -> u32 { u.1 += 1; panic!("updating") }).unwrap_err();\n'
+         'dryml::compute::raise(&dryml::ComputeError::Failed(format!("{e} / {f}")));', "SandboxFailed", "in code"),
+    ]
+    for code, ename, words in cases:
+        failed(kernel, code, ename, words)
+        assert not log.exists(), (code, log.read_text())
+    # Interrupted while it runs.
+    msg_id = kernel.send("execute", f'%%compute --update upd\n{touch}println!("running");\nloop {{ std::thread::sleep(std::time::Duration::from_millis(5)); }}')
+    wait_for(lambda: "running" in stdout_of(kernel.progress(msg_id)), 300, "the sandbox to start")
+    kernel.interrupt()
+    reply, msgs = kernel.collect(msg_id, timeout=60)
+    assert reply["ename"] == "KeyboardInterrupt", reply
+    assert not log.exists(), log.read_text()
+    # A sandbox that returns: the updated value comes back, and only the notebook drops the
+    # value it replaced, once; the notebook's variables are as they were.
+    notebook = value(kernel, "std::process::id()")
+    ok(kernel, f"%%compute --update upd\n{touch}")
+    assert log.read_text() == f"{notebook} 0\n", log.read_text()
+    assert value(kernel, "(held.1, upd.1)") == "(0, 1)"
+    ok(kernel, "drop(held);")
+    assert log.read_text() == f"{notebook} 0\n{notebook} 0\n", log.read_text()
 
 
 def test_interrupt_stops_the_sandbox(kernel):

@@ -155,10 +155,17 @@ def test_no_nvml_means_a_note_not_an_error(kernel):
 
 
 def test_cell_logger_modes(kernel):
-    reply, msgs = kernel.execute("%cell_logger reset\n%cell_logger on")
+    reply, msgs = kernel.execute("%cell_logger reset")
+    # Nothing logged yet: a sentence, not two empty charts.
+    reply, msgs = kernel.execute("%cell_logger plot")
+    empty = displays(msgs)[0]
+    assert "image/svg+xml" not in empty and empty["text/plain"].startswith("No cell has been logged yet"), empty
+    reply, msgs = kernel.execute("%cell_logger on")
     reply, msgs = kernel.execute("let logged = vec![1u8; 64 << 20];")
     line = displays(msgs)[-1]["text/plain"]
     assert "△Consumed" in line and "Exec time" in line and "CPU:" in line, line
+    # The rows start with a bullet every font has (U+2022), not IPyExperiments' CJK U+30FB.
+    assert all(l.startswith("\u2022 ") for l in line.splitlines()), line
     cpu_row = next(l for l in line.splitlines() if "CPU:" in l)
     assert int(cpu_row.split()[2].replace(",", "")) in range(63, 66), line
     reply, msgs = kernel.execute("{ let t = vec![1u8; 200 << 20]; drop(t); }")
@@ -286,3 +293,106 @@ def test_cuda_visible_devices_renumbers(gpu_kernel):
     gpu_kernel.execute("%env --unset CUDA_VISIBLE_DEVICES")
     reply, msgs = gpu_kernel.execute('std::env::var("CUDA_DEVICE_ORDER").unwrap()')
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == '"PCI_BUS_ID"'
+
+
+# ---- GPU figures where NVML's pids are not the kernel's (containers) ---------------------------
+
+# What Docker does to a kernel: its own pid namespace and /proc, while the driver (here the fake
+# NVML) goes on naming processes by the machine's pids.
+CONTAINER = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"]
+DEVICE_WIDE = "per-process GPU memory is not visible in this container; figures are device-wide"
+
+
+def machine_pid(inner, root):
+    """The pid this test sees for the process under `root` that its pid namespace calls `inner`."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                ns = next(l for l in f if l.startswith("NSpid:")).split()[1:]
+        except (OSError, StopIteration):
+            continue
+        if len(ns) > 1 and int(ns[-1]) == inner and is_below(int(entry), root):
+            return int(entry)
+    raise AssertionError(f"no process {inner} under {root}")
+
+
+def is_below(pid, root):
+    while pid > 1:
+        if pid == root:
+            return True
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+    return False
+
+
+def gpu_rows(msgs):
+    return {g["device"]: g for g in finish_of(msgs)["devices"] if g["device"] != "cpu"}
+
+
+def test_gpu_figures_in_a_container_are_device_wide(fake_gpu_kernel):
+    GiB = 1 << 30
+    gpus = (f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} auto Fake A100 A\n"
+            f"gpu 1 00000000:5E:00.0 GPU-bbbb2222 {80 * GiB} auto Fake H100 B\n")
+    with fake_gpu_kernel(gpus, wrap=CONTAINER) as k:
+        d = k.dir
+        inner = int(value(k, "std::process::id()"))
+        host = machine_pid(inner, k.km.provisioner.process.pid)
+        assert host != inner
+        # gpu/0 lists the child by its machine pid, beside another job; gpu/1 lists no process
+        # at all while its memory is in use, as nvidia-smi shows inside Docker.
+        k.script.write_text(gpus + f"proc 0 {host} @{d}/t0\nproc 0 999999 {5 * GiB}\nused 1 @{d}/t1\n")
+        k.execute(FAKE_TENSOR)
+        reply, msgs = k.execute("%cell_logger on")
+        reply, msgs = k.execute(f'%%experiment\nlet a = FakeGpuTensor::new("{d}/t0", 3 << 30);\n'
+                                f'let b = FakeGpuTensor::new("{d}/t1", 1 << 30);')
+        assert reply["status"] == "ok", reply
+        start = next(x["text/plain"] for x in displays(msgs) if "started" in x["text/plain"])
+        assert DEVICE_WIDE in start, start
+        g = gpu_rows(msgs)
+        # Per process these would read 0: the experiment's work shows, device-wide.
+        assert (g["gpu/0"]["consumed"], g["gpu/1"]["consumed"]) == (3 << 30, 1 << 30), g
+        assert (g["gpu/0"]["reclaimed"], g["gpu/1"]["reclaimed"]) == (3 << 30, 1 << 30), g
+        assert DEVICE_WIDE in finish_of(msgs)["notes"]
+        # The cell logger's GPU rows and %context's view are device-wide too.
+        reply, msgs = k.execute(f'let kept = FakeGpuTensor::new("{d}/t1", 2 << 30);')
+        row = next(l for l in displays(msgs)[-1]["text/plain"].splitlines() if "GPU/1:" in l)
+        assert row.split()[2] == "2,048", row
+        reply, msgs = k.execute("%context")
+        view = displays(msgs)[0]
+        assert DEVICE_WIDE in view["text/plain"], view["text/plain"]
+        assert "78.0 of 80.0 GiB" in view["text/plain"], view["text/plain"]
+        k.execute("%cell_logger off")
+        k.execute("drop(kept);")
+
+
+def test_gpu_figures_when_nvml_cannot_list_processes(fake_gpu_kernel):
+    GiB = 1 << 30
+    gpus = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} auto Fake A100 A\n"
+    with fake_gpu_kernel(gpus) as k:
+        d = k.dir
+        pid = int(value(k, "std::process::id()"))
+        # Listing processes needs a permission this user lacks (NVML_ERROR_NO_PERMISSION).
+        k.script.write_text(gpus + f"proc 0 {pid} @{d}/t0\nfail processes 4\n")
+        k.execute(FAKE_TENSOR)
+        reply, msgs = k.execute(f'%%experiment\nlet a = FakeGpuTensor::new("{d}/t0", 2 << 30);')
+        assert gpu_rows(msgs)["gpu/0"]["consumed"] == 2 << 30
+        notes = finish_of(msgs)["notes"]
+        assert any("NVML cannot list the processes on gpu/0" in n and "figures are device-wide" in n for n in notes), notes
+
+
+def test_gpu_figures_stay_per_process_in_the_machines_pid_namespace(fake_gpu_kernel):
+    GiB = 1 << 30
+    gpus = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} auto Fake A100 A\n"
+    with fake_gpu_kernel(gpus) as k:
+        d = k.dir
+        pid = int(value(k, "std::process::id()"))
+        # No process of ours is listed yet, and another job's memory grows meanwhile: that is
+        # not ours, and nothing switches to device-wide figures.
+        k.script.write_text(gpus + f"proc 0 {pid} @{d}/t0\nproc 0 999999 @{d}/other\n")
+        k.execute(FAKE_TENSOR)
+        reply, msgs = k.execute(f'%%experiment\nstd::fs::File::create("{d}/other").unwrap().set_len(4 << 30).unwrap();\n'
+                                f'let a = FakeGpuTensor::new("{d}/t0", 1 << 30);')
+        assert gpu_rows(msgs)["gpu/0"]["consumed"] == 1 << 30
+        assert not any("device-wide" in n for n in finish_of(msgs)["notes"])

@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from conftest import of_type, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -99,6 +99,26 @@ def test_panic_keeps_earlier_variables(kernel):
     reply, msgs = kernel.execute("kept + 1")
     assert reply["status"] == "ok"
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+
+
+def test_backtraces_only_for_panics_that_end_the_cell(kernel):
+    # A caught panic prints its message and place, as Python prints nothing for a caught
+    # exception; no backtrace.
+    msgs = ok(kernel, 'let caught = std::panic::catch_unwind(|| { panic!("caught {}", 1) }).is_err();')
+    err = stderr_of(msgs)
+    assert "panicked at" in err and "caught 1" in err, err
+    assert "stack backtrace" not in err and "RUST_BACKTRACE" not in err, err
+    # A panic that ends the cell carries its backtrace in the error, not in the stream.
+    reply, msgs = kernel.execute('fn deep_panic() { panic!("uncaught") }\ndeep_panic();')
+    assert reply["ename"] == "panic" and reply["evalue"] == "uncaught", reply
+    tb = "\n".join(reply["traceback"])
+    assert "stack backtrace:" in tb and "deep_panic" in tb, tb
+    assert "stack backtrace" not in stderr_of(msgs)
+    # Asked for with RUST_BACKTRACE, every panic prints one, as in Rust.
+    ok(kernel, "%env RUST_BACKTRACE=1")
+    msgs = ok(kernel, 'let caught = std::panic::catch_unwind(|| { panic!("caught {}", 2) }).is_err();')
+    assert "stack backtrace:" in stderr_of(msgs), stderr_of(msgs)
+    ok(kernel, "%env --unset RUST_BACKTRACE")
 
 
 def test_abort_then_working_cell():

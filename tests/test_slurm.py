@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value
+from conftest import ROOT, TRACKED, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value
 
 CLUSTER = ROOT / "tests" / "slurm" / "cluster.sh"
 
@@ -217,6 +217,27 @@ big.len()""")
     assert "going over its memory limit of 64.0 MiB (--mem)" in reply["evalue"], reply
     assert "#SBATCH --mem=64M" in (job_dir(kernel, submitted(msgs)) / "job.sh").read_text()
     assert value(kernel, "weights.len()") == "5", "variables survive failed jobs"
+
+
+def test_a_job_never_runs_the_notebooks_destructors(kernel, tmp_path):
+    # The node's copies of `held` and `upd` (read back from their bytes) are the notebook's
+    # values: a job that panics, fails or finishes drops none of them. The request names no
+    # framework: `default`'s.
+    log = tmp_path / "drops"
+    ok(kernel, TRACKED, timeout=600)
+    ok(kernel, f'let held = Tracked("{log}".into(), 0);\nlet mut upd = Tracked("{log}".into(), 0);')
+    touch = "let _ = &held;\nupd.1 += 1;\n"
+    reply, _ = failed(kernel, f"%%compute --on slurm num_cpus=1 --update upd\n{touch}panic!(\"on the node\");", timeout=600)
+    assert reply["ename"] == "SandboxPanicked" and "on the node at cell line 3" in reply["evalue"], reply
+    reply, _ = failed(kernel, f"%%compute --on slurm --update upd\n{touch}let n: u32 = \"x\".parse()?;\nn")
+    assert reply["ename"] == "SandboxFailed", reply
+    assert not log.exists(), log.read_text()
+    msgs = ok(kernel, f"%%compute --on slurm num_cpus=1 --update upd\n{touch}upd.1")
+    assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "1"
+    # Only the notebook dropped something: the value `upd` had before the update.
+    notebook = value(kernel, "std::process::id()")
+    assert log.read_text() == f"{notebook} 0\n", log.read_text()
+    kernel.held_log = log
 
 
 def test_a_cancelled_job_is_named(kernel):
@@ -528,3 +549,15 @@ def test_a_sweep_from_code_runs_as_a_job_array(kernel):
     got = value(kernel, f"""let r = {CODE_JOB}.sweep(&defs, "{repo}", |m: &mut Line| fit(m, 20)).unwrap();
 (r.done(), r.failed(), r.job.is_some(), Repo::open("{repo}").unwrap().len())""", timeout=600)
     assert got == "(8, 0, true, 8)", got
+
+
+def test_a_sweep_task_never_runs_the_notebooks_destructors(kernel):
+    # A sweep task's closure borrows the notebook's `held` and panics on the node.
+    log = kernel.held_log
+    before = log.read_text()
+    ok(kernel, "let one_def = defs[..1].to_vec();")
+    repo = kernel.jobs / "drops-repo"
+    msgs = ok(kernel, f'%%sweep one_def --repo {repo} --on slurm\n|m: &mut Line| -> f64 {{ let _ = &held; panic!("task {{}}", m.w) }}', timeout=600)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "0 trained, 1 failed" in report and "panicked: task 0" in report, report
+    assert log.read_text() == before, log.read_text()

@@ -51,6 +51,14 @@ pub fn setup_if_child() {
     if std::env::var_os("EVCXR_IS_RUNTIME").is_none() {
         return;
     }
+    // evcxr starts its child with RUST_BACKTRACE=1, so every panic, even one the cell catches,
+    // printed a backtrace. The user's own setting is put back; without it, the backtrace is kept
+    // and shown only when the panic ends the cell.
+    match std::env::var_os(USER_BACKTRACE_ENV) {
+        Some(v) => std::env::set_var("RUST_BACKTRACE", v),
+        None => std::env::remove_var("RUST_BACKTRACE"),
+    }
+    std::panic::set_hook(Box::new(panic_hook));
     // SIGINT must not kill the child: the kernel decides between waiting and killing.
     unsafe {
         libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
@@ -69,6 +77,36 @@ pub fn setup_if_child() {
             unsafe { libc::_exit(1) };
         }
     });
+}
+
+/// The kernel's own `RUST_BACKTRACE`, passed to the child (evcxr overrides the real one).
+pub const USER_BACKTRACE_ENV: &str = "DRYML_USER_RUST_BACKTRACE";
+
+/// The last panic's backtrace, sent with evcxr's panic notice when the panic ends the cell.
+static LAST_BACKTRACE: std::sync::Mutex<Option<std::backtrace::Backtrace>> = std::sync::Mutex::new(None);
+
+/// Prints what Rust's default hook prints without a backtrace (message and where); the
+/// backtrace is printed too when `RUST_BACKTRACE` asks (read at each panic, so `%env` takes),
+/// and kept otherwise, in case the panic ends the cell.
+fn panic_hook(info: &std::panic::PanicHookInfo<'_>) {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("<unnamed>");
+    let payload = info.payload();
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("Box<dyn Any>");
+    let at = info.location().map(|l| l.to_string()).unwrap_or_default();
+    let trace = std::backtrace::Backtrace::force_capture();
+    let asked = std::env::var("RUST_BACKTRACE").is_ok_and(|v| v != "0");
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "thread '{name}' panicked at {at}:\n{msg}");
+    if asked {
+        let _ = writeln!(err, "stack backtrace:\n{trace}");
+    } else {
+        *LAST_BACKTRACE.lock().unwrap_or_else(|e| e.into_inner()) = Some(trace);
+    }
 }
 
 fn pipe() -> std::io::Result<(RawFd, RawFd)> {
@@ -165,7 +203,12 @@ impl Pump {
             return;
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
-            self.send(TAG_CONTROL, dryml::protocol::PANIC.as_bytes());
+            let trace = LAST_BACKTRACE.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let line = match trace {
+                Some(t) => format!("{} {}", dryml::protocol::PANIC, serde_json::json!({"backtrace": t.to_string()})),
+                None => dryml::protocol::PANIC.to_string(),
+            };
+            self.send(TAG_CONTROL, line.as_bytes());
         }
         if proto == b"EVCXR_EXECUTION_COMPLETE\n" {
             self.flush_user_stdout();

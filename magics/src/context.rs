@@ -41,7 +41,7 @@ pub fn context_command(args: &Args, tokens: &[Token]) -> Result<ContextCommand, 
 fn requests_of(args: &Args, tokens: &[Token], skip: usize) -> Result<Requests, ArgError> {
     let words = &args.positionals[skip..];
     if words.is_empty() {
-        return Ok(Requests::parse("default").expect("the default request parses"));
+        return Ok(Requests::parse(dryml::context::DEFAULT_FRAMEWORK).expect("the default request parses"));
     }
     let first = positional_token(tokens, skip);
     if words[0].starts_with('{') {
@@ -192,10 +192,18 @@ pub fn requests_from_json(text: &str) -> Result<Requests, String> {
     let Value::Object(frameworks) = v else {
         return Err("expected a JSON object of frameworks, as in {\"tf\": {\"gpu/0\": 0.5}}".into());
     };
-    // The text grammar does the checking: one token per framework and per key=value.
+    // The text grammar does the checking: one token per framework and per key=value. Keys at
+    // the top (`{"num_gpus": 1}`) are `default`'s, so they go first, before any framework.
     let mut tokens = Vec::new();
     let mut places = Vec::new();
-    for (fw, keys) in &frameworks {
+    for (k, val) in frameworks.iter().filter(|(_, v)| !v.is_object()) {
+        let Value::Number(n) = val else {
+            return Err(format!("\"{k}\": expected an object of keys (a framework's) or a number (a key of `default`'s), got {val}"));
+        };
+        tokens.push(format!("{k}={n}"));
+        places.push(format!("\"{k}\""));
+    }
+    for (fw, keys) in frameworks.iter().filter(|(_, v)| v.is_object()) {
         tokens.push(fw.clone());
         places.push(format!("\"{fw}\""));
         let Value::Object(keys) = keys else {
@@ -254,7 +262,7 @@ mod tests {
             ("%context check", "check needs the REQS", 15),
             ("%context check --restart tf", "do not go together", 16),
             (r#"%context {"tf": {"gpu/0": 2}}"#, "(at \"tf\".\"gpu/0\")", 10),
-            ("%context gpu/0=0.5", "needs a framework before it", 10),
+            ("%context gpu/0=1.5", "default: gpu/0 must be a fraction in (0, 1], got 1.5", 10),
             ("%%compute tf num_gpus=x", "num_gpus must be a whole number", 14),
             ("%%compute --update a,,b", "`` is not a variable name (expected --update a,b,c)", 20),
             ("%%compute --timeout -3", "--timeout must be a positive number of seconds, got `-3`", 21),
@@ -314,6 +322,8 @@ mod tests {
         let table: &[(&str, &str)] = &[
             (r#"{"tf": {"gpu/0": 0.5}, "torch": {"num_gpus": 0}}"#, "tf gpu/0=0.5 torch num_gpus=0"),
             (r#"{"default": {}}"#, "default"),
+            (r#"{"num_cpus": 2, "gpu/0": 0.5}"#, "num_cpus=2 gpu/0=0.5"),
+            (r#"{"tf": {"num_gpus": 1}, "num_cpus": 2}"#, "default num_cpus=2 tf num_gpus=1"),
             (r#"{"tf": {"num_cpus": -1, "cpu/2": 1}}"#, "tf num_cpus=-1 cpu/2=1"),
         ];
         for (json, text) in table {
@@ -327,7 +337,9 @@ mod tests {
             (r#"{"tf": {"gpu/0": 1.5}}"#, "tf: gpu/0 must be a fraction in (0, 1], got 1.5 (at \"tf\".\"gpu/0\")"),
             (r#"{"tf": {"gpu/0": "half"}}"#, "\"tf\".\"gpu/0\": expected a number, got \"half\""),
             (r#"{"tf": {"num_gpus": 1.5}}"#, "num_gpus must be a whole number"),
-            (r#"{"tf": 1}"#, "\"tf\": expected an object of keys"),
+            (r#"{"tf": "x"}"#, "\"tf\": expected an object of keys (a framework's) or a number"),
+            (r#"{"tf": 1}"#, "default: unknown key `tf`"),
+            (r#"{"num_gpus": 1, "default": {}}"#, "framework `default` is given twice (at \"default\")"),
             (r#"[1]"#, "expected a JSON object of frameworks"),
             (r#"{"tf": {"#, "not valid JSON at line 1"),
             (r#"{"tf": {"tpu/0": 1}}"#, "unknown key `tpu/0`"),

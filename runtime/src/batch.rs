@@ -25,19 +25,24 @@ impl OutOfMemory for std::collections::TryReserveError {
     }
 }
 
-/// libtorch's messages for CUDA out of memory (from its caching allocator, or from a raw CUDA
-/// call), a failed CPU allocation, cuBLAS failing to allocate, and cuDNN refusing a size ("not
-/// supported", which TOMA also retries).
+/// Whether a libtorch error message means "out of memory": CUDA out of memory (from its caching
+/// allocator, or from a raw CUDA call), a failed CPU allocation, cuBLAS or cuDNN failing to
+/// allocate, and cuDNN refusing a size ("not supported", which TOMA also retries). Plain text,
+/// so `tests/gpu/` checks it against the messages a real GPU gives without linking libtorch.
+pub fn is_out_of_memory_message(m: &str) -> bool {
+    m.contains("CUDA out of memory")
+        || m.contains("CUDA error: out of memory")
+        || m.contains("DefaultCPUAllocator: can't allocate memory")
+        || m.contains("DefaultCPUAllocator: not enough memory")
+        || m.contains("CUDNN_STATUS_NOT_SUPPORTED")
+        || m.contains("CUDNN_STATUS_ALLOC_FAILED")
+        || m.contains("CUBLAS_STATUS_ALLOC_FAILED")
+}
+
 #[cfg(feature = "torch")]
 impl OutOfMemory for tch::TchError {
     fn is_out_of_memory(&self) -> bool {
-        let tch::TchError::Torch(m) = self else { return false };
-        m.contains("CUDA out of memory")
-            || m.contains("CUDA error: out of memory")
-            || m.contains("DefaultCPUAllocator: can't allocate memory")
-            || m.contains("DefaultCPUAllocator: not enough memory")
-            || m.contains("CUDNN_STATUS_NOT_SUPPORTED")
-            || m.contains("CUBLAS_STATUS_ALLOC_FAILED")
+        matches!(self, tch::TchError::Torch(m) if is_out_of_memory_message(m))
     }
 }
 

@@ -316,17 +316,12 @@ where
     O: Serialize,
     F: Fn(I) -> O,
 {
-    let done = std::panic::catch_unwind(|| {
-        crate::slurm::job::main(|io| {
-            let input: I = io.input("input")?;
-            let value = conjure::<F>()(input);
-            io.update("value", &value)
-        })
-    });
-    // The panic hook has written error.json; a panic must not unwind into the caller.
-    if done.is_err() {
-        std::process::exit(101);
-    }
+    // Ends the program in every case; a panic never unwinds into the caller (see `ending`).
+    crate::slurm::job::main(|io| {
+        let input: I = io.input("input")?;
+        let value = conjure::<F>()(input);
+        io.update("value", &value)
+    })
 }
 
 /// The node's entry for [`OnSlurm::sweep`]: trains this array task's definition.
@@ -336,10 +331,8 @@ where
     M: Serialize,
     F: Fn(&mut T) -> M,
 {
-    let done = std::panic::catch_unwind(|| crate::sweep::task_main::<T, M>(|t| conjure::<F>()(t)));
-    if done.is_err() {
-        std::process::exit(101);
-    }
+    // A panic ends the task in its hook, recorded; it never unwinds into the caller.
+    crate::sweep::task_main::<T, M>(|t| conjure::<F>()(t))
 }
 
 /// The node's side (`dryml-kernel job-lib`, started by the job's `program`): loads the cell's

@@ -10,6 +10,7 @@
 //! limit or was killed. What a context can enforce is listed in [`crate::context::Context::env`].
 
 use crate::context::{self, Context, ContextError, Requests};
+use crate::ending::{self, Early};
 use crate::pool::{Machine, Pool};
 use crate::procfs;
 use serde::de::DeserializeOwned;
@@ -233,6 +234,7 @@ enum Place {
 const OK: u8 = 0;
 const PANIC: u8 = 1;
 const FAIL: u8 = 2;
+const INTERRUPTED: u8 = 3;
 
 impl Compute {
     pub fn new(reqs: &Requests) -> Compute {
@@ -325,9 +327,10 @@ impl Compute {
         let bytes = self.sandbox(|| {
             // A bitwise copy: this is the sandbox's own memory, and it never returns to drop it.
             let mut mine = unsafe { std::ptr::read(obj as *const U) };
+            let keep = ending::Keep::new();
             let value = f(&mut mine);
             let r = encode(&(value, &mine));
-            std::mem::forget(mine);
+            std::mem::forget((keep, mine));
             r
         })?;
         let (value, new): (T, U) = decode(&bytes, "the result and the updated object")?;
@@ -354,6 +357,7 @@ impl Compute {
         let bytes = self.sandbox(|| {
             // A bitwise copy: this is the sandbox's own memory, and it never returns to drop it.
             let mut mine = unsafe { std::ptr::read(obj as *const O) };
+            let keep = ending::Keep::new();
             let r = (|| {
                 mine.load_compute().map_err(|e| format!("load_compute: {e}"))?;
                 let value = f(&mut mine);
@@ -361,7 +365,7 @@ impl Compute {
                 let file = crate::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
                 encode(&(value, file))
             })();
-            std::mem::forget(mine);
+            std::mem::forget((keep, mine));
             r
         })?;
         let (value, file): (T, Vec<u8>) = decode(&bytes, "the result and the object")?;
@@ -516,6 +520,7 @@ impl Compute {
             Some((OK, rest)) => Ok(rest.to_vec()),
             Some((PANIC, rest)) => Err(ComputeError::Panicked(String::from_utf8_lossy(rest).into_owned())),
             Some((FAIL, rest)) => Err(ComputeError::Failed(String::from_utf8_lossy(rest).into_owned())),
+            Some((INTERRUPTED, _)) => Err(ComputeError::Interrupted),
             _ => Err(match watched.status {
                 Exit::Signal(s) => ComputeError::Killed { signal: s },
                 Exit::Code(c) => ComputeError::Exited { code: c },
@@ -658,7 +663,7 @@ fn reap(pid: u32) -> (Exit, u64) {
 }
 
 /// The sandbox side: apply the context, run, send one frame, and end without unwinding into
-/// the caller's frames or running its destructors.
+/// the caller's frames or running its destructors (see [`crate::ending`]).
 fn child(
     fd: i32,
     ctx: &Context,
@@ -667,6 +672,9 @@ fn child(
     body: impl FnOnce() -> Result<Vec<u8>, String>,
 ) -> ! {
     set_result_fd(fd);
+    // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run
+    // here, and nothing may unwind into the notebook's copies: a panic ends the sandbox.
+    ending::install(Box::new(|why| end_early(why)));
     context::apply_in_fork(ctx, machine);
     let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
     if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
@@ -682,30 +690,28 @@ fn child(
             if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
         );
     }
-    // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run here.
-    let message = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    {
-        let message = message.clone();
-        std::panic::set_hook(Box::new(move |info| {
-            let text = if let Some(s) = info.payload().downcast_ref::<&str>() {
-                s.to_string()
-            } else if let Some(s) = info.payload().downcast_ref::<String>() {
-                s.clone()
-            } else {
-                "(a panic with a non-string payload)".to_string()
-            };
-            let at = info.location().map(|l| format!(" (at {}:{})", l.file(), l.line())).unwrap_or_default();
-            *message.lock().unwrap_or_else(|e| e.into_inner()) = format!("{text}{at}");
-        }));
-    }
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     match outcome {
         Ok(Ok(bytes)) => send_frame(OK, &bytes),
         Ok(Err(e)) => send_frame(FAIL, e.as_bytes()),
-        Err(_) => {
-            let m = message.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            send_frame(PANIC, m.as_bytes())
+        // Only an unwind without a panic gets here (a panic ended the sandbox in its hook).
+        Err(_) => end_early(Early::Unwound { interrupted: crate::interrupt::interrupted() }),
+    }
+}
+
+/// The sandbox's end when its code stops early: one frame, then `_exit`.
+fn end_early(why: Early) -> ! {
+    match why {
+        Early::Panicked { message, at } => {
+            let at = at.map(|(file, line, _)| format!(" (at {file}:{line})")).unwrap_or_default();
+            send_frame(PANIC, format!("{message}{at}").as_bytes())
         }
+        Early::Unwound { interrupted: true } => send_frame(INTERRUPTED, b""),
+        Early::Unwound { interrupted: false } => {
+            send_frame(PANIC, b"the sandbox's code unwound without a panic (std::panic::resume_unwind)")
+        }
+        Early::Returned(Some(e)) => send_frame(FAIL, format!("the cell returned an error: {e}").as_bytes()),
+        Early::Returned(None) => send_frame(FAIL, b"the %%compute body returned without finishing"),
     }
 }
 
@@ -756,11 +762,20 @@ pub struct Cell {
 /// An error a `%%compute` body returned with `?`: any error type, kept as its `Debug` text
 /// (as evcxr shows a cell's `?` errors). It is not `Debug` itself, so the conversion is total.
 #[doc(hidden)]
-pub struct CellError(pub String);
+pub struct CellError(pub(crate) String);
 
 impl<E: fmt::Debug> From<E> for CellError {
     fn from(e: E) -> Self {
-        CellError(format!("{e:?}"))
+        CellError::new(format!("{e:?}"))
+    }
+}
+
+impl CellError {
+    /// The error a body is returning; remembered, so the sandbox or job can report it once
+    /// it has ended without dropping the notebook's copies.
+    pub fn new(message: String) -> CellError {
+        ending::record_error(&message);
+        CellError(message)
     }
 }
 

@@ -3,6 +3,7 @@
 //! The text form is what `%context` takes: framework names, each followed by its `key=value`
 //! pairs, e.g. `tf gpu/0=0.5 torch num_gpus=0`. Keys are `num_cpus` and `num_gpus` (whole numbers,
 //! -1 meaning all that remain fully free) and `cpu/<i>` and `gpu/<i>` (a fraction in (0, 1]).
+//! Pairs before any framework name are `default`'s: `num_cpus=4` is `default num_cpus=4`.
 //! Errors carry the index of the offending token so callers can point at it.
 //!
 //! A [`Context`] is what a process was given: each framework's devices and shares. It travels
@@ -24,6 +25,9 @@ pub struct Request {
     /// `gpu/<i>`: fraction of GPU i.
     pub gpus: BTreeMap<u32, f64>,
 }
+
+/// The framework of requests that name none.
+pub const DEFAULT_FRAMEWORK: &str = "default";
 
 /// Requests per framework (`default`, `tf`, `torch`, or any other name), in the order given.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -81,12 +85,11 @@ impl Requests {
                     out.frameworks.push((tok.to_string(), Request::default()));
                 }
                 Some((key, value)) => {
-                    let Some((fw, req)) = out.frameworks.last_mut() else {
-                        return Err(err(
-                            format!("`{tok}` needs a framework before it, as in `tf {tok}`"),
-                            i,
-                        ));
-                    };
+                    // Keys before any framework are `default`'s, as DRYML's {'default': {...}}.
+                    if out.frameworks.is_empty() {
+                        out.frameworks.push((DEFAULT_FRAMEWORK.to_string(), Request::default()));
+                    }
+                    let (fw, req) = out.frameworks.last_mut().expect("one was just pushed");
                     req.set(key, value).map_err(|m| err(format!("{fw}: {m}"), i))?;
                 }
             }
@@ -520,6 +523,8 @@ mod tests {
         }
         let r = Requests::parse("tf gpu/0=0.5").unwrap();
         assert_eq!(r.get("tf").unwrap().gpus[&0], 0.5);
+        // Pairs before any framework are `default`'s.
+        assert_eq!(Requests::parse("num_cpus=4 gpu/0=0.5 tf").unwrap(), Requests::parse("default num_cpus=4 gpu/0=0.5 tf").unwrap());
         assert!(r.get("torch").is_none());
     }
 
@@ -527,7 +532,8 @@ mod tests {
     fn requests_that_fail() {
         // (text, words the message must contain, index of the token it points at)
         let table: &[(&str, &str, usize)] = &[
-            ("gpu/0=0.5", "needs a framework before it", 0),
+            ("num_cpus=x", "default: num_cpus must be a whole number", 0),
+            ("num_cpus=1 default", "framework `default` is given twice", 1),
             ("tf gpu/0=1.5", "tf: gpu/0 must be a fraction in (0, 1], got 1.5", 1),
             ("tf gpu/0=0", "in (0, 1]", 1),
             ("tf gpu/0=-0.1", "in (0, 1]", 1),

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod compute;
 pub mod context;
 pub mod devices;
+pub mod ending;
 pub mod display;
 pub mod experiment;
 pub mod fs;

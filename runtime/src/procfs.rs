@@ -149,6 +149,26 @@ fn kib_fields<const N: usize>(path: &str, keys: [&str; N]) -> [u64; N] {
     out
 }
 
+/// A process's pid in each pid namespace it is in (`NSpid`), the namespace of whoever mounted
+/// `/proc` first; empty for a process that is gone (or a kernel before 4.1).
+pub fn ns_pids(pid: u32) -> Vec<u32> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    text.lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))
+        .map(|v| v.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// Linux's fixed inode number of the initial pid namespace (`PROC_PID_INIT_INO`).
+const INIT_PID_NS_INO: u64 = 0xEFFF_FFFC;
+
+/// Whether this process is in the machine's initial pid namespace: false in a container,
+/// where pids differ from the ones the GPU driver reports. `None` if it cannot be told.
+pub fn in_initial_pid_namespace() -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino() == INIT_PID_NS_INO)
+}
+
 /// A process's memory from `/proc/PID/statm`, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Statm {

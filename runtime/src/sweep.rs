@@ -243,12 +243,13 @@ pub fn task_main<T: Object, M: Serialize>(f: impl FnOnce(&mut T) -> M) {
     let (defs, repo) = read_sweep(&dir).unwrap_or_else(|e| fail(e));
     let def = defs.get(index).unwrap_or_else(|| fail(format!("the sweep has {} definitions, not {}", defs.len(), index + 1)));
     let failed_at = task_file(&dir, index, "failed");
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let error = format!("panicked: {}", crate::slurm::job::panic_text(info));
+    let job_dir = dir.clone();
+    // A panic ends the task at once (nothing unwinds), recorded for the sweep and the job.
+    crate::slurm::job::end_without_unwinding(move |kind, message| {
+        let error = if kind == "panic" { format!("panicked: {message}") } else { message.to_string() };
         let _ = write_atomic(&failed_at, json!({"error": error}).to_string().as_bytes(), Durability::Fsync);
-        default_hook(info);
-    }));
+        crate::slurm::job::write_error(&job_dir, kind, message);
+    });
     match train(def, &repo, f) {
         Ok(t) => {
             let v = json!({"id": t.id, "metrics": t.metrics, "seconds": t.seconds});

@@ -91,7 +91,10 @@ impl Contexts {
         match cmd {
             ContextCommand::Show => {
                 let pool = Self::pool(host.state_dir)?;
-                host.show(pool_table(&pool, host.child_pid(), current.as_ref()));
+                // The pool's GPUs are the kernel's visible ones, in the same order.
+                let gpus = host.meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+                let memory = Memory { sample: host.meter.sample(&[], &gpus, false), note: host.meter.gpu_note() };
+                host.show(pool_table(&pool, host.child_pid(), current.as_ref(), Some(&memory)));
                 Ok(())
             }
             ContextCommand::Check(reqs) => {
@@ -191,15 +194,37 @@ pub fn machine(gpus: &[Gpu], totals: &[u64]) -> Machine {
     Machine { cpus, gpus }
 }
 
-/// `%context` alone: the notebook's context and every device of the pool with its holders.
-pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>) -> Value {
+/// The machine's memory beside the pool: free and total per device, from `/proc/meminfo` and
+/// NVML (whole-device figures), and the GPU figures' note.
+pub struct Memory {
+    pub sample: crate::measure::meter::Sample,
+    pub note: Option<String>,
+}
+
+impl Memory {
+    fn of(&self, d: dryml::pool::Device) -> String {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        let (free, total) = match d.kind {
+            dryml::pool::Kind::Cpu => (self.sample.cpu.available, self.sample.cpu.total),
+            dryml::pool::Kind::Gpu => match self.sample.gpus.get(d.index as usize) {
+                Some(m) => (m.free, m.total),
+                None => return String::new(),
+            },
+        };
+        format!("{:.1} of {:.1} GiB", gib(free), gib(total))
+    }
+}
+
+/// `%context` alone: the notebook's context and every device of the pool with its holders and,
+/// given `memory`, its free memory.
+pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Option<&Memory>) -> Value {
     let head = match ctx {
         Some(c) => format!("Context of the notebook's process (pid {notebook}): {c}"),
         None => format!(
             "The notebook's process (pid {notebook}) has no context: context_check fails with NoContextError; set one with %context REQS"
         ),
     };
-    let mut rows: Vec<[String; 4]> = Vec::new();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for d in pool.machine.devices() {
         let name = match d.kind {
             dryml::pool::Kind::Cpu => "CPU".to_string(),
@@ -211,10 +236,21 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>) -> Value {
             .filter(|c| c.device == d)
             .map(|c| format!("{} pid {} ({} {})", c.holder, c.pid, c.framework, dryml::pool::short(c.share)))
             .collect();
-        rows.push([d.to_string(), name, dryml::pool::short(pool.free(d)), held.join(", ")]);
+        let mut row = vec![d.to_string(), name, dryml::pool::short(pool.free(d)), held.join(", ")];
+        if let Some(m) = memory {
+            row.push(m.of(d));
+        }
+        rows.push(row);
     }
-    let rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
-    let (text, html) = crate::table::render(&head, &["device", "name", "free", "held by"], &rows);
+    let mut columns = vec!["device", "name", "free", "held by"];
+    if memory.is_some() {
+        columns.push("memory free");
+    }
+    let (mut text, mut html) = crate::table::render(&head, &columns, &rows);
+    if let Some(n) = memory.and_then(|m| m.note.as_deref()) {
+        text.push_str(&format!("\n({n})"));
+        html.push_str(&format!("<p><em>{}</em></p>", crate::table::escape(n)));
+    }
     let claims: Vec<Value> = pool
         .claims
         .iter()
@@ -278,14 +314,16 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
         for v in &used {
             s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
         }
+        // Dropped first if the body leaves early: the sandbox ends before the copies would drop.
+        s.push_str("let __dryml_keep = ::dryml::ending::Keep::new();\n");
         // An object brought back goes into compute in the sandbox only (its `load_compute`).
         for u in &o.update {
-            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::compute::CellError(e)); }}\n"));
+            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::compute::CellError::new(e)); }}\n"));
         }
         s.push_str(&format!("#[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n"));
         for u in &o.update {
             s.push_str(&format!(
-                "if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::compute::CellError(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::carry::Out(&{u})).encode());\n"
+                "if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::compute::CellError::new(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::carry::Out(&{u})).encode());\n"
             ));
         }
         if shows {
@@ -345,6 +383,8 @@ mod tests {
         let code = compute_code(&opts("%%compute tf --update model --timeout 2"), "model.push(data.len() as f64);\nmodel.len()", &vars).unwrap();
         assert!(code.contains("let mut model = unsafe { ::std::ptr::read(&model) };"), "{code}");
         assert!(code.contains("let mut data = unsafe"), "{code}");
+        let (copies, keep) = (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::ending::Keep::new()").unwrap());
+        assert!(copies < keep && keep < code.find("model.push").unwrap(), "the guard comes after the copies, before the body: {code}");
         assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
         assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
         assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));

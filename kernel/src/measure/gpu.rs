@@ -3,12 +3,51 @@
 //! The library is `libnvidia-ml.so.1` unless `DRYML_NVML_LIB` names another (the tests load a
 //! fake one through the same `nvml-wrapper` path). No library or no GPU is not an error: the
 //! reports drop their GPU columns and say why in one line.
+//!
+//! NVML names processes by their pids in the machine's initial pid namespace. In a container
+//! (Docker, Kubernetes, a JupyterHub spawner) the kernel's own pids differ, so no listed process
+//! is ever ours: there, and where NVML cannot list processes, the figures are the device's
+//! (IPyExperiments' view), and the reports say so in one line.
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::Nvml;
 
 /// Overrides the NVML library path.
 pub const NVML_LIB_ENV: &str = "DRYML_NVML_LIB";
+
+/// `process` or `device`: overrides what the kernel works out about per-process figures (for
+/// a driver that reports a container's own pids, say).
+pub const GPU_MEMORY_ENV: &str = "DRYML_GPU_MEMORY";
+
+/// The reports' line when the figures are the whole device's.
+pub const DEVICE_WIDE_NOTE: &str = "per-process GPU memory is not visible in this container; figures are device-wide";
+
+/// Whether NVML's pids can be the kernel's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PidView {
+    /// The driver's pid namespace: pids match.
+    Same,
+    /// Another pid namespace (a container's, or a nested one, which `NSpid` shows): NVML's pids
+    /// are never ours, and the figures are device-wide.
+    Hidden,
+}
+
+impl PidView {
+    /// Works it out for this process, unless `DRYML_GPU_MEMORY` says.
+    pub fn detect() -> PidView {
+        match std::env::var(GPU_MEMORY_ENV).as_deref() {
+            Ok("process") => return PidView::Same,
+            Ok("device") => return PidView::Hidden,
+            _ => {}
+        }
+        let nested = dryml::procfs::ns_pids(std::process::id()).len() > 1;
+        if nested || dryml::procfs::in_initial_pid_namespace() == Some(false) {
+            PidView::Hidden
+        } else {
+            PidView::Same
+        }
+    }
+}
 
 /// A GPU as the child's CUDA sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,7 +64,8 @@ pub struct Gpu {
 /// One GPU's memory at one moment, in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct GpuMem {
-    /// Used by the measured processes only (other users' jobs are not counted).
+    /// Used by the measured processes only (other users' jobs are not counted); the device's
+    /// used memory when per-process figures are not visible ([`Gpus::note`] says).
     pub used_by_us: u64,
     pub free: u64,
     pub total: u64,
@@ -36,7 +76,11 @@ pub struct Gpus {
     nvml: Option<Nvml>,
     all: Vec<(u32, String, String, String)>,
     /// Why there are no GPU figures.
-    pub note: Option<String>,
+    missing: Option<String>,
+    view: PidView,
+    /// Why the figures are device-wide, once found (it stays so for the kernel's life, so two
+    /// readings of one experiment are always alike).
+    device_wide: std::sync::Mutex<Option<String>>,
 }
 
 impl Gpus {
@@ -48,7 +92,9 @@ impl Gpus {
                 return Gpus {
                     nvml: None,
                     all: vec![],
-                    note: Some(match e {
+                    view: PidView::Same,
+                    device_wide: Default::default(),
+                    missing: Some(match e {
                         nvml_wrapper::error::NvmlError::LibloadingError(_) => {
                             format!("no GPU figures: no NVML library ({path})")
                         }
@@ -67,12 +113,25 @@ impl Gpus {
             all.push((i, bus, uuid, name));
         }
         all.sort_by(|a, b| a.1.cmp(&b.1));
-        let note = all.is_empty().then(|| "no GPU figures: NVML sees no GPU".to_string());
-        Gpus {
-            nvml: Some(nvml),
-            all,
-            note,
-        }
+        let missing = all.is_empty().then(|| "no GPU figures: NVML sees no GPU".to_string());
+        let view = PidView::detect();
+        let device_wide = (view == PidView::Hidden).then(|| DEVICE_WIDE_NOTE.to_string());
+        Gpus { nvml: Some(nvml), all, missing, view, device_wide: std::sync::Mutex::new(device_wide) }
+    }
+
+    /// The reports' one line about the GPU figures: why there are none, or why they are the
+    /// whole device's.
+    pub fn note(&self) -> Option<String> {
+        self.missing.clone().or_else(|| self.device_wide_reason())
+    }
+
+    fn device_wide_reason(&self) -> Option<String> {
+        self.device_wide.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// How the kernel's pids relate to NVML's.
+    pub fn pid_view(&self) -> PidView {
+        self.view
     }
 
     /// The GPUs visible to a process with this `CUDA_VISIBLE_DEVICES`, as it numbers them.
@@ -91,30 +150,43 @@ impl Gpus {
             .collect()
     }
 
-    /// Memory of each GPU, counting only what `pids` use.
+    /// Memory of each GPU, counting only what `pids` use (or, where that is not visible, what
+    /// the whole device uses).
     pub fn sample(&self, gpus: &[Gpu], pids: &[u32]) -> Vec<GpuMem> {
         let Some(nvml) = &self.nvml else { return vec![] };
-        gpus.iter()
-            .map(|g| {
-                let Ok(d) = nvml.device_by_index(g.nvml_index) else {
-                    return GpuMem::default();
-                };
-                let (free, total) = d.memory_info().map(|m| (m.free, m.total)).unwrap_or((0, 0));
-                let mut used_by_us = 0;
-                for p in d.running_compute_processes().unwrap_or_default() {
-                    if pids.contains(&p.pid) {
-                        if let UsedGpuMemory::Used(b) = p.used_gpu_memory {
-                            used_by_us += b;
-                        }
+        let wide = self.device_wide_reason().is_some();
+        let mut out = Vec::with_capacity(gpus.len());
+        for g in gpus {
+            let Ok(d) = nvml.device_by_index(g.nvml_index) else {
+                out.push(GpuMem::default());
+                continue;
+            };
+            let (free, total) = d.memory_info().map(|m| (m.free, m.total)).unwrap_or((0, 0));
+            let used_by_us = if wide {
+                total.saturating_sub(free)
+            } else {
+                match d.running_compute_processes() {
+                    Ok(list) => list
+                        .iter()
+                        .filter(|p| pids.contains(&p.pid))
+                        .map(|p| match p.used_gpu_memory {
+                            UsedGpuMemory::Used(b) => b,
+                            UsedGpuMemory::Unavailable => 0,
+                        })
+                        .sum(),
+                    Err(e) => {
+                        // Every GPU of the reading (and every later one) becomes device-wide.
+                        *self.device_wide.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!(
+                            "per-process GPU memory is not visible (NVML cannot list the processes on {}: {e}); figures are device-wide",
+                            g.label
+                        ));
+                        return self.sample(gpus, pids);
                     }
                 }
-                GpuMem {
-                    used_by_us,
-                    free,
-                    total,
-                }
-            })
-            .collect()
+            };
+            out.push(GpuMem { used_by_us, free, total });
+        }
+        out
     }
 }
 
@@ -179,6 +251,33 @@ mod tests {
         for (spec, want) in table {
             assert_eq!(visible_order(&ids, *spec), *want, "CUDA_VISIBLE_DEVICES={spec:?}");
         }
+    }
+
+    #[test]
+    fn a_process_in_another_pid_namespace_sees_device_wide_figures() {
+        assert_eq!(PidView::detect(), PidView::Same, "the tests run in the machine's pid namespace");
+        if unsafe { libc::geteuid() } != 0 {
+            return; // Only root may make a pid namespace; CI runs as root.
+        }
+        // A child makes a pid namespace; its own child, in it, is what a container's process is.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            unsafe {
+                if libc::unshare(libc::CLONE_NEWPID) != 0 {
+                    libc::_exit(2);
+                }
+                let inner = libc::fork();
+                if inner == 0 {
+                    libc::_exit(if PidView::detect() == PidView::Hidden { 0 } else { 1 });
+                }
+                let mut status = 0;
+                libc::waitpid(inner, &mut status, 0);
+                libc::_exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 3 });
+            }
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert_eq!(libc::WEXITSTATUS(status), 0, "1: not seen as another namespace; 2: unshare failed");
     }
 
     #[test]

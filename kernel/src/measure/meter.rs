@@ -110,7 +110,7 @@ impl Meter {
 
     /// Why there are no GPU figures, if there are none.
     pub fn gpu_note(&mut self) -> Option<String> {
-        self.gpus().note.clone()
+        self.gpus().note()
     }
 
     /// Measures `pids`; with `reset_peak`, the high-water marks restart from the current usage

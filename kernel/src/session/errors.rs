@@ -91,6 +91,10 @@ pub fn panic(state: &CellState) -> ErrorContent {
         }
         None => ("the cell panicked".to_string(), tail.clone()),
     };
+    if let Some(trace) = state.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+        traceback.push("stack backtrace:".into());
+        traceback.extend(trace.lines().map(str::to_string));
+    }
     traceback.push("Variables defined before this cell are kept; those it created are gone.".into());
     ErrorContent { ename: "panic".into(), evalue, traceback }
 }

@@ -65,6 +65,9 @@ impl Session {
         let mut cmd = std::process::Command::new(std::env::current_exe()?);
         cmd.env(STREAM_ENV, stream_socket);
         cmd.env(STATE_DIR_ENV, state_dir);
+        if let Some(v) = std::env::var_os("RUST_BACKTRACE") {
+            cmd.env(crate::child::USER_BACKTRACE_ENV, v);
+        }
         // Cells link std dynamically (evcxr's -Cprefer-dynamic) and find it through an rpath
         // relative to where rustc wrote them; in the shared build cache that is not where the
         // child loads them from, so the child is told where std is.

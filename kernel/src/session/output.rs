@@ -66,11 +66,14 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
 /// `DRYML_POLLING {json}` lines from the child.
 fn control(line: &str, state: &CellState) {
     use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
-    if line == PANIC {
+    let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
+    if kind == PANIC {
+        // The backtrace of a panic that ends the cell (kept by the child's panic hook).
+        let trace = serde_json::from_str::<Value>(body).ok().and_then(|v| v["backtrace"].as_str().map(str::to_string));
+        *state.panic_backtrace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
         state.panicked.store(true, Ordering::SeqCst);
         return;
     }
-    let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     let body: Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(e) => {

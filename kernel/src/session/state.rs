@@ -39,6 +39,8 @@ pub struct CellState {
     /// (`DRYML_POLLING`; loops nest).
     pub polling: AtomicU32,
     pub panicked: AtomicBool,
+    /// The backtrace of the panic that ended the cell, when the user did not ask for them all.
+    pub panic_backtrace: Mutex<Option<String>>,
     /// An error a cell raised through a `DRYML_ERROR` line (ename, evalue).
     pub raised: Mutex<Option<(String, String)>>,
     /// Suppress output (hidden kernel-written evals, silent executes).
@@ -129,6 +131,7 @@ impl CellState {
     pub fn begin_cell(&self) {
         self.stderr_tail.lock().unwrap().clear();
         self.panicked.store(false, Ordering::SeqCst);
+        self.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         self.raised.lock().unwrap().take();
         self.interrupted.store(self.early_interrupt.swap(false, Ordering::SeqCst), Ordering::SeqCst);
         self.killed.store(false, Ordering::SeqCst);

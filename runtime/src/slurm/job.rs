@@ -4,6 +4,7 @@
 //! job's outcome never depends on Slurm's accounting, and a new kernel can pick a job up.
 
 use crate::compute::{CellError, CellResult};
+use crate::ending::Early;
 use crate::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -152,37 +153,38 @@ pub struct Io {
     dir: JobDir,
     updates: Vec<String>,
     shown: Option<String>,
+    t0: Instant,
 }
 
 impl Io {
     /// The notebook's variable `name`, as the notebook sent it.
     pub fn input<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, CellError> {
         let bytes = std::fs::read(self.dir.var_file("inputs", name))
-            .map_err(|e| CellError(format!("reading the notebook's variable `{name}`: {e}")))?;
-        rmp_serde::from_slice(&bytes).map_err(|e| CellError(format!("the notebook's variable `{name}` did not deserialize: {e}")))
+            .map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))?;
+        rmp_serde::from_slice(&bytes).map_err(|e| CellError::new(format!("the notebook's variable `{name}` did not deserialize: {e}")))
     }
 
     /// The notebook's variable `name` as it was sent (see [`crate::carry`]).
     pub fn input_bytes(&mut self, name: &str) -> Result<Vec<u8>, CellError> {
-        std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError(format!("reading the notebook's variable `{name}`: {e}")))
+        std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))
     }
 
     /// Sends bytes [`crate::carry::Out`] made back as the notebook's variable `name`.
     pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) -> Result<(), CellError> {
-        let bytes = encoded.map_err(|e| CellError(format!("--update {name}: {e}")))?;
-        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError(format!("--update {name}: {e}")))?;
+        let bytes = encoded.map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
+        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         write_atomic(&self.dir.var_file("updates", name), &bytes, Durability::Fsync)
-            .map_err(|e| CellError(format!("--update {name}: writing it: {e}")))?;
+            .map_err(|e| CellError::new(format!("--update {name}: writing it: {e}")))?;
         self.updates.push(name.to_string());
         Ok(())
     }
 
     /// Sends `value` back as the notebook's variable `name` (`--update`).
     pub fn update<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), CellError> {
-        let bytes = rmp_serde::to_vec(value).map_err(|e| CellError(format!("--update {name}: the value does not serialize: {e}")))?;
-        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError(format!("--update {name}: {e}")))?;
+        let bytes = rmp_serde::to_vec(value).map_err(|e| CellError::new(format!("--update {name}: the value does not serialize: {e}")))?;
+        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         write_atomic(&self.dir.var_file("updates", name), &bytes, Durability::Fsync)
-            .map_err(|e| CellError(format!("--update {name}: writing it: {e}")))?;
+            .map_err(|e| CellError::new(format!("--update {name}: writing it: {e}")))?;
         self.updates.push(name.to_string());
         Ok(())
     }
@@ -190,6 +192,21 @@ impl Io {
     /// The cell's value, shown as evcxr shows one (its `Debug` form).
     pub fn show<T: fmt::Debug>(&mut self, value: &T) {
         self.shown = Some(format!("{value:?}"));
+    }
+
+    /// Ends the body: writes `result.json` and exits, dropping nothing.
+    pub fn finish(&mut self) -> ! {
+        let result = json!({
+            "updates": self.updates,
+            "shown": self.shown,
+            "peak_rss": crate::procfs::status(std::process::id(), ["VmHWM:"])[0],
+            "seconds": self.t0.elapsed().as_secs_f64(),
+        });
+        if let Err(e) = write_atomic(&self.dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync) {
+            eprintln!("dryml: writing result.json: {e}");
+            crate::ending::exit_now(1);
+        }
+        crate::ending::exit_now(0)
     }
 }
 
@@ -202,22 +219,44 @@ pub(crate) fn write_error(dir: &JobDir, kind: &str, message: &str) {
 
 /// A panic's message and where: `boom at src/main.rs:9:5` (the notebook maps the place to the
 /// cell's lines).
-pub(crate) fn panic_text(info: &std::panic::PanicHookInfo<'_>) -> String {
-    let payload = info.payload();
-    let msg = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "Box<dyn Any>".into());
-    let at = info.location().map(|l| format!(" at {}:{}:{}", l.file(), l.line(), l.column())).unwrap_or_default();
-    format!("{msg}{at}")
+pub(crate) fn panic_text(message: &str, at: &Option<(String, u32, u32)>) -> String {
+    match at {
+        Some((file, line, col)) => format!("{message} at {file}:{line}:{col}"),
+        None => message.to_string(),
+    }
+}
+
+/// Makes a job program end as [`crate::ending`] says: a panic or an early return is recorded by
+/// `record` and printed, then the program exits at once (101 for a panic, 1 for an error), so
+/// neither unwinds past the copies of the notebook's variables.
+pub(crate) fn end_without_unwinding(record: impl Fn(&str, &str) + Send + Sync + 'static) {
+    crate::ending::install(Box::new(move |why| {
+        let (kind, message, code) = match why {
+            Early::Panicked { message, at } => {
+                // As Rust's own hook prints it.
+                let thread = std::thread::current().name().unwrap_or("<unnamed>").to_string();
+                let place = at.as_ref().map(|(f, l, c)| format!(" at {f}:{l}:{c}")).unwrap_or_default();
+                eprintln!("thread '{thread}' panicked{place}:\n{message}");
+                ("panic", panic_text(&message, &at), 101)
+            }
+            Early::Unwound { .. } => ("panic", "the job's code unwound without a panic (std::panic::resume_unwind)".to_string(), 101),
+            Early::Returned(e) => {
+                let m = e.unwrap_or_else(|| "the job's code returned early".into());
+                eprintln!("Error: {m}");
+                ("error", m, 1)
+            }
+        };
+        record(kind, &message);
+        crate::ending::exit_now(code)
+    }));
 }
 
 /// Runs a job's body: the generated program's `main`. Its results land in the job's directory;
 /// a panic or an error is written to `error.json` (and printed) and ends the program with a
-/// non-zero code, so Slurm records the job as failed too.
+/// non-zero code, so Slurm records the job as failed too. The program ends in here, at once,
+/// whatever happens: the body's copies of the notebook's variables are never dropped.
 #[doc(hidden)]
-pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) {
+pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) -> ! {
     let t0 = Instant::now();
     let Some(path) = std::env::var_os(DIR_ENV) else {
         eprintln!("dryml: {DIR_ENV} is not set: this program is started by its job's batch script (job.sh)");
@@ -225,26 +264,11 @@ pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) {
     };
     let dir = JobDir::new(path);
     let hook_dir = dir.clone();
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        write_error(&hook_dir, "panic", &panic_text(info));
-        default_hook(info);
-    }));
-    let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None };
-    if let Err(e) = body(&mut io) {
-        eprintln!("Error: {}", e.0);
-        write_error(&dir, "error", &e.0);
-        std::process::exit(1);
-    }
-    let result = json!({
-        "updates": io.updates,
-        "shown": io.shown,
-        "peak_rss": crate::procfs::status(std::process::id(), ["VmHWM:"])[0],
-        "seconds": t0.elapsed().as_secs_f64(),
-    });
-    if let Err(e) = write_atomic(&dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync) {
-        eprintln!("dryml: writing result.json: {e}");
-        std::process::exit(1);
+    end_without_unwinding(move |kind, message| write_error(&hook_dir, kind, message));
+    let mut io = Io { dir, updates: Vec::new(), shown: None, t0 };
+    match body(&mut io) {
+        Ok(()) => io.finish(),
+        Err(e) => crate::ending::end_returned(e.0),
     }
 }
 
@@ -328,7 +352,7 @@ mod tests {
         assert_eq!(dir.end().unwrap(), End { exit_code: 137, signal: Some(9), terminated: false, node: "n1".into(), seconds: 1.5 });
         write_error(&dir, "panic", "boom at src/main.rs:3:1");
         assert_eq!(dir.error(), Some(JobError::Panic("boom at src/main.rs:3:1".into())));
-        let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None };
+        let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None, t0: Instant::now() };
         assert!(io.update("w", &vec![1.5f64, 2.0]).is_ok());
         dir.write_input("w", &rmp_serde::to_vec(&7u32).unwrap()).unwrap();
         assert_eq!(io.input::<u32>("w").ok(), Some(7));

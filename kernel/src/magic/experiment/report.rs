@@ -528,12 +528,15 @@ impl CellLogger {
     }
 
     fn line(&self, e: &CellEntry) -> Value {
+        // A bullet every text font has (IPyExperiments' U+30FB is a CJK glyph: an empty box in
+        // browsers without a CJK font).
+        const LOGGER_MARK: char = '\u{2022}';
         let mut rows = vec![("CPU".to_string(), e.cpu)];
         for (l, g) in self.gpu_labels.iter().zip(&e.gpus) {
             rows.push((l.to_uppercase(), *g));
         }
         let text = if self.mode == LoggerMode::Compact {
-            let mut t = String::from("・ RAM: △Consumed △Peaked Used Total");
+            let mut t = format!("{LOGGER_MARK} RAM: △Consumed △Peaked Used Total");
             for (l, m) in &rows {
                 let _ = write!(t, " | {l}: {} {} {} MiB", mib(m.consumed as f64), mib(m.peaked as f64), mib(m.used as f64));
             }
@@ -541,11 +544,11 @@ impl CellLogger {
             t
         } else {
             let w = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(3).max(3);
-            let mut t = format!("・ {:<w$}  △Consumed    △Peaked    Used Total | Exec time {}", "RAM:", hms(e.secs), w = w + 1);
+            let mut t = format!("{LOGGER_MARK} {:<w$}  △Consumed    △Peaked    Used Total | Exec time {}", "RAM:", hms(e.secs), w = w + 1);
             for (l, m) in &rows {
                 let _ = write!(
                     t,
-                    "\n・ {:<w$}  {:>9}  {:>9}  {:>10} MiB |",
+                    "\n{LOGGER_MARK} {:<w$}  {:>9}  {:>9}  {:>10} MiB |",
                     format!("{l}:"),
                     mib(m.consumed as f64),
                     mib(m.peaked as f64),
@@ -615,6 +618,10 @@ impl CellLogger {
 
     /// `%cell_logger plot`: memory and time per cell as an inline SVG.
     pub fn plot(&self) -> Value {
+        if self.log.is_empty() {
+            let text = "No cell has been logged yet: turn the logger on with %cell_logger on, run some cells, then plot.";
+            return json!({"text/plain": text});
+        }
         let svg = plot_svg(&self.log);
         json!({"image/svg+xml": svg, "text/plain": format!("<cell log plot: {} cells>", self.log.len())})
     }

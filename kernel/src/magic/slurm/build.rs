@@ -81,8 +81,9 @@ impl Program<'_> {
             input_lines.push((m.lines().count() + 1, v.clone()));
             // An object goes into compute (its `load_compute`) before the body.
             m.push_str(&format!(
-                "let mut {n}: {t} = (&&&::dryml::carry::In::<{t}>::new()).decode(&__dryml_io.input_bytes({n:?})?).map_err(|e| ::dryml::compute::CellError(format!(\"`{n}`: {{e}}\")))?; \
-                 (&mut &mut ::dryml::carry::Hook(&mut {n})).load_compute().map_err(::dryml::compute::CellError)?;\n",
+                "let mut {n}: {t} = (&&&::dryml::carry::In::<{t}>::new()).decode(&__dryml_io.input_bytes({n:?})?).map_err(|e| ::dryml::compute::CellError::new(format!(\"`{n}`: {{e}}\")))?; \
+                 let __dryml_keep_{n} = ::dryml::ending::Keep::new(); \
+                 (&mut &mut ::dryml::carry::Hook(&mut {n})).load_compute().map_err(::dryml::compute::CellError::new)?;\n",
                 n = v.name,
                 t = v.ty
             ));
@@ -99,14 +100,15 @@ impl Program<'_> {
         }
         for v in self.updates {
             m.push_str(&format!(
-                "(&mut &mut ::dryml::carry::Hook(&mut {n})).save_compute().map_err(::dryml::compute::CellError)?; __dryml_io.update_bytes({n:?}, (&&&::dryml::carry::Out(&{n})).encode())?;\n",
+                "(&mut &mut ::dryml::carry::Hook(&mut {n})).save_compute().map_err(::dryml::compute::CellError::new)?; __dryml_io.update_bytes({n:?}, (&&&::dryml::carry::Out(&{n})).encode())?;\n",
                 n = v.name
             ));
         }
         if self.shows {
             m.push_str("__dryml_io.show(&__dryml_value);\n");
         }
-        m.push_str("Ok(())\n});\n}\n");
+        // Ends the program here, past the copies of the notebook's variables (see `dryml::ending`).
+        m.push_str("__dryml_io.finish()\n});\n}\n");
         Source { bin: self.name.to_string(), main: m, cargo_toml, body_line, body_lines: self.body.lines().count(), input_lines }
     }
 }

@@ -1,0 +1,51 @@
+"""The GPU check's bundle (tests/gpu/), run here as it runs on a GPU machine but against the fake
+NVML: the probe as the bundle ships it (the kernel's own NVML code), and check.py driving real
+child processes whose "GPU memory" the fake library reports."""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT
+
+GIB = 1 << 30
+GPUS = (f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GIB} auto Fake H100 B\n"
+        f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GIB} auto Fake A100 A\n")
+
+
+def check(fake_nvml_lib, tmp_path, script_text, env=None):
+    script = tmp_path / "script"
+    script.write_text(script_text)
+    report = tmp_path / "report.json"
+    out = subprocess.run([sys.executable, str(ROOT / "build/gpu-bundle/check.py"), "--fake", str(fake_nvml_lib),
+                          "--script", str(script), "--json", str(report)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    results = {r["check"]: (r["status"], r["detail"]) for r in json.loads(report.read_text())["results"]}
+    return out, results
+
+
+def test_the_bundle_builds_and_passes_against_the_fake_nvml(fake_nvml_lib, tmp_path):
+    build = subprocess.run(["bash", str(ROOT / "tests/gpu/build.sh")], capture_output=True, text=True, timeout=1200)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "bundle:" in build.stdout and (ROOT / "build/gpu-bundle.tar.gz").exists()
+    # Another user's job holds 5 GiB on the H100: never counted as ours.
+    out, results = check(fake_nvml_lib, tmp_path, GPUS + f"proc 0 999999 {5 * GIB}\n")
+    assert out.returncode == 0, out.stdout + out.stderr
+    status = {k: s for k, (s, _) in results.items()}
+    assert status == {
+        "devices": "PASS", "pid view": "PASS", "per-process": "PASS", "per-process vs nvidia-smi": "SKIP",
+        "others not counted": "PASS", "device-wide": "PASS", "device-wide vs nvidia-smi": "SKIP",
+        "container": "PASS", "spike peak": "PASS", "several GPUs": "PASS",
+        **{"out of memory: recorded": "PASS"},
+    }, out.stdout
+    # PCI bus order: the A100 at 1A is gpu/0.
+    assert results["devices"][1].startswith("2 GPUs seen of 2, in PCI bus order: True; gpu/0 Fake A100 A (0000:1a:00.0)"), results["devices"]
+
+
+def test_the_check_fails_when_the_figures_are_wrong(fake_nvml_lib, tmp_path):
+    # Forced device-wide figures where per-process ones are visible: the other job's 5 GiB is
+    # then counted as the holder's, and the check says so.
+    env = {**os.environ, "DRYML_GPU_MEMORY": "device"}
+    out, results = check(fake_nvml_lib, tmp_path, GPUS + f"proc 1 999999 {5 * GIB}\n", env)
+    assert out.returncode == 1, out.stdout
+    assert results["per-process"][0] == "FAIL" and results["pid view"][0] == "FAIL", out.stdout
