@@ -52,13 +52,12 @@ pub fn setup_if_child() {
         return;
     }
     // evcxr starts its child with RUST_BACKTRACE=1, so every panic, even one the cell catches,
-    // printed a backtrace. The user's own setting is put back; without it, the backtrace is kept
-    // and shown only when the panic ends the cell.
+    // printed a backtrace. The user's own setting is put back; without it, the start-up cell's
+    // panic hook keeps the backtrace and it is shown only when the panic ends the cell.
     match std::env::var_os(USER_BACKTRACE_ENV) {
         Some(v) => std::env::set_var("RUST_BACKTRACE", v),
         None => std::env::remove_var("RUST_BACKTRACE"),
     }
-    std::panic::set_hook(Box::new(panic_hook));
     // SIGINT must not kill the child: the kernel decides between waiting and killing.
     unsafe {
         libc::signal(libc::SIGINT, on_sigint as *const () as libc::sighandler_t);
@@ -82,31 +81,34 @@ pub fn setup_if_child() {
 /// The kernel's own `RUST_BACKTRACE`, passed to the child (evcxr overrides the real one).
 pub const USER_BACKTRACE_ENV: &str = "DRYML_USER_RUST_BACKTRACE";
 
-/// The last panic's backtrace, sent with evcxr's panic notice when the panic ends the cell.
-static LAST_BACKTRACE: std::sync::Mutex<Option<std::backtrace::Backtrace>> = std::sync::Mutex::new(None);
+/// Reads the backtrace the start-up cell's panic hook kept (cells link their own copy of std,
+/// whose panic hook is not this binary's): the length of the text, copied into the buffer when it
+/// fits, then forgotten.
+type BacktraceTaker = extern "C" fn(*mut u8, usize) -> usize;
 
-/// Prints what Rust's default hook prints without a backtrace (message and where); the
-/// backtrace is printed too when `RUST_BACKTRACE` asks (read at each panic, so `%env` takes),
-/// and kept otherwise, in case the panic ends the cell.
-fn panic_hook(info: &std::panic::PanicHookInfo<'_>) {
-    let thread = std::thread::current();
-    let name = thread.name().unwrap_or("<unnamed>");
-    let payload = info.payload();
-    let msg = payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("Box<dyn Any>");
-    let at = info.location().map(|l| l.to_string()).unwrap_or_default();
-    let trace = std::backtrace::Backtrace::force_capture();
-    let asked = std::env::var("RUST_BACKTRACE").is_ok_and(|v| v != "0");
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "thread '{name}' panicked at {at}:\n{msg}");
-    if asked {
-        let _ = writeln!(err, "stack backtrace:\n{trace}");
-    } else {
-        *LAST_BACKTRACE.lock().unwrap_or_else(|e| e.into_inner()) = Some(trace);
+static BACKTRACE_TAKER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Called by the child's start-up cell (`FLUSHER_CELL`) with its taker.
+#[no_mangle]
+pub extern "C" fn dryml_register_backtrace_taker(f: BacktraceTaker) {
+    BACKTRACE_TAKER.store(f as usize, Ordering::SeqCst);
+}
+
+/// The backtrace of the panic that just ended a cell, if the hook kept one.
+fn take_backtrace() -> Option<String> {
+    let addr = BACKTRACE_TAKER.load(Ordering::SeqCst);
+    if addr == 0 {
+        return None;
     }
+    // SAFETY: only `dryml_register_backtrace_taker` stores here, a function of this signature.
+    let take: BacktraceTaker = unsafe { std::mem::transmute::<usize, BacktraceTaker>(addr) };
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut n = take(buf.as_mut_ptr(), buf.len());
+    if n > buf.len() {
+        buf.resize(n, 0);
+        n = take(buf.as_mut_ptr(), buf.len());
+    }
+    (n > 0 && n <= buf.len()).then(|| String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
 fn pipe() -> std::io::Result<(RawFd, RawFd)> {
@@ -203,9 +205,8 @@ impl Pump {
             return;
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
-            let trace = LAST_BACKTRACE.lock().unwrap_or_else(|e| e.into_inner()).take();
-            let line = match trace {
-                Some(t) => format!("{} {}", dryml::protocol::PANIC, serde_json::json!({"backtrace": t.to_string()})),
+            let line = match take_backtrace() {
+                Some(t) => format!("{} {}", dryml::protocol::PANIC, serde_json::json!({"backtrace": t})),
                 None => dryml::protocol::PANIC.to_string(),
             };
             self.send(TAG_CONTROL, line.as_bytes());
@@ -297,6 +298,43 @@ fn held_suffix_start(cur: &[u8]) -> usize {
 /// It runs in user code because cells link their own copy of std (evcxr uses `-Cprefer-dynamic`).
 pub const FLUSHER_CELL: &str = r#"{
     use std::io::{Read, Write};
+    // The panic hook of the std that cells link (not the binary's): a panic prints its message
+    // and place, and its backtrace only when RUST_BACKTRACE asks; otherwise the backtrace is kept
+    // for the kernel, which shows it when the panic ends the cell.
+    static TRACE: std::sync::Mutex<(Option<std::backtrace::Backtrace>, Option<String>)> = std::sync::Mutex::new((None, None));
+    extern "C" fn take(buf: *mut u8, cap: usize) -> usize {
+        let mut t = TRACE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = t.0.take() {
+            t.1 = Some(b.to_string());
+        }
+        let Some(text) = &t.1 else { return 0 };
+        let n = text.len();
+        if n <= cap {
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), buf, n) };
+            t.1 = None;
+        }
+        n
+    }
+    unsafe extern "C" {
+        fn dryml_register_backtrace_taker(f: extern "C" fn(*mut u8, usize) -> usize);
+    }
+    unsafe { dryml_register_backtrace_taker(take) };
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let payload = info.payload();
+        let msg = payload.downcast_ref::<&str>().copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("Box<dyn Any>");
+        let at = info.location().map(|l| l.to_string()).unwrap_or_default();
+        let trace = std::backtrace::Backtrace::force_capture();
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "thread '{}' panicked at {at}:\n{msg}", thread.name().unwrap_or("<unnamed>"));
+        if std::env::var("RUST_BACKTRACE").is_ok_and(|v| v != "0") {
+            let _ = writeln!(err, "stack backtrace:\n{trace}");
+        } else {
+            *TRACE.lock().unwrap_or_else(|e| e.into_inner()) = (Some(trace), None);
+        }
+    }));
     use std::os::unix::io::FromRawFd;
     if let Ok(fds) = std::env::var("DRYML_FLUSH_FDS") {
         let mut it = fds.split(',').map(|s| s.parse::<i32>().unwrap_or(-1));

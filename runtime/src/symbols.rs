@@ -6,5 +6,7 @@ pub const INTERRUPT_FLAG: &str = "dryml_interrupt_flag";
 pub const BATCH_GET: &str = "dryml_batch_get";
 /// `dryml::batch`'s size table: record a size that worked.
 pub const BATCH_RECORD: &str = "dryml_batch_record";
+/// The child's start-up cell registers where the backtrace of a cell's last panic is read.
+pub const BACKTRACE_TAKER: &str = "dryml_register_backtrace_taker";
 /// All of them, for the linker.
-pub const EXPORTED: [&str; 3] = [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD];
+pub const EXPORTED: [&str; 4] = [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD, BACKTRACE_TAKER];

@@ -93,10 +93,29 @@ pub fn panic(state: &CellState) -> ErrorContent {
     };
     if let Some(trace) = state.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         traceback.push("stack backtrace:".into());
-        traceback.extend(trace.lines().map(str::to_string));
+        traceback.extend(user_frames(&trace));
     }
     traceback.push("Variables defined before this cell are kept; those it created are gone.".into());
     ErrorContent { ename: "panic".into(), evalue, traceback }
+}
+
+/// A panic's backtrace from the panic to the cell's entry: the frames of the panic machinery
+/// before it and of evcxr's runtime after it are dropped (each frame is its numbered line and
+/// the `at` lines below it).
+fn user_frames(trace: &str) -> Vec<String> {
+    let mut frames: Vec<Vec<&str>> = Vec::new();
+    for line in trace.lines() {
+        let numbered = line.trim_start().split_once(": ").is_some_and(|(n, _)| n.chars().all(|c| c.is_ascii_digit()));
+        match frames.last_mut() {
+            Some(f) if !numbered => f.push(line),
+            _ => frames.push(vec![line]),
+        }
+    }
+    let symbol = |f: &Vec<&str>| f[0].trim_start().split_once(": ").map_or("", |(_, s)| s).to_string();
+    let machinery = ["core::panicking::", "std::panicking::", "__rustc::rust_begin_unwind", "rust_begin_unwind", "std::sys::backtrace::", "std::backtrace"];
+    let end = frames.iter().position(|f| symbol(f).starts_with("evcxr::")).unwrap_or(frames.len());
+    let start = frames[..end].iter().rposition(|f| machinery.iter().any(|m| symbol(f).starts_with(m))).map_or(0, |i| i + 1);
+    frames[start..end].iter().flatten().map(|l| l.to_string()).collect()
 }
 
 /// Where the user's cell sits in the code evcxr compiled, so compile errors name the cell's own
@@ -202,6 +221,13 @@ pub fn crash_cause(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn backtraces_keep_the_cells_frames() {
+        let trace = "   0: ctx_k::run_user_code_1::{{closure}}\n             at ./src/lib.rs:3:5\n   1: std::panicking::panic_handler\n   2: core::panicking::panic_fmt\n             at /rustc/x/core/src/panicking.rs:80:14\n   3: ctx_k::deep_panic\n             at ./src/lib.rs:2:19\n   4: run_user_code_1\n   5: evcxr::runtime::Runtime::run_loop\n   6: std::sys::backtrace::__rust_begin_short_backtrace\n   7: main";
+        assert_eq!(user_frames(trace), ["   3: ctx_k::deep_panic", "             at ./src/lib.rs:2:19", "   4: run_user_code_1"]);
+        assert_eq!(user_frames("no frames at all"), ["no frames at all"]);
+    }
 
     #[test]
     fn crash_causes() {
