@@ -120,7 +120,31 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
 
   it('plots the cell log as an SVG', async () => {
     await run('%cell_logger compact');
-    await run('let v = vec![0u8; 32 << 20];');
+    const logged = await run('let v = vec![0u8; 32 << 20];');
+    // The logger's line starts with a character this browser's fonts draw: drawn on a canvas in
+    // the output's own font, it has ink and differs from what a character no font has (U+10FFFD)
+    // draws, the empty box IPyExperiments' U+30FB was in Debian's Chromium.
+    const line = await logged.locator('.jp-OutputArea-output pre').last();
+    const text = (await line.innerText()).trim();
+    assert.match(text, /RAM: △Consumed/, text);
+    const glyphs = await line.evaluate((pre, chars) => {
+      const family = getComputedStyle(pre).fontFamily;
+      const draw = (ch) => {
+        const c = document.createElement('canvas');
+        c.width = c.height = 64;
+        const g = c.getContext('2d');
+        g.font = `40px ${family}`;
+        g.textBaseline = 'top';
+        g.fillText(ch, 8, 8);
+        return Array.from(g.getImageData(0, 0, 64, 64).data).join(',');
+      };
+      const tofu = draw('\u{10FFFD}');
+      const blank = draw(' ');
+      return chars.map((ch) => ({ ch, ink: draw(ch) !== blank, box: draw(ch) === tofu }));
+    }, [text[0], '△', '\u30FB']);
+    // The old mark, for the log: a box where no CJK font is installed.
+    console.log(`logger mark ${JSON.stringify(glyphs)}`);
+    for (const g of glyphs.slice(0, 2)) assert.ok(g.ink && !g.box, `${JSON.stringify(g)}: drawn as an empty box`);
     await run('std::thread::sleep(std::time::Duration::from_millis(300));');
     await run('%cell_logger off');
     const cell = await run('%cell_logger plot');
