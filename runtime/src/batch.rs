@@ -194,7 +194,8 @@ struct Key {
     bucket: Option<u32>,
 }
 
-/// The machine's available memory (`MemAvailable`) in power-of-two buckets. Read at most every
+/// The memory this process may still take (`MemAvailable`, capped by its cgroup's limit in a
+/// container) in power-of-two buckets. Read at most every
 /// 250 ms: reading `/proc/meminfo` costs more than a quick loop, and a bucket is a factor of two
 /// wide, so a reading that old is as good.
 fn memory_bucket() -> u32 {
@@ -206,7 +207,7 @@ fn memory_bucket() -> u32 {
             return b;
         }
     }
-    let [available] = crate::procfs::meminfo(["MemAvailable:"]);
+    let (available, _) = crate::procfs::memory();
     let kib = available / 1024;
     let b = 64 - kib.leading_zeros();
     *last = Some((now, b));

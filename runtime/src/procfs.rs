@@ -149,6 +149,51 @@ fn kib_fields<const N: usize>(path: &str, keys: [&str; N]) -> [u64; N] {
     out
 }
 
+/// Memory this process may still take, and all it may have, in bytes: the machine's
+/// `MemAvailable` and `MemTotal`, capped by its memory cgroup's limit (cgroup v2's `memory.max`,
+/// v1's `memory.limit_in_bytes`, on its own cgroup and each above it), as in a container, where
+/// `/proc/meminfo` shows the host's memory.
+pub fn memory() -> (u64, u64) {
+    let [available, total] = meminfo(["MemAvailable:", "MemTotal:"]);
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let limits = cgroup_limits(&cgroups, std::path::Path::new("/sys/fs/cgroup"));
+    limits.into_iter().fold((available, total), |(a, t), (limit, usage)| {
+        (a.min(limit.saturating_sub(usage)), t.min(limit))
+    })
+}
+
+/// (limit, usage) of each memory cgroup that holds this process, from its own up, read under
+/// `root` as `/proc/self/cgroup` (`text`) names them; unlimited ones are left out.
+fn cgroup_limits(text: &str, root: &std::path::Path) -> Vec<(u64, u64)> {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (f.next(), f.next(), f.next()) else { continue };
+        let (base, limit_file, usage_file) = if controllers.is_empty() {
+            (root.to_path_buf(), "memory.max", "memory.current")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (root.join("memory"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+        } else {
+            continue;
+        };
+        let mut dir = std::path::PathBuf::from(path);
+        loop {
+            let d = base.join(dir.strip_prefix("/").unwrap_or(&dir));
+            // v2's "max" and v1's page-rounded i64::MAX do not parse or exceed any machine.
+            if let (Some(limit), Some(usage)) = (read(d.join(limit_file)), read(d.join(usage_file))) {
+                if limit < (1 << 60) {
+                    out.push((limit, usage));
+                }
+            }
+            if !dir.pop() {
+                break;
+            }
+        }
+    }
+    out
+}
+
 /// A process's pid in each pid namespace it is in (`NSpid`), the namespace of whoever mounted
 /// `/proc` first; empty for a process that is gone (or a kernel before 4.1).
 pub fn ns_pids(pid: u32) -> Vec<u32> {
@@ -222,6 +267,8 @@ mod tests {
         assert!(m.resident > 0 && m.size >= m.resident);
         let [avail, total] = meminfo(["MemAvailable:", "MemTotal:"]);
         assert!(avail > 0 && total >= avail);
+        let (a, t) = memory();
+        assert!(a > 0 && a <= avail && t <= total && t >= a, "{a} {t}");
 
         let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
@@ -238,5 +285,42 @@ mod tests {
         assert_eq!(stat(pid), None);
         assert_eq!(status(pid, ["VmRSS:"]), [0]);
         assert!(cpu_times(pid).is_none() && statm(pid).is_none() && tasks(pid).is_empty());
+    }
+
+    #[test]
+    fn a_memory_cgroup_caps_what_is_available() {
+        // A real cgroup (v1's memory controller, or v2), made here as root, as a container's.
+        let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let base = if v2 { "/sys/fs/cgroup" } else { "/sys/fs/cgroup/memory" };
+        let dir = std::path::PathBuf::from(format!("{base}/dryml-test-{}", std::process::id()));
+        if unsafe { libc::geteuid() } != 0 || std::fs::create_dir(&dir).is_err() {
+            return; // Only root makes cgroups; CI runs as root.
+        }
+        let limit_file = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
+        std::fs::write(dir.join(limit_file), (256u64 << 20).to_string()).unwrap();
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let ok = std::fs::write(dir.join("cgroup.procs"), std::process::id().to_string()).is_ok() && {
+                let (a, t) = memory();
+                t == 256 << 20 && a <= 256 << 20
+            };
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        let _ = std::fs::remove_dir(&dir);
+        assert_eq!(libc::WEXITSTATUS(status), 0, "memory() inside a 256 MiB cgroup");
+        // The files as /proc/self/cgroup names them, from its own cgroup up.
+        let tmp = std::env::temp_dir().join(format!("dryml-cg-{}", std::process::id()));
+        for (d, limit, usage) in [("memory/a", "1048576", "4096"), ("memory/a/b", "9223372036854771712", "0"), ("x/a", "max", "1")] {
+            let p = tmp.join(d);
+            std::fs::create_dir_all(&p).unwrap();
+            let v1 = d.starts_with("memory");
+            std::fs::write(p.join(if v1 { "memory.limit_in_bytes" } else { "memory.max" }), limit).unwrap();
+            std::fs::write(p.join(if v1 { "memory.usage_in_bytes" } else { "memory.current" }), usage).unwrap();
+        }
+        assert_eq!(cgroup_limits("5:cpu,memory:/a/b\n1:cpu:/a\n", &tmp), [(1048576, 4096)]);
+        assert_eq!(cgroup_limits("0::/a\n", &tmp.join("x")), []);
+        std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

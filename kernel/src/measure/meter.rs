@@ -27,7 +27,7 @@ pub struct CpuMem {
     pub rss: u64,
     /// Their high-water mark since the last reset.
     pub hwm: u64,
-    /// `MemAvailable` of the machine.
+    /// `MemAvailable` of the machine, capped by the kernel's memory cgroup (a container's limit).
     pub available: u64,
     pub total: u64,
 }
@@ -117,7 +117,7 @@ impl Meter {
     /// after being read.
     pub fn sample(&mut self, pids: &[u32], gpus: &[Gpu], reset_peak: bool) -> Sample {
         let t0 = Instant::now();
-        let [available, total] = procfs::meminfo(["MemAvailable:", "MemTotal:"]);
+        let (available, total) = procfs::memory();
         let mut cpu = CpuMem {
             available,
             total,
