@@ -367,32 +367,32 @@ def test_gpu_figures_in_a_container_are_device_wide(fake_gpu_kernel):
         k.execute("drop(kept);")
 
 
-def test_gpu_figures_when_nvml_cannot_list_processes(fake_gpu_kernel):
-    GiB = 1 << 30
-    gpus = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} auto Fake A100 A\n"
+def one_gpu_experiment(fake_gpu_kernel, script, code):
+    """On a kernel whose one fake GPU also answers `script` (with {pid} the child's pid and {d}
+    the test's directory), the finish of `code` (with {d}) run as an experiment."""
+    gpus = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 << 30} auto Fake A100 A\n"
     with fake_gpu_kernel(gpus) as k:
-        d = k.dir
         pid = int(value(k, "std::process::id()"))
-        # Listing processes needs a permission this user lacks (NVML_ERROR_NO_PERMISSION).
-        k.script.write_text(gpus + f"proc 0 {pid} @{d}/t0\nfail processes 4\n")
+        k.script.write_text(gpus + script.format(pid=pid, d=k.dir))
         k.execute(FAKE_TENSOR)
-        reply, msgs = k.execute(f'%%experiment\nlet a = FakeGpuTensor::new("{d}/t0", 2 << 30);')
-        assert gpu_rows(msgs)["gpu/0"]["consumed"] == 2 << 30
-        notes = finish_of(msgs)["notes"]
-        assert any("NVML cannot list the processes on gpu/0" in n and "figures are device-wide" in n for n in notes), notes
+        reply, msgs = k.execute("%%experiment\n" + code.format(d=k.dir))
+        assert reply["status"] == "ok", reply
+        return gpu_rows(msgs)["gpu/0"], finish_of(msgs)["notes"]
+
+
+def test_gpu_figures_when_nvml_cannot_list_processes(fake_gpu_kernel):
+    # Listing processes needs a permission this user lacks (NVML_ERROR_NO_PERMISSION).
+    g, notes = one_gpu_experiment(fake_gpu_kernel, "proc 0 {pid} @{d}/t0\nfail processes 4\n",
+                                  'let a = FakeGpuTensor::new("{d}/t0", 2 << 30);')
+    assert g["consumed"] == 2 << 30, g
+    assert any("NVML cannot list the processes on gpu/0" in n and "figures are device-wide" in n for n in notes), notes
 
 
 def test_gpu_figures_stay_per_process_in_the_machines_pid_namespace(fake_gpu_kernel):
-    GiB = 1 << 30
-    gpus = f"gpu 0 00000000:1A:00.0 GPU-aaaa1111 {40 * GiB} auto Fake A100 A\n"
-    with fake_gpu_kernel(gpus) as k:
-        d = k.dir
-        pid = int(value(k, "std::process::id()"))
-        # No process of ours is listed yet, and another job's memory grows meanwhile: that is
-        # not ours, and nothing switches to device-wide figures.
-        k.script.write_text(gpus + f"proc 0 {pid} @{d}/t0\nproc 0 999999 @{d}/other\n")
-        k.execute(FAKE_TENSOR)
-        reply, msgs = k.execute(f'%%experiment\nstd::fs::File::create("{d}/other").unwrap().set_len(4 << 30).unwrap();\n'
-                                f'let a = FakeGpuTensor::new("{d}/t0", 1 << 30);')
-        assert gpu_rows(msgs)["gpu/0"]["consumed"] == 1 << 30
-        assert not any("device-wide" in n for n in finish_of(msgs)["notes"])
+    # No process of ours is listed yet, and another job's memory grows meanwhile: that is not
+    # ours, and nothing switches to device-wide figures.
+    g, notes = one_gpu_experiment(fake_gpu_kernel, "proc 0 {pid} @{d}/t0\nproc 0 999999 @{d}/other\n",
+                                  'std::fs::File::create("{d}/other").unwrap().set_len(4 << 30).unwrap();\n'
+                                  'let a = FakeGpuTensor::new("{d}/t0", 1 << 30);')
+    assert g["consumed"] == 1 << 30, g
+    assert not any("device-wide" in n for n in notes), notes
