@@ -65,6 +65,11 @@ def test_restart_replaces_the_context_and_warns(kernel):
     assert value(kernel, "dryml::context::current().unwrap().to_string()") == '"default: no devices"'
     # The old process's claim went with it.
     assert pool(kernel)["claims"] == []
+    # Its variables are gone from evcxr's record too: a cell naming one is a compile error, not
+    # a new child aborting on a variable "gone missing".
+    reply, _ = kernel.execute("keepme + 1")
+    assert (reply["ename"], reply["evalue"]) == ("CompilationError", "[E0425] cannot find value `keepme` in this scope"), reply
+    assert value(kernel, "2 + 2") == "4"
 
 
 def test_update_round_trip_and_the_notebook_is_untouched(kernel):

@@ -77,7 +77,6 @@ pub struct Gpus {
     all: Vec<(u32, String, String, String)>,
     /// Why there are no GPU figures.
     missing: Option<String>,
-    view: PidView,
     /// Why the figures are device-wide, once found (it stays so for the kernel's life, so two
     /// readings of one experiment are always alike).
     device_wide: std::sync::Mutex<Option<String>>,
@@ -92,7 +91,6 @@ impl Gpus {
                 return Gpus {
                     nvml: None,
                     all: vec![],
-                    view: PidView::Same,
                     device_wide: Default::default(),
                     missing: Some(match e {
                         nvml_wrapper::error::NvmlError::LibloadingError(_) => {
@@ -114,9 +112,8 @@ impl Gpus {
         }
         all.sort_by(|a, b| a.1.cmp(&b.1));
         let missing = all.is_empty().then(|| "no GPU figures: NVML sees no GPU".to_string());
-        let view = PidView::detect();
-        let device_wide = (view == PidView::Hidden).then(|| DEVICE_WIDE_NOTE.to_string());
-        Gpus { nvml: Some(nvml), all, missing, view, device_wide: std::sync::Mutex::new(device_wide) }
+        let device_wide = (PidView::detect() == PidView::Hidden).then(|| DEVICE_WIDE_NOTE.to_string());
+        Gpus { nvml: Some(nvml), all, missing, device_wide: std::sync::Mutex::new(device_wide) }
     }
 
     /// The reports' one line about the GPU figures: why there are none, or why they are the
@@ -127,11 +124,6 @@ impl Gpus {
 
     fn device_wide_reason(&self) -> Option<String> {
         self.device_wide.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// How the kernel's pids relate to NVML's.
-    pub fn pid_view(&self) -> PidView {
-        self.view
     }
 
     /// The GPUs visible to a process with this `CUDA_VISIBLE_DEVICES`, as it numbers them.
