@@ -67,6 +67,11 @@ pub fn setup_if_child() {
             eprintln!("dryml-kernel: streaming output disabled: {e}");
         }
     }
+    if let Some(lib) = std::env::var_os(STARTUP_LIB_ENV) {
+        if let Err(e) = load_startup(&lib) {
+            eprintln!("{STARTUP_FAILED} {}: {e}", lib.to_string_lossy());
+        }
+    }
     // A kernel killed with SIGKILL cannot stop its child, which would go on running (a loop
     // following a Slurm job, say) with no one to see it: the child ends when it is orphaned.
     let parent = unsafe { libc::getppid() };
@@ -76,6 +81,35 @@ pub fn setup_if_child() {
             unsafe { libc::_exit(1) };
         }
     });
+}
+
+/// The start-up library the child loads (`session::startup`), and the stderr line by which it
+/// tells the kernel that it could not (the first cell then carries the flusher).
+pub const STARTUP_LIB_ENV: &str = "DRYML_STARTUP_LIB";
+pub const STARTUP_FAILED: &str = "DRYML_STARTUP_FAILED";
+
+/// Loads the start-up library and starts its flusher (after the pump, whose pipes it uses).
+fn load_startup(lib: &std::ffi::OsStr) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(lib.as_bytes()).map_err(|e| e.to_string())?;
+    let dl_error = || unsafe {
+        let e = libc::dlerror();
+        if e.is_null() { "unknown error".to_string() } else { std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned() }
+    };
+    // SAFETY: the library is ours (`session::startup`), and its entry takes and returns nothing.
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
+        if handle.is_null() {
+            return Err(dl_error());
+        }
+        let entry = std::ffi::CString::new(crate::session::startup::ENTRY).expect("no NUL");
+        let f = libc::dlsym(handle, entry.as_ptr());
+        if f.is_null() {
+            return Err(dl_error());
+        }
+        std::mem::transmute::<*mut libc::c_void, extern "C" fn()>(f)();
+    }
+    Ok(())
 }
 
 /// The kernel's own `RUST_BACKTRACE`, passed to the child (evcxr overrides the real one).
@@ -293,9 +327,11 @@ fn held_suffix_start(cur: &[u8]) -> usize {
         .unwrap_or(cur.len())
 }
 
-/// Code the kernel prepends to the first cell of each child: flush user stdout every 25 ms and
-/// on request. A block statement, so it defines nothing in the user's scope.
-/// It runs in user code because cells link their own copy of std (evcxr uses `-Cprefer-dynamic`).
+/// The child's start-up code: flush user stdout every 25 ms and on request, and the panic hook.
+/// It must run against the std that cells link (evcxr uses `-Cprefer-dynamic`), not this
+/// binary's: it is the body of the start-up library (`session::startup`), or, when that cannot
+/// be built or loaded, prepended to the first cell of each child (a block statement, so it
+/// defines nothing in the user's scope).
 pub const FLUSHER_CELL: &str = r#"{
     use std::io::{Read, Write};
     // The panic hook of the std that cells link (not the binary's): a panic prints its message

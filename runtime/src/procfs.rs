@@ -92,6 +92,12 @@ pub fn children_by_parent() -> HashMap<u32, Vec<u32>> {
     map
 }
 
+/// A process's command line, one string per argument; empty when it is gone.
+pub fn cmdline(pid: u32) -> Vec<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    raw.split(|&b| b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect()
+}
+
 /// The thread ids of a process (`/proc/PID/task`); empty when it is gone.
 pub fn tasks(pid: u32) -> Vec<u32> {
     numeric_entries(&format!("/proc/{pid}/task"))
@@ -252,6 +258,16 @@ mod tests {
         assert!(s.is_live());
         assert!(!parse_stat(&line.replace(" S ", " Z ")).unwrap().is_live());
         assert_eq!(parse_stat("42 (truncated"), None);
+    }
+
+    #[test]
+    fn a_childs_command_line_argument_by_argument() {
+        let mut child = std::process::Command::new("sleep").args(["30", "two words"]).spawn().unwrap();
+        let args = cmdline(child.id());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(args, ["sleep", "30", "two words"]);
+        assert!(cmdline(child.id()).is_empty(), "a reaped child has none");
     }
 
     #[test]

@@ -14,7 +14,11 @@ Phases of one `warm + 1` cell:
   rustc/cargo exit   linker done -> cargo done
   load and reply     cargo done -> reply received (evcxr loads the library into the child,
                      runs it, the output comes back, our kernel replies)
+`--startup` prints a start-up timeline instead: every process the kernel started (cargo, rustc,
+the linker, the analyzer's `cargo metadata` and probes) from the kernel's start to the reply of a
+first cell sent `--delay` s after it, on the same clock.
 Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5] [--kernel rust]
+       .venv/bin/python tests/bench/profile_cell.py --startup [--delay 0] [--kernel rust]
 """
 import argparse
 import json
@@ -68,11 +72,67 @@ def phases(evs, sent, got):
             link_end - link[0], cargo_end - link_end, got - cargo_end]
 
 
+def describe(rest):
+    """A process's command line, short: the program, cargo's subcommand, rustc's crate."""
+    args = re.findall(r'"((?:[^"\\]|\\.)*)"', rest.split("], ")[0])
+    if not args:
+        return rest[:60]
+    prog = Path(args[0]).name
+    if prog == "cargo" and len(args) > 1:
+        sub = next((a for a in args[1:] if not a.startswith("-") and not a.startswith("+")), "")
+        return f"cargo {sub}"
+    if prog == "rustc":
+        crate = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "--crate-name"), None)
+        return f"rustc {crate}" if crate else "rustc " + " ".join(args[1:4])
+    return " ".join([prog] + args[1:3])
+
+
+def startup(trace, spec_name, delay):
+    """The timeline of a start and one cell `delay` s after it."""
+    from jupyter_client.manager import KernelManager
+    t0 = time.time()
+    km = KernelManager(kernel_name=spec_name)
+    km.start_kernel()
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=300)
+    ready = time.time()
+    time.sleep(max(0.0, delay - (ready - t0)))
+    sent = time.time()
+    reply = kc.execute_interactive("let a = 1u64; a + 1", timeout=300, output_hook=lambda m: None)
+    got = time.time()
+    assert reply["content"]["status"] == "ok", reply["content"]
+    time.sleep(0.5)
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+    evs = events(trace)
+    ends = {}
+    for t, pid, call, _ in evs:
+        if call == "exit_group":
+            ends.setdefault(pid, t)
+    print(f"{'start s':>8} {'end s':>7}  process")
+    print(f"{ready - t0:8.2f} {'':>7}  kernel_info answered")
+    print(f"{sent - t0:8.2f} {'':>7}  the cell sent")
+    shown = set()
+    for t, pid, call, rest in evs:
+        if call != "execve" or t > got or pid in shown:
+            continue
+        shown.add(pid)
+        name = describe(rest)
+        if name.startswith(("strace", "dryml-kernel", "evcxr_jupyter")) and t - t0 < 0.5:
+            continue
+        end = ends.get(pid)
+        print(f"{t - t0:8.2f} {'' if end is None else f'{end - t0:7.2f}'}  {name}")
+    print(f"{got - t0:8.2f} {'':>7}  the cell's reply ({got - sent:.2f} s after it was sent)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vars", default="0,100,300")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--kernel", default="dryml-rust", help="a kernelspec name (`rust`: evcxr_jupyter)")
+    ap.add_argument("--startup", action="store_true", help="the start-up timeline")
+    ap.add_argument("--delay", type=float, default=0.0, help="with --startup: when the cell is sent")
     args = ap.parse_args()
     if not shutil.which("strace"):
         sys.exit("strace is needed (apt-get install strace)")
@@ -87,6 +147,10 @@ def main():
         data["argv"] = ["strace", "-f", "--seccomp-bpf", "-ttt", "-qq", "-e", "trace=execve,exit_group",
                         "-s", "200", "-o", str(trace)] + data["argv"]
         spec.write_text(json.dumps(data))
+        if args.startup:
+            startup(trace, "profiled", args.delay)
+            shutil.rmtree(trace.parent, ignore_errors=True)
+            return 0
         km, kc = start_new_kernel(kernel_name="profiled", startup_timeout=300)
         try:
             time.sleep(10)  # the warm-up

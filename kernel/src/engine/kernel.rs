@@ -70,6 +70,17 @@ impl Handler for Kernel {
         self.state.starting.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
+    fn idle(&self) -> bool {
+        match &mut *self.engine.lock().unwrap_or_else(PoisonError::into_inner) {
+            Slot::Ready(engine) => engine.warm_up_step(),
+            _ => false,
+        }
+    }
+
+    fn work_arrived(&self) {
+        crate::session::interrupt::give_way(&self.state);
+    }
+
     fn kernel_info(&self) -> Value {
         json!({
             "status": "ok",

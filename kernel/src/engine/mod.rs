@@ -37,18 +37,20 @@ struct CellRun {
 }
 
 impl Engine {
-    /// Starts the evcxr session (and so the child), writes the pool's machine record, and warms
-    /// the child up. It runs on the protocol's worker before any request, so a cell sent during
-    /// the warm-up waits only for what is left of it.
+    /// Starts the evcxr session (and so the child; nothing is built yet) and writes the pool's
+    /// machine record. It runs on the protocol's worker before any request.
     pub fn start(state: Arc<CellState>, history: Arc<Mutex<History>>, state_dir: PathBuf) -> anyhow::Result<Engine> {
         let session = Session::start(state.clone(), &state_dir.join("stream.sock"), &state_dir)?;
         let mut engine =
             Engine { session, state, history, meter: Meter::default(), magics: Magics::default(), state_dir };
         engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
-        if std::env::var_os("DRYML_NO_WARM_UP").is_none() {
-            engine.session.warm_up();
-        }
         Ok(engine)
+    }
+
+    /// One step of the warm-up, run while no request waits (a request that arrives stops it);
+    /// returns whether more remains.
+    pub fn warm_up_step(&mut self) -> bool {
+        std::env::var_os("DRYML_NO_WARM_UP").is_none() && self.session.warm_up_step()
     }
 
     /// Runs one execute request; its output has gone to `io` by the time this returns.

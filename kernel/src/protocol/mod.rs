@@ -111,6 +111,14 @@ pub trait Handler: Send + Sync + 'static {
     /// Called once on the worker thread before any request: slow start-up goes here, while the
     /// sockets already answer `kernel_info`.
     fn start(&self) {}
+    /// Optional work (a warm-up) done on the worker while no request waits, one step per call;
+    /// returns whether more remains. A step gives way when [`Handler::work_arrived`] is called.
+    fn idle(&self) -> bool {
+        false
+    }
+    /// A request was queued for the worker (called from the socket task, at once): optional
+    /// work under way should stop, so that the request does not wait for it.
+    fn work_arrived(&self) {}
     /// The `kernel_info_reply` content.
     fn kernel_info(&self) -> Value;
     fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome;

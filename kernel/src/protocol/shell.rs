@@ -37,6 +37,7 @@ impl<H: Handler> Dispatch<H> {
         match msg.msg_type() {
             "execute_request" | "complete_request" | "inspect_request" => {
                 self.work.send(msg);
+                h.work_arrived();
             }
             "kernel_info_request" => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
             "is_complete_request" => self.out.answer(&msg, || {

@@ -6,10 +6,17 @@ use super::outbox::{Io, Outbox};
 use super::wire::Message;
 use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
 use serde_json::{json, Value};
+use crossbeam_channel::RecvTimeoutError;
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// After the start and after each request, the handler's idle work waits this long for the
+/// next one: Run All sends cells back to back, and idle work begun between two of them would
+/// only be stopped again (and would compete with them for the machine meanwhile).
+const IDLE_AFTER: Duration = Duration::from_millis(1000);
 
 /// The worker's queue, and whether it is still in [`Handler::start`].
 #[derive(Clone)]
@@ -54,7 +61,10 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
             tracing::error!("the handler panicked while starting: {}", panic_text(&*p));
         }
         starting.now.store(false, Ordering::SeqCst);
-        let mut worker = Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0 };
+        // The first idle work waits as well: Run All's cells come right after the start.
+        let last_done = Some(Instant::now());
+        let mut worker =
+            Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0, idle_work: true, last_done };
         if starting.interrupted.load(Ordering::SeqCst) {
             let mut queued = worker.take_queued_executes().into_iter();
             if let Some(first) = queued.next() {
@@ -81,6 +91,10 @@ struct Worker<H> {
     /// Requests taken off the queue while looking for executes to abort.
     pending: VecDeque<Message>,
     execution_count: i64,
+    /// The handler may still have optional work ([`Handler::idle`]).
+    idle_work: bool,
+    /// When the last request was done.
+    last_done: Option<Instant>,
 }
 
 impl<H: Handler> Worker<H> {
@@ -88,6 +102,20 @@ impl<H: Handler> Worker<H> {
         loop {
             let msg = match self.pending.pop_front() {
                 Some(m) => m,
+                None if self.idle_work => {
+                    let quiet = self.last_done.map_or(Duration::ZERO, |t| IDLE_AFTER.saturating_sub(t.elapsed()));
+                    match self.rx.recv_timeout(quiet) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.idle_work = guarded(|| self.handler.idle(), |e| {
+                                tracing::warn!("the handler's idle work failed: {}", e.evalue);
+                                false
+                            });
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return,
+                    }
+                }
                 None => match self.rx.recv() {
                     Ok(m) => m,
                     Err(_) => return,
@@ -106,6 +134,7 @@ impl<H: Handler> Worker<H> {
                 }
                 other => tracing::warn!("worker: {other} is not queued work"),
             }
+            self.last_done = Some(Instant::now());
         }
     }
 

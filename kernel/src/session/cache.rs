@@ -374,7 +374,7 @@ fn key_for(rustc_info: &str, torch_lib: Option<&Path>) -> String {
 }
 
 /// The rustc evcxr runs (`$RUSTC`, else the one on `PATH`).
-fn rustc() -> std::ffi::OsString {
+pub(super) fn rustc() -> std::ffi::OsString {
     std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())
 }
 
@@ -386,7 +386,7 @@ pub fn std_lib_dir() -> Option<PathBuf> {
 }
 
 /// A stable hash (std's may change between Rust releases; this names directories).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
 }
 

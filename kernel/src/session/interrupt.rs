@@ -1,6 +1,7 @@
 //! Interrupting the running cell: its builds are killed (variables kept), the child gets SIGINT
 //! while it runs the cell's code or waits for input, and is killed if that code outlives a grace
-//! period. During the start-up, the warm-up is stopped instead.
+//! period. During the start-up, the warm-up is stopped instead; a request that arrives during
+//! the warm-up pauses it the same way.
 
 use super::state::CellState;
 use std::sync::atomic::Ordering;
@@ -17,22 +18,9 @@ pub fn interrupt(state: &Arc<CellState>) {
     let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
     let child = state.child_pid();
     if state.warming.load(Ordering::SeqCst) {
-        // The warm-up is only ahead-of-time work: the first cell that needs it builds it. Its
-        // steps stop; builds are killed until it has (one may start between two steps).
+        // The warm-up is only ahead-of-time work: the first cell that needs it builds it.
         state.warm_up_stopped.store(true, Ordering::SeqCst);
-        let state = state.clone();
-        std::thread::spawn(move || loop {
-            {
-                let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
-                if !state.warming.load(Ordering::SeqCst) {
-                    return;
-                }
-                for pid in build_processes(std::process::id(), state.child_pid()) {
-                    kill_build(&state, pid);
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        });
+        stop_warm_up_step(state);
         return;
     }
     if state.starting.load(Ordering::SeqCst) {
@@ -63,6 +51,34 @@ pub fn interrupt(state: &Arc<CellState>) {
     let state = state.clone();
     let cell = state.cell_seq.load(Ordering::SeqCst);
     std::thread::spawn(move || watch(&state, cell, child, sigint_at));
+}
+
+/// A request was queued: the warm-up's step under way (if any) stops, its build killed, and the
+/// next step waits until no request does. The flag and `warming` are read under the gate, so
+/// either this sees the step or the step sees the flag before it builds.
+pub fn give_way(state: &Arc<CellState>) {
+    let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
+    state.work_waiting.store(true, Ordering::SeqCst);
+    if state.warming.load(Ordering::SeqCst) {
+        stop_warm_up_step(state);
+    }
+}
+
+/// Kills the warm-up step's builds until the step has ended (one may start after this call).
+fn stop_warm_up_step(state: &Arc<CellState>) {
+    let state = state.clone();
+    std::thread::spawn(move || loop {
+        {
+            let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
+            if !state.warming.load(Ordering::SeqCst) {
+                return;
+            }
+            for pid in build_processes(std::process::id(), state.child_pid()) {
+                kill_build(&state, pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    });
 }
 
 /// Whether the child is running the cell's code, or waiting for the answer to its input
@@ -111,12 +127,14 @@ fn kill_build(state: &CellState, pid: u32) {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
 }
 
-/// The kernel's descendant processes other than the evcxr child and its own: cargo and rustc
-/// mid-build.
+/// The kernel's builds: its `cargo build` and `cargo check` children (evcxr's, the job
+/// programs') and everything below them. Not the evcxr child, and not what evcxr's analyzer
+/// runs while it loads the workspace on a thread of its own (`cargo metadata`, `rustc
+/// --print`): killing those would leave it without the standard library.
 fn build_processes(kernel: u32, child: u32) -> Vec<u32> {
     let children = dryml::procfs::children_by_parent();
     let mut todo: Vec<u32> = children.get(&kernel).cloned().unwrap_or_default();
-    todo.retain(|&p| p != child);
+    todo.retain(|&p| p != child && dryml::procfs::cmdline(p).iter().any(|a| a == "build" || a == "check"));
     let mut out = Vec::new();
     while let Some(p) = todo.pop() {
         out.push(p);

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod errors;
 pub mod interrupt;
 pub mod output;
+pub mod startup;
 pub mod state;
 
 use cache::{BuildCache, Claim};
@@ -45,6 +46,8 @@ pub struct Session {
     replaced: bool,
     /// The child has no stdout flusher yet; it rides along with the next user cell.
     flusher_pending: bool,
+    /// The start-up library every child loads (the flusher), if there is one.
+    startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
     /// `dryml` was added with its `torch` feature, and `tch` beside it.
     torch_added: bool,
@@ -82,13 +85,36 @@ impl Session {
         if std::env::var_os("CUDA_DEVICE_ORDER").is_none() {
             cmd.env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
         }
-        let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command(cmd)
-            .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
-        let mut ctx = CommandContext::with_eval_context(eval_ctx);
-        let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
-        if let Err(e) = ctx.set_opt_level(&opt) {
-            tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
+        // The crate's name, the cache and the optimisation level are evcxr's before its first
+        // build or analysis (each change after it made cargo and the analyzer start over).
+        let (cache, claim) = use_build_cache();
+        let crate_name = claim.as_ref().map_or_else(|| "ctx".to_string(), Claim::cell_crate);
+        let build_dir = match &cache {
+            Ok(Some(cache)) => Some(cache.dir()),
+            _ => None,
+        };
+        // The child's start-up code, built once per machine; without the cache (or when it
+        // cannot be built) the first cell of each child carries it.
+        let startup_lib = build_dir.as_deref().and_then(|dir| {
+            startup::library(dir).map_err(|e| tracing::warn!("the first cell builds the start-up code: {e:#}")).ok()
+        });
+        if let Some(lib) = &startup_lib {
+            cmd.env(crate::child::STARTUP_LIB_ENV, lib);
         }
+        let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
+        let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
+            ctx.set_crate_name(&crate_name)?;
+            if let Some(dir) = &build_dir {
+                // Cargo reads it from the environment evcxr gives each build.
+                ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
+            }
+            if let Err(e) = ctx.set_opt_level(&opt) {
+                tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
+            }
+            Ok(())
+        })
+        .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
+        let ctx = CommandContext::with_eval_context(eval_ctx);
         // evcxr's stderr arrives line by line; forward it as it comes, up to each cell's marker.
         let (st, stderr) = (state.clone(), outputs.stderr);
         let (stderr_sync_tx, stderr_sync_rx) = crossbeam_channel::unbounded();
@@ -97,6 +123,11 @@ impl Session {
             // up with a cell flooding stderr.
             let mut text = String::new();
             while let Ok(first) = stderr.recv() {
+                if first.starts_with(crate::child::STARTUP_FAILED) {
+                    tracing::warn!("{first}; the next cell carries the start-up code");
+                    st.startup_failed.store(true, Ordering::SeqCst);
+                    continue;
+                }
                 let mut next = Some(first);
                 while let Some(line) = next.take() {
                     match line.strip_suffix(dryml::protocol::STDERR_SYNC) {
@@ -133,44 +164,17 @@ impl Session {
             stderr_sync_rx,
             setup_pid: 0,
             replaced: false,
-            flusher_pending: true,
+            flusher_pending: startup_lib.is_none(),
+            startup_lib,
             dryml_added: false,
             torch_added: false,
             cell_offset: None,
             env_overrides: BTreeMap::new(),
-            cache: Ok(None),
-            claim: None,
+            cache,
+            claim,
         };
         session.ensure_child_setup();
-        session.use_build_cache();
         Ok(session)
-    }
-
-    /// Points evcxr's builds at the machine's build cache, unless it is off or unusable (then
-    /// the kernel builds in its own directory, as evcxr does, and `%cache` says why).
-    fn use_build_cache(&mut self) {
-        self.cache = BuildCache::from_env().map_err(|e| format!("{e:#}"));
-        match &self.cache {
-            Ok(Some(cache)) => {
-                let dir = cache.dir();
-                let set = cache.touch().and_then(|()| cache.claim()).map_err(|e| format!("{e:#}")).and_then(|claim| {
-                    self.ctx.set_crate_name(&claim.cell_crate()).map_err(|e| e.to_string())?;
-                    self.claim = Some(claim);
-                    // Cargo reads it from the environment evcxr gives each build; evcxr's own
-                    // default (its `target`) comes before the ones set here.
-                    self.ctx
-                        .execute(&format!(":build_env CARGO_BUILD_BUILD_DIR={}", dir.display()))
-                        .map(|_| ())
-                        .map_err(|e| e.to_string())
-                });
-                if let Err(e) = set {
-                    tracing::warn!("build cache {} not used: {e}", dir.display());
-                    self.cache = Err(e);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!("build cache not used: {e}"),
-        }
     }
 
     /// The name evcxr builds this kernel's cells under.
@@ -214,64 +218,74 @@ impl Session {
         }
         self.replaced |= self.setup_pid != 0;
         self.setup_pid = pid;
-        self.flusher_pending = true;
+        self.flusher_pending = self.startup_lib.is_none();
         if !self.env_overrides.is_empty() {
             let names: Vec<String> = self.env_overrides.keys().cloned().collect();
             let _ = self.apply_env(&names);
         }
     }
 
-    /// Builds and runs the child's start-up code (the stdout flusher) now, while the user types,
-    /// so the first cell pays only for itself. A variable defined and then forgotten makes evcxr
-    /// set up its variable store here too: the first `let` of a notebook cost over a second
-    /// more than later ones. If the warm-up fails, the flusher rides with the first cell as
-    /// before.
-    pub fn warm_up(&mut self) {
-        if self.state.warm_up_stopped.load(Ordering::SeqCst) {
-            tracing::info!("warm-up skipped: interrupted while the kernel started");
-            return;
+    /// One step of the warm-up, done while no request waits; returns whether more remains.
+    /// A request that arrives stops the step (its build is killed; the cell then carries what
+    /// it needs of it) and the step is tried again when the worker is idle. The steps: the
+    /// child's start-up code (the stdout flusher) and, with the machine's cache, `dryml` (a
+    /// link away there, built once per machine), in one build, so the first cell naming it
+    /// costs what any cell does; then the cache's collection.
+    pub fn warm_up_step(&mut self) -> bool {
+        {
+            let _gate = self.state.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if self.state.warm_up_stopped.load(Ordering::SeqCst) {
+                return false;
+            }
+            if self.state.work_waiting.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            self.state.warming.store(true, Ordering::SeqCst);
         }
-        self.state.warming.store(true, Ordering::SeqCst);
-        self.warm_up_steps();
+        let more = self.warm_up_next();
         self.state.end_cell();
         self.clean_killed_build();
+        more && !self.state.warm_up_stopped.load(Ordering::SeqCst)
     }
 
-    fn warm_up_steps(&mut self) {
-        const VAR: &str = "dryml_warm_up_";
-        let started = std::time::Instant::now();
-        if let Err(e) = self.eval_hidden(&format!("{FLUSHER_CELL}\nlet {VAR} = 0u8;")) {
-            tracing::warn!("warm-up failed, the first cell builds the start-up code: {}", e.evalue);
-            return;
-        }
-        self.flusher_pending = false;
-        if let Err(e) = self.eval_hidden(&forget_code(&[VAR.to_string()])) {
-            tracing::warn!("warm-up: {VAR} not forgotten: {}", e.evalue);
-        }
-        tracing::info!("warm: the child's start-up code and variable store built in {:.2?}", started.elapsed());
-        if self.state.warm_up_stopped.load(Ordering::SeqCst) {
-            tracing::info!("warm-up stopped by an interrupt");
-            return;
-        }
-        if let Ok(Some(_)) = &self.cache {
-            // With the machine's cache, `dryml` is a link away (built once per machine, or now,
-            // for later kernels): the first cell that names it then costs what any cell does.
+    fn warm_up_next(&mut self) -> bool {
+        self.flusher_pending |= self.state.startup_failed.swap(false, Ordering::SeqCst);
+        let with_cache = matches!(self.cache, Ok(Some(_)));
+        let deps = if with_cache { self.deps_for("dryml::") } else { None };
+        if self.flusher_pending || deps.is_some() {
             let started = std::time::Instant::now();
-            match self.add_deps("dryml::") {
-                Ok(()) => tracing::info!("warm: dryml added in {:.2?}", started.elapsed()),
-                Err(e) => tracing::warn!("warm-up: dryml not added: {}", e.evalue),
+            let mut code = deps.as_ref().map(|(lines, _)| format!("{lines}\n")).unwrap_or_default();
+            if self.flusher_pending {
+                code.push_str(FLUSHER_CELL);
             }
-            if let Ok(Some(cache)) = &self.cache {
-                if let Err(e) = cache.collect(Duration::ZERO) {
-                    tracing::warn!("build cache not collected: {e:#}");
+            match self.eval_hidden(&code) {
+                Ok(_) => {
+                    self.flusher_pending = false;
+                    if let Some((_, torch)) = deps {
+                        self.note_deps_added(torch);
+                    }
+                    tracing::info!("warm: start-up code and dryml built in {:.2?}", started.elapsed());
+                    return with_cache;
                 }
-                match cache.remove_orphans(Duration::ZERO) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", cache::bytes(n)),
-                    Err(e) => tracing::info!("build cache: gone kernels' crates left for now: {e:#}"),
+                // Stopped for a request: tried again once the worker is idle.
+                Err(_) if self.state.work_waiting.load(Ordering::SeqCst) => return true,
+                Err(e) => {
+                    tracing::warn!("warm-up failed, the first cell builds what it needs: {}", e.evalue);
+                    return false;
                 }
             }
         }
+        if let Ok(Some(cache)) = &self.cache {
+            if let Err(e) = cache.collect(Duration::ZERO) {
+                tracing::warn!("build cache not collected: {e:#}");
+            }
+            match cache.remove_orphans(Duration::ZERO) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", cache::bytes(n)),
+                Err(e) => tracing::info!("build cache: gone kernels' crates left for now: {e:#}"),
+            }
+        }
+        false
     }
 
     /// After an interrupt killed a build, removes what it left of the cell crate's build (see
@@ -433,6 +447,7 @@ impl Session {
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
     pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
         self.ensure_child_setup();
+        self.flusher_pending |= self.state.startup_failed.swap(false, Ordering::SeqCst);
         let vars_before: Vec<String> = self.variables().into_keys().collect();
         // The flusher and new dependencies are compiled with the user's cell rather than as cells
         // of their own, each of which would cost a whole extra build (and for `tch`, a load)
@@ -516,6 +531,27 @@ impl Session {
     fn wait_sync(&self, limit: Duration) -> bool {
         let deadline = std::time::Instant::now() + limit;
         self.sync_rx.recv_deadline(deadline).is_ok() && self.stderr_sync_rx.recv_deadline(deadline).is_ok()
+    }
+}
+
+/// The machine's build cache and this kernel's claim on crate names in it, unless the cache is
+/// off or unusable (then the kernel builds in its own directory, as evcxr does, and `%cache`
+/// says why).
+fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
+    let cache = match BuildCache::from_env() {
+        Ok(Some(cache)) => cache,
+        Ok(None) => return (Ok(None), None),
+        Err(e) => {
+            tracing::warn!("build cache not used: {e:#}");
+            return (Err(format!("{e:#}")), None);
+        }
+    };
+    match cache.touch().and_then(|()| cache.claim()) {
+        Ok(claim) => (Ok(Some(cache)), Some(claim)),
+        Err(e) => {
+            tracing::warn!("build cache {} not used: {e:#}", cache.dir().display());
+            (Err(format!("{e:#}")), None)
+        }
     }
 }
 

@@ -11,11 +11,17 @@ pub struct CellState {
     pub io: Mutex<Option<Io>>,
     /// A cell's user code is running in the child.
     pub running: AtomicBool,
-    /// The kernel is starting; `warming` while its warm-up (optional, ahead-of-time builds)
-    /// runs, and `warm_up_stopped` once an interrupt ended or skipped the warm-up.
+    /// The kernel is starting; `warming` while a step of its warm-up (optional, ahead-of-time
+    /// builds, done while no request waits) runs, and `warm_up_stopped` once an interrupt ended
+    /// or skipped the warm-up.
     pub starting: AtomicBool,
     pub warming: AtomicBool,
     pub warm_up_stopped: AtomicBool,
+    /// A request was queued: the warm-up's step under way gives way (its build is killed) and
+    /// the next one waits until the worker is idle again.
+    pub work_waiting: AtomicBool,
+    /// The child could not load the start-up library (its stderr said so).
+    pub startup_failed: AtomicBool,
     pub child_pid: AtomicU32,
     /// An interrupt hit the running cell; `killed` when the child had to be killed.
     pub interrupted: AtomicBool,
