@@ -50,8 +50,8 @@ print!("end")
 
 
 def test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell():
-    """The warm-up builds the flusher and evcxr's variable store before the first request, and
-    forgets the variable it used to do so."""
+    """The child's start-up code (the flusher, from a library built once per machine) streams
+    the first cell's output, and the warm-up leaves no variable behind."""
     with running_kernel() as k:
         reply, msgs = k.execute(":vars")
         assert reply["status"] == "ok"
