@@ -87,6 +87,8 @@ pub fn setup_if_child() {
 /// tells the kernel that it could not (the first cell then carries the flusher).
 pub const STARTUP_LIB_ENV: &str = "DRYML_STARTUP_LIB";
 pub const STARTUP_FAILED: &str = "DRYML_STARTUP_FAILED";
+/// The start-up library's exported function, called once it is loaded.
+pub const STARTUP_ENTRY: &str = "dryml_start_flusher";
 
 /// Loads the start-up library and starts its flusher (after the pump, whose pipes it uses).
 fn load_startup(lib: &std::ffi::OsStr) -> Result<(), String> {
@@ -102,7 +104,7 @@ fn load_startup(lib: &std::ffi::OsStr) -> Result<(), String> {
         if handle.is_null() {
             return Err(dl_error());
         }
-        let entry = std::ffi::CString::new(crate::session::startup::ENTRY).expect("no NUL");
+        let entry = std::ffi::CString::new(STARTUP_ENTRY).expect("no NUL");
         let f = libc::dlsym(handle, entry.as_ptr());
         if f.is_null() {
             return Err(dl_error());

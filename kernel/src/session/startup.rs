@@ -2,11 +2,8 @@
 //! link (`child::FLUSHER_CELL`), compiled once per machine and toolchain into the build cache
 //! and loaded by every child as it starts, so that no kernel builds or analyses it as a cell.
 
-use crate::child::FLUSHER_CELL;
+use crate::child::{FLUSHER_CELL, STARTUP_ENTRY as ENTRY};
 use std::path::{Path, PathBuf};
-
-/// The exported function the child calls once it has loaded the library.
-pub const ENTRY: &str = "dryml_start_flusher";
 
 /// The library in `cache_dir` (the build cache's generation directory, one per toolchain),
 /// built first when it is not there; concurrent kernels each build and rename into place.
