@@ -262,11 +262,11 @@ mod tests {
 
     #[test]
     fn a_childs_command_line_argument_by_argument() {
-        let mut child = std::process::Command::new("sleep").args(["30", "two words"]).spawn().unwrap();
+        let mut child = std::process::Command::new("sh").args(["-c", "sleep 30; true", "two words"]).spawn().unwrap();
         let args = cmdline(child.id());
         child.kill().unwrap();
         child.wait().unwrap();
-        assert_eq!(args, ["sleep", "30", "two words"]);
+        assert_eq!(args, ["sh", "-c", "sleep 30; true", "two words"]);
         assert!(cmdline(child.id()).is_empty(), "a reaped child has none");
     }
 
