@@ -263,7 +263,14 @@ mod tests {
     #[test]
     fn a_childs_command_line_argument_by_argument() {
         let mut child = std::process::Command::new("sh").args(["-c", "sleep 30; true", "two words"]).spawn().unwrap();
-        let args = cmdline(child.id());
+        // A spawn may return before the child's exec is through: until then the child shows
+        // this process's arguments, or none.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut args = cmdline(child.id());
+        while args.first().is_none_or(|a| a != "sh") && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            args = cmdline(child.id());
+        }
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(args, ["sh", "-c", "sleep 30; true", "two words"]);
