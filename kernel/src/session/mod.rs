@@ -230,7 +230,8 @@ impl Session {
     /// it needs of it) and the step is tried again when the worker is idle. The steps: the
     /// child's start-up code (the stdout flusher) and, with the machine's cache, `dryml` (a
     /// link away there, built once per machine), in one build, so the first cell naming it
-    /// costs what any cell does; then the cache's collection.
+    /// costs what any cell does; then the cache's collection. It waits for the analyzer's own
+    /// start-up work first.
     pub fn warm_up_step(&mut self) -> bool {
         {
             let _gate = self.state.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -238,6 +239,13 @@ impl Session {
                 return false;
             }
             if self.state.work_waiting.swap(false, Ordering::SeqCst) {
+                return true;
+            }
+            // The analyzer's first load and priming take a core for seconds after the start;
+            // `dryml` would change Cargo.toml under it and make it start over.
+            if self.ctx.analysis_busy() {
+                drop(_gate);
+                std::thread::sleep(Duration::from_millis(50));
                 return true;
             }
             self.state.warming.store(true, Ordering::SeqCst);
