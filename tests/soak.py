@@ -269,6 +269,11 @@ def soak(cells, seed=1, progress=False):
         pid = k.km.provisioner.process.pid
         reply, _ = k.execute(f'%repo open {repo_dir} --create', timeout=600)
         assert reply["status"] == "ok", reply
+        # The baseline is a settled kernel: a `let` without a written type waits for evcxr's
+        # analyzer, which loads the standard library into the kernel (about 490 MiB) on a
+        # thread of its own after the start. That load is not growth.
+        reply, _ = k.execute('let soak_settled = vec![1u8];', timeout=600)
+        assert reply["status"] == "ok", reply
         start = proc_figures(pid)
         sampler = Sampler(pid)
         sampler.start()
