@@ -6,8 +6,12 @@ earlier commit's, say), so a change can be judged in the same run.
 `--turnaround` measures what issue 13 asks instead: the first cell after 10 s idle, the first
 cell naming `dryml` and `tch` after a start, after a restart and with a cold (cleared) build cache,
 a trivial cell at 0, 100 and 300 variables, and a hot loop (in a cell and through a function).
+`--tch` measures what a heavy crate in the notebook costs each cell (issue 24): a trivial cell
+in a kernel with `tch` loaded against the same cell in one without, and a tensor cell against
+evcxr_jupyter's with the same `:dep tch` (built in its own target directory first).
 Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--baseline BIN]
        .venv/bin/python tests/bench/bench_latency.py --turnaround
+       .venv/bin/python tests/bench/bench_latency.py --tch [--rounds 9]
 """
 import argparse
 import json
@@ -188,6 +192,75 @@ def turnaround(idle, reps=5):
     return rows, [k.label for k in kernels]
 
 
+def torch_env():
+    """What evcxr_jupyter needs to build and load tch: torch-sys finds libtorch through the venv's
+    Python, the child finds it on LD_LIBRARY_PATH (our kernel does both by itself)."""
+    lib = next((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib"))
+    return {"LIBTORCH_USE_PYTORCH": "1", "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
+            "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
+
+
+TRIVIAL = "trivial cell (`3 + N`), after a work cell"
+TRIVIAL_AGAIN = "trivial cell (`4 + N`), after a trivial cell"
+WORK = "work cell (a tensor op; a Vec without tch)"
+
+
+def heavy(rounds):
+    """Per-cell cost with tch in the notebook: {row: {kernel: median seconds}}. Each round runs,
+    in every kernel in turn, two trivial cells and then a cell that does some work (a tensor op
+    where tch is loaded, the same arithmetic on a Vec where it is not), so every kernel's
+    incremental state churns alike; literals change each round so no build is reused whole."""
+    specs = KernelSpecManager().find_kernel_specs()
+    plain, tch = Started("dryml-rust"), Started("dryml-rust")
+    kernels = [plain, tch]
+    tch.label = "dryml-rust + tch"
+    if "rust" in specs:
+        evcxr = Started("rust", torch_env())
+        evcxr.label = "evcxr_jupyter + tch"
+        kernels.append(evcxr)
+    try:
+        time.sleep(10)  # both warm-ups
+        for k in kernels:
+            k.t("let warm = 1u64;")
+        plain.t("let v = vec![1.0f64; 4];")
+        tch.t("let t = tch::Tensor::from_slice(&[1.0f64; 4]);")
+        if len(kernels) > 2:
+            t0 = time.perf_counter()
+            evcxr.t(':dep tch = "=0.26.0"\nlet t = tch::Tensor::from_slice(&[1.0f64; 4]);')
+            print(f"evcxr_jupyter built tch in {time.perf_counter() - t0:.0f} s")
+        time.sleep(10)  # the analyzers' reload of the bigger projects
+        work = {plain.label: "v.iter().map(|x| x * {i}.0).sum::<f64>()",
+                tch.label: "(&t * {i}.0).sum(tch::Kind::Double).double_value(&[])"}
+        if len(kernels) > 2:
+            work[evcxr.label] = work[tch.label]
+        times = {}
+        for i in range(2, rounds + 2):
+            for k in kernels:
+                times.setdefault((TRIVIAL, k.label), []).append(k.t(f"3 + {i}"))
+                times.setdefault((TRIVIAL_AGAIN, k.label), []).append(k.t(f"4 + {i}"))
+                times.setdefault((WORK, k.label), []).append(k.t(work[k.label].format(i=i)))
+    finally:
+        for k in kernels:
+            k.stop()
+    rows = {}
+    for (row, label), ts in times.items():
+        rows.setdefault(row, {})[label] = statistics.median(ts)
+    return rows, [k.label for k in kernels]
+
+
+def print_heavy(rows, labels, rounds):
+    print(f"\nmedians of {rounds} rounds, s")
+    print(f"{'cell':<46}" + "".join(f"{l:>22}" for l in labels))
+    for row, by in rows.items():
+        print(f"{row:<46}" + "".join(f"{by[l]:>22.3f}" for l in labels))
+    triv, again, work = rows[TRIVIAL], rows[TRIVIAL_AGAIN], rows[WORK]
+    print(f"trivial cell, with tch / without: {triv['dryml-rust + tch'] / triv['dryml-rust']:.2f} after a work cell, "
+          f"{again['dryml-rust + tch'] / again['dryml-rust']:.2f} after a trivial cell")
+    if "evcxr_jupyter + tch" in labels:
+        print(f"tensor cell, dryml-rust / evcxr_jupyter: {work['dryml-rust + tch'] / work['evcxr_jupyter + tch']:.2f}; "
+              f"trivial cell with tch, dryml-rust / evcxr_jupyter: {triv['dryml-rust + tch'] / triv['evcxr_jupyter + tch']:.2f}")
+
+
 def print_turnaround(rows, labels):
     names = {"dryml-rust": "dryml-rust", "rust": "evcxr_jupyter"}
     print(f"\n{'what the user waits for':<72}" + "".join(f"{names[l]:>16}" for l in labels))
@@ -209,11 +282,17 @@ def main():
     ap.add_argument("--idle", type=float, default=0.0,
                     help="seconds between starting the kernels and the first cell (the user typing)")
     ap.add_argument("--turnaround", action="store_true", help="issue 13's table instead (about 4 minutes)")
+    ap.add_argument("--tch", action="store_true", help="what tch in the notebook costs each cell (issue 24)")
+    ap.add_argument("--rounds", type=int, default=9, help="with --tch: rounds of cells")
     ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     ap.add_argument("--baseline-first", action="store_true",
                     help="start the baseline first and give it each cell first (the first cell of the "
                          "kernel started first competes with the other's start-up)")
     args = ap.parse_args()
+    if args.tch:
+        with private_kernelspec():
+            print_heavy(*heavy(args.rounds), args.rounds)
+        return 0
     if args.turnaround:
         with private_kernelspec():
             print_turnaround(*turnaround(args.idle or 10.0))

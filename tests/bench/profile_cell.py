@@ -17,7 +17,9 @@ Phases of one `warm + 1` cell:
 `--startup` prints a start-up timeline instead: every process the kernel started (cargo, rustc,
 the linker, the analyzer's `cargo metadata` and probes) from the kernel's start to the reply of a
 first cell sent `--delay` s after it, on the same clock.
-Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5] [--kernel rust]
+`--tch` brings `tch` into the notebook first (a tensor in a variable), as a model's notebook has
+it, so the same cell shows what a heavy crate in the dependency list costs each cell.
+Usage: .venv/bin/python tests/bench/profile_cell.py [--vars 0,100,300] [--reps 5] [--kernel rust] [--tch]
        .venv/bin/python tests/bench/profile_cell.py --startup [--delay 0] [--kernel rust]
 """
 import argparse
@@ -126,12 +128,22 @@ def startup(trace, spec_name, delay):
     print(f"{got - t0:8.2f} {'':>7}  the cell's reply ({got - sent:.2f} s after it was sent)")
 
 
+def with_tch(kc, kernel):
+    """Brings tch into a notebook as a user would: our kernel adds it when a cell names it;
+    evcxr_jupyter needs the `:dep` line and libtorch from the environment."""
+    dep = "" if kernel.startswith("dryml") else ':dep tch = "=0.26.0"\n'
+    reply = kc.execute_interactive(dep + "let t = tch::Tensor::from(1.0f64);", timeout=900, output_hook=lambda m: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    time.sleep(5)  # the analyzer's reload of the bigger project
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vars", default="0,100,300")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--kernel", default="dryml-rust", help="a kernelspec name (`rust`: evcxr_jupyter)")
     ap.add_argument("--startup", action="store_true", help="the start-up timeline")
+    ap.add_argument("--tch", action="store_true", help="with tch in the notebook (`:dep tch` for evcxr_jupyter)")
     ap.add_argument("--delay", type=float, default=0.0, help="with --startup: when the cell is sent")
     args = ap.parse_args()
     if not shutil.which("strace"):
@@ -155,6 +167,8 @@ def main():
         try:
             time.sleep(10)  # the warm-up
             kc.execute_interactive("let warm = 1u64;", timeout=300)
+            if args.tch:
+                with_tch(kc, args.kernel)
             have, rows = 0, {}
             for n in [int(v) for v in args.vars.split(",")]:
                 if n > have:
@@ -179,7 +193,7 @@ def main():
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-    print(f"\n{args.kernel}: median of {args.reps} `warm + 1` cells, ms")
+    print(f"\n{args.kernel}{' with tch' if args.tch else ''}: median of {args.reps} `warm + 1` cells, ms")
     print(f"{'phase':<40}" + "".join(f"{f'{n} vars':>10}" for n in rows))
     for i, p in enumerate(PHASES):
         print(f"{p:<40}" + "".join(f"{rows[n][i] * 1000:>10.0f}" for n in rows))
