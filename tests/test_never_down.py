@@ -186,6 +186,14 @@ def test_an_interrupt_stops_a_build_and_keeps_the_variables():
         assert value(k, "keep6 + 3") == "18"
         # No SIGINT reached the idle child, so no interrupt flag outlives those cells.
         assert value(k, "dryml::interrupted()") == "false"
+        # A cell whose own compile never ends, built by rustc alone (nothing cargo watches has
+        # changed since the last cell): that rustc is the build the interrupt kills.
+        slow = ("#[allow(long_running_const_eval)]\nconst SLOW: u64 = { let mut i = 0u64; let mut s = 0u64; "
+                "while i < u64::MAX { s = s.wrapping_add(i); i += 1; } s };\nSLOW")
+        reply, took = _interrupt_after(k, slow, 2)
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert took < 2, f"the build stopped {took:.1f} s after the interrupt"
+        assert value(k, "keep6 + 4") == "19"
 
 
 def test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_warm_up(tmp_path):

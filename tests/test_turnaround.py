@@ -101,6 +101,44 @@ def test_a_changed_runtime_is_rebuilt_not_served_stale(tmp_path):
     assert len(rlibs(tmp_path / "cache")) == 1, "the one build was replaced, not added to"
 
 
+def test_cells_build_with_rustc_alone_until_something_cargo_watches_changes(tmp_path):
+    lib = tmp_path / "mylib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "Cargo.toml").write_text('[package]\nname = "mylib"\nversion = "0.1.0"\nedition = "2021"\n')
+    source = lib / "src" / "lib.rs"
+    source.write_text("pub fn v() -> u32 { 1 }\n")
+    evcxr_dir = tmp_path / "evcxr"
+    # The rustc wrapper writes the cell crate's command each time cargo runs that rustc, and
+    # only then (no warm-up: its `dryml` would change Cargo.toml meanwhile).
+    record = evcxr_dir / ".evcxr-rustc.json"
+    env = {"EVCXR_TMPDIR": str(evcxr_dir), "DRYML_NO_WARM_UP": "1", "DRYML_BUILD_CACHE": str(tmp_path / "cache")}
+    with running_kernel(env) as k:
+        assert value(k, f':dep mylib = {{ path = "{lib}" }}\nmylib::v()', timeout=600) == "1"
+        recorded = record.stat().st_mtime_ns
+        assert '"--crate-name"' in record.read_text()
+        for i in range(3):
+            assert value(k, f"mylib::v() + {i}") == str(1 + i)
+        assert record.stat().st_mtime_ns == recorded, "cargo ran for cells that changed only themselves"
+        # A compile error from rustc alone reads as one from cargo, and the kernel goes on.
+        reply, _ = k.execute('let s: String = 5;')
+        assert reply["status"] == "error" and reply["ename"] == "CompilationError", reply
+        assert "mismatched types" in reply["evalue"], reply["evalue"]
+        # An edit to a path dependency: cargo builds it, and the cell sees it.
+        source.write_text("pub fn v() -> u32 { 2 }\n")
+        assert value(k, "mylib::v() + 10") == "12"
+        assert record.stat().st_mtime_ns != recorded
+        recorded = record.stat().st_mtime_ns
+        assert value(k, "mylib::v() + 20") == "22"
+        assert record.stat().st_mtime_ns == recorded
+        # So does a file added to it, and a library it links that is gone (the cache emptied).
+        (lib / "src" / "extra.rs").write_text("pub fn w() -> u32 { 5 }\n")
+        source.write_text("pub mod extra;\npub fn v() -> u32 { 3 }\n")
+        assert value(k, "mylib::v() + mylib::extra::w()") == "8"
+        ok(k, "%cache clear")
+        assert value(k, "mylib::v() + 30") == "33"
+        assert record.stat().st_mtime_ns != recorded
+
+
 def test_without_a_usable_cache_kernels_build_alone(tmp_path):
     with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
         assert "The build cache is off" in stdout_of(ok(k, "%cache"))

@@ -8,10 +8,11 @@ Phases of one `warm + 1` cell:
   failed attempts    builds that fail by design: evcxr first tries `(expr).evcxr_display()`
                      and falls back to Debug formatting when the type has no such method
   between builds     evcxr reading the errors and regenerating the crate
-  cargo              (the final build) cargo started -> rustc started (start-up, resolving, fingerprints)
+  cargo              (the final build) cargo started -> rustc started (start-up, resolving, fingerprints;
+                     0 when the cell crate's rustc runs alone)
   rustc              rustc started -> linker started (parse, type check, codegen)
   link               linker started -> linker done
-  rustc/cargo exit   linker done -> cargo done
+  rustc/cargo exit   linker done -> the build done
   load and reply     cargo done -> reply received (evcxr loads the library into the child,
                      runs it, the output comes back, our kernel replies)
 `--startup` prints a start-up timeline instead: every process the kernel started (cargo, rustc,
@@ -59,13 +60,18 @@ def phases(evs, sent, got):
     for t, pid, call, rest in window:
         if call == "exit_group":
             exits.setdefault(pid, (t, rest.split(")")[0].strip()))
-    builds = [e for e in window if e[2] == "execve" and re.search(r'/cargo", \["[^"]*", "build"', e[3])]
-    assert builds, "no cargo build during the cell"
+    cargos = [e for e in window if e[2] == "execve" and re.search(r'/cargo", \["[^"]*", "build"', e[3])]
+    # The cell crate: `ctx`, or `ctx_<kernel token>` in the shared build cache.
+    cell_rustc = lambda e: e[2] == "execve" and re.search(r'"--crate-name", "ctx(_k[0-9a-f]{12})?"', e[3])
+    inside = lambda e: any(c[0] <= e[0] <= exits[c[1]][0] for c in cargos)
+    # A build is a cargo build, or the cell crate's rustc run alone (evcxr's patch, once cargo
+    # has recorded the command).
+    builds = sorted(cargos + [e for e in window if cell_rustc(e) and not inside(e)])
+    assert builds, "no build during the cell"
     failed = [b for b in builds if exits[b[1]][1] != "0"]
     final = [b for b in builds if b not in failed][-1]
     after = lambda t0, pred: next(e for e in window if e[0] > t0 and pred(e))
-    # The cell crate: `ctx`, or `ctx_<kernel token>` in the shared build cache.
-    rustc = after(final[0], lambda e: e[2] == "execve" and re.search(r'"--crate-name", "ctx(_k[0-9a-f]{12})?"', e[3]))
+    rustc = final if cell_rustc(final) else after(final[0], cell_rustc)
     link = after(rustc[0], lambda e: e[2] == "execve" and re.search(r'^"[^"]*/(cc|gcc|clang|ld[^"/]*|rust-lld)"', e[3]))
     link_end, cargo_end = exits[link[1]][0], exits[final[1]][0]
     failed_time = sum(exits[b[1]][0] - b[0] for b in failed)

@@ -128,13 +128,14 @@ fn kill_build(state: &CellState, pid: u32) {
 }
 
 /// The kernel's builds: its `cargo build` and `cargo check` children (evcxr's, the job
-/// programs') and everything below them. Not the evcxr child, and not what evcxr's analyzer
+/// programs'), the cell crate's rustc when evcxr runs it without cargo (`--crate-name`), and
+/// everything below them. Not the evcxr child, and not what evcxr's analyzer
 /// runs while it loads the workspace on a thread of its own (`cargo metadata`, `rustc
 /// --print`): killing those would leave it without the standard library.
 fn build_processes(kernel: u32, child: u32) -> Vec<u32> {
     let children = dryml::procfs::children_by_parent();
     let mut todo: Vec<u32> = children.get(&kernel).cloned().unwrap_or_default();
-    todo.retain(|&p| p != child && dryml::procfs::cmdline(p).iter().any(|a| a == "build" || a == "check"));
+    todo.retain(|&p| p != child && dryml::procfs::cmdline(p).iter().any(|a| a == "build" || a == "check" || a == "--crate-name"));
     let mut out = Vec::new();
     while let Some(p) = todo.pop() {
         out.push(p);
