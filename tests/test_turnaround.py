@@ -123,6 +123,8 @@ def test_cells_build_with_rustc_alone_until_something_cargo_watches_changes(tmp_
         reply, _ = k.execute('let s: String = 5;')
         assert reply["status"] == "error" and reply["ename"] == "CompilationError", reply
         assert "mismatched types" in reply["evalue"], reply["evalue"]
+        # (Cargo would have removed the record first, and a failed build writes none.)
+        assert record.stat().st_mtime_ns == recorded
         # An edit to a path dependency: cargo builds it, and the cell sees it.
         source.write_text("pub fn v() -> u32 { 2 }\n")
         assert value(k, "mylib::v() + 10") == "12"
