@@ -9,10 +9,11 @@ Installs toma into the venv if it is missing.
 """
 import argparse
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+
+from kernelspec import torch_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -72,14 +73,6 @@ def ensure_toma():
         import toma  # noqa: F401
     except ImportError:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "toma"], check=True)
-
-
-def torch_env():
-    venv = Path(sys.executable).parent.parent
-    lib = next(venv.glob("lib/python3*/site-packages/torch/lib"))
-    env = dict(os.environ, LIBTORCH_USE_PYTORCH="1", PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
-    env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(lib), os.environ.get("LD_LIBRARY_PATH")]))
-    return env
 
 
 def table(title, d, anchor):

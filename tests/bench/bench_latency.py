@@ -27,7 +27,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-from kernelspec import private_kernelspec
+from kernelspec import TCH_DEP, private_kernelspec, torch_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -192,14 +192,6 @@ def turnaround(idle, reps=5):
     return rows, [k.label for k in kernels]
 
 
-def torch_env():
-    """What evcxr_jupyter needs to build and load tch: torch-sys finds libtorch through the venv's
-    Python, the child finds it on LD_LIBRARY_PATH (our kernel does both by itself)."""
-    lib = next((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib"))
-    return {"LIBTORCH_USE_PYTORCH": "1", "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
-            "LD_LIBRARY_PATH": f"{lib}:{os.environ.get('LD_LIBRARY_PATH', '')}"}
-
-
 TRIVIAL = "trivial cell (`3 + N`), after a work cell"
 TRIVIAL_AGAIN = "trivial cell (`4 + N`), after a trivial cell"
 WORK = "work cell (a tensor op; a Vec without tch)"
@@ -226,7 +218,7 @@ def heavy(rounds):
         tch.t("let t = tch::Tensor::from_slice(&[1.0f64; 4]);")
         if len(kernels) > 2:
             t0 = time.perf_counter()
-            evcxr.t(':dep tch = "=0.26.0"\nlet t = tch::Tensor::from_slice(&[1.0f64; 4]);')
+            evcxr.t(f"{TCH_DEP}\nlet t = tch::Tensor::from_slice(&[1.0f64; 4]);")
             print(f"evcxr_jupyter built tch in {time.perf_counter() - t0:.0f} s")
         time.sleep(10)  # the analyzers' reload of the bigger projects
         work = {plain.label: "v.iter().map(|x| x * {i}.0).sum::<f64>()",

@@ -1,6 +1,7 @@
 """The benchmarks' private Jupyter prefix: this checkout's release build installed as the
 `dryml-rust` kernelspec in a temporary directory, found first, with history kept there too; and
-`run`, a timed cell that must succeed."""
+`run`, a timed cell that must succeed; `torch_env`, what a kernel without our set-up (evcxr_jupyter,
+a plain program) needs to build and load tch; `TCH_DEP`, the `:dep` line that brings it."""
 import contextlib
 import os
 import shutil
@@ -10,6 +11,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+# The tch that dryml's torch feature builds against (libtorch 2.13.0 in the venv).
+TCH_DEP = ':dep tch = "=0.26.0"'
+
+
+def torch_env():
+    """The environment with libtorch from the venv: torch-sys finds it through the venv's Python,
+    a process that loads it through LD_LIBRARY_PATH (our kernel does both by itself)."""
+    venv = ROOT / ".venv"
+    lib = next(venv.glob("lib/python3*/site-packages/torch/lib"))
+    env = dict(os.environ, LIBTORCH_USE_PYTORCH="1", PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+    env["LD_LIBRARY_PATH"] = ":".join(filter(None, [str(lib), os.environ.get("LD_LIBRARY_PATH")]))
+    return env
 
 
 @contextlib.contextmanager

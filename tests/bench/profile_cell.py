@@ -36,7 +36,7 @@ from pathlib import Path
 
 from jupyter_client.manager import start_new_kernel
 
-from kernelspec import private_kernelspec
+from kernelspec import TCH_DEP, private_kernelspec, torch_env
 
 LINE = re.compile(r"^(\d+)\s+(\d+\.\d+)\s+(execve|exit_group)\((.*)$")
 PHASES = ["kernel and evcxr, before the build", "failed attempts (evcxr's fallbacks)", "between builds",
@@ -136,8 +136,8 @@ def startup(trace, spec_name, delay):
 
 def with_tch(kc, kernel):
     """Brings tch into a notebook as a user would: our kernel adds it when a cell names it;
-    evcxr_jupyter needs the `:dep` line and libtorch from the environment."""
-    dep = "" if kernel.startswith("dryml") else ':dep tch = "=0.26.0"\n'
+    evcxr_jupyter needs the `:dep` line (and libtorch from `torch_env`, given at its start)."""
+    dep = "" if kernel.startswith("dryml") else f"{TCH_DEP}\n"
     reply = kc.execute_interactive(dep + "let t = tch::Tensor::from(1.0f64);", timeout=900, output_hook=lambda m: None)
     assert reply["content"]["status"] == "ok", reply["content"]
     time.sleep(5)  # the analyzer's reload of the bigger project
@@ -169,7 +169,8 @@ def main():
             startup(trace, "profiled", args.delay)
             shutil.rmtree(trace.parent, ignore_errors=True)
             return 0
-        km, kc = start_new_kernel(kernel_name="profiled", startup_timeout=300)
+        km, kc = start_new_kernel(kernel_name="profiled", startup_timeout=300,
+                                  **({"env": torch_env()} if args.tch else {}))
         try:
             time.sleep(10)  # the warm-up
             kc.execute_interactive("let warm = 1u64;", timeout=300)
