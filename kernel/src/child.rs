@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by SIGINT while a cell runs; `dryml::interrupted()` finds it by name with `dlsym`. The
-/// exported names are `dryml::protocol::symbols`'s; the e2e interrupt and batching tests
+/// exported names are `dryml::__kernel::protocol::symbols`'s; the e2e interrupt and batching tests
 /// fail if these items drift from them.
 #[no_mangle]
 #[used]
@@ -25,15 +25,15 @@ pub static dryml_interrupt_flag: AtomicBool = AtomicBool::new(false);
 /// # Safety
 /// `out` is null or valid for one write of `[u64; 2]`, as `dryml::batch` passes it.
 pub unsafe extern "C" fn dryml_batch_get(key: u64, out: *mut [u64; 2]) -> bool {
-    unsafe { dryml::batch::table_get(key, out) }
+    unsafe { dryml::__kernel::batch::table_get(key, out) }
 }
 
 #[no_mangle]
 pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
-    dryml::batch::table_record(key, size)
+    dryml::__kernel::batch::table_record(key, size)
 }
 
-use dryml::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
+use dryml::__kernel::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
 
 /// Socket frame tags, child to kernel.
 pub const TAG_OUT: u8 = b'O';
@@ -242,8 +242,8 @@ impl Pump {
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
             let line = match take_backtrace() {
-                Some(t) => format!("{} {}", dryml::protocol::PANIC, serde_json::json!({"backtrace": t})),
-                None => dryml::protocol::PANIC.to_string(),
+                Some(t) => format!("{} {}", dryml::__kernel::protocol::PANIC, serde_json::json!({"backtrace": t})),
+                None => dryml::__kernel::protocol::PANIC.to_string(),
             };
             self.send(TAG_CONTROL, line.as_bytes());
         }
@@ -253,7 +253,7 @@ impl Pump {
             self.send(TAG_SYNC, b"");
             // stderr is unbuffered, so all the cell wrote there is in the pipe before this line
             // (which ends a line `eprint!` left open; the kernel splits it off).
-            let marker = format!("{}\n", dryml::protocol::STDERR_SYNC);
+            let marker = format!("{}\n", dryml::__kernel::protocol::STDERR_SYNC);
             unsafe { libc::write(2, marker.as_ptr().cast(), marker.len()) };
         } else if proto.starts_with(b"EVCXR_BEGIN_CONTENT") {
             self.in_content = true;

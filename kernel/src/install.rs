@@ -66,7 +66,7 @@ pub fn install(place: &Place) -> Result<PathBuf> {
     // Write then rename, so a half-written kernel.json is never seen.
     let write = |name: &str, data: &[u8]| -> Result<()> {
         let path = dir.join(name);
-        dryml::fs::write_atomic(&path, data, dryml::fs::Durability::NoFsync).with_context(|| format!("writing {}", path.display()))
+        dryml::__kernel::fs::write_atomic(&path, data, dryml::__kernel::fs::Durability::NoFsync).with_context(|| format!("writing {}", path.display()))
     };
     write("kernel.json", kernel_json()?.as_bytes())?;
     write("logo-32x32.png", LOGO_32)?;

@@ -109,7 +109,7 @@ fn run() -> anyhow::Result<()> {
             println!("Removed kernelspec dryml-rust from {}", dir.display());
         }
         (Some(Command::Cache { action }), _) => cache(action.unwrap_or(CacheAction::Show))?,
-        (Some(Command::JobLib), _) => dryml::cluster::run_library().map_err(anyhow::Error::msg)?,
+        (Some(Command::JobLib), _) => dryml::__kernel::slurm::run_library().map_err(anyhow::Error::msg)?,
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading connection file {}", file.display()))?;

@@ -22,7 +22,7 @@ pub fn venv() -> PathBuf {
 /// This kernel's scratch directory, `<tmp>/dryml-kernel-<uid>/<pid>`: the output socket, the
 /// resource pool's files, the last experiment's report and, unless the user set
 /// `EVCXR_TMPDIR`, evcxr's build directory. Only this user may enter it (see
-/// [`dryml::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
+/// [`dryml::__kernel::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
 /// says so and works in `<tmp>/dryml-kernel-<uid>-<pid>` instead. Directories left by kernels
 /// that were killed (their pid is gone) are removed here, since a SIGKILL leaves no chance to
 /// clean.
@@ -30,10 +30,10 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
     let uid = unsafe { libc::getuid() };
     let tmp = std::env::temp_dir();
     let base = tmp.join(format!("dryml-kernel-{uid}"));
-    if let Err(e) = dryml::fs::private_dir(&base) {
+    if let Err(e) = dryml::__kernel::fs::private_dir(&base) {
         tracing::warn!("{e}; this kernel works in a directory of its own instead");
         let dir = tmp.join(format!("dryml-kernel-{uid}-{}", std::process::id()));
-        dryml::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+        dryml::__kernel::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
         return Ok(dir);
     }
     if let Ok(entries) = std::fs::read_dir(&base) {
@@ -42,13 +42,13 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
                 .file_name()
                 .to_str()
                 .and_then(|n| n.parse::<u32>().ok())
-                .is_some_and(|pid| !dryml::procfs::exists(pid));
+                .is_some_and(|pid| !dryml::__kernel::procfs::exists(pid));
             if stale {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
     let dir = base.join(std::process::id().to_string());
-    dryml::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+    dryml::__kernel::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
     Ok(dir)
 }

@@ -174,12 +174,12 @@ pub struct Query {
 }
 
 impl Query {
-    pub(crate) fn of(s: dryml::repo::Selector) -> Query {
+    pub(crate) fn of(s: dryml::objects::Selector) -> Query {
         Query { type_name: s.type_name, args: s.args, kwargs: s.kwargs }
     }
 
-    pub fn selector(&self) -> dryml::repo::Selector {
-        let mut s = dryml::repo::Selector::any();
+    pub fn selector(&self) -> dryml::objects::Selector {
+        let mut s = dryml::objects::Selector::any();
         s.type_name = self.type_name.clone();
         s.args = self.args.clone();
         s.kwargs = self.kwargs.clone();

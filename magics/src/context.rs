@@ -4,8 +4,8 @@
 
 use crate::registry::{is_ident, keep_list, option_token, positional_token};
 use crate::{Args, Token};
-use dryml::context::Requests;
-pub use dryml::units::parse_size;
+use dryml::compute::context::Requests;
+pub use dryml::__kernel::units::parse_size;
 use serde_json::Value;
 
 type ArgError = (String, Option<usize>);
@@ -41,7 +41,7 @@ pub fn context_command(args: &Args, tokens: &[Token]) -> Result<ContextCommand, 
 fn requests_of(args: &Args, tokens: &[Token], skip: usize) -> Result<Requests, ArgError> {
     let words = &args.positionals[skip..];
     if words.is_empty() {
-        return Ok(Requests::parse(dryml::context::DEFAULT_FRAMEWORK).expect("the default request parses"));
+        return Ok(Requests::parse(dryml::compute::context::DEFAULT_FRAMEWORK).expect("the default request parses"));
     }
     let first = positional_token(tokens, skip);
     if words[0].starts_with('{') {

@@ -120,7 +120,7 @@ impl Invocation {
 
     /// Checks that every `cpu/<i>` and `gpu/<i>` of `requests` exists on a machine with `cpus`
     /// CPUs and `gpus` GPUs; the error points at the key's token (or the JSON's start).
-    pub fn check_devices(&self, requests: &dryml::context::Requests, cpus: usize, gpus: usize) -> Result<(), MagicError> {
+    pub fn check_devices(&self, requests: &dryml::compute::context::Requests, cpus: usize, gpus: usize) -> Result<(), MagicError> {
         let Err((message, key)) = requests.check_devices(cpus, gpus) else { return Ok(()) };
         let tokens = &self.tokens;
         let prefix = format!("{key}=");

@@ -2,7 +2,7 @@
 
 use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
 use crate::{Args, Token};
-pub use dryml::units::parse_seconds;
+pub use dryml::__kernel::units::parse_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MagicKind {
@@ -391,7 +391,7 @@ fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
         }
         ("get", _) => {
             let words: Vec<&str> = rest.iter().map(String::as_str).collect();
-            let selector = dryml::repo::Selector::parse(&words).map_err(|(m, i)| (m, at(i + 1)))?;
+            let selector = dryml::objects::Selector::parse(&words).map_err(|(m, i)| (m, at(i + 1)))?;
             RepoCall::Get(Query::of(selector))
         }
         ("show", 1) => RepoCall::Show(rest[0].clone()),
@@ -731,7 +731,7 @@ partition, account, qos, time (the default --time, in seconds or as 1h, 30m), me
 as 4G), shards_per_gpu (the cluster's shards per GPU, for GPU shares; read from the cluster when\n\
 unset), sbatch (more options, quoted). Each starts from $DRYML_SLURM_<KEY>; an empty value goes back\n\
 to it. The settings are set as those variables in the notebook's process, so code\n\
-(`dryml::slurm::Settings::from_env()`, `Compute::on(Slurm)`) uses them too. `%slurm` alone shows the\n\
+(`dryml::__kernel::slurm::Settings::from_env()`, `Compute::on(Slurm)`) uses them too. `%slurm` alone shows the\n\
 settings and whether the cluster answers.",
         args: &[ArgSpec::Pos { name: "SETTINGS", required: false, many: true, help: "key=value pairs" }],
         parse: slurm_parse,

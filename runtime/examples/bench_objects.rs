@@ -3,7 +3,7 @@
 //!
 //! Usage: cargo run --release --example bench_objects -p dryml -- N DIR
 
-use dryml::object::{Build, Meta, ObjectError, State};
+use dryml::objects::{Build, Meta, ObjectError, State};
 use dryml::{Object, Repo, Selector};
 use serde_json::json;
 use std::time::Instant;

@@ -6,8 +6,8 @@ use super::Host;
 use crate::session::errors;
 use crate::measure::gpu::Gpu;
 use crate::protocol::ErrorContent;
-use dryml::context::{Context, ContextError, Requests};
-use dryml::pool::{GpuInfo, Machine, Pool};
+use dryml::compute::context::{Context, ContextError, Requests};
+use dryml::__kernel::pool::{GpuInfo, Machine, Pool};
 use dryml_magics::{ComputeOptions, ContextCommand, Invocation};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,7 +50,7 @@ impl Contexts {
 
     /// The context the notebook's process holds: the one `%context` put in its environment.
     fn notebook_context(host: &Host<'_>) -> Option<Context> {
-        Context::decode(&host.session.child_env(dryml::context::CONTEXT_ENV)?).ok()
+        Context::decode(&host.session.child_env(dryml::compute::context::CONTEXT_ENV)?).ok()
     }
 
     /// Claims `reqs` for the child and applies them: environment and CPU affinity.
@@ -139,7 +139,7 @@ impl Contexts {
         host.print(&format!(
             "Context set for the notebook's process (pid {}): {ctx}\nApplied: {}; CPU affinity: {}\n\
              Enforced: the GPUs CUDA can see and the CPUs the process may run on. Advisory: GPU memory shares \
-             (read them with dryml::context::current()), and thread counts for libraries started before now.\n",
+             (read them with dryml::compute::context::current()), and thread counts for libraries started before now.\n",
             host.child_pid(),
             env.join(" "),
             if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
@@ -162,8 +162,8 @@ impl Contexts {
         inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
         host.session.ensure_child_setup();
         Ok(format!(
-            "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\
-             Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}",
+            "match ::dryml::Compute::new(&::dryml::compute::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\")).sweep(&{defs}, {repo:?}, {{\n{body}\n}}) {{\n\
+             Ok(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\n}}",
             defs = opts.defs,
             reqs = opts.requests.to_text(),
             repo = opts.repo,
@@ -202,11 +202,11 @@ pub struct Memory {
 }
 
 impl Memory {
-    fn of(&self, d: dryml::pool::Device) -> String {
+    fn of(&self, d: dryml::__kernel::pool::Device) -> String {
         let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
         let (free, total) = match d.kind {
-            dryml::pool::Kind::Cpu => (self.sample.cpu.available, self.sample.cpu.total),
-            dryml::pool::Kind::Gpu => match self.sample.gpus.get(d.index as usize) {
+            dryml::__kernel::pool::Kind::Cpu => (self.sample.cpu.available, self.sample.cpu.total),
+            dryml::__kernel::pool::Kind::Gpu => match self.sample.gpus.get(d.index as usize) {
                 Some(m) => (m.free, m.total),
                 None => return String::new(),
             },
@@ -227,16 +227,16 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Opt
     let mut rows: Vec<Vec<String>> = Vec::new();
     for d in pool.machine.devices() {
         let name = match d.kind {
-            dryml::pool::Kind::Cpu => "CPU".to_string(),
-            dryml::pool::Kind::Gpu => pool.machine.gpu(d.index).map(|g| g.name.clone()).unwrap_or_default(),
+            dryml::__kernel::pool::Kind::Cpu => "CPU".to_string(),
+            dryml::__kernel::pool::Kind::Gpu => pool.machine.gpu(d.index).map(|g| g.name.clone()).unwrap_or_default(),
         };
         let held: Vec<String> = pool
             .claims
             .iter()
             .filter(|c| c.device == d)
-            .map(|c| format!("{} pid {} ({} {})", c.holder, c.pid, c.framework, dryml::pool::short(c.share)))
+            .map(|c| format!("{} pid {} ({} {})", c.holder, c.pid, c.framework, dryml::__kernel::pool::short(c.share)))
             .collect();
-        let mut row = vec![d.to_string(), name, dryml::pool::short(pool.free(d)), held.join(", ")];
+        let mut row = vec![d.to_string(), name, dryml::__kernel::pool::short(pool.free(d)), held.join(", ")];
         if let Some(m) = memory {
             row.push(m.of(d));
         }
@@ -259,7 +259,7 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Opt
     json!({
         "text/plain": text,
         "text/html": html,
-        dryml::display::DATA_MIME: {"context": ctx.map(|c| c.to_string()), "claims": claims},
+        dryml::__kernel::display::DATA_MIME: {"context": ctx.map(|c| c.to_string()), "claims": claims},
     })
 }
 
@@ -291,9 +291,9 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
     let names = identifiers(body);
     let used: Vec<&String> = vars.keys().filter(|v| names.contains(v.as_str())).collect();
     let shows = ends_with_value(body).map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n");
+    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*;\n");
     c.push_str(&format!(
-        "let __dryml_compute = ::dryml::compute::Compute::new(&::dryml::context::Requests::parse({:?}).expect(\"checked by the kernel\"))",
+        "let __dryml_compute = ::dryml::Compute::new(&::dryml::compute::context::Requests::parse({:?}).expect(\"checked by the kernel\"))",
         o.requests.to_text()
     ));
     if let Some(t) = o.timeout {
@@ -306,46 +306,46 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
         ".verbose({}).use_existing({}).dont_create({});\n",
         o.verbose, o.use_existing, o.dont_create
     ));
-    let show_here = if shows { "::dryml::compute::Shown(format!(\"{:?}\", __dryml_value))" } else { "::dryml::compute::Shown(String::new())" };
+    let show_here = if shows { "::dryml::__kernel::cell::Shown(format!(\"{:?}\", __dryml_value))" } else { "::dryml::__kernel::cell::Shown(String::new())" };
     let sandbox = {
         let mut s = String::from(
-            "let __dryml_result = __dryml_compute.run_cell(|__dryml_out: &mut ::dryml::compute::Cell| -> ::std::result::Result<(), ::dryml::compute::CellError> {\n",
+            "let __dryml_result = __dryml_compute.run_cell(|__dryml_out: &mut ::dryml::__kernel::cell::Cell| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
         );
         for v in &used {
             s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
         }
         // Dropped first if the body leaves early: the sandbox ends before the copies would drop.
-        s.push_str("let __dryml_keep = ::dryml::ending::Keep::new();\n");
+        s.push_str("let __dryml_keep = ::dryml::__kernel::cell::Keep::new();\n");
         // An object brought back goes into compute in the sandbox only (its `load_compute`).
         for u in &o.update {
-            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::compute::CellError::new(e)); }}\n"));
+            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::__kernel::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::__kernel::cell::CellError::new(e)); }}\n"));
         }
         s.push_str(&format!("#[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n"));
         for u in &o.update {
             s.push_str(&format!(
-                "if let Err(e) = (&mut &mut ::dryml::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::compute::CellError::new(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::carry::Out(&{u})).encode());\n"
+                "if let Err(e) = (&mut &mut ::dryml::__kernel::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::__kernel::cell::CellError::new(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::__kernel::carry::Out(&{u})).encode());\n"
             ));
         }
         if shows {
             s.push_str("__dryml_out.show(&__dryml_value);\n");
         }
-        s.push_str("__dryml_out.finish();\nOk(())\n});\n::dryml::compute::print_report();\n");
+        s.push_str("__dryml_out.finish();\nOk(())\n});\n::dryml::__kernel::cell::print_report();\n");
         // Errors end the cell through the kernel (not `?`), after it returns: nothing is lost.
         s.push_str("match __dryml_result {\nOk(mut __dryml_result) => {\n");
         for u in &o.update {
             s.push_str(&format!(
-                "match __dryml_result.take_bytes({u:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::carry::In::of(&{u})).decode(&b)) {{ Ok(v) => {u} = v, \
-                 Err(e) => ::dryml::compute::raise(&::dryml::ComputeError::Failed(format!(\"--update {u}: {{e}}\"))) }}\n"
+                "match __dryml_result.take_bytes({u:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::__kernel::carry::In::of(&{u})).decode(&b)) {{ Ok(v) => {u} = v, \
+                 Err(e) => ::dryml::__kernel::cell::raise(&::dryml::ComputeError::Failed(format!(\"--update {u}: {{e}}\"))) }}\n"
             ));
         }
-        s.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }\n}\n");
+        s.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n");
         s
     };
     if o.use_existing || o.dont_create {
         c.push_str(&format!(
-            "match __dryml_compute.where_to_run() {{\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\nOk(Some(__dryml_ctx)) => {{\nlet __dryml_t0 = ::std::time::Instant::now();\n\
+            "match __dryml_compute.where_to_run() {{\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\nOk(Some(__dryml_ctx)) => {{\nlet __dryml_t0 = ::std::time::Instant::now();\n\
              #[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n\
-             ::dryml::compute::record_here(__dryml_ctx, __dryml_t0.elapsed());\n::dryml::compute::print_report();\n{show_here}\n}}\n\
+             ::dryml::__kernel::cell::record_here(__dryml_ctx, __dryml_t0.elapsed());\n::dryml::__kernel::cell::print_report();\n{show_here}\n}}\n\
              Ok(None) => {{\n{sandbox}}}\n}}\n"
         ));
     } else {
@@ -360,7 +360,7 @@ pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, Stri
 
 /// Pins every thread of the notebook's process to the context's CPUs.
 pub fn pin(pid: u32, ctx: &Context) {
-    dryml::context::pin_threads(Some(pid), &ctx.cpu_set());
+    dryml::__kernel::context::pin_threads(Some(pid), &ctx.cpu_set());
 }
 
 #[cfg(test)]
@@ -383,13 +383,13 @@ mod tests {
         let code = compute_code(&opts("%%compute tf --update model --timeout 2"), "model.push(data.len() as f64);\nmodel.len()", &vars).unwrap();
         assert!(code.contains("let mut model = unsafe { ::std::ptr::read(&model) };"), "{code}");
         assert!(code.contains("let mut data = unsafe"), "{code}");
-        let (copies, keep) = (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::ending::Keep::new()").unwrap());
+        let (copies, keep) = (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::__kernel::cell::Keep::new()").unwrap());
         assert!(copies < keep && keep < code.find("model.push").unwrap(), "the guard comes after the copies, before the body: {code}");
         assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
         assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
         assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));
         assert!(code.contains("match __dryml_result.take_bytes(\"model\")"), "{code}");
-        assert!(code.contains("(&mut &mut ::dryml::carry::Hook(&mut model)).load_compute()"), "{code}");
+        assert!(code.contains("(&mut &mut ::dryml::__kernel::carry::Hook(&mut model)).load_compute()"), "{code}");
         assert!(!code.contains('?'), "errors go through the kernel, not evcxr's `?`: {code}");
         assert!(!code.contains("where_to_run"));
         // A body ending in a statement shows nothing.

@@ -40,8 +40,8 @@ impl PidView {
             Ok("device") => return PidView::Hidden,
             _ => {}
         }
-        let nested = dryml::procfs::ns_pids(std::process::id()).len() > 1;
-        if nested || dryml::procfs::in_initial_pid_namespace() == Some(false) {
+        let nested = dryml::__kernel::procfs::ns_pids(std::process::id()).len() > 1;
+        if nested || dryml::__kernel::procfs::in_initial_pid_namespace() == Some(false) {
             PidView::Hidden
         } else {
             PidView::Same

@@ -2,10 +2,10 @@
 //!
 //! Peaks come from the kernel's own high-water mark (`VmHWM`), reset through
 //! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
-//! The `/proc` files are read through `dryml::procfs`.
+//! The `/proc` files are read through `dryml::__kernel::procfs`.
 
 use crate::measure::gpu::{Gpu, GpuMem, Gpus};
-use dryml::procfs;
+use dryml::__kernel::procfs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -194,7 +194,7 @@ impl Flow {
             format!(
                 "[dryml: {} lines ({}) of {} not shown: the frontend read output slower than the cell wrote it; the newest follow]\n{}",
                 p.skipped_lines,
-                dryml::compute::size(p.skipped_bytes),
+                dryml::__kernel::units::size(p.skipped_bytes),
                 p.name,
                 p.text
             )

@@ -104,7 +104,7 @@ impl BuildCache {
             _ => default_root().context("no home directory for the build cache; set DRYML_BUILD_CACHE")?,
         };
         let limit = match std::env::var(LIMIT_ENV) {
-            Ok(v) => dryml::units::parse_size(&v).map_err(anyhow::Error::msg).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
+            Ok(v) => dryml::__kernel::units::parse_size(&v).map_err(anyhow::Error::msg).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
             Err(_) => DEFAULT_LIMIT,
         };
         BuildCache::open(root, generation_key(), limit).map(Some)

@@ -16,7 +16,7 @@ pub fn magic(e: &MagicError) -> ErrorContent {
 }
 
 /// A context error, under DRYML's exception name.
-pub fn context(e: dryml::context::ContextError) -> ErrorContent {
+pub fn context(e: dryml::compute::context::ContextError) -> ErrorContent {
     ErrorContent::new(e.name(), e.message())
 }
 

@@ -14,7 +14,7 @@ pub mod state;
 use cache::{BuildCache, Claim};
 use state::CellState;
 use crate::child::FLUSHER_CELL;
-use dryml::protocol::{STATE_DIR_ENV, STREAM_ENV};
+use dryml::__kernel::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use crate::protocol::{ErrorContent, Io};
 use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
 use serde_json::{json, Map, Value};
@@ -130,7 +130,7 @@ impl Session {
                 }
                 let mut next = Some(first);
                 while let Some(line) = next.take() {
-                    match line.strip_suffix(dryml::protocol::STDERR_SYNC) {
+                    match line.strip_suffix(dryml::__kernel::protocol::STDERR_SYNC) {
                         Some(open) => {
                             // The rest of a line `eprint!` left open, without the newline it lacked.
                             text.push_str(open);
@@ -594,7 +594,7 @@ fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
         let fallback = data
             .get("text/html")
             .and_then(Value::as_str)
-            .map(dryml::display::strip_tags)
+            .map(dryml::__kernel::display::strip_tags)
             .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
         data.insert("text/plain".into(), Value::String(fallback));
     }

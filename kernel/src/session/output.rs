@@ -65,7 +65,7 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
 /// `DRYML_POLLING {json}` lines from the child.
 fn control(line: &str, state: &CellState) {
-    use dryml::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
+    use dryml::__kernel::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
     let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     if kind == PANIC {
         // The backtrace of a panic that ends the cell (kept by the child's panic hook).

@@ -61,33 +61,33 @@ fn expand(input: TokenStream) -> Result<String, String> {
     let (args, meta) = roles(fields.expect("set with the name"))?;
     Ok(format!(
         r#"
-impl ::dryml::object::Object for {ty} {{
+impl ::dryml::objects::Object for {ty} {{
     fn type_name(&self) -> &'static str {{ {registered} }}
-    fn definition(&self) -> ::dryml::object::ObjectDef {{
-        let args: &<{ty} as ::dryml::object::Build>::Args = &self.{args};
-        ::dryml::object::ObjectDef::new({registered}, args)
+    fn definition(&self) -> ::dryml::objects::ObjectDef {{
+        let args: &<{ty} as ::dryml::objects::Build>::Args = &self.{args};
+        ::dryml::objects::ObjectDef::new({registered}, args)
             .expect("the arguments serialized when the object was built")
     }}
-    fn meta(&self) -> &::dryml::object::Meta {{ &self.{meta} }}
-    fn meta_mut(&mut self) -> &mut ::dryml::object::Meta {{ &mut self.{meta} }}
-    fn save_state(&self, s: &mut ::dryml::object::State) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
-        <{ty} as ::dryml::object::Build>::save_state(self, s)
+    fn meta(&self) -> &::dryml::objects::Meta {{ &self.{meta} }}
+    fn meta_mut(&mut self) -> &mut ::dryml::objects::Meta {{ &mut self.{meta} }}
+    fn save_state(&self, s: &mut ::dryml::objects::State) -> ::std::result::Result<(), ::dryml::objects::ObjectError> {{
+        <{ty} as ::dryml::objects::Build>::save_state(self, s)
     }}
-    fn load_state(&mut self, s: &::dryml::object::State) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
-        <{ty} as ::dryml::object::Build>::load_state(self, s)
+    fn load_state(&mut self, s: &::dryml::objects::State) -> ::std::result::Result<(), ::dryml::objects::ObjectError> {{
+        <{ty} as ::dryml::objects::Build>::load_state(self, s)
     }}
-    fn load_compute(&mut self) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
-        <Self as ::dryml::object::Build>::load_compute(self)
+    fn load_compute(&mut self) -> ::std::result::Result<(), ::dryml::objects::ObjectError> {{
+        <Self as ::dryml::objects::Build>::load_compute(self)
     }}
-    fn save_compute(&mut self) -> ::std::result::Result<(), ::dryml::object::ObjectError> {{
-        <Self as ::dryml::object::Build>::save_compute(self)
+    fn save_compute(&mut self) -> ::std::result::Result<(), ::dryml::objects::ObjectError> {{
+        <Self as ::dryml::objects::Build>::save_compute(self)
     }}
     fn as_any(&self) -> &dyn ::std::any::Any {{ self }}
     fn as_any_mut(&mut self) -> &mut dyn ::std::any::Any {{ self }}
     fn into_any(self: ::std::boxed::Box<Self>) -> ::std::boxed::Box<dyn ::std::any::Any> {{ self }}
 }}
 const _: () = {{
-    extern "C" fn register() {{ ::dryml::object::register::<{ty}>({registered}); }}
+    extern "C" fn register() {{ ::dryml::objects::register::<{ty}>({registered}); }}
     // Runs when the program or the notebook cell holding the type is loaded.
     #[used]
     #[unsafe(link_section = ".init_array")]

@@ -14,7 +14,7 @@ fn repo_dir() -> &'static PathBuf {
         let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
         let d = base.join(format!("dryml-fuzz-index-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
-        dryml::repo::Repo::create(&d).expect("a scratch repo");
+        dryml::objects::Repo::create(&d).expect("a scratch repo");
         d
     })
 }
@@ -22,7 +22,7 @@ fn repo_dir() -> &'static PathBuf {
 fuzz_target!(|data: &[u8]| {
     let dir = repo_dir();
     std::fs::write(dir.join("index.jsonl"), data).expect("writing the index");
-    let repo = dryml::repo::Repo::open(dir).expect("a repo whose index is damaged still opens");
+    let repo = dryml::objects::Repo::open(dir).expect("a repo whose index is damaged still opens");
     for e in repo.entries() {
         let id = &e.meta.id;
         assert!(!id.is_empty() && !id.contains('/') && !id.starts_with('.'), "followed id {id:?}");

@@ -5,7 +5,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    match dryml::context::Requests::parse(text) {
+    match dryml::compute::context::Requests::parse(text) {
         Ok(r) => {
             let _ = r.to_string();
             let _ = r.check_devices(4, 2);

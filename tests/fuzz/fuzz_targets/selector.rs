@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
     let words: Vec<&str> = text.split_whitespace().collect();
-    match dryml::repo::Selector::parse(&words) {
+    match dryml::objects::Selector::parse(&words) {
         Ok(s) => {
             let _ = s.to_string();
         }

@@ -14,7 +14,7 @@ use dryml_magics::{ExperimentCall, LoggerCall, Preload};
 /// A sample once the GPUs' readings hold still: NVML's per-process figures can trail a new CUDA
 /// context, so readings are repeated every 50 ms until two agree (at most 2 s).
 fn settled(host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
-    let pids = dryml::procfs::with_descendants(host.child_pid());
+    let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
     let mut last = host.meter.sample(&pids, gpus, false);
     if gpus.is_empty() {
         return last;
@@ -103,7 +103,7 @@ impl Experiments {
         if let Some(p) = preload {
             self.preload(host, p, &gpus, "before the experiment's starting sample")?;
         }
-        let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), &gpus, true);
+        let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), &gpus, true);
         let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
         let note = host.meter.gpu_note();
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
@@ -116,7 +116,7 @@ impl Experiments {
     /// experiment's: libtorch's code and CUDA's context stay for the process's life.
     fn preload(&mut self, host: &mut Host<'_>, p: Preload, gpus: &[Gpu], when: &str) -> Result<(), ErrorContent> {
         let Preload::Torch = p;
-        let pids = dryml::procfs::with_descendants(host.child_pid());
+        let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
         let before = host.meter.sample(&pids, gpus, true);
         let t0 = std::time::Instant::now();
         let device = host.session.preload_torch()?;
@@ -143,7 +143,7 @@ impl Experiments {
         let gpus = e.gpus().to_vec();
         match self.preload(host, Preload::Torch, &gpus, "as the experiment's first cell names `tch`") {
             Ok(()) => {
-                let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), &gpus, true);
+                let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), &gpus, true);
                 if let Some(e) = &mut self.open {
                     e.rebase(s);
                 }
@@ -156,7 +156,7 @@ impl Experiments {
     pub fn finish(&mut self, host: &mut Host<'_>) {
         let Some(mut e) = self.open.take() else { return };
         host.session.note_child_pid();
-        let pids = dryml::procfs::with_descendants(host.child_pid());
+        let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
         let before = host.meter.sample(&pids, e.gpus(), true);
         e.observe(&before);
         let plan = e.cleanup(&host.session.variables());
@@ -177,8 +177,8 @@ impl Experiments {
             notes.push(n);
         }
         let report = e.report(&before, &after, plan, failed, notes);
-        let path = host.state_dir.join(dryml::experiment::LAST_FILE);
-        if let Err(err) = dryml::fs::write_atomic(&path, report.to_record().as_bytes(), dryml::fs::Durability::NoFsync) {
+        let path = host.state_dir.join(dryml::__kernel::experiment::LAST_FILE);
+        if let Err(err) = dryml::__kernel::fs::write_atomic(&path, report.to_record().as_bytes(), dryml::__kernel::fs::Durability::NoFsync) {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
         // The GPU note, if any, is already among the report's notes.
@@ -238,7 +238,7 @@ impl Experiments {
 
     /// Samples memory, restarts the high-water mark, and feeds an open experiment.
     fn checkpoint(&mut self, host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
-        let s = host.meter.sample(&dryml::procfs::with_descendants(host.child_pid()), gpus, true);
+        let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), gpus, true);
         if let Some(e) = &mut self.open {
             e.observe(&s);
         }

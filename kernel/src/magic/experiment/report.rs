@@ -285,9 +285,9 @@ fn group(v: f64) -> String {
     }
 }
 
-/// A display bundle: text, HTML and the figures as data (under [`dryml::display::DATA_MIME`]).
+/// A display bundle: text, HTML and the figures as data (under [`dryml::__kernel::display::DATA_MIME`]).
 pub fn bundle(text: String, html: String, data: Value) -> Value {
-    json!({"text/plain": text, "text/html": html, dryml::display::DATA_MIME: data})
+    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: data})
 }
 
 /// The "current state" block: the measured processes' usage and the machine's.
@@ -732,7 +732,7 @@ mod tests {
         let b = report_bundle(&r, true, None);
         let text = b["text/plain"].as_str().unwrap();
         assert!(text.contains("Deleted: a") && text.contains("99.80%"), "{text}");
-        assert_eq!(b[dryml::display::DATA_MIME]["devices"][0]["consumed"], 512 << 20);
+        assert_eq!(b[dryml::__kernel::display::DATA_MIME]["devices"][0]["consumed"], 512 << 20);
     }
 
     #[test]

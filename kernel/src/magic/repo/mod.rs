@@ -6,7 +6,7 @@ pub mod view;
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use dryml::repo::{Entry, Repo, RepoError, Selector};
+use dryml::objects::{Entry, Repo, RepoError, Selector};
 use dryml_magics::RepoCall;
 
 #[derive(Default)]

@@ -1,7 +1,7 @@
 //! `%repo`'s views of a repo's index: the table of entries and one entry's page, as text,
 //! HTML and JSON.
 
-use dryml::repo::{Entry, Repo};
+use dryml::objects::{Entry, Repo};
 use serde_json::{json, Value};
 
 /// `2026-11-22 03:04:05` (UTC) from Unix seconds.
@@ -12,7 +12,7 @@ pub fn utc(secs: f64) -> String {
 }
 
 fn size(bytes: u64) -> String {
-    dryml::compute::size(bytes)
+    dryml::__kernel::units::size(bytes)
 }
 
 fn clip(text: String) -> String {
@@ -42,7 +42,7 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
         .iter()
         .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size, "metrics": e.meta.metrics}))
         .collect();
-    json!({"text/plain": text, "text/html": html, dryml::display::DATA_MIME: {"objects": objects}})
+    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: {"objects": objects}})
 }
 
 /// `%repo show ID`: everything the index knows about one object.
@@ -61,7 +61,7 @@ pub fn show(repo: &Repo, e: &Entry) -> Value {
     );
     json!({
         "text/plain": text,
-        dryml::display::DATA_MIME: {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
+        dryml::__kernel::display::DATA_MIME: {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
                              "description": e.meta.description, "size": e.size, "file": file}
     })
 }

@@ -31,7 +31,7 @@ pub struct Program<'a> {
     pub inputs: &'a [Var],
     pub updates: &'a [Var],
     pub shows: bool,
-    /// The body is a sweep's closure, run by `dryml::sweep::task_main` per array task.
+    /// The body is a sweep's closure, run by `dryml::__kernel::slurm::array::task_main` per array task.
     pub sweep: bool,
     pub opt_level: &'a str,
     /// Lines above the body in the cell (its magic lines), for errors in the cell's numbering.
@@ -73,17 +73,17 @@ impl Program<'_> {
             m.push('\n');
         }
         m.push_str(
-            "fn main() {\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n\
-             ::dryml::slurm::job::main(|__dryml_io: &mut ::dryml::slurm::job::Io| -> ::std::result::Result<(), ::dryml::compute::CellError> {\n",
+            "fn main() {\n#[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*;\n\
+             ::dryml::__kernel::slurm::job::main(|__dryml_io: &mut ::dryml::__kernel::slurm::job::Io| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
         );
         let mut input_lines = Vec::new();
         for v in self.inputs {
             input_lines.push((m.lines().count() + 1, v.clone()));
             // An object goes into compute (its `load_compute`) before the body.
             m.push_str(&format!(
-                "let mut {n}: {t} = (&&&::dryml::carry::In::<{t}>::new()).decode(&__dryml_io.input_bytes({n:?})?).map_err(|e| ::dryml::compute::CellError::new(format!(\"`{n}`: {{e}}\")))?; \
-                 let __dryml_keep_{n} = ::dryml::ending::Keep::new(); \
-                 (&mut &mut ::dryml::carry::Hook(&mut {n})).load_compute().map_err(::dryml::compute::CellError::new)?;\n",
+                "let mut {n}: {t} = (&&&::dryml::__kernel::carry::In::<{t}>::new()).decode(&__dryml_io.input_bytes({n:?})?).map_err(|e| ::dryml::__kernel::cell::CellError::new(format!(\"`{n}`: {{e}}\")))?; \
+                 let __dryml_keep_{n} = ::dryml::__kernel::cell::Keep::new(); \
+                 (&mut &mut ::dryml::__kernel::carry::Hook(&mut {n})).load_compute().map_err(::dryml::__kernel::cell::CellError::new)?;\n",
                 n = v.name,
                 t = v.ty
             ));
@@ -96,11 +96,11 @@ impl Program<'_> {
         }
         m.push_str("};\n");
         if self.sweep {
-            m.push_str("::dryml::sweep::task_main(__dryml_train);\n");
+            m.push_str("::dryml::__kernel::slurm::array::task_main(__dryml_train);\n");
         }
         for v in self.updates {
             m.push_str(&format!(
-                "(&mut &mut ::dryml::carry::Hook(&mut {n})).save_compute().map_err(::dryml::compute::CellError::new)?; __dryml_io.update_bytes({n:?}, (&&&::dryml::carry::Out(&{n})).encode())?;\n",
+                "(&mut &mut ::dryml::__kernel::carry::Hook(&mut {n})).save_compute().map_err(::dryml::__kernel::cell::CellError::new)?; __dryml_io.update_bytes({n:?}, (&&&::dryml::__kernel::carry::Out(&{n})).encode())?;\n",
                 n = v.name
             ));
         }
@@ -221,8 +221,8 @@ mod tests {
             body_offset: 1,
         };
         let s = p.source();
-        assert!(s.main.contains("let mut w: Vec<f64> = (&&&::dryml::carry::In::<Vec<f64>>::new()).decode(&__dryml_io.input_bytes(\"w\")?)"), "{}", s.main);
-        assert!(s.main.contains("__dryml_io.update_bytes(\"w\", (&&&::dryml::carry::Out(&w)).encode())?;"));
+        assert!(s.main.contains("let mut w: Vec<f64> = (&&&::dryml::__kernel::carry::In::<Vec<f64>>::new()).decode(&__dryml_io.input_bytes(\"w\")?)"), "{}", s.main);
+        assert!(s.main.contains("__dryml_io.update_bytes(\"w\", (&&&::dryml::__kernel::carry::Out(&w)).encode())?;"));
         assert_eq!(s.main.lines().nth(s.body_line - 1), Some("w.push(twice(1.0));"));
         assert!(s.cargo_toml.contains("dryml = { path = \"/x/runtime\" }") && s.cargo_toml.contains("opt-level = 1"));
         assert!(s.cargo_toml.contains("[package]\nname = \"job_k0123456789ab\"") && s.bin == "job_k0123456789ab", "{}", s.cargo_toml);

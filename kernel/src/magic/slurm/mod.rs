@@ -8,8 +8,8 @@ pub mod build;
 use super::Host;
 use crate::protocol::ErrorContent;
 use build::{Program, Var};
-use dryml::slurm::job::JobDir;
-use dryml::slurm::Settings;
+use dryml::__kernel::slurm::job::JobDir;
+use dryml::__kernel::slurm::Settings;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ impl SlurmMagic {
         if let SlurmCall::Set(list) = call {
             let vars = list.iter().map(|s| {
                 let (key, value) = setting_value(s);
-                let name = dryml::slurm::setting_var(key);
+                let name = dryml::__kernel::slurm::setting_var(key);
                 // An empty value goes back to the kernel's own environment.
                 let value = value.or_else(|| std::env::var(&name).ok());
                 (name, value)
@@ -44,12 +44,12 @@ impl SlurmMagic {
         let s = Self::settings(host);
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(Slurm's default)".into());
         let rows: Vec<Vec<String>> = vec![
-            vec!["dir".into(), format!("{} (this notebook: {})", s.root().display(), dryml::slurm::notebook_name())],
+            vec!["dir".into(), format!("{} (this notebook: {})", s.root().display(), dryml::__kernel::slurm::notebook_name())],
             vec!["partition".into(), opt(&s.partition)],
             vec!["account".into(), opt(&s.account)],
             vec!["qos".into(), opt(&s.qos)],
-            vec!["time".into(), s.time.map(|t| dryml::slurm::slurm_time(std::time::Duration::from_secs_f64(t))).unwrap_or_else(|| "(the partition's limit)".into())],
-            vec!["mem".into(), s.mem.map(dryml::compute::size).unwrap_or_else(|| "(the cluster's default)".into())],
+            vec!["time".into(), s.time.map(|t| dryml::__kernel::slurm::slurm_time(std::time::Duration::from_secs_f64(t))).unwrap_or_else(|| "(the partition's limit)".into())],
+            vec!["mem".into(), s.mem.map(dryml::__kernel::units::size).unwrap_or_else(|| "(the cluster's default)".into())],
             vec!["shards_per_gpu".into(), s.shards_per_gpu.map(|n| n.to_string()).unwrap_or_else(|| "(read from the cluster)".into())],
             vec!["sbatch".into(), if s.sbatch.is_empty() { "(none)".into() } else { s.sbatch.join(" ") }],
         ];
@@ -93,7 +93,7 @@ impl SlurmMagic {
         let p = self.prepare(host, &job, body, body_offset)?;
         let mut c = inputs_code(&p.dir, &p.inputs);
         c.push_str(&format!(
-            "match ::dryml::sweep::submit(__dryml_job, &{defs}, {repo:?}, {detach}) {{\nOk(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}\n}}",
+            "match ::dryml::__kernel::slurm::array::submit(__dryml_job, &{defs}, {repo:?}, {detach}) {{\nOk(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\n}}\n}}",
             defs = opts.defs,
             repo = opts.repo,
             detach = job.slurm.detach
@@ -121,7 +121,7 @@ impl SlurmMagic {
         let shows = job.kind == "compute"
             && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
         let settings = Self::settings(host);
-        let own = dryml::slurm::JobOptions {
+        let own = dryml::__kernel::slurm::JobOptions {
             partition: job.slurm.partition.clone(),
             account: job.slurm.account.clone(),
             qos: job.slurm.qos.clone(),
@@ -129,7 +129,7 @@ impl SlurmMagic {
             mem: job.mem,
             sbatch: job.slurm.sbatch.clone(),
         };
-        let dryml::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests, &own).map_err(slurm_error)?;
+        let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests, &own).map_err(slurm_error)?;
         let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
         let jd = JobDir::new(&dir);
         let (items, deps) = host.session.evcxr().notebook_crate();
@@ -150,16 +150,16 @@ impl SlurmMagic {
         let src = program.source();
         let mut request = json!({
             "kind": job.kind,
-            "notebook": dryml::slurm::notebook_name(),
+            "notebook": dryml::__kernel::slurm::notebook_name(),
             "body": body,
             "requests": job.requests.to_text(),
             "sbatch": args,
             "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
             "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
             "shows": shows,
-            "time": time.map(dryml::slurm::slurm_time),
+            "time": time.map(dryml::__kernel::slurm::slurm_time),
             "mem": mem,
-            "created": dryml::slurm::local_now(),
+            "created": dryml::__kernel::slurm::local_now(),
             "kernel_pid": std::process::id(),
             "body_line": src.body_line,
             "body_lines": src.body_lines,
@@ -213,7 +213,7 @@ impl SlurmMagic {
                         let first = req["body"].as_str().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
                         vec![
                             jd.slurm_id().map(|i| i.to_string()).unwrap_or_else(|| "-".into()),
-                            if is_sweep(&d) { dryml::sweep::status(&jd) } else { dryml::slurm::follow::status(&jd) },
+                            if is_sweep(&d) { dryml::__kernel::slurm::array::status(&jd) } else { dryml::__kernel::slurm::follow::status(&jd) },
                             req["created"].as_str().unwrap_or("").chars().take(19).collect::<String>().replace('T', " "),
                             first,
                             d.display().to_string(),
@@ -226,20 +226,20 @@ impl SlurmMagic {
                 Ok(())
             }
             JobsCall::Cancel(id) => {
-                dryml::slurm::cancel(*id).map_err(slurm_error)?;
+                dryml::__kernel::slurm::cancel(*id).map_err(slurm_error)?;
                 host.print(&format!("dryml: cancelled Slurm job {id}\n"));
                 Ok(())
             }
             JobsCall::Wait(_) | JobsCall::Result { .. } if is_sweep(&dir) => {
                 let code = format!(
-                    "match ::dryml::sweep::wait({:?}) {{ Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
+                    "match ::dryml::__kernel::slurm::array::wait({:?}) {{ Ok(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
                     dir.display().to_string()
                 );
                 run_shown(host, &code)
             }
             JobsCall::Wait(_) => {
                 let code = format!(
-                    "match ::dryml::slurm::follow::wait({:?}) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
+                    "match ::dryml::__kernel::slurm::follow::wait({:?}) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
                     dir.display().to_string()
                 );
                 run_shown(host, &code)
@@ -275,7 +275,7 @@ impl SlurmMagic {
                 let d = dir.display().to_string();
                 let wanted: Vec<String> = names.iter().map(|(_, u)| format!("{:?}", u.name)).collect();
                 let code = format!(
-                    "match ::dryml::slurm::follow::wait_for({d:?}, &[{}]) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
+                    "match ::dryml::__kernel::slurm::follow::wait_for({d:?}, &[{}]) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
                     wanted.join(", ")
                 );
                 run_shown(host, &code)?;
@@ -284,8 +284,8 @@ impl SlurmMagic {
                     for (name, u) in &names {
                         // The traits are imported inside the block: a cell's `use` would stay in the notebook.
                         code.push_str(&format!(
-                            "let {name}: {t} = {{ #[allow(unused_imports)] use ::dryml::carry::prelude::*; \
-                             (&&&::dryml::carry::In::<{t}>::new()).decode(&::dryml::slurm::follow::update_bytes({d:?}, {n:?})).unwrap_or_else(|e| panic!(\"`{n}`: {{e}}\")) }};\n",
+                            "let {name}: {t} = {{ #[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*; \
+                             (&&&::dryml::__kernel::carry::In::<{t}>::new()).decode(&::dryml::__kernel::slurm::follow::update_bytes({d:?}, {n:?})).unwrap_or_else(|e| panic!(\"`{n}`: {{e}}\")) }};\n",
                             t = u.ty,
                             n = u.name
                         ));
@@ -333,7 +333,7 @@ fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
 /// What a job is, for [`SlurmMagic::prepare`].
 struct Job<'a> {
     kind: &'static str,
-    requests: &'a dryml::context::Requests,
+    requests: &'a dryml::compute::context::Requests,
     timeout: Option<f64>,
     mem: Option<u64>,
     slurm: SlurmJob,
@@ -351,10 +351,10 @@ struct Prepared {
 
 /// Opens a block that gathers the variables a job takes (`__dryml_job`).
 fn inputs_code(dir: &Path, inputs: &[Var]) -> String {
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n");
-    c.push_str(&format!("let mut __dryml_job = ::dryml::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
+    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*;\n");
+    c.push_str(&format!("let mut __dryml_job = ::dryml::__kernel::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
     for v in inputs {
-        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
+        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::__kernel::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
     }
     c
 }
@@ -366,13 +366,13 @@ fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach:
     if !detach {
         for v in updates {
             c.push_str(&format!(
-                "match __dryml_result.take_bytes({n:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::carry::In::of(&{n})).decode(&b)) {{ Ok(v) => {n} = v, \
-                 Err(e) => ::dryml::compute::raise(&::dryml::ComputeError::Failed(format!(\"--update {n}: {{e}}\"))) }}\n",
+                "match __dryml_result.take_bytes({n:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::__kernel::carry::In::of(&{n})).decode(&b)) {{ Ok(v) => {n} = v, \
+                 Err(e) => ::dryml::__kernel::cell::raise(&::dryml::ComputeError::Failed(format!(\"--update {n}: {{e}}\"))) }}\n",
                 n = v.name
             ));
         }
     }
-    c.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }\n}\n}");
+    c.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n}");
     if !(shows || detach) {
         c.push(';');
     }

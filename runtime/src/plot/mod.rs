@@ -1,18 +1,25 @@
 //! Plots as inline SVG for notebooks: curves, histograms, scatters and bars with axes, labels and a
 //! legend, shown as a cell's output and redrawn in place by display id (a training curve).
 //!
-//! ```no_run
+//! ```
+//! use dryml::plot::Figure;
+//!
 //! let losses = vec![2.3, 1.1, 0.7, 0.5];
 //! dryml::plot::curve("loss", &losses); // a new plot, or the same plot redrawn
+//! // A figure of several series; shown with `.show()` or as a cell's value.
+//! let fig = Figure::new().title("fit").line("data", &[0, 1, 2], &[0.0, 1.1, 1.9]).scatter("points", &[0, 2], &[0.1, 2.0]);
+//! assert!(fig.svg().starts_with("<svg"));
 //! ```
 //! The kernel draws `%cell_logger plot` and experiment reports with this module too.
 
+mod live;
+
+pub use live::Curve;
 use std::fmt::Write as _;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// A number a plot can take: every primitive integer and float.
 pub trait Num: Copy {
+    /// The number as an `f64`.
     fn to_f64(self) -> f64;
 }
 
@@ -84,16 +91,19 @@ impl Figure {
         }
     }
 
+    /// The title above the plot.
     pub fn title(mut self, title: &str) -> Self {
         self.title = Some(title.to_string());
         self
     }
 
+    /// The x axis's label.
     pub fn x_label(mut self, label: &str) -> Self {
         self.x_label = Some(label.to_string());
         self
     }
 
+    /// The y axis's label.
     pub fn y_label(mut self, label: &str) -> Self {
         self.y_label = Some(label.to_string());
         self
@@ -203,13 +213,13 @@ impl Figure {
 
     /// Shows the figure as a new output.
     pub fn show(&self) {
-        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], None, false);
+        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], crate::display::Update::New);
     }
 
     /// Shows the figure under `id`: the first time in a cell it is a new output, after that the
     /// same output is redrawn.
     pub fn show_as(&self, id: &str) {
-        crate::display::show(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], id);
+        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], crate::display::Update::InPlace(id));
     }
 
     /// evcxr's display protocol: a figure that is a cell's value shows as the plot.
@@ -421,136 +431,6 @@ pub fn scatter<X: Num, Y: Num>(xs: &[X], ys: &[Y]) -> Figure {
     Figure::new().scatter("", xs, ys)
 }
 
-/// A training curve that redraws itself while a loop runs:
-///
-/// ```no_run
-/// let mut curve = dryml::plot::Curve::new("loss");
-/// for step in 0..100 { let loss = 1.0 / (step + 1) as f64; curve.push("train", loss); }
-/// ```
-/// Redraws are at most every 200 ms (the last one follows within that time of the last push),
-/// so a fast loop costs one small SVG a fifth of a second, not one per step.
-#[derive(Clone)]
-pub struct Curve {
-    id: String,
-    inner: Arc<Mutex<Live>>,
-}
-
-struct Live {
-    names: Vec<String>,
-    points: Vec<(Vec<f64>, Vec<f64>)>,
-    x_label: String,
-    shown: bool,
-    last_draw: Option<Instant>,
-    timer: bool,
-    every: Duration,
-}
-
-impl Curve {
-    /// A curve shown under display id `id` (its title too), with steps on the x axis.
-    pub fn new(id: &str) -> Self {
-        Curve {
-            id: id.to_string(),
-            inner: Arc::new(Mutex::new(Live {
-                names: Vec::new(),
-                points: Vec::new(),
-                x_label: "step".into(),
-                shown: false,
-                last_draw: None,
-                timer: false,
-                every: Duration::from_millis(200),
-            })),
-        }
-    }
-
-    /// The x axis's label (default "step").
-    pub fn x_label(self, label: &str) -> Self {
-        self.live().x_label = label.to_string();
-        self
-    }
-
-    /// The least time between redraws (default 200 ms).
-    pub fn every(self, interval: Duration) -> Self {
-        self.live().every = interval;
-        self
-    }
-
-    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Adds `y` to series `name` at the next step (0, 1, 2, … per series).
-    pub fn push<Y: Num>(&self, name: &str, y: Y) {
-        let l = self.live();
-        let x = l.names.iter().position(|n| n == name).map(|i| l.points[i].0.len()).unwrap_or(0) as f64;
-        drop(l);
-        self.push_at(name, x, y);
-    }
-
-    /// Adds the point `(x, y)` to series `name`.
-    pub fn push_at<X: Num, Y: Num>(&self, name: &str, x: X, y: Y) {
-        let mut l = self.live();
-        let i = match l.names.iter().position(|n| n == name) {
-            Some(i) => i,
-            None => {
-                l.names.push(name.to_string());
-                l.points.push((Vec::new(), Vec::new()));
-                l.names.len() - 1
-            }
-        };
-        l.points[i].0.push(x.to_f64());
-        l.points[i].1.push(y.to_f64());
-        let due = l.last_draw.map_or(Duration::MAX, |t| t.elapsed());
-        if due >= l.every {
-            self.draw(&mut l);
-        } else if !l.timer {
-            // The trailing redraw, so the last points show once the loop stops pushing.
-            l.timer = true;
-            let (me, wait) = (self.clone(), l.every - due);
-            drop(l);
-            let spawned = std::thread::Builder::new().name("dryml-curve".into()).spawn(move || {
-                std::thread::sleep(wait);
-                let mut l = me.live();
-                l.timer = false;
-                me.draw(&mut l);
-            });
-            if spawned.is_err() {
-                self.show();
-            }
-        }
-    }
-
-    /// The figure as it is now.
-    pub fn figure(&self) -> Figure {
-        self.build(&self.live())
-    }
-
-    fn build(&self, l: &Live) -> Figure {
-        let mut f = Figure::new().title(&self.id).x_label(&l.x_label);
-        let one = l.names.len() == 1;
-        for (name, (xs, ys)) in l.names.iter().zip(&l.points) {
-            f = f.line(if one && name == &self.id { "" } else { name }, xs, ys);
-        }
-        f
-    }
-
-    /// Redraws now.
-    pub fn show(&self) {
-        let mut l = self.live();
-        self.draw(&mut l);
-    }
-
-    fn draw(&self, l: &mut Live) {
-        let f = self.build(l);
-        let bundle = [("image/svg+xml", f.svg()), ("text/plain", f.text())];
-        let bundle: Vec<(&str, &str)> = bundle.iter().map(|(m, c)| (*m, c.as_str())).collect();
-        // The first draw is the curve's output in the cell that made it; later ones (a trailing
-        // redraw may land after the cell ended) update that output wherever it is.
-        crate::display::display(&bundle, Some(&self.id), l.shown);
-        l.shown = true;
-        l.last_draw = Some(Instant::now());
-    }
-}
-
 fn min_max(v: &[f64]) -> Option<(f64, f64)> {
     let mut it = v.iter().copied().filter(|x| x.is_finite());
     let first = it.next()?;
@@ -648,65 +528,4 @@ fn esc(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_ticks_cover_the_range() {
-        assert_eq!(ticks(0.0, 10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        let t = ticks(0.13, 0.91, 4);
-        assert_eq!(t.first(), Some(&0.0));
-        assert!(*t.last().unwrap() >= 0.91, "{t:?}");
-        assert_eq!(short(0.30000000000000004), "0.3");
-        assert_eq!(short(1234567.0), "1,234,567");
-        assert_eq!(short(-2500.0), "-2,500");
-        assert_eq!(short(3e-5), "3e-5");
-    }
-
-    #[test]
-    fn a_curve_has_axes_labels_and_a_legend() {
-        let svg = Figure::new().title("loss <train>").x_label("step").y_label("loss")
-            .curve("train", &[2.0, 1.0, 0.5]).curve("val", &[2.2f32, 1.4, 0.9]).svg();
-        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
-        assert_eq!(svg.matches("<polyline").count(), 2);
-        assert!(svg.contains("loss &lt;train&gt;"), "the title is escaped");
-        assert!(svg.contains(">train</text>") && svg.contains(">val</text>"), "a legend names both series");
-        assert!(svg.contains(">step</text>") && svg.contains("rotate(-90"), "both axes are labelled");
-    }
-
-    #[test]
-    fn a_nan_breaks_the_line_and_long_series_are_thinned() {
-        let f = Figure::new().curve("", &[1.0, 2.0, f64::NAN, 3.0, 4.0]);
-        assert_eq!(f.svg().matches("<polyline").count(), 2);
-        let long: Vec<f64> = (0..100_000).map(|i| (i as f64).sin()).collect();
-        let svg = Figure::new().curve("sin", &long).svg();
-        assert!(svg.len() < 40_000, "{} bytes", svg.len());
-        assert!(Figure::new().curve("", &[f64::NAN]).svg().contains("</svg>"), "nothing finite still draws axes");
-        assert!(Figure::new().curve("", &[-1e308, 1e308]).svg().contains("</svg>"), "a range past f64's reach");
-    }
-
-    #[test]
-    fn histogram_counts_every_value() {
-        let f = Figure::new().histogram("h", &[1, 1, 2, 3, 3, 3, 10], 3);
-        assert_eq!(f.series[0].ys, [6.0, 0.0, 1.0]);
-        assert_eq!(f.series[0].ys.iter().sum::<f64>(), 7.0);
-        let one = Figure::new().histogram("h", &[5.0; 4], 4);
-        assert_eq!(one.series[0].ys.iter().sum::<f64>(), 4.0, "equal values fall in a bin");
-        assert!(Figure::new().histogram("h", &[0.0; 0], 4).svg().contains("</svg>"), "no values still draws");
-    }
-
-    #[test]
-    fn bars_are_labelled_and_stacked_panels_share_one_document() {
-        let f = Figure::new().bars("peak", &["1", "2", "3"], &[10u64, 20, 5]).size(300, 150);
-        let svg = stack(&[f.clone(), f]);
-        assert_eq!(svg.matches("<svg").count(), 3);
-        assert!(svg.contains("height=\"300\""));
-        assert!(svg.contains("<title>peak 1: 20</title>"));
-    }
-
-    #[test]
-    fn text_names_series_and_last_values() {
-        let f = Figure::new().title("acc").curve("train", &[0.5, 0.75]);
-        assert_eq!(f.text(), "<plot \"acc\"; train: 2 points, last 0.75>");
-    }
-}
+mod tests;

@@ -5,7 +5,9 @@
 
 use super::job::{End, Finished, JobDir, JobError};
 use super::{cancel, job, submit, Job, JobState};
-use crate::compute::{size, CellResult, ComputeError};
+use crate::__kernel::units::size;
+use crate::compute::cell::CellResult;
+use crate::compute::ComputeError;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
@@ -101,12 +103,12 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     let mut unanswered: Option<Instant> = None;
     let mut show = |text: String| {
         if text != shown {
-            crate::display::show(&[("text/plain", &text), ("text/html", &state_html(&text))], &display_id);
+            crate::display::display(&[("text/plain", &text), ("text/html", &state_html(&text))], crate::display::Update::InPlace(&display_id));
             shown = text;
         }
     };
     loop {
-        if crate::interrupt::interrupted() {
+        if crate::display::interrupt::interrupted() {
             let cancelled = cancel(id);
             pump(dir, offset);
             show(format!("Slurm job {id}: CANCELLED by the interrupt"));
@@ -371,7 +373,7 @@ pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError>
 }
 
 /// The bytes of an `--update` variable of a finished job (after [`wait_for`] checked it is
-/// there), for [`crate::carry::In`] to read.
+/// there), for [`crate::__kernel::carry::In`] to read.
 #[doc(hidden)]
 pub fn update_bytes(dir: &str, name: &str) -> Vec<u8> {
     let dir = JobDir::new(dir);

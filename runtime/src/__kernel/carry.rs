@@ -6,7 +6,7 @@
 //! a serde type, else [`OutNone`], an error that names the problem, so a cell naming a variable
 //! that cannot cross gets that error and not a compile error in generated code.
 
-use crate::object::{self, Object};
+use crate::objects::Object;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
@@ -19,7 +19,7 @@ pub trait OutObject {
 }
 impl<T: Object> OutObject for &&Out<'_, T> {
     fn encode(&self) -> Result<Vec<u8>, String> {
-        object::to_bytes(self.0).map_err(|e| format!("the object does not save: {e}"))
+        crate::objects::object::to_bytes(self.0).map_err(|e| format!("the object does not save: {e}"))
     }
 }
 
@@ -58,7 +58,7 @@ pub trait InObject<T> {
 }
 impl<T: Object> InObject<T> for &&In<T> {
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
-        let obj = object::from_bytes(bytes, None).map_err(|e| format!("the object does not load: {e}"))?;
+        let obj = crate::objects::object::from_bytes(bytes, None).map_err(|e| format!("the object does not load: {e}"))?;
         obj.downcast::<T>().map(|b| *b).map_err(|o| format!("the file holds a {}, not a {}", o.type_name(), std::any::type_name::<T>()))
     }
 }

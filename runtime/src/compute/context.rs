@@ -10,15 +10,31 @@
 //! in the `DRYML_CONTEXT` environment variable, so a process, its sandboxes and the kernel agree
 //! on it; [`current`] reads it and [`context_check`] compares it with requirements, failing with
 //! DRYML's errors.
+//!
+//! ```
+//! use dryml::compute::context::{context_check, Requests};
+//!
+//! let reqs = Requests::parse("tf gpu/0=0.5 torch num_cpus=2").unwrap();
+//! assert_eq!(reqs.get("torch").unwrap().num_cpus, Some(2));
+//! // A bad token is named, with its place.
+//! let e = Requests::parse("tf gpu/0=2").unwrap_err();
+//! assert_eq!(e.token, Some(1));
+//! // Outside `%context` and sandboxes there is no context: DRYML's `NoContextError`.
+//! assert!(context_check(&reqs).is_err());
+//! ```
 
-use crate::devices::{short, Device, Kind, Machine};
+use crate::compute::devices::{short, Device, Kind, Machine};
 use std::collections::BTreeMap;
 use std::fmt;
+
+pub use crate::compute::pool::set_context;
 
 /// What one framework asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Request {
+    /// Whole CPUs; -1: all that remain fully free.
     pub num_cpus: Option<i64>,
+    /// Whole GPUs; -1: all that remain fully free.
     pub num_gpus: Option<i64>,
     /// `cpu/<i>`: fraction of CPU i.
     pub cpus: BTreeMap<u32, f64>,
@@ -32,13 +48,16 @@ pub const DEFAULT_FRAMEWORK: &str = "default";
 /// Requests per framework (`default`, `tf`, `torch`, or any other name), in the order given.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Requests {
+    /// Each framework and what it asks for, in the order written.
     pub frameworks: Vec<(String, Request)>,
 }
 
 /// A bad request: what is wrong, and which token (0-based) says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestError {
+    /// What is wrong.
     pub message: String,
+    /// The index of the offending token, when there is one.
     pub token: Option<usize>,
 }
 
@@ -223,6 +242,7 @@ pub const CONTEXT_ENV: &str = "DRYML_CONTEXT";
 /// What one process holds: per framework, devices and the share of each.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Context {
+    /// Each framework and the devices it holds, with its share of each.
     pub frameworks: Vec<(String, Vec<(Device, f64)>)>,
 }
 
@@ -232,11 +252,28 @@ pub enum ContextError {
     /// No context is set in this process.
     NoContext,
     /// The context does not satisfy the requirements (DRYML's message and the requirements).
-    Incompatible { requirements: String, context: String, why: String },
+    Incompatible {
+        /// The requirements, as text.
+        requirements: String,
+        /// The context there is.
+        context: String,
+        /// What it lacks.
+        why: String,
+    },
     /// An existing context was to be used but does not fit.
-    WrongContext { requirements: String, context: String, why: String },
+    WrongContext {
+        /// The requirements, as text.
+        requirements: String,
+        /// The context there is.
+        context: String,
+        /// What it lacks.
+        why: String,
+    },
     /// `set_context` when one is already set.
-    AlreadyActive { context: String },
+    AlreadyActive {
+        /// The context already set.
+        context: String,
+    },
     /// The pool cannot meet the request.
     ResourcesUnavailable(String),
 }
@@ -342,6 +379,7 @@ impl Context {
         fws.join(";")
     }
 
+    /// Reads [`Context::encode`]'s text back.
     pub fn decode(text: &str) -> Result<Context, String> {
         let mut ctx = Context::default();
         for part in text.split(';').filter(|p| !p.is_empty()) {
@@ -454,170 +492,5 @@ pub fn context_check(reqs: &Requests) -> Result<(), ContextError> {
     }
 }
 
-/// Applies a context to this process: its environment and the CPU affinity of every thread.
-/// Frameworks read the environment when they start, so what started before is not changed.
-pub fn apply(ctx: &Context, machine: &Machine) {
-    for (k, v) in ctx.env(machine) {
-        // The kernel's helper threads in this process never read the environment.
-        std::env::set_var(k, v);
-    }
-    pin_and_start(ctx);
-}
-
-/// [`apply`] in a child just forked from a process with other threads: the environment is set
-/// through libc, not `std::env`, whose lock another thread may have held at the fork (and would
-/// then hold forever in the child, as one did in a test run).
-pub(crate) fn apply_in_fork(ctx: &Context, machine: &Machine) {
-    for (k, v) in ctx.env(machine) {
-        if let (Ok(k), Ok(v)) = (std::ffi::CString::new(k), std::ffi::CString::new(v)) {
-            unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
-        }
-    }
-    pin_and_start(ctx);
-}
-
-fn pin_and_start(ctx: &Context) {
-    pin_threads(None, &ctx.cpu_set());
-    // libtorch reads OMP_NUM_THREADS only when it starts; a fork of a process where it already
-    // runs needs the call.
-    #[cfg(feature = "torch")]
-    if let Some(n) = ctx.threads() {
-        tch::set_num_threads(n as i32);
-    }
-}
-
-/// Pins every thread of a process (`None`: this one) to `cpus`; threads it starts later inherit
-/// the mask. Empty: no change.
-pub fn pin_threads(pid: Option<u32>, cpus: &[u32]) {
-    if cpus.is_empty() {
-        return;
-    }
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
-        unsafe { libc::CPU_SET(c as usize, &mut set) };
-    }
-    for tid in crate::procfs::tasks(pid.unwrap_or_else(std::process::id)) {
-        unsafe { libc::sched_setaffinity(tid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) };
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requests_that_parse() {
-        // (text, DRYML's spelling of the result)
-        let table: &[(&str, &str)] = &[
-            ("tf gpu/0=0.5 torch num_gpus=0", "{'tf': {'gpu/0': 0.5}, 'torch': {'num_gpus': 0}}"),
-            ("default num_cpus=-1", "{'default': {'num_cpus': -1}}"),
-            ("tf", "{'tf': {}}"),
-            ("", "{}"),
-            ("jax cpu/1=1 cpu/0=0.25 num_gpus=2", "{'jax': {'num_gpus': 2, 'cpu/0': 0.25, 'cpu/1': 1.0}}"),
-            ("tf num_cpus=2 num_gpus=1 gpu/3=1.0", "{'tf': {'num_cpus': 2, 'num_gpus': 1, 'gpu/3': 1.0}}"),
-        ];
-        for (text, want) in table {
-            let r = Requests::parse(text).unwrap_or_else(|e| panic!("{text:?}: {e}"));
-            assert_eq!(r.to_string(), *want, "{text:?}");
-            assert_eq!(Requests::parse(&r.to_text()).unwrap(), r, "{text:?} round trip");
-        }
-        let r = Requests::parse("tf gpu/0=0.5").unwrap();
-        assert_eq!(r.get("tf").unwrap().gpus[&0], 0.5);
-        // Pairs before any framework are `default`'s.
-        assert_eq!(Requests::parse("num_cpus=4 gpu/0=0.5 tf").unwrap(), Requests::parse("default num_cpus=4 gpu/0=0.5 tf").unwrap());
-        assert!(r.get("torch").is_none());
-    }
-
-    #[test]
-    fn requests_that_fail() {
-        // (text, words the message must contain, index of the token it points at)
-        let table: &[(&str, &str, usize)] = &[
-            ("num_cpus=x", "default: num_cpus must be a whole number", 0),
-            ("num_cpus=1 default", "framework `default` is given twice", 1),
-            ("tf gpu/0=1.5", "tf: gpu/0 must be a fraction in (0, 1], got 1.5", 1),
-            ("tf gpu/0=0", "in (0, 1]", 1),
-            ("tf gpu/0=-0.1", "in (0, 1]", 1),
-            ("tf gpu/0=half", "got `half`", 1),
-            ("tf gpu/0=NaN", "got `NaN`", 1),
-            ("tf gpu/x=0.5", "device index must be a whole number", 1),
-            ("tf tpu/0=1", "unknown key `tpu/0`", 1),
-            ("tf memory=4", "unknown key `memory`", 1),
-            ("tf num_gpus=1.5", "num_gpus must be a whole number", 1),
-            ("tf num_gpus=-2", "must be -1 or more", 1),
-            ("torch num_cpus=1 num_cpus=2", "`num_cpus` is given twice", 2),
-            ("tf gpu/0=0.5 gpu/0=0.25", "`gpu/0` is given twice", 2),
-            ("tf torch tf", "framework `tf` is given twice", 2),
-            ("tf {x}", "not a framework name", 1),
-        ];
-        for (text, words, token) in table {
-            let e = Requests::parse(text).expect_err(text);
-            assert!(e.message.contains(words), "{text:?}: {}", e.message);
-            assert_eq!(e.token, Some(*token), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn devices_must_exist() {
-        let r = Requests::parse("tf gpu/1=0.5 torch cpu/3=1").unwrap();
-        let (message, key) = r.check_devices(4, 1).unwrap_err();
-        assert_eq!(message, "tf: gpu/1 does not exist (this machine has 1 gpu, numbered from 0)");
-        assert_eq!(key, "gpu/1");
-        assert!(r.check_devices(4, 2).is_ok());
-        assert!(r.check_devices(3, 2).unwrap_err().0.starts_with("torch: cpu/3"));
-    }
-
-    #[test]
-    fn checks_against_a_context() {
-        let ctx = Context::decode("tf=gpu/0:1,cpu/0:1;torch=cpu/1:0.5").unwrap();
-        assert_eq!(ctx.to_string(), "tf: gpu/0, cpu/0; torch: cpu/1=0.5");
-        assert_eq!(Context::decode(&ctx.encode()).unwrap(), ctx);
-        // (requirements, None when satisfied or words of why not)
-        let table: &[(&str, Option<&str>)] = &[
-            ("tf", None),
-            ("tf num_gpus=1", None),
-            ("tf num_gpus=2", Some("tf asks for num_gpus=2, it holds 1")),
-            ("tf num_gpus=-1 num_cpus=-1", None),
-            ("torch cpu/1=0.5", None),
-            ("torch cpu/1=0.75", Some("torch asks for cpu/1=0.75, it holds 0.5")),
-            ("torch num_gpus=1", Some("torch asks for num_gpus=1, it holds 0")),
-            ("jax", Some("it has no `jax` framework")),
-            ("", None),
-        ];
-        for (req, want) in table {
-            let got = ctx.unmet(&Requests::parse(req).unwrap());
-            match want {
-                None => assert_eq!(got, None, "{req}"),
-                Some(w) => assert!(got.as_deref().unwrap_or("").contains(w), "{req}: {got:?}"),
-            }
-        }
-        let e = ContextError::Incompatible {
-            requirements: Requests::parse("tf num_gpus=2").unwrap().to_string(),
-            context: ctx.to_string(),
-            why: "x".into(),
-        };
-        assert!(e.to_string().starts_with("ContextIncompatibilityError: Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}"));
-    }
-
-    #[test]
-    fn environment_of_a_context() {
-        let machine = Machine {
-            cpus: 4,
-            gpus: vec![
-                crate::devices::GpuInfo { index: 0, cuda_id: "1".into(), name: "A".into(), total_bytes: 1 },
-                crate::devices::GpuInfo { index: 1, cuda_id: "3".into(), name: "B".into(), total_bytes: 1 },
-            ],
-        };
-        let ctx = Context::decode("tf=gpu/1:0.5,cpu/2:1;torch=gpu/0:1,cpu/3:0.5").unwrap();
-        let env: BTreeMap<String, String> = ctx.env(&machine).into_iter().collect();
-        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "1,3");
-        assert_eq!(env["OMP_NUM_THREADS"], "2");
-        assert_eq!(env["TF_FORCE_GPU_ALLOW_GROWTH"], "true");
-        assert_eq!(ctx.cpu_set(), vec![2, 3]);
-        assert_eq!(ctx.cuda_device(1), Some(1));
-        assert_eq!(ctx.gpu_share("tf", 1), Some(0.5));
-        let none = Context::decode("default=").unwrap();
-        let env: BTreeMap<String, String> = none.env(&machine).into_iter().collect();
-        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "no GPU held: CUDA sees none");
-        assert!(!env.contains_key("OMP_NUM_THREADS"));
-    }
-}
+mod tests;

@@ -3,9 +3,9 @@
 //! its updated variables and `result.json`, or `error.json`; the batch script `end.json`. So a
 //! job's outcome never depends on Slurm's accounting, and a new kernel can pick a job up.
 
-use crate::compute::{CellError, CellResult};
-use crate::ending::Early;
-use crate::fs::{write_atomic, Durability};
+use crate::compute::cell::{CellError, CellResult};
+use crate::compute::ending::Early;
+use crate::__kernel::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -164,12 +164,12 @@ impl Io {
         rmp_serde::from_slice(&bytes).map_err(|e| CellError::new(format!("the notebook's variable `{name}` did not deserialize: {e}")))
     }
 
-    /// The notebook's variable `name` as it was sent (see [`crate::carry`]).
+    /// The notebook's variable `name` as it was sent (see [`crate::__kernel::carry`]).
     pub fn input_bytes(&mut self, name: &str) -> Result<Vec<u8>, CellError> {
         std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))
     }
 
-    /// Sends bytes [`crate::carry::Out`] made back as the notebook's variable `name`.
+    /// Sends bytes [`crate::__kernel::carry::Out`] made back as the notebook's variable `name`.
     pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) -> Result<(), CellError> {
         let bytes = encoded.map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
@@ -199,14 +199,14 @@ impl Io {
         let result = json!({
             "updates": self.updates,
             "shown": self.shown,
-            "peak_rss": crate::procfs::status(std::process::id(), ["VmHWM:"])[0],
+            "peak_rss": crate::__kernel::procfs::status(std::process::id(), ["VmHWM:"])[0],
             "seconds": self.t0.elapsed().as_secs_f64(),
         });
         if let Err(e) = write_atomic(&self.dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync) {
             eprintln!("dryml: writing result.json: {e}");
-            crate::ending::exit_now(1);
+            crate::compute::ending::exit_now(1);
         }
-        crate::ending::exit_now(0)
+        crate::compute::ending::exit_now(0)
     }
 }
 
@@ -226,11 +226,11 @@ pub(crate) fn panic_text(message: &str, at: &Option<(String, u32, u32)>) -> Stri
     }
 }
 
-/// Makes a job program end as [`crate::ending`] says: a panic or an early return is recorded by
+/// Makes a job program end as [`crate::compute::ending`] says: a panic or an early return is recorded by
 /// `record` and printed, then the program exits at once (101 for a panic, 1 for an error), so
 /// neither unwinds past the copies of the notebook's variables.
 pub(crate) fn end_without_unwinding(record: impl Fn(&str, &str) + Send + Sync + 'static) {
-    crate::ending::install(Box::new(move |why| {
+    crate::compute::ending::install(Box::new(move |why| {
         let (kind, message, code) = match why {
             Early::Panicked { message, at } => {
                 // As Rust's own hook prints it.
@@ -247,7 +247,7 @@ pub(crate) fn end_without_unwinding(record: impl Fn(&str, &str) + Send + Sync + 
             }
         };
         record(kind, &message);
-        crate::ending::exit_now(code)
+        crate::compute::ending::exit_now(code)
     }));
 }
 
@@ -268,7 +268,7 @@ pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) -> ! {
     let mut io = Io { dir, updates: Vec::new(), shown: None, t0 };
     match body(&mut io) {
         Ok(()) => io.finish(),
-        Err(e) => crate::ending::end_returned(e.0),
+        Err(e) => crate::compute::ending::end_returned(e.0),
     }
 }
 

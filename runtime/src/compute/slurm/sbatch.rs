@@ -1,13 +1,10 @@
-//! Slurm from a notebook: DRYML's requests as `sbatch` options, and the scheduler's own tools
+//! Slurm's side: DRYML's requests as `sbatch` options, and the scheduler's own tools
 //! (`sbatch --parsable`, `scontrol show job`, `scancel`) called, their output parsed.
 //!
 //! States come from `scontrol` while the controller knows the job, so nothing here needs
 //! `slurmdbd` (without it `sacct` answers "accounting storage is disabled").
 
-pub mod follow;
-pub mod job;
-
-use crate::context::Requests;
+use crate::compute::context::Requests;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -180,8 +177,8 @@ impl Settings {
             partition: var("partition"),
             account: var("account"),
             qos: var("qos"),
-            time: var("time").and_then(|t| crate::units::parse_seconds(&t)),
-            mem: var("mem").and_then(|m| crate::units::parse_size(&m).ok()),
+            time: var("time").and_then(|t| crate::__kernel::units::parse_seconds(&t)),
+            mem: var("mem").and_then(|m| crate::__kernel::units::parse_size(&m).ok()),
             shards_per_gpu: var("shards_per_gpu").and_then(|n| n.trim().parse().ok()),
             sbatch: var("sbatch").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
         }
@@ -227,7 +224,7 @@ impl Settings {
             }
         }
         all.into_iter()
-            .find(|d| job::JobDir::new(d).slurm_id() == Some(id))
+            .find(|d| crate::compute::slurm::job::JobDir::new(d).slurm_id() == Some(id))
             .ok_or_else(|| format!("no job directory under {} records Slurm job {id} (`%jobs` lists this notebook's)", self.root().display()))
     }
 

@@ -10,11 +10,11 @@
 //! toolchain's `libstd` at the paths the notebook's machine has them (a shared filesystem).
 
 use crate::compute::{Compute, ComputeError};
-use crate::object::{Object, ObjectDef};
-use crate::slurm::follow::{follow, status, Submission};
-use crate::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
-use crate::slurm::{JobOptions, SbatchArgs, Settings};
-use crate::sweep::Report;
+use crate::objects::{Object, ObjectDef};
+use crate::compute::slurm::follow::{follow, status, Submission};
+use crate::compute::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
+use crate::compute::slurm::{JobOptions, SbatchArgs, Settings};
+use crate::compute::sweep::Report;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::json;
@@ -38,20 +38,24 @@ pub struct Slurm {
 }
 
 impl Slurm {
+    /// The cluster with `%slurm`'s settings.
     pub fn new() -> Slurm {
         Slurm::default()
     }
 
+    /// `sbatch --partition`.
     pub fn partition(mut self, name: &str) -> Self {
         self.options.partition = Some(name.to_string());
         self
     }
 
+    /// `sbatch --account`.
     pub fn account(mut self, name: &str) -> Self {
         self.options.account = Some(name.to_string());
         self
     }
 
+    /// `sbatch --qos`.
     pub fn qos(mut self, name: &str) -> Self {
         self.options.qos = Some(name.to_string());
         self
@@ -105,6 +109,7 @@ impl<O: DeserializeOwned> SlurmJob<O> {
         Ok(SlurmJob { dir: JobDir::new(dir), id, value: PhantomData })
     }
 
+    /// The job's Slurm id.
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -119,8 +124,9 @@ impl<O: DeserializeOwned> SlurmJob<O> {
         status(&self.dir)
     }
 
+    /// Cancels the job (`scancel`).
     pub fn cancel(&self) -> Result<(), ComputeError> {
-        crate::slurm::cancel(self.id).map_err(slurm_error)
+        crate::compute::slurm::cancel(self.id).map_err(slurm_error)
     }
 
     /// Follows the job to its end (its state in place, its output as it is written; an
@@ -192,7 +198,7 @@ impl OnSlurm<'_> {
         travels(f);
         let entry = sweep_entry::<T, M, F> as extern "C" fn() as usize;
         let job = self.prepare("sweep", entry, &format!("sweep of {}", std::any::type_name::<T>()))?;
-        crate::sweep::submit(job, defs, &repo.display().to_string(), detach)
+        crate::compute::slurm::array::submit(job, defs, &repo.display().to_string(), detach)
     }
 
     /// Writes the job's directory: the cell's library, the node's program, the request and the
@@ -222,12 +228,12 @@ impl OnSlurm<'_> {
                 shell_quote(&path),
                 shell_quote(&runner.display().to_string())
             );
-            crate::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::fs::Durability::Fsync)?;
+            crate::__kernel::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::__kernel::fs::Durability::Fsync)?;
             std::fs::set_permissions(jd.file("program"), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
             jd.write_request(&json!({
                 "kind": kind,
                 "from": "code",
-                "notebook": crate::slurm::notebook_name(),
+                "notebook": crate::compute::slurm::notebook_name(),
                 "body": what,
                 "requests": self.compute.requests().to_text(),
                 "sbatch": args,
@@ -235,9 +241,9 @@ impl OnSlurm<'_> {
                 "entry": entry - lib.base,
                 "inputs": [],
                 "updates": [],
-                "time": time.map(crate::slurm::slurm_time),
+                "time": time.map(crate::compute::slurm::slurm_time),
                 "mem": mem,
-                "created": crate::slurm::local_now(),
+                "created": crate::compute::slurm::local_now(),
             }))?;
             jd.write_script(kind == "sweep", &args)
         })();
@@ -250,14 +256,14 @@ impl OnSlurm<'_> {
     }
 }
 
-fn slurm_error(e: crate::slurm::SlurmError) -> ComputeError {
+fn slurm_error(e: crate::compute::slurm::SlurmError) -> ComputeError {
     ComputeError::Job { name: "SlurmError", message: e.to_string() }
 }
 
 /// The program the node runs: this process's own binary, which must be the kernel's (evcxr's
 /// child is the kernel binary re-executed).
 fn runner() -> Result<PathBuf, ComputeError> {
-    if crate::interrupt::kernel_symbol(crate::protocol::symbols::INTERRUPT_FLAG).is_none() {
+    if crate::display::interrupt::kernel_symbol(crate::__kernel::protocol::symbols::INTERRUPT_FLAG).is_none() {
         return Err(ComputeError::Failed(
             "Compute::on(Slurm) sends a notebook cell's closure, and this process is not a DRYML Rust kernel's".into(),
         ));
@@ -317,7 +323,7 @@ where
     F: Fn(I) -> O,
 {
     // Ends the program in every case; a panic never unwinds into the caller (see `ending`).
-    crate::slurm::job::main(|io| {
+    crate::compute::slurm::job::main(|io| {
         let input: I = io.input("input")?;
         let value = conjure::<F>()(input);
         io.update("value", &value)
@@ -332,7 +338,7 @@ where
     F: Fn(&mut T) -> M,
 {
     // A panic ends the task in its hook, recorded; it never unwinds into the caller.
-    crate::sweep::task_main::<T, M>(|t| conjure::<F>()(t))
+    crate::compute::slurm::array::task_main::<T, M>(|t| conjure::<F>()(t))
 }
 
 /// The node's side (`dryml-kernel job-lib`, started by the job's `program`): loads the cell's

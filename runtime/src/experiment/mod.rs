@@ -3,12 +3,21 @@
 //! The kernel writes the last finished experiment's report into its state directory in a small
 //! tab-separated record ([`Report::to_record`]); [`last`] reads it back. Both sides use this one
 //! type, so the format cannot drift.
+//!
+//! ```
+//! // In a cell after a `%%experiment` cell has finished:
+//! if let Some(report) = dryml::experiment::last() {
+//!     for leak in report.potential_leaks() {
+//!         println!("{}: {} MiB not reclaimed", leak.device, leak.unreclaimed() >> 20);
+//!     }
+//! }
+//! ```
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Set by the kernel in the child: the directory holding its state files.
-pub use crate::protocol::STATE_DIR_ENV;
+pub use crate::__kernel::protocol::STATE_DIR_ENV;
 /// The file (in the state directory) holding the last experiment's report.
 pub const LAST_FILE: &str = "experiment-last.tsv";
 const VERSION: &str = "dryml-experiment 1";
@@ -31,6 +40,7 @@ pub struct DeviceFigures {
     pub used: u64,
     /// Free on the device (available system memory for the CPU).
     pub free: u64,
+    /// The device's total memory, bytes.
     pub total: u64,
 }
 
@@ -53,7 +63,9 @@ impl DeviceFigures {
 /// A finished experiment.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
+    /// The experiment's name (`%%experiment NAME`).
     pub name: String,
+    /// Its wall time.
     pub elapsed_secs: f64,
     /// Variables created during the experiment and deleted at its finish.
     pub deleted: Vec<String>,

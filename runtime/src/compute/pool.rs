@@ -7,11 +7,11 @@
 //! ended (crashed, killed, or just finished) is dropped by the next reader, so claims can never
 //! outlive their holder. Outside the kernel (no state dir) the pool is this process's alone.
 
-use crate::context::{Context, ContextError, Request, Requests};
-pub use crate::devices::{short, Device, GpuInfo, Kind, Machine};
-use crate::devices::{state_dir, MACHINE_FILE};
-use crate::fs::{write_atomic, Durability};
-use crate::procfs;
+use crate::compute::context::{Context, ContextError, Request, Requests};
+pub(crate) use crate::compute::devices::{short, Device, Kind, Machine};
+use crate::compute::devices::{state_dir, MACHINE_FILE};
+use crate::__kernel::fs::{write_atomic, Durability};
+use crate::__kernel::procfs;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ fn private_dir() -> io::Result<&'static Path> {
         }
     }
     let dir = tmp.join(format!("dryml-pool-{me}-{}", procfs::start_time(me).unwrap_or(0)));
-    crate::fs::private_dir(&dir)?;
+    crate::__kernel::fs::private_dir(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
 }
 
@@ -299,6 +299,7 @@ fn parse_claims(text: &str) -> Result<Vec<Claim>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compute::devices::GpuInfo;
 
     fn pool(cpus: u32, gpus: u32, claims: &[(u32, &str, &str, f64)]) -> Pool {
         let me = std::process::id();
@@ -412,7 +413,7 @@ mod tests {
 /// this process and applies them to it. Once per process. (In a notebook, use `%context`,
 /// which also restarts.)
 pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
-    if let Some(ctx) = crate::context::current() {
+    if let Some(ctx) = crate::compute::context::current() {
         return Err(ContextError::AlreadyActive { context: ctx.to_string() });
     }
     let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
@@ -421,6 +422,6 @@ pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
     pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
     let machine = pool.machine.clone();
     pool.commit().map_err(unavailable)?;
-    crate::context::apply(&ctx, &machine);
+    crate::compute::apply::apply(&ctx, &machine);
     Ok(ctx)
 }

@@ -7,203 +7,21 @@
 //! so a frame cut short is told from a result. The child ends with `_exit`: no destructor of
 //! the caller's state runs twice. Its claims
 //! are released when it ends, whether it returned, panicked, timed out, ran out of its memory
-//! limit or was killed. What a context can enforce is listed in [`crate::context::Context::env`].
+//! limit or was killed. What a context can enforce is listed in [`crate::compute::context::Context::env`].
 
-use crate::context::{self, Context, ContextError, Requests};
-use crate::ending::{self, Early};
-use crate::pool::{Machine, Pool};
-use crate::procfs;
+use crate::compute::context::{self, Context, ContextError, Requests};
+use crate::compute::ending::{self, Early};
+use crate::compute::pool::{Machine, Pool};
+use crate::__kernel::procfs;
+use crate::compute::cell::{Cell, CellError, CellResult};
+use crate::compute::outcome::{clear_report, ComputeError, Report, LAST};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::fmt;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 /// How often the parent checks the sandbox's memory, the clock and the interrupt flag.
 const POLL_MS: i32 = 5;
-
-/// Why compute did not return a value.
-#[derive(Clone, PartialEq)]
-pub enum ComputeError {
-    /// `NoContextError`, `WrongContextError` or `ResourcesUnavailableError`.
-    Context(ContextError),
-    /// The closure panicked; the message and where.
-    Panicked(String),
-    TimedOut { after: Duration },
-    /// The sandbox went over `mem_limit` (memory it added beyond what it was forked with).
-    OutOfMemory { limit: u64, used: u64 },
-    /// The sandbox died of a signal it was not sent by us (the OOM killer's SIGKILL, a SIGSEGV).
-    Killed { signal: i32 },
-    /// The sandbox exited without a result (`std::process::exit` in the closure).
-    Exited { code: i32 },
-    /// The user interrupted the notebook while the sandbox ran.
-    Interrupted,
-    /// The result or an updated object did not (de)serialize, or the system refused.
-    Failed(String),
-    /// A Slurm job's end, under the sandbox's error names where one fits (`SandboxTimedOut`,
-    /// `SandboxOutOfMemory`, ...) and Slurm's own otherwise (`SlurmJobCancelled`).
-    Job { name: &'static str, message: String },
-}
-
-impl ComputeError {
-    pub fn name(&self) -> &'static str {
-        match self {
-            ComputeError::Context(e) => e.name(),
-            ComputeError::Panicked(_) => "SandboxPanicked",
-            ComputeError::TimedOut { .. } => "SandboxTimedOut",
-            ComputeError::OutOfMemory { .. } => "SandboxOutOfMemory",
-            ComputeError::Killed { .. } => "SandboxKilled",
-            ComputeError::Exited { .. } => "SandboxExited",
-            ComputeError::Interrupted => "KeyboardInterrupt",
-            ComputeError::Failed(_) => "SandboxFailed",
-            ComputeError::Job { name, .. } => name,
-        }
-    }
-}
-
-fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGILL => "SIGILL",
-        libc::SIGFPE => "SIGFPE",
-        _ => return format!("signal {sig}"),
-    };
-    format!("{name} ({sig})")
-}
-
-impl ComputeError {
-    /// The message without the error's name (a cell error's `evalue`).
-    pub fn message(&self) -> String {
-        match self {
-            ComputeError::Context(e) => e.message(),
-            ComputeError::Panicked(m) => format!("the sandbox panicked: {m}"),
-            ComputeError::TimedOut { after } => {
-                format!("the sandbox was stopped after the {} s timeout", after.as_secs_f64())
-            }
-            ComputeError::OutOfMemory { limit, used } => format!(
-                "the sandbox was stopped at {} for going over its memory limit of {}",
-                size(*used),
-                size(*limit)
-            ),
-            ComputeError::Killed { signal } => {
-                let hint = if *signal == libc::SIGKILL { " (by the system's OOM killer?)" } else { "" };
-                format!("the sandbox was killed by {}{hint}", signal_name(*signal))
-            }
-            ComputeError::Exited { code } => format!("the sandbox exited with code {code} before returning"),
-            ComputeError::Interrupted => "the sandbox was stopped by an interrupt".into(),
-            ComputeError::Failed(m) | ComputeError::Job { message: m, .. } => m.clone(),
-        }
-    }
-}
-
-impl fmt::Display for ComputeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.name(), self.message())
-    }
-}
-
-// evcxr prints a cell's `?` errors with `{:?}`: make that the readable message.
-impl fmt::Debug for ComputeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl std::error::Error for ComputeError {}
-
-impl From<ContextError> for ComputeError {
-    fn from(e: ContextError) -> Self {
-        ComputeError::Context(e)
-    }
-}
-
-/// Bytes in binary units, one decimal: `1.5 GiB`.
-pub fn size(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", units[u])
-    }
-}
-
-/// What one compute call did, for the notebook's report line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Report {
-    /// The sandbox's pid; None when it ran in the caller's own process.
-    pub pid: Option<u32>,
-    pub wall: Duration,
-    /// The sandbox's peak resident memory, pages shared with the caller included.
-    pub peak_rss: u64,
-    /// The most memory it allocated: resident memory beyond what it had when it started (the
-    /// pages it shares with the notebook are not counted).
-    pub peak_added: u64,
-    /// The context it ran in.
-    pub context: Context,
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.pid {
-            None => write!(
-                f,
-                "ran in this process's own context ({}) in {:.3} s",
-                self.context,
-                self.wall.as_secs_f64()
-            ),
-            Some(pid) => write!(
-                f,
-                "sandbox pid {pid}: {:.3} s, peak memory {} ({} allocated in the sandbox), held {}; all released",
-                self.wall.as_secs_f64(),
-                size(self.peak_rss),
-                size(self.peak_added),
-                self.context
-            ),
-        }
-    }
-}
-
-static LAST: std::sync::Mutex<Option<Report>> = std::sync::Mutex::new(None);
-
-fn clear_report() {
-    *LAST.lock().unwrap_or_else(|e| e.into_inner()) = None;
-}
-
-/// Records a `%%compute` cell that ran in this process's own context.
-#[doc(hidden)]
-pub fn record_here(context: Context, wall: Duration) {
-    *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
-        Some(Report { pid: None, wall, peak_rss: 0, peak_added: 0, context });
-}
-
-/// Ends the running notebook cell as this error (its DRYML name), keeping the variables.
-#[doc(hidden)]
-pub fn raise(e: &ComputeError) {
-    crate::display::raise_error(e.name(), &e.message());
-}
-
-/// Prints the last report as `%%compute`'s closing line, if a compute call made one.
-#[doc(hidden)]
-pub fn print_report() {
-    if let Some(r) = last_report() {
-        println!("[%%compute] {r}");
-    }
-}
-
-/// The report of this process's last compute call (also after a failed one, if a sandbox ran).
-pub fn last_report() -> Option<Report> {
-    LAST.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
 
 /// A compute call's options, DRYML's `compute_context(...)` arguments.
 #[derive(Debug, Clone, Default)]
@@ -216,27 +34,19 @@ pub struct Compute {
     verbose: bool,
 }
 
-/// Runs `f` in a sandbox holding `reqs` and returns its result: DRYML's `@compute`.
-pub fn compute<T, F>(reqs: &Requests, f: F) -> Result<T, ComputeError>
-where
-    T: Serialize + DeserializeOwned,
-    F: FnOnce() -> T,
-{
-    Compute::new(reqs).run(f)
-}
-
 enum Place {
     Here(Context),
     Sandbox,
 }
 
 /// Frame tags of the result pipe.
-const OK: u8 = 0;
+pub(super) const OK: u8 = 0;
 const PANIC: u8 = 1;
-const FAIL: u8 = 2;
+pub(super) const FAIL: u8 = 2;
 const INTERRUPTED: u8 = 3;
 
 impl Compute {
+    /// Options that ask for `reqs` ([`Requests::parse`](crate::compute::context::Requests::parse)) and nothing else.
     pub fn new(reqs: &Requests) -> Compute {
         Compute { reqs: reqs.clone(), ..Compute::default() }
     }
@@ -347,7 +157,7 @@ impl Compute {
         T: Serialize + DeserializeOwned,
         F: FnOnce(&mut O) -> T,
     {
-        let hook = |r: Result<(), crate::object::ObjectError>, what: &str| r.map_err(|e| ComputeError::Failed(format!("{what}: {e}")));
+        let hook = |r: Result<(), crate::objects::ObjectError>, what: &str| r.map_err(|e| ComputeError::Failed(format!("{what}: {e}")));
         if let Place::Here(ctx) = self.place()? {
             hook(obj.load_compute(), "load_compute")?;
             let v = self.here(ctx, || f(obj));
@@ -362,14 +172,14 @@ impl Compute {
                 mine.load_compute().map_err(|e| format!("load_compute: {e}"))?;
                 let value = f(&mut mine);
                 mine.save_compute().map_err(|e| format!("save_compute: {e}"))?;
-                let file = crate::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
+                let file = crate::objects::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
                 encode(&(value, file))
             })();
             std::mem::forget((keep, mine));
             r
         })?;
         let (value, file): (T, Vec<u8>) = decode(&bytes, "the result and the object")?;
-        let back = crate::object::from_bytes(&file, None).map_err(|e| ComputeError::Failed(format!("the object did not load: {e}")))?;
+        let back = crate::objects::object::from_bytes(&file, None).map_err(|e| ComputeError::Failed(format!("the object did not load: {e}")))?;
         *obj = *back.downcast::<O>().map_err(|_| ComputeError::Failed("the sandbox sent back another type".into()))?;
         Ok(value)
     }
@@ -663,7 +473,7 @@ fn reap(pid: u32) -> (Exit, u64) {
 }
 
 /// The sandbox side: apply the context, run, send one frame, and end without unwinding into
-/// the caller's frames or running its destructors (see [`crate::ending`]).
+/// the caller's frames or running its destructors (see [`crate::compute::ending`]).
 fn child(
     fd: i32,
     ctx: &Context,
@@ -675,7 +485,7 @@ fn child(
     // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run
     // here, and nothing may unwind into the notebook's copies: a panic ends the sandbox.
     ending::install(Box::new(|why| end_early(why)));
-    context::apply_in_fork(ctx, machine);
+    crate::compute::apply::apply_in_fork(ctx, machine);
     let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
     if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
         unsafe { libc::_exit(3) };
@@ -695,7 +505,7 @@ fn child(
         Ok(Ok(bytes)) => send_frame(OK, &bytes),
         Ok(Err(e)) => send_frame(FAIL, e.as_bytes()),
         // Only an unwind without a panic gets here (a panic ended the sandbox in its hook).
-        Err(_) => end_early(Early::Unwound { interrupted: crate::interrupt::interrupted() }),
+        Err(_) => end_early(Early::Unwound { interrupted: crate::display::interrupt::interrupted() }),
     }
 }
 
@@ -722,7 +532,7 @@ fn set_result_fd(fd: i32) {
 }
 
 /// Writes the one result frame and ends the sandbox.
-fn send_frame(tag: u8, bytes: &[u8]) -> ! {
+pub(super) fn send_frame(tag: u8, bytes: &[u8]) -> ! {
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
@@ -744,7 +554,7 @@ fn send_frame(tag: u8, bytes: &[u8]) -> ! {
     unsafe { libc::_exit(0) }
 }
 
-fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
+pub(super) fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
     rmp_serde::to_vec(v).map_err(|e| format!("the sandbox's result does not serialize: {e}"))
 }
 
@@ -754,279 +564,6 @@ fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeErr
 
 /// What a `%%compute` body hands back from the sandbox.
 #[doc(hidden)]
-pub struct Cell {
-    updates: Vec<(String, Vec<u8>)>,
-    shown: Option<String>,
-}
-
-/// An error a `%%compute` body returned with `?`: any error type, kept as its `Debug` text
-/// (as evcxr shows a cell's `?` errors). It is not `Debug` itself, so the conversion is total.
-#[doc(hidden)]
-pub struct CellError(pub(crate) String);
-
-impl<E: fmt::Debug> From<E> for CellError {
-    fn from(e: E) -> Self {
-        CellError::new(format!("{e:?}"))
-    }
-}
-
-impl CellError {
-    /// The error a body is returning; remembered, so the sandbox or job can report it once
-    /// it has ended without dropping the notebook's copies.
-    pub fn new(message: String) -> CellError {
-        ending::record_error(&message);
-        CellError(message)
-    }
-}
-
-impl Cell {
-    /// Sends `value` back as the new value of the notebook's variable `name`; a value that
-    /// does not serialize ends the sandbox with that error.
-    pub fn update<T: Serialize>(&mut self, name: &str, value: &T) {
-        match rmp_serde::to_vec(value) {
-            Ok(v) => self.updates.push((name.to_string(), v)),
-            Err(e) => send_frame(FAIL, format!("--update {name}: the value does not serialize: {e}").as_bytes()),
-        }
-    }
-
-    /// The cell's value, shown as evcxr shows one (its `Debug` form).
-    pub fn show<T: fmt::Debug>(&mut self, value: &T) {
-        self.shown = Some(format!("{value:?}"));
-    }
-
-    /// Sends bytes [`crate::carry::Out`] made back as the notebook's variable `name`; an error
-    /// ends the sandbox with it.
-    pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) {
-        match encoded {
-            Ok(v) => self.updates.push((name.to_string(), v)),
-            Err(e) => send_frame(FAIL, format!("--update {name}: {e}").as_bytes()),
-        }
-    }
-
-    /// Ends the body: sends the results and exits without dropping anything.
-    pub fn finish(&mut self) {
-        match encode(&(&self.updates, &self.shown)) {
-            Ok(b) => send_frame(OK, &b),
-            Err(e) => send_frame(FAIL, e.as_bytes()),
-        }
-    }
-}
-
-/// The notebook side of a `%%compute` cell's results.
-#[doc(hidden)]
-pub struct CellResult {
-    updates: Vec<(String, Vec<u8>)>,
-    shown: Option<String>,
-}
-
-/// A value shown as its already formatted text.
-pub struct Shown(pub String);
-
-impl fmt::Debug for Shown {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl CellResult {
-    pub(crate) fn new(updates: Vec<(String, Vec<u8>)>, shown: Option<String>) -> CellResult {
-        CellResult { updates, shown }
-    }
-
-    /// The new value of the notebook's variable `name`.
-    pub fn take<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, ComputeError> {
-        let i = self
-            .updates
-            .iter()
-            .position(|(n, _)| n == name)
-            .ok_or_else(|| ComputeError::Failed(format!("the sandbox sent no value for `{name}`")))?;
-        let v = self.updates.swap_remove(i).1;
-        rmp_serde::from_slice(&v)
-            .map_err(|e| ComputeError::Failed(format!("--update {name}: the value did not deserialize: {e}")))
-    }
-
-    /// The bytes sent for the notebook's variable `name` (read with [`crate::carry::In`]).
-    pub fn take_bytes(&mut self, name: &str) -> Result<Vec<u8>, ComputeError> {
-        let i = self
-            .updates
-            .iter()
-            .position(|(n, _)| n == name)
-            .ok_or_else(|| ComputeError::Failed(format!("no value came back for `{name}`")))?;
-        Ok(self.updates.swap_remove(i).1)
-    }
-
-    pub(crate) fn has(&self, name: &str) -> bool {
-        self.updates.iter().any(|(n, _)| n == name)
-    }
-
-    /// The cell's value as the sandbox showed it.
-    pub fn shown(&mut self) -> Shown {
-        Shown(self.shown.take().unwrap_or_default())
-    }
-}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn reqs(s: &str) -> Requests {
-        Requests::parse(s).unwrap()
-    }
-
-    #[test]
-    fn returns_values_and_applies_the_context() {
-        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-        let got = compute(&reqs("default num_cpus=1"), move || {
-            let ctx = crate::context::current().unwrap();
-            (big.iter().map(|&b| b as u64).sum::<u64>(), ctx.to_string(), std::env::var("OMP_NUM_THREADS").unwrap())
-        })
-        .unwrap();
-        let want: u64 = (0..1_000_000u32).map(|i| (i % 251) as u64).sum();
-        assert_eq!(got.0, want);
-        assert!(got.1.starts_with("default: cpu/"), "{}", got.1);
-        assert_eq!(got.2, "1");
-        let r = last_report().unwrap();
-        assert!(r.pid.is_some() && r.peak_rss > 0);
-        assert!(crate::context::current().is_none(), "the caller's context is untouched");
-    }
-
-    #[test]
-    fn failures_are_reported_and_leave_the_caller_intact() {
-        let r = compute(&reqs("default num_cpus=0"), || -> u32 { panic!("boom {}", 7) });
-        match r {
-            Err(ComputeError::Panicked(m)) => assert!(m.starts_with("boom 7 (at "), "{m}"),
-            other => panic!("{other:?}"),
-        }
-        let r = Compute::new(&reqs("default num_cpus=0"))
-            .timeout(Duration::from_millis(200))
-            .run::<(), _>(|| std::thread::sleep(Duration::from_secs(30)));
-        assert_eq!(r.unwrap_err().to_string(), "SandboxTimedOut: the sandbox was stopped after the 0.2 s timeout");
-        let r = Compute::new(&reqs("default num_cpus=0")).mem_limit(50 << 20).run::<(), _>(|| {
-            let mut v: Vec<Vec<u8>> = Vec::new();
-            loop {
-                v.push(vec![1u8; 8 << 20]);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        });
-        match r {
-            Err(ComputeError::OutOfMemory { limit, used }) => assert!(limit == 50 << 20 && used > limit),
-            other => panic!("{other:?}"),
-        }
-        // The name is said once: in Display, and as the cell error's ename.
-        let e = ComputeError::Failed("the cell returned an error: X".into());
-        assert_eq!((e.to_string().as_str(), e.message().as_str()), ("SandboxFailed: the cell returned an error: X", "the cell returned an error: X"));
-        let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::exit(4) });
-        assert_eq!(r.unwrap_err(), ComputeError::Exited { code: 4 });
-        let r = compute(&reqs("default num_cpus=0"), || -> u8 { std::process::abort() });
-        assert_eq!(r.unwrap_err().to_string(), "SandboxKilled: the sandbox was killed by SIGABRT (6)");
-    }
-
-    #[test]
-    fn sandboxes_read_no_stdin_and_die_with_their_parent() {
-        let n = compute(&reqs("default num_cpus=0"), || {
-            let mut s = String::new();
-            std::io::stdin().read_line(&mut s).unwrap()
-        });
-        assert_eq!(n.unwrap(), 0, "stdin is /dev/null");
-        // A process that starts a sandbox and is then killed: the sandbox goes too.
-        let file = std::env::temp_dir().join(format!("dryml-orphan-{}", std::process::id()));
-        let _ = std::fs::remove_file(&file);
-        let middle = unsafe { libc::fork() };
-        if middle == 0 {
-            let f = file.clone();
-            let _ = compute(&reqs("default num_cpus=0"), move || {
-                std::fs::write(&f, std::process::id().to_string()).unwrap();
-                std::thread::sleep(Duration::from_secs(60));
-            });
-            unsafe { libc::_exit(0) };
-        }
-        let t0 = Instant::now();
-        let sandbox: i32 = loop {
-            if let Some(p) = std::fs::read_to_string(&file).ok().and_then(|t| t.parse().ok()) {
-                break p;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "the sandbox never started");
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        unsafe {
-            libc::kill(middle, libc::SIGKILL);
-            libc::waitpid(middle, std::ptr::null_mut(), 0);
-        }
-        let t0 = Instant::now();
-        while procfs::start_time(sandbox as u32).is_some() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "the orphaned sandbox {sandbox} lives on");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = std::fs::remove_file(&file);
-    }
-
-    #[test]
-    fn a_sandbox_killed_mid_result_is_killed_and_its_children_are_not_waited_for() {
-        // Killed while writing its result (the start of a frame is sent, then SIGKILL, as a
-        // kill mid-write leaves it): half a frame is no result, and the error says so.
-        let r = compute(&reqs("default num_cpus=0"), || -> Vec<u8> {
-            let mut head = vec![OK];
-            head.extend_from_slice(&1000u64.to_le_bytes());
-            head.extend_from_slice(&[7u8; 10]);
-            let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
-            unsafe {
-                libc::write(fd, head.as_ptr().cast(), head.len());
-                libc::kill(std::process::id() as i32, libc::SIGKILL);
-            }
-            unreachable!()
-        });
-        assert_eq!(r.map(|v| v.len()).unwrap_err(), ComputeError::Killed { signal: libc::SIGKILL });
-        // A process the sandbox started keeps the result pipe open for 30 s: the result comes
-        // when the sandbox returns, not when that process ends.
-        let t0 = Instant::now();
-        let r = compute(&reqs("default num_cpus=0"), || {
-            if unsafe { libc::fork() } == 0 {
-                std::thread::sleep(Duration::from_secs(30));
-                unsafe { libc::_exit(0) };
-            }
-            41 + 1
-        });
-        assert_eq!(r.unwrap(), 42);
-        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
-        // Also when the sandbox dies without a result while that process lives on.
-        let t0 = Instant::now();
-        let r = compute(&reqs("default num_cpus=0"), || -> u8 {
-            if unsafe { libc::fork() } == 0 {
-                std::thread::sleep(Duration::from_secs(30));
-                unsafe { libc::_exit(0) };
-            }
-            std::process::abort()
-        });
-        assert_eq!(r.unwrap_err(), ComputeError::Killed { signal: libc::SIGABRT });
-        assert!(t0.elapsed() < Duration::from_secs(10), "waited {:?}", t0.elapsed());
-    }
-
-    #[test]
-    fn updates_come_back_only_on_success() {
-        let mut model = vec![1.0f64, 2.0];
-        let loss = Compute::new(&reqs("default num_cpus=0"))
-            .run_updating(&mut model, |m| {
-                m.push(3.0);
-                m.iter().sum::<f64>()
-            })
-            .unwrap();
-        assert_eq!((loss, model.clone()), (6.0, vec![1.0, 2.0, 3.0]));
-        let r = Compute::new(&reqs("default num_cpus=0")).run_updating::<_, (), _>(&mut model, |m| {
-            m.clear();
-            panic!("no")
-        });
-        assert!(matches!(r, Err(ComputeError::Panicked(_))));
-        assert_eq!(model, vec![1.0, 2.0, 3.0]);
-    }
-
-    #[test]
-    fn existing_context_flags() {
-        // No context in this test process.
-        let e = Compute::new(&reqs("tf")).dont_create(true).run(|| 1).unwrap_err();
-        assert!(e.to_string().starts_with("NoContextError"), "{e}");
-        let v = Compute::new(&reqs("default num_cpus=0")).use_existing(true).run(|| 5).unwrap();
-        assert_eq!(v, 5, "no context: a sandbox is made");
-        let e = compute(&reqs("tf num_gpus=1"), || 1).unwrap_err();
-        assert!(e.to_string().starts_with("ResourcesUnavailableError: tf: num_gpus=1 cannot be met"), "{e}");
-    }
-}
+mod tests;

@@ -81,7 +81,7 @@ impl Keep {
 impl Drop for Keep {
     fn drop(&mut self) {
         let why = if std::thread::panicking() {
-            Early::Unwound { interrupted: crate::interrupt::interrupted() }
+            Early::Unwound { interrupted: crate::display::interrupt::interrupted() }
         } else {
             Early::Returned(LAST_ERROR.lock().unwrap_or_else(|e| e.into_inner()).take())
         };

@@ -1,7 +1,7 @@
 //! The machine's devices as contexts and the pool name them (`cpu/<i>`, `gpu/<i>`), and the
 //! machine record the kernel writes for cells and sandboxes: the vocabulary below both.
 
-use crate::fs::{write_atomic, Durability};
+use crate::__kernel::fs::{write_atomic, Durability};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,26 +11,33 @@ const MACHINE_VERSION: &str = "dryml-machine 1";
 
 /// The kernel's state directory, when this process runs under a kernel.
 pub(crate) fn state_dir() -> Option<PathBuf> {
-    std::env::var_os(crate::protocol::STATE_DIR_ENV).map(PathBuf::from)
+    std::env::var_os(crate::__kernel::protocol::STATE_DIR_ENV).map(PathBuf::from)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A device's kind.
 pub enum Kind {
+    /// A CPU core.
     Cpu,
+    /// A GPU.
     Gpu,
 }
 
 /// `cpu/<i>` or `gpu/<i>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Device {
+    /// CPU or GPU.
     pub kind: Kind,
+    /// Its number among the machine's devices of its kind.
     pub index: u32,
 }
 
 impl Device {
+    /// `cpu/<index>`.
     pub fn cpu(index: u32) -> Device {
         Device { kind: Kind::Cpu, index }
     }
+    /// `gpu/<index>`.
     pub fn gpu(index: u32) -> Device {
         Device { kind: Kind::Gpu, index }
     }
@@ -64,9 +71,13 @@ impl std::str::FromStr for Device {
 /// use; `cuda_id` is what `CUDA_VISIBLE_DEVICES` needs to name it (with PCI_BUS_ID ordering).
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuInfo {
+    /// Its number among the machine's devices of its kind.
     pub index: u32,
+    /// The id CUDA knows it by (`CUDA_VISIBLE_DEVICES`).
     pub cuda_id: String,
+    /// Its model name.
     pub name: String,
+    /// Its memory.
     pub total_bytes: u64,
 }
 
@@ -75,6 +86,7 @@ pub struct GpuInfo {
 pub struct Machine {
     /// Logical CPU ids `0..cpus` (what `sched_setaffinity` takes).
     pub cpus: u32,
+    /// The GPUs, by index.
     pub gpus: Vec<GpuInfo>,
 }
 
@@ -92,12 +104,14 @@ impl Machine {
         Machine { cpus, gpus: Vec::new() }
     }
 
+    /// Every device, CPUs first.
     pub fn devices(&self) -> impl Iterator<Item = Device> + '_ {
         (0..self.cpus)
             .map(Device::cpu)
             .chain(self.gpus.iter().map(|g| Device::gpu(g.index)))
     }
 
+    /// Whether the machine has this device.
     pub fn has(&self, d: Device) -> bool {
         match d.kind {
             Kind::Cpu => d.index < self.cpus,
@@ -105,6 +119,7 @@ impl Machine {
         }
     }
 
+    /// The GPU with this index.
     pub fn gpu(&self, index: u32) -> Option<&GpuInfo> {
         self.gpus.iter().find(|g| g.index == index)
     }
@@ -119,6 +134,7 @@ impl Machine {
         s
     }
 
+    /// Reads [`Machine::to_record`]'s text back; None if malformed.
     pub fn parse(text: &str) -> Option<Machine> {
         let mut lines = text.lines();
         if lines.next()? != MACHINE_VERSION {

@@ -1,5 +1,6 @@
 //! Sizes and durations as people write them (`512M`, `2GiB`, `90s`, `30m`), read the same way
-//! by the magics, the kernel's settings and the code that reads `DRYML_*` variables.
+//! by the magics, the kernel's settings and the code that reads `DRYML_*` variables, and the
+//! one way bytes are written for people ([`size`]).
 
 /// `512M`, `1.5G`, `2GiB`, `1000`: bytes, with binary K/M/G/T suffixes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -33,6 +34,23 @@ pub fn parse_seconds(t: &str) -> Option<f64> {
     };
     num.trim().parse::<f64>().ok().map(|n| n * mult).filter(|s| s.is_finite() && *s > 0.0)
 }
+
+/// Bytes in binary units, one decimal: `1.5 GiB`.
+pub fn size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
 
 #[cfg(test)]
 mod tests {

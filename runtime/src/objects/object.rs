@@ -7,7 +7,7 @@
 //! in every evcxr cell library that holds the type, so `load_object` works in any later cell. Loading never runs code from the file: the file names a registered type and
 //! carries data (JSON arguments, binary state sections), nothing else.
 
-use crate::fs::{write_atomic, Durability};
+use crate::__kernel::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -26,9 +26,11 @@ const HEADER_LEN: usize = 8 + 4 + 8 + 4;
 /// Who an object is: its id (a UUID unless given), when it was made, and a description.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Meta {
+    /// Unique among objects: a UUID unless given.
     pub id: String,
     /// Seconds since the Unix epoch.
     pub created: f64,
+    /// Free text.
     pub description: String,
     /// What training returned (a sweep's metrics), kept with the object and in a repo's index.
     pub metrics: Option<Value>,
@@ -39,6 +41,7 @@ impl Meta {
     pub fn new() -> Meta {
         Meta { id: uuid_v4(), created: now(), description: String::new(), metrics: None }
     }
+    /// An identity with this id.
     pub fn with_id(id: impl Into<String>) -> Meta {
         Meta { id: id.into(), ..Meta::new() }
     }
@@ -77,11 +80,14 @@ pub fn uuid_v4() -> String {
 /// named `kwargs`; anything else is one positional argument.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectDef {
+    /// The registered type name.
     pub type_name: String,
+    /// The constructor arguments as JSON.
     pub args: Value,
 }
 
 impl ObjectDef {
+    /// The definition of `type_name` built from `args`.
     pub fn new<A: Serialize>(type_name: &str, args: &A) -> Result<ObjectDef, ObjectError> {
         let args = serde_json::to_value(args).map_err(|e| ObjectError::Args(type_name.to_string(), e.to_string()))?;
         Ok(ObjectDef { type_name: type_name.to_string(), args })
@@ -151,12 +157,17 @@ pub trait Build: Sized + 'static {
 /// An object of a registered type, as a trait object. `#[derive(dryml::Object)]` implements it
 /// from [`Build`].
 pub trait Object: Any {
+    /// The registered type name.
     fn type_name(&self) -> &'static str;
     /// The definition it was built from (type and arguments; no id).
     fn definition(&self) -> ObjectDef;
+    /// Its identity.
     fn meta(&self) -> &Meta;
+    /// Its identity, to change.
     fn meta_mut(&mut self) -> &mut Meta;
+    /// [`Build::save_state`] (the derive forwards it).
     fn save_state(&self, state: &mut State) -> Result<(), ObjectError>;
+    /// [`Build::load_state`] (the derive forwards it).
     fn load_state(&mut self, state: &State) -> Result<(), ObjectError>;
     /// [`Build::load_compute`] (the derive forwards it).
     fn load_compute(&mut self) -> Result<(), ObjectError> {
@@ -166,18 +177,24 @@ pub trait Object: Any {
     fn save_compute(&mut self) -> Result<(), ObjectError> {
         Ok(())
     }
+    /// As [`Any`], to downcast.
     fn as_any(&self) -> &dyn Any;
+    /// As [`Any`], to downcast.
     fn as_any_mut(&mut self) -> &mut dyn Any;
+    /// As [`Any`], to downcast.
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
 }
 
 impl dyn Object {
+    /// Its id (`meta().id`).
     pub fn id(&self) -> &str {
         &self.meta().id
     }
+    /// The object as a `T`, if it is one.
     pub fn downcast_ref<T: Object>(&self) -> Option<&T> {
         self.as_any().downcast_ref()
     }
+    /// The object as a `T`, if it is one.
     pub fn downcast_mut<T: Object>(&mut self) -> Option<&mut T> {
         self.as_any_mut().downcast_mut()
     }
@@ -247,6 +264,7 @@ impl State {
         self.put_bytes(name, b);
         Ok(())
     }
+    /// The bytes of section `name`.
     pub fn bytes(&self, name: &str) -> Result<&[u8], ObjectError> {
         self.sections
             .iter()
@@ -254,12 +272,15 @@ impl State {
             .map(|(_, b)| b.as_slice())
             .ok_or_else(|| ObjectError::State(name.to_string(), "no such section".into()))
     }
+    /// Section `name`, deserialized.
     pub fn get<T: DeserializeOwned>(&self, name: &str) -> Result<T, ObjectError> {
         rmp_serde::from_slice(self.bytes(name)?).map_err(|e| ObjectError::State(name.to_string(), e.to_string()))
     }
+    /// The object nested as section `name`.
     pub fn get_object(&self, name: &str) -> Result<Box<dyn Object>, ObjectError> {
         from_bytes(self.bytes(name)?, None)
     }
+    /// The sections' names.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.sections.iter().map(|(n, _)| n.as_str())
     }
@@ -468,156 +489,4 @@ pub fn load_object(path: impl AsRef<Path>) -> Result<Box<dyn Object>, ObjectErro
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    #[derive(crate::Object)]
-    pub(crate) struct Mlp {
-        pub(crate) args: (f64, Vec<usize>),
-        meta: Meta,
-        pub(crate) weights: Vec<f32>,
-        head: Option<Box<dyn Object>>,
-    }
-
-    impl Build for Mlp {
-        type Args = (f64, Vec<usize>);
-        fn build(args: Self::Args, meta: Meta) -> Self {
-            let n = args.1.iter().sum();
-            Mlp { args, meta, weights: vec![0.0; n], head: None }
-        }
-        fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
-            s.put("weights", &self.weights)?;
-            if let Some(h) = &self.head {
-                s.put_object("head", h.as_ref())?;
-            }
-            Ok(())
-        }
-        fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
-            self.weights = s.get("weights")?;
-            self.head = s.get_object("head").ok();
-            Ok(())
-        }
-    }
-
-    #[derive(serde::Serialize, serde::Deserialize, Clone, Debug, PartialEq)]
-    pub(crate) struct Cfg {
-        pub lr: f64,
-        pub data: String,
-    }
-    #[derive(crate::Object)]
-    #[dryml(name = "models.Named")]
-    pub(crate) struct Named {
-        #[dryml(args)]
-        pub(crate) cfg: Cfg,
-        #[dryml(meta)]
-        id: Meta,
-    }
-    impl Build for Named {
-        type Args = Cfg;
-        fn build(cfg: Cfg, id: Meta) -> Self {
-            Named { cfg, id }
-        }
-    }
-
-    fn tmp(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("dryml-obj-{}-{}", std::process::id(), uuid_v4()));
-        std::fs::create_dir_all(&d).unwrap();
-        d.join(name)
-    }
-
-    #[test]
-    fn round_trip_with_state_and_a_nested_object() {
-        let mut m = Mlp::build((0.1, vec![2, 3]), Meta::with_id("m-1"));
-        m.weights = vec![1.0, 2.0, 3.0, 4.0, 5.0];
-        m.head = Some(Box::new(Named::build(Cfg { lr: 0.5, data: "mnist".into() }, Meta::new())));
-        let path = tmp("m.dry");
-        save_object(&m, &path).unwrap();
-        let back = load_object(&path).unwrap();
-        assert_eq!(back.type_name(), "Mlp");
-        assert_eq!(back.id(), "m-1");
-        assert_eq!(back.definition(), ObjectDef::new("Mlp", &(0.1, vec![2, 3])).unwrap());
-        let back = back.downcast::<Mlp>().map_err(|_| "not an Mlp").unwrap();
-        assert_eq!(back.weights, vec![1.0, 2.0, 3.0, 4.0, 5.0]);
-        let head = back.head.as_ref().unwrap().downcast_ref::<Named>().unwrap();
-        assert_eq!(head.cfg.data, "mnist");
-        // build() makes a fresh object from the same arguments, with a new id and fresh state.
-        let copy = back.definition().build().unwrap();
-        assert_ne!(copy.id(), "m-1");
-        assert_eq!(copy.downcast_ref::<Mlp>().unwrap().weights, vec![0.0; 5]);
-        assert_eq!(copy.definition().positional().len(), 2);
-        let n = Named::build(Cfg { lr: 0.1, data: "x".into() }, Meta::new());
-        assert_eq!(n.definition().named().unwrap()["lr"], 0.1);
-        assert_eq!(n.definition().type_name, "models.Named");
-        assert_eq!(n.definition().to_string(), r#"models.Named(data="x", lr=0.1)"#);
-        assert_eq!(ObjectDef::new("Data", &(vec![1, 2], "a")).unwrap().to_string(), r#"Data([1,2], "a")"#);
-    }
-
-    #[test]
-    fn bad_files_say_what_is_wrong_and_where() {
-        let m = Mlp::build((0.1, vec![1]), Meta::new());
-        let good = to_bytes(&m).unwrap();
-        let path = tmp("bad.dry");
-        let cases: Vec<(Vec<u8>, &str)> = vec![
-            (good[..good.len() - 3].to_vec(), "truncated: the header promises"),
-            (good[..10].to_vec(), "truncated: 10 bytes"),
-            ({ let mut b = good.clone(); let n = b.len(); b[n - 2] ^= 0xff; b }, "corrupt: the checksum does not match"),
-            ({ let mut b = good.clone(); b[8..12].copy_from_slice(&7u32.to_le_bytes()); b }, "written by a newer dryml (format version 7"),
-            (b"PK\x03\x04 a zip file, not ours at all".to_vec(), "not a DRYML object file"),
-            ({ let mut b = good.clone(); b.push(0); b }, "1 stray bytes"),
-            (unknown_type_file(), "unknown type `Gone`"),
-        ];
-        for (bytes, words) in cases {
-            std::fs::write(&path, &bytes).unwrap();
-            let e = load_object(&path).unwrap_err().to_string();
-            assert!(e.starts_with(&path.display().to_string()), "{e}");
-            assert!(e.contains(words), "{words}: {e}");
-        }
-        let e = load_object(path.with_file_name("missing.dry")).unwrap_err().to_string();
-        assert!(e.contains("missing.dry") && e.contains("No such file"), "{e}");
-    }
-
-    fn unknown_type_file() -> Vec<u8> {
-        struct Gone {
-            meta: Meta,
-        }
-        impl Object for Gone {
-            fn type_name(&self) -> &'static str {
-                "Gone"
-            }
-            fn definition(&self) -> ObjectDef {
-                ObjectDef::new("Gone", &()).unwrap()
-            }
-            fn meta(&self) -> &Meta {
-                &self.meta
-            }
-            fn meta_mut(&mut self) -> &mut Meta {
-                &mut self.meta
-            }
-            fn save_state(&self, _: &mut State) -> Result<(), ObjectError> {
-                Ok(())
-            }
-            fn load_state(&mut self, _: &State) -> Result<(), ObjectError> {
-                Ok(())
-            }
-            fn as_any(&self) -> &dyn Any {
-                self
-            }
-            fn as_any_mut(&mut self) -> &mut dyn Any {
-                self
-            }
-            fn into_any(self: Box<Self>) -> Box<dyn Any> {
-                self
-            }
-        }
-        // Implemented by hand, never registered: the file names a type this process lacks.
-        to_bytes(&Gone { meta: Meta::new() }).unwrap()
-    }
-
-    #[test]
-    fn uuids_are_version_4() {
-        let a = uuid_v4();
-        assert_eq!(a.len(), 36);
-        assert_eq!(&a[14..15], "4");
-        assert_ne!(a, uuid_v4());
-    }
-}
+pub(crate) mod tests;

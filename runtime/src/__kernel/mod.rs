@@ -1,0 +1,66 @@
+//! The kernel's side of `dryml`: what the kernel binary and the code it generates for magics
+//! use. Hidden from the docs and not for cells: it changes with the kernel.
+
+#![allow(missing_docs)]
+
+pub mod carry;
+pub mod fs;
+pub mod procfs;
+pub mod protocol;
+pub mod units;
+
+/// What a `%%compute` body and its notebook side exchange, and how a sandbox ends.
+pub mod cell {
+    pub use crate::compute::cell::{Cell, CellError, CellResult, Shown};
+    pub use crate::compute::ending::Keep;
+    pub use crate::compute::outcome::{print_report, raise, record_here};
+}
+
+/// The machine's resource pool and devices.
+pub mod pool {
+    pub use crate::compute::devices::{short, Device, GpuInfo, Kind, Machine};
+    pub use crate::compute::pool::{Claim, Pool};
+}
+
+/// A context applied to a process.
+pub mod context {
+    pub use crate::compute::apply::pin_threads;
+}
+
+/// Slurm's commands and job directories, the notebook following a job, the node's side.
+pub mod slurm {
+    pub use crate::compute::slurm::code::run_library;
+    pub use crate::compute::slurm::sbatch::*;
+    /// Sweeps as job arrays.
+    pub mod array {
+        pub use crate::compute::slurm::array::{status, submit, task_main, wait};
+    }
+    /// A job's directory and the node's side of a `%%compute --on slurm` cell.
+    pub mod job {
+        pub use crate::compute::slurm::job::*;
+    }
+    /// The notebook following a job.
+    pub mod follow {
+        pub use crate::compute::slurm::follow::*;
+    }
+}
+
+/// The table of batch sizes the kernel binary exports to every cell.
+pub mod batch {
+    pub use crate::batch::table::{table_get, table_record};
+}
+
+/// The lines a cell prints for the kernel.
+pub mod display {
+    pub use crate::display::wire::{json_string, raise_error, strip_tags, DATA_MIME};
+}
+
+/// Where the kernel leaves the last experiment's report.
+pub mod experiment {
+    pub use crate::experiment::LAST_FILE;
+}
+
+/// Object files and definitions as the kernel's `%repo` reads them.
+pub mod objects {
+    pub use crate::objects::object::{from_bytes, from_record, read_definition, record, to_bytes, uuid_v4, FILE_VERSION};
+}
