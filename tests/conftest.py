@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
-# The mime type of the kernel's machine-readable display data (dryml::display::DATA_MIME).
+# The mime type of the kernel's machine-readable display data (dryml::__kernel::display::DATA_MIME).
 DATA_MIME = "application/vnd.dryml+json"
 # CPU-only figures on any machine: the kernel's NVML library does not exist.
 NO_NVML = {"DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"}

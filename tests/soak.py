@@ -29,7 +29,7 @@ import conftest  # noqa: E402
 from conftest import Kernel, of_type, stderr_of, stdout_of  # noqa: E402
 
 TYPES = """use dryml::{Build, Meta, Object, State};
-use dryml::object::ObjectError;
+use dryml::objects::ObjectError;
 #[derive(dryml::Object)]
 #[dryml(name = "soak.Run")]
 struct SoakRun { args: (u64, String), meta: Meta, weights: Vec<f32> }
@@ -142,7 +142,7 @@ class Soak:
         n = self.rng.randrange(2, 60)
         self.cell("display", f'dryml::display::html("<b>soak {self.n}</b>");\n'
                   f'for i in 0..{n} {{ dryml::display::display(&[("text/plain", &format!("{{i}}/{n}"))], '
-                  f'Some("bar-{self.n}"), i > 0); }}')
+                  f'if i == 0 {{ dryml::display::Update::NewAs("bar-{self.n}") }} else {{ dryml::display::Update::Replace("bar-{self.n}") }}); }}')
 
     def compile_error(self):
         self.cell("compile error", f'let bad_{self.n}: u32 = "soak";', want="CompilationError")
@@ -167,7 +167,7 @@ class Soak:
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == str(n * (n - 1) // 2)
 
     def interrupt_sandbox(self):
-        code = ('let r = dryml::compute(&dryml::context::Requests::parse("default num_cpus=0").unwrap(), '
+        code = ('let r = dryml::Compute::new(&dryml::compute::context::Requests::parse("default num_cpus=0").unwrap()).run('
                 '|| std::thread::sleep(std::time::Duration::from_secs(30))); format!("{r:?}")')
         self.interrupted("interrupt sandbox", code, self.rng.uniform(0.5, 1.5))
 
@@ -180,12 +180,12 @@ class Soak:
         self.cell("experiment", f"%%experiment soak-{self.n}\nlet exp_{self.n} = vec![1u8; {self.rng.randrange(1, 64)} << 10];")
 
     def repo_add(self):
-        self.cell("repo add", f'dryml::repo::Repo::open("{self.repo_dir}").unwrap()'
+        self.cell("repo add", f'dryml::objects::Repo::open("{self.repo_dir}").unwrap()'
                   f'.add(&SoakRun::build(({self.n}, "run".into()), Meta::new())).unwrap();')
         self.added += 1
 
     def repo_query(self):
-        got = self.value(f'dryml::repo::Repo::open("{self.repo_dir}").unwrap().len()')
+        got = self.value(f'dryml::objects::Repo::open("{self.repo_dir}").unwrap().len()')
         assert got == str(self.added), f"the repo holds {got}, {self.added} were added"
 
     # ---- hostile traffic -------------------------------------------------------------------
@@ -251,7 +251,7 @@ class Soak:
             batch = names[i:i + 50]
             got = self.value(f"vec![{', '.join(batch)}]")
             assert got == f"[{', '.join(self.kept[n] for n in batch)}]", f"kept variables changed: {got}"
-        loaded = self.value(f'{{ let r = dryml::repo::Repo::open("{self.repo_dir}").unwrap(); '
+        loaded = self.value(f'{{ let r = dryml::objects::Repo::open("{self.repo_dir}").unwrap(); '
                             f'r.entries().iter().filter(|e| r.by_id(&e.meta.id).is_ok()).count() }}')
         assert loaded == str(self.added), f"{loaded} of {self.added} objects load"
 

@@ -42,7 +42,7 @@ class DrymlRustKernelTests(jkt.KernelTests):
 
     code_display_data = [
         {"code": 'dryml::html("<b>shown</b>")', "mime": "text/html"},
-        {"code": 'dryml::display::display(&[("text/plain", "plain")], None, false)', "mime": "text/plain"},
+        {"code": 'dryml::display::display(&[("text/plain", "plain")], dryml::display::Update::New)', "mime": "text/plain"},
     ]
 
     code_history_pattern = "6 ? 7"

@@ -36,7 +36,7 @@ def pool(kernel):
 
 def test_context_check_fails_then_passes_after_context(kernel):
     failed(kernel, "%context check tf", "NoContextError", "no context is set")
-    msgs = ok(kernel, 'let r = dryml::context::context_check(&dryml::context::Requests::parse("tf").unwrap());\nprintln!("{}", r.unwrap_err());')
+    msgs = ok(kernel, 'let r = dryml::compute::context::context_check(&dryml::compute::context::Requests::parse("tf").unwrap());\nprintln!("{}", r.unwrap_err());')
     assert stdout_of(msgs).startswith("NoContextError: ")
     msgs = ok(kernel, '%context {"tf": {"num_cpus": 1}, "torch": {"num_cpus": 0}}')
     assert "Context set for the notebook's process" in stdout_of(msgs)
@@ -44,7 +44,7 @@ def test_context_check_fails_then_passes_after_context(kernel):
     ok(kernel, "%context check tf num_cpus=1 torch")
     failed(kernel, "%context check tf num_gpus=2", "ContextIncompatibilityError",
            "Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}")
-    assert value(kernel, "dryml::context::current().unwrap().to_string()").startswith('"tf: cpu/')
+    assert value(kernel, "dryml::compute::context::current().unwrap().to_string()").startswith('"tf: cpu/')
     # The environment and the CPU affinity of the notebook's process follow the context.
     assert value(kernel, 'std::env::var("OMP_NUM_THREADS").unwrap()') == '"1"'
     assert value(kernel, 'std::env::var("CUDA_VISIBLE_DEVICES").unwrap()') == '""'
@@ -62,7 +62,7 @@ def test_restart_replaces_the_context_and_warns(kernel):
     assert reply["status"] == "ok", reply
     warn = "".join(m["content"]["text"] for _, m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
     assert "variables are lost" in warn and "keepme" in warn, warn
-    assert value(kernel, "dryml::context::current().unwrap().to_string()") == '"default: no devices"'
+    assert value(kernel, "dryml::compute::context::current().unwrap().to_string()") == '"default: no devices"'
     # The old process's claim went with it.
     assert pool(kernel)["claims"] == []
     # Its variables are gone from evcxr's record too: a cell naming one is a compile error, not
@@ -128,10 +128,10 @@ def test_a_sandbox_never_runs_the_notebooks_destructors(kernel, tmp_path):
         # An unwind that is no panic (batching's interrupt, rayon's re-raise).
         (f"%%compute --update upd\n{touch}std::panic::resume_unwind(Box::new(7u8));", "SandboxPanicked", "unwound without a panic"),
         # From code: a borrowing closure, and run_updating.
-        ('let r = dryml::context::Requests::parse("num_cpus=0").unwrap();\n'
-         'let e = dryml::compute(&r, || -> u32 { let _ = &held; panic!("in code") }).unwrap_err();\n'
+        ('let r = dryml::compute::context::Requests::parse("num_cpus=0").unwrap();\n'
+         'let e = dryml::Compute::new(&r).run(|| -> u32 { let _ = &held; panic!("in code") }).unwrap_err();\n'
          'let f = dryml::Compute::new(&r).run_updating(&mut upd, |u| -> u32 { u.1 += 1; panic!("updating") }).unwrap_err();\n'
-         'dryml::compute::raise(&dryml::ComputeError::Failed(format!("{e} / {f}")));', "SandboxFailed", "in code"),
+         'dryml::__kernel::cell::raise(&dryml::ComputeError::Failed(format!("{e} / {f}")));', "SandboxFailed", "in code"),
     ]
     for code, ename, words in cases:
         failed(kernel, code, ename, words)
@@ -200,13 +200,13 @@ def test_bad_requests_point_at_the_token(kernel):
 def test_runtime_compute_api(kernel):
     code = """
 let big: Vec<u8> = vec![1; 1 << 20];
-let r = dryml::compute(&dryml::context::Requests::parse("default").unwrap(), move || {
-    (big.len(), std::process::id(), dryml::context::current().unwrap().to_string())
+let r = dryml::Compute::new(&dryml::compute::context::Requests::parse("default").unwrap()).run(move || {
+    (big.len(), std::process::id(), dryml::compute::context::current().unwrap().to_string())
 }).unwrap();
 let mut opt = vec![0.5f32];
-let loss = dryml::Compute::new(&dryml::context::Requests::parse("default num_cpus=0").unwrap())
+let loss = dryml::Compute::new(&dryml::compute::context::Requests::parse("default num_cpus=0").unwrap())
     .run_updating(&mut opt, |o| { o.push(1.5); o.iter().sum::<f32>() }).unwrap();
-let e = dryml::compute(&dryml::context::Requests::parse("default num_cpus=0").unwrap(), || -> u8 { panic!("inner") }).unwrap_err();
+let e = dryml::Compute::new(&dryml::compute::context::Requests::parse("default num_cpus=0").unwrap()).run(|| -> u8 { panic!("inner") }).unwrap_err();
 format!("{} {} {} {:?} {} | {}", r.0, r.1 != std::process::id(), r.2.starts_with("default: cpu/"), opt, loss, e)
 """
     text = value(kernel, code)
@@ -248,7 +248,7 @@ def test_gpu_pool_through_nvml(gpu_kernel):
     failed(k, "%%compute torch gpu/1=0.75 num_cpus=0\n1", "ResourcesUnavailableError",
            "torch: gpu/1=0.75 cannot be met: 0.5 of gpu/1 is free; it is held by the notebook")
     got = value(k, "%%compute torch gpu/1=0.5 num_gpus=1 num_cpus=0\n"
-                   "let c = dryml::context::current().unwrap();\n"
+                   "let c = dryml::compute::context::current().unwrap();\n"
                    "(std::env::var(\"CUDA_VISIBLE_DEVICES\").unwrap(), c.to_string(), c.cuda_device(0), c.gpu_share(\"torch\", 1))")
     assert got == '("GPU-aaaa1111,GPU-bbbb2222", "torch: gpu/1=0.5, gpu/0", Some(0), Some(0.5))', got
     failed(k, "%%compute torch num_gpus=2 num_cpus=0\n1", "ResourcesUnavailableError", "1 of the pool's 2 GPUs is fully free")

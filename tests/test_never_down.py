@@ -226,7 +226,7 @@ use std::sync::Arc;
 let stop = Arc::new(AtomicBool::new(false));
 let printer = { let stop = stop.clone(); std::thread::spawn(move || while !stop.load(Ordering::SeqCst) {
     println!("tick"); eprintln!("tock"); std::thread::sleep(std::time::Duration::from_micros(200)); }) };
-let reqs = dryml::context::Requests::parse("default num_cpus=0").unwrap();
+let reqs = dryml::compute::context::Requests::parse("default num_cpus=0").unwrap();
 let mut outcomes = std::collections::BTreeMap::new();
 for i in 0..60u32 {
     let r = dryml::Compute::new(&reqs).timeout(std::time::Duration::from_secs(5))

@@ -7,7 +7,7 @@ import pytest
 from conftest import DATA_MIME, NO_NVML, displays, ok, running_kernel, stdout_of, value
 
 TYPES = """use dryml::{Build, Meta, Object, State};
-use dryml::object::ObjectError;
+use dryml::objects::ObjectError;
 
 #[derive(dryml::Object)]
 struct Mlp { args: serde_json::Value, meta: Meta, weights: Vec<f32> }
@@ -28,7 +28,7 @@ impl Build for Points {
     type Args = (u32, String);
     fn build(args: (u32, String), meta: Meta) -> Self { Points { args, meta } }
 }
-dryml::object::registered()"""
+dryml::objects::registered()"""
 
 
 @pytest.fixture(scope="module")

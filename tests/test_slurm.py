@@ -40,8 +40,8 @@ def kernel(cluster):
     with running_kernel(kernel_env(cluster)) as k:
         k.jobs = d
         k.conf = conf
-        ok(k, """use dryml::slurm::{self, JobState, Options};
-use dryml::context::Requests;
+        ok(k, """use dryml::__kernel::slurm::{self, JobOptions, JobState};
+use dryml::compute::context::Requests;
 fn wait_final(id: u64, secs: u64) -> slurm::Job {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(secs);
     loop {
@@ -108,17 +108,17 @@ def test_a_failing_job_reports_its_exit_code(kernel):
 
 
 def test_gpu_shares_schedule_as_shards(kernel):
-    got = value(kernel, f"""let opts = slurm::sbatch_options(&Requests::parse("torch gpu/0=0.5 tf gpu/1=0.25").unwrap(), &Options::default()).unwrap();
+    got = value(kernel, f"""let opts = slurm::sbatch_options(&Requests::parse("torch gpu/0=0.5 tf gpu/1=0.25").unwrap(), &JobOptions::default()).unwrap();
 let j = wait_final(slurm::submit(&script("{kernel.jobs}/g.sh", "true"), &[opts.clone(), vec!["--output=/dev/null".into()]].concat()).unwrap(), 60);
 (opts, j.state)""")
     assert got == '(["--cpus-per-task=1", "--gres=shard:3"], Completed)', got
     # Slurm refuses whole GPUs and shards in one job: that is an error before anything is submitted.
-    err = value(kernel, 'slurm::sbatch_options(&Requests::parse("tf num_gpus=1 torch gpu/0=0.5").unwrap(), &Options::default()).unwrap_err().to_string()')
+    err = value(kernel, 'slurm::sbatch_options(&Requests::parse("tf num_gpus=1 torch gpu/0=0.5").unwrap(), &JobOptions::default()).unwrap_err().to_string()')
     assert "cannot be asked for in one Slurm job" in err, err
 
 
 def test_cancel_a_running_and_a_pending_job(kernel):
-    got = value(kernel, f"""let all = slurm::sbatch_options(&Requests::parse("tf num_gpus=2").unwrap(), &Options::default()).unwrap();
+    got = value(kernel, f"""let all = slurm::sbatch_options(&Requests::parse("tf num_gpus=2").unwrap(), &JobOptions::default()).unwrap();
 let running = slurm::submit(&script("{kernel.jobs}/r.sh", "sleep 300"), &[all.clone(), vec!["--output=/dev/null".into()]].concat()).unwrap();
 // Both GPUs are taken, so this one waits for resources.
 let pending = slurm::submit(&script("{kernel.jobs}/p.sh", "true"), &[all, vec!["--output=/dev/null".into()]].concat()).unwrap();
@@ -132,7 +132,7 @@ slurm::cancel(running).unwrap();
 
 
 def test_bad_requests_and_a_missing_scheduler_are_clear_errors(kernel):
-    got = value(kernel, """let bad = slurm::sbatch_options(&Requests::parse("default num_cpus=-1").unwrap(), &Options::default()).unwrap_err().to_string();
+    got = value(kernel, """let bad = slurm::sbatch_options(&Requests::parse("default num_cpus=-1").unwrap(), &JobOptions::default()).unwrap_err().to_string();
 let unknown = slurm::job(999_999).unwrap();
 let refused = slurm::submit(&script(&format!("{}/n.sh", std::env::temp_dir().display()), "true"), &["--partition=nope".into()]).unwrap_err().to_string();
 (bad, unknown, refused)""")
@@ -331,7 +331,7 @@ def test_slurm_settings(kernel):
     for line in ["--partition=debug", "--time=0-00:01:30", "--mem=256M", "--nice=5"]:
         assert f"#SBATCH {line}\n" in script, (line, script)
     # The settings live in the notebook's process: a cell's own code submits with them too.
-    got = value(kernel, "let s = dryml::slurm::Settings::from_env(); (s.partition, s.time, s.mem, s.sbatch)")
+    got = value(kernel, "let s = dryml::__kernel::slurm::JobOptions::from_env(); (s.partition, s.time, s.mem, s.sbatch)")
     assert got == '(Some("debug"), Some(7200.0), Some(268435456), ["--nice=5"])', got
     ok(kernel, "%slurm partition= time= mem= sbatch=")
     text = displays(ok(kernel, "%slurm"))[0]["text/plain"]
@@ -390,7 +390,7 @@ def test_a_node_failure_is_named(kernel):
 
 LINE = """:dep serde_json = "1"
 use dryml::{Build, Meta, Object, ObjectDef, State, Repo, Selector};
-use dryml::object::ObjectError;
+use dryml::objects::ObjectError;
 // A model whose weight lives "on the device" only between load_compute and save_compute.
 #[derive(dryml::Object)]
 struct Line { args: serde_json::Value, meta: Meta, w: f64, device: Option<f64>, loads: u32 }
@@ -438,8 +438,8 @@ def test_a_local_sweep_trains_in_sandboxes(kernel):
     report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
     assert "Sweep of 8 definitions: 8 trained, 0 failed" in report, report
     assert "on this machine: 8/8 done" in [m["content"]["data"]["text/plain"] for m in of_type(msgs, "update_display_data")][-1]
-    # The same from code: dryml::sweep.
-    got = value(kernel, f"""let r = dryml::sweep(&defs[..2], &dryml::context::Requests::parse("default").unwrap(), "{repo}", |m: &mut Line| fit(m, 1)).unwrap();
+    # The same from code: Compute::sweep.
+    got = value(kernel, f"""let r = dryml::Compute::new(&dryml::compute::context::Requests::parse("default").unwrap()).sweep(&defs[..2], "{repo}", |m: &mut Line| fit(m, 1)).unwrap();
 (r.done(), Repo::open("{repo}").unwrap().len())""")
     assert got == "(2, 10)", got
 
@@ -458,7 +458,7 @@ def test_an_object_moves_through_compute_with_its_hooks(kernel):
     ok(kernel, f"%jobs result {job} as fetched")
     got = value(kernel, "(fetched.loads, fetched.device.is_none(), fetched.w > model.w)")
     assert got == "(3, true, true)", got
-    got = value(kernel, "let before = model.w; let r = dryml::Compute::new(&dryml::context::Requests::parse(\"default\").unwrap()).run_object(&mut model, |m| fit(m, 5)).unwrap(); (model.loads, model.device.is_none(), model.w > before, r < 3.0)")
+    got = value(kernel, "let before = model.w; let r = dryml::Compute::new(&dryml::compute::context::Requests::parse(\"default\").unwrap()).run_object(&mut model, |m| fit(m, 5)).unwrap(); (model.loads, model.device.is_none(), model.w > before, r < 3.0)")
     assert got == "(3, true, true, true)", got
 
 

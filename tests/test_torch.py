@@ -36,7 +36,7 @@ def test_sandbox_thread_count_through_tch(kernel):
 def test_an_object_wrapping_a_tch_model_keeps_its_weights_in_its_file(kernel, tmp_path):
     path = tmp_path / "linear.dry"
     value(kernel, """use dryml::{Build, Meta, Object, State};
-use dryml::object::ObjectError;
+use dryml::objects::ObjectError;
 #[derive(dryml::Object)]
 struct Linear { args: (i64, i64), meta: Meta, vs: tch::nn::VarStore, layer: tch::nn::Linear }
 impl Build for Linear {
@@ -49,7 +49,7 @@ impl Build for Linear {
     fn save_state(&self, s: &mut State) -> Result<(), ObjectError> { s.put_var_store("weights", &self.vs) }
     fn load_state(&mut self, s: &State) -> Result<(), ObjectError> { s.load_var_store("weights", &mut self.vs) }
 }
-dryml::object::registered()""", timeout=1200)
+dryml::objects::registered()""", timeout=1200)
     # In a block: evcxr cannot keep a closure that borrows another variable.
     code = f"""{{
 let m = Linear::build((3, 2), Meta::new());
@@ -70,7 +70,7 @@ def test_real_cpu_out_of_memory_with_tch_tensors_in_a_sandbox(kernel):
 // libtorch starts its thread pools on first use: before the limit, not under it.
 let _ = tch::Tensor::ones([64, 64], (tch::Kind::Float, tch::Device::Cpu)).matmul(&tch::Tensor::ones([64, 64], (tch::Kind::Float, tch::Device::Cpu))).sum(tch::Kind::Float).double_value(&[]);
 let vm = std::fs::read_to_string("/proc/self/statm").unwrap().split_whitespace().next().unwrap().parse::<u64>().unwrap() * 4096;
-dryml::memory::set_cpu_memory_limit((vm + (1 << 30)) as f64 / (1u64 << 30) as f64).unwrap();
+dryml::batch::set_cpu_memory_limit((vm + (1 << 30)) as f64 / (1u64 << 30) as f64).unwrap();
 let mut sizes = Vec::new();
 let rows = dryml::batch::batch(1 << 28, |n| {
     sizes.push(n);

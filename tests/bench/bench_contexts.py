@@ -1,4 +1,4 @@
-"""Sandboxed compute, measured: the round trip of `dryml::compute` (fork, apply the context, run,
+"""Sandboxed compute, measured: the round trip of `Compute::run` (fork, apply the context, run,
 return 1 MB) against calling the closure directly, a `%%compute` cell against a plain cell, and
 DRYML's own `compute_context` (PyPI `dryml`) doing the same jobs on this machine, as ratios.
 
@@ -50,7 +50,7 @@ print(json.dumps(results))
 RUST_CELL = r"""
 {
 use std::time::Instant;
-let reqs = dryml::context::Requests::parse("default").unwrap();
+let reqs = dryml::compute::context::Requests::parse("default").unwrap();
 let calls = CALLS;
 let megabyte = || vec![7u8; 1 << 20];
 let trivial = || (0..1000u64).sum::<u64>();
@@ -63,9 +63,9 @@ for (name, job) in [("trivial", 0), ("1mb", 1)] {
         direct.push(t0.elapsed().as_secs_f64());
         let t0 = Instant::now();
         if job == 0 {
-            assert_eq!(dryml::compute(&reqs, trivial).unwrap(), 499500);
+            assert_eq!(dryml::Compute::new(&reqs).run(trivial).unwrap(), 499500);
         } else {
-            assert_eq!(dryml::compute(&reqs, megabyte).unwrap().len(), 1 << 20);
+            assert_eq!(dryml::Compute::new(&reqs).run(megabyte).unwrap().len(), 1 << 20);
         }
         sandbox.push(t0.elapsed().as_secs_f64());
     }
@@ -114,7 +114,7 @@ def measure(args, py, start_new_kernel):
     km, kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=300,
                               env={**os.environ, "DRYML_NVML_LIB": "/nonexistent/libnvidia-ml.so.1"})
     try:
-        run(kc, "dryml::context::current().is_none()")  # builds the dryml crate once
+        run(kc, "dryml::compute::context::current().is_none()")  # builds the dryml crate once
         _, out = run(kc, RUST_CELL.replace("CALLS", str(args.calls)))
         rs = json.loads(out.split("BENCH ", 1)[1])
         # A %%compute cell against a plain cell: each compiles and runs; both warm up first.
@@ -130,13 +130,13 @@ def measure(args, py, start_new_kernel):
         km.shutdown_kernel(now=True)
 
     print(f"Sandboxed compute, median of {args.calls} calls (Rust) and {max(5, args.calls // 5)} calls (DRYML 0.2.2, Python)")
-    print(f"{'job':<10}{'dryml::compute':>18}{'closure directly':>20}{'DRYML compute_context':>24}{'DRYML / ours':>14}")
+    print(f"{'job':<10}{'Compute::run':>18}{'closure directly':>20}{'DRYML compute_context':>24}{'DRYML / ours':>14}")
     for job in ("trivial", "1mb"):
         ours = med(rs[job]["sandbox"])
         direct = med(rs[job]["direct"])
         theirs = med(py[job]["sandbox"])
         print(f"{job:<10}{ms(ours):>18}{ms(direct):>20}{ms(theirs):>24}{theirs / ours:>13.1f}x")
-    print(f"round-trip overhead of dryml::compute returning 1 MB: {ms(med(rs['1mb']['sandbox']) - med(rs['1mb']['direct'])).strip()}")
+    print(f"round-trip overhead of Compute::run returning 1 MB: {ms(med(rs['1mb']['sandbox']) - med(rs['1mb']['direct'])).strip()}")
     print(f"\nCells through Jupyter, median of {args.cells}: plain {ms(med(plain)).strip()}, "
           f"%%compute {ms(med(compute)).strip()}, ratio {med(compute) / med(plain):.2f}x "
           f"(+{ms(med(compute) - med(plain)).strip()})")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kernelspec import private_kernelspec
 
-# The kernel's display data (dryml::display::DATA_MIME).
+# The kernel's display data (dryml::__kernel::display::DATA_MIME).
 DATA_MIME = "application/vnd.dryml+json"
 
 ROOT = Path(__file__).resolve().parent.parent.parent

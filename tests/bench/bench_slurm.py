@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 SETUP = """:dep serde_json = "1"
 use dryml::{Build, Meta, Object, ObjectDef, State};
-use dryml::object::ObjectError;
+use dryml::objects::ObjectError;
 #[derive(dryml::Object)]
 struct Line { args: serde_json::Value, meta: Meta, w: f64 }
 impl Build for Line {
@@ -42,7 +42,7 @@ fn fit(m: &mut Line) -> f64 {
 }
 let defs: Vec<ObjectDef> = (1..=16).map(|i| ObjectDef::new("Line", &serde_json::json!({"lr": 1e-6 * i as f64})).unwrap()).collect();
 let mut w: Vec<f64> = vec![0.5; 1000];
-let compute = dryml::Compute::new(&dryml::context::Requests::parse("default").unwrap());"""
+let compute = dryml::Compute::new(&dryml::compute::context::Requests::parse("default").unwrap());"""
 
 BODY = """let mut acc = 0u64;
 for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
@@ -129,8 +129,8 @@ def main():
 
                 repo = tmp / "repo"
                 dt_seq, _ = run(kc, f"""let mut repo_dir = std::path::PathBuf::from("{repo}-seq");
-dryml::Repo::create(&repo_dir).unwrap();
-for d in &defs {{ dryml::sweep::train(d, &repo_dir, |m: &mut Line| fit(m)).unwrap(); }}""")
+let mut seq = dryml::Repo::create(&repo_dir).unwrap();
+for d in &defs {{ let mut m = d.build().unwrap(); fit(m.downcast_mut::<Line>().unwrap()); seq.add(&*m).unwrap(); }}""")
                 dt_local, out_local = run(kc, f"%%sweep defs --repo {repo}-local\n|m: &mut Line| fit(m)")
                 dt_slurm, out_slurm = run(kc, f"%%sweep defs --repo {repo}-slurm --on slurm\n|m: &mut Line| fit(m)")
                 build = num(r"built in ([\d.]+) s", out_slurm)

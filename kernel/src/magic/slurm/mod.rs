@@ -9,7 +9,7 @@ use super::Host;
 use crate::protocol::ErrorContent;
 use build::{Program, Var};
 use dryml::__kernel::slurm::job::JobDir;
-use dryml::__kernel::slurm::Settings;
+use dryml::__kernel::slurm::JobOptions;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -26,8 +26,8 @@ fn slurm_error(e: impl std::fmt::Display) -> ErrorContent {
 
 impl SlurmMagic {
     /// The settings as the notebook's process has them.
-    fn settings(host: &Host<'_>) -> Settings {
-        Settings::from_lookup(|name| host.session.child_env(name))
+    fn settings(host: &Host<'_>) -> JobOptions {
+        JobOptions::from_lookup(|name| host.session.child_env(name))
     }
 
     pub fn run(&mut self, host: &mut Host<'_>, call: &SlurmCall) -> Result<(), ErrorContent> {
@@ -121,15 +121,17 @@ impl SlurmMagic {
         let shows = job.kind == "compute"
             && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
         let settings = Self::settings(host);
-        let own = dryml::__kernel::slurm::JobOptions {
+        let own = JobOptions {
             partition: job.slurm.partition.clone(),
             account: job.slurm.account.clone(),
             qos: job.slurm.qos.clone(),
             time: job.timeout,
             mem: job.mem,
             sbatch: job.slurm.sbatch.clone(),
+            ..JobOptions::default()
         };
-        let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests, &own).map_err(slurm_error)?;
+        let settings = own.over(&settings);
+        let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests).map_err(slurm_error)?;
         let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
         let jd = JobDir::new(&dir);
         let (items, deps) = host.session.evcxr().notebook_crate();

@@ -13,7 +13,7 @@ use crate::compute::{Compute, ComputeError};
 use crate::objects::{Object, ObjectDef};
 use crate::compute::slurm::follow::{follow, status, Submission};
 use crate::compute::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
-use crate::compute::slurm::{JobOptions, SbatchArgs, Settings};
+use crate::compute::slurm::{JobOptions, SbatchArgs};
 use crate::compute::sweep::Report;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -33,7 +33,6 @@ const LIBRARY: &str = "cell.so";
 /// variables) unless changed here.
 #[derive(Debug, Clone, Default)]
 pub struct Slurm {
-    dir: Option<String>,
     options: JobOptions,
 }
 
@@ -69,7 +68,7 @@ impl Slurm {
 
     /// The root of the job directories (shared with the nodes), instead of `%slurm dir=`.
     pub fn dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.dir = Some(dir.as_ref().display().to_string());
+        self.options.dir = Some(dir.as_ref().display().to_string());
         self
     }
 }
@@ -105,7 +104,7 @@ impl<O> fmt::Debug for SlurmJob<O> {
 impl<O: DeserializeOwned> SlurmJob<O> {
     /// The job `id` that this notebook (or another, under the same root) submitted from code.
     pub fn attach(id: u64) -> Result<SlurmJob<O>, ComputeError> {
-        let dir = Settings::from_env().find_job(id).map_err(|m| ComputeError::Job { name: "KeyError", message: m })?;
+        let dir = JobOptions::from_env().find_job(id).map_err(|m| ComputeError::Job { name: "KeyError", message: m })?;
         Ok(SlurmJob { dir: JobDir::new(dir), id, value: PhantomData })
     }
 
@@ -207,14 +206,11 @@ impl OnSlurm<'_> {
         let failed = |m: String| ComputeError::Failed(m);
         let runner = runner()?;
         let lib = library_of(entry)?;
-        let mut settings = Settings::from_env();
-        if let Some(d) = &self.slurm.dir {
-            settings.dir = Some(d.clone());
-        }
         let mut own = self.slurm.options.clone();
         own.time = self.compute.timeout_limit().map(|t| t.as_secs_f64());
         own.mem = self.compute.mem_limit_bytes();
-        let SbatchArgs { args, time, mem } = settings.sbatch_args(self.compute.requests(), &own).map_err(slurm_error)?;
+        let settings = own.over(&JobOptions::from_env());
+        let SbatchArgs { args, time, mem } = settings.sbatch_args(self.compute.requests()).map_err(slurm_error)?;
         let dir = settings.new_job_dir().map_err(|e| failed(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
         let jd = JobDir::new(&dir);
         let written = (|| -> std::io::Result<()> {

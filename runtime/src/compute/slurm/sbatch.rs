@@ -11,29 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Where and how jobs go, beyond the resources: `sbatch`'s own options.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Options {
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-    /// `--time`: the job is ended (state TIMEOUT) after this.
-    pub time: Option<Duration>,
-    /// `--mem`, in bytes (rounded up to whole MiB).
-    pub mem: Option<u64>,
-    /// How many shards the cluster splits a GPU into (`gres.conf`'s `Name=shard Count`, per GPU):
-    /// a `gpu/<i>=0.5` share asks for half of them.
-    pub shards_per_gpu: u32,
-    /// Passed to `sbatch` as they are, after ours.
-    pub extra: Vec<String>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options { partition: None, account: None, qos: None, time: None, mem: None, shards_per_gpu: 4, extra: Vec::new() }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlurmError {
     /// The client tools are missing or cannot reach a controller.
@@ -59,9 +36,10 @@ impl fmt::Display for SlurmError {
 impl std::error::Error for SlurmError {}
 
 /// The `sbatch` options for `reqs` under `opts`: CPUs to `--cpus-per-task`, whole GPUs to
-/// `--gres=gpu:N`, GPU shares to `--gres=shard:N`, then `--mem`, `--time`, partition, account,
-/// QOS and the pass-through options.
-pub fn sbatch_options(reqs: &Requests, opts: &Options) -> Result<Vec<String>, SlurmError> {
+/// `--gres=gpu:N`, GPU shares to `--gres=shard:N` (of `shards_per_gpu`, else 4, per GPU), then
+/// `--mem`, `--time`, partition, account, QOS and the pass-through options.
+pub fn sbatch_options(reqs: &Requests, opts: &JobOptions) -> Result<Vec<String>, SlurmError> {
+    let shards_per_gpu = opts.shards_per_gpu.unwrap_or(4);
     let (mut cpus, mut cpu_share, mut gpus, mut shards) = (0i64, 0f64, 0i64, 0u32);
     for (name, r) in &reqs.frameworks {
         for (what, n) in [("num_cpus", r.num_cpus), ("num_gpus", r.num_gpus)] {
@@ -78,7 +56,7 @@ pub fn sbatch_options(reqs: &Requests, opts: &Options) -> Result<Vec<String>, Sl
             if *share >= 1.0 {
                 gpus += 1;
             } else {
-                shards += (share * opts.shards_per_gpu as f64).ceil().max(1.0) as u32;
+                shards += (share * shards_per_gpu as f64).ceil().max(1.0) as u32;
             }
         }
     }
@@ -106,46 +84,38 @@ pub fn sbatch_options(reqs: &Requests, opts: &Options) -> Result<Vec<String>, Sl
         args.push(format!("--mem={}M", m.div_ceil(1 << 20).max(1)));
     }
     if let Some(t) = opts.time {
-        args.push(format!("--time={}", slurm_time(t)));
+        args.push(format!("--time={}", slurm_time(Duration::from_secs_f64(t))));
     }
     for (flag, v) in [("partition", &opts.partition), ("account", &opts.account), ("qos", &opts.qos)] {
         if let Some(v) = v {
             args.push(format!("--{flag}={v}"));
         }
     }
-    args.extend(opts.extra.iter().cloned());
+    args.extend(opts.sbatch.iter().cloned());
     Ok(args)
 }
 
-/// Where and how a notebook's jobs go unless a job says otherwise: the `DRYML_SLURM_*`
-/// variables (`DIR`, `PARTITION`, `ACCOUNT`, `QOS`, `TIME`, `MEM`, `SHARDS_PER_GPU`, `SBATCH`),
-/// which `%slurm key=value` sets in the notebook's process, so a cell's code and the magics
-/// submit alike.
+/// Where and how a Slurm job goes, beyond its resource requests: the one options type for
+/// `%slurm`'s settings (the `DRYML_SLURM_*` variables: `DIR`, `PARTITION`, `ACCOUNT`, `QOS`,
+/// `TIME`, `MEM`, `SHARDS_PER_GPU`, `SBATCH`, which `%slurm key=value` sets in the notebook's
+/// process, so a cell's code and the magics submit alike), for a job's own choices
+/// (`%%compute --on slurm --partition ...`, [`crate::Slurm`]'s builder) and for the two merged
+/// ([`JobOptions::over`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Settings {
+pub struct JobOptions {
+    /// The root of the job directories, shared with the nodes.
     pub dir: Option<String>,
     pub partition: Option<String>,
     pub account: Option<String>,
     pub qos: Option<String>,
-    /// Seconds.
+    /// `--time`, seconds: the job is ended (state TIMEOUT) after this.
     pub time: Option<f64>,
-    /// Bytes.
+    /// `--mem`, bytes (rounded up to whole MiB).
     pub mem: Option<u64>,
+    /// How many shards the cluster splits a GPU into (`gres.conf`'s `Name=shard Count`, per
+    /// GPU): a `gpu/<i>=0.5` share asks for half of them.
     pub shards_per_gpu: Option<u32>,
-    pub sbatch: Vec<String>,
-}
-
-/// One job's own choices, over the [`Settings`].
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct JobOptions {
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-    /// Seconds.
-    pub time: Option<f64>,
-    /// Bytes.
-    pub mem: Option<u64>,
-    /// Passed to `sbatch` after the settings' own.
+    /// Passed to `sbatch` as they are, after the options made from the fields.
     pub sbatch: Vec<String>,
 }
 
@@ -163,16 +133,16 @@ pub fn setting_var(key: &str) -> String {
     format!("DRYML_SLURM_{}", key.to_ascii_uppercase())
 }
 
-impl Settings {
+impl JobOptions {
     /// The settings of this process's environment.
-    pub fn from_env() -> Settings {
-        Settings::from_lookup(|name| std::env::var(name).ok())
+    pub fn from_env() -> JobOptions {
+        JobOptions::from_lookup(|name| std::env::var(name).ok())
     }
 
     /// The settings as `get` gives the variables (the kernel asks for its child's).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Settings {
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> JobOptions {
         let var = |key: &str| get(&setting_var(key)).filter(|v| !v.trim().is_empty());
-        Settings {
+        JobOptions {
             dir: var("dir"),
             partition: var("partition"),
             account: var("account"),
@@ -228,27 +198,33 @@ impl Settings {
             .ok_or_else(|| format!("no job directory under {} records Slurm job {id} (`%jobs` lists this notebook's)", self.root().display()))
     }
 
-    /// The `sbatch` options of a job asking for `reqs`: the job's choices over these settings,
-    /// shards per GPU read from the cluster when a GPU share needs them and no setting says.
-    pub fn sbatch_args(&self, reqs: &Requests, job: &JobOptions) -> Result<SbatchArgs, SlurmError> {
+    /// A job's own choices over `defaults` (the settings): each field it sets wins, and its
+    /// `sbatch` options come after the defaults'.
+    pub fn over(&self, defaults: &JobOptions) -> JobOptions {
+        let pick = |own: &Option<String>, default: &Option<String>| own.clone().or_else(|| default.clone());
+        JobOptions {
+            dir: pick(&self.dir, &defaults.dir),
+            partition: pick(&self.partition, &defaults.partition),
+            account: pick(&self.account, &defaults.account),
+            qos: pick(&self.qos, &defaults.qos),
+            time: self.time.or(defaults.time),
+            mem: self.mem.or(defaults.mem),
+            shards_per_gpu: self.shards_per_gpu.or(defaults.shards_per_gpu),
+            sbatch: defaults.sbatch.iter().chain(&self.sbatch).cloned().collect(),
+        }
+    }
+
+    /// The `sbatch` options of a job asking for `reqs` under these options, shards per GPU
+    /// read from the cluster when a GPU share needs them and no option says.
+    pub fn sbatch_args(&self, reqs: &Requests) -> Result<SbatchArgs, SlurmError> {
         let needs_shards = reqs.frameworks.iter().any(|(_, r)| r.gpus.values().any(|s| *s < 1.0));
         let shards_per_gpu = match (self.shards_per_gpu, needs_shards) {
             (Some(n), _) => n,
             (None, true) => shards_per_gpu()?,
             (None, false) => 1,
         };
-        let time = job.time.or(self.time).map(Duration::from_secs_f64);
-        let mem = job.mem.or(self.mem);
-        let opts = Options {
-            partition: job.partition.clone().or(self.partition.clone()),
-            account: job.account.clone().or(self.account.clone()),
-            qos: job.qos.clone().or(self.qos.clone()),
-            time,
-            mem,
-            shards_per_gpu,
-            extra: self.sbatch.iter().chain(&job.sbatch).cloned().collect(),
-        };
-        Ok(SbatchArgs { args: sbatch_options(reqs, &opts)?, time, mem })
+        let opts = JobOptions { shards_per_gpu: Some(shards_per_gpu), ..self.clone() };
+        Ok(SbatchArgs { args: sbatch_options(reqs, &opts)?, time: self.time.map(Duration::from_secs_f64), mem: self.mem })
     }
 }
 
@@ -509,38 +485,38 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let s = Settings::from_lookup(|k| vars.get(k).map(|v| v.to_string()));
+        let s = JobOptions::from_lookup(|k| vars.get(k).map(|v| v.to_string()));
         assert_eq!(s.root(), PathBuf::from("/shared/jobs"));
         assert_eq!((s.partition.as_deref(), s.qos.as_deref(), s.time, s.mem), (Some("gpu"), None, Some(7200.0), Some(4 << 30)));
         assert_eq!(s.sbatch, ["--nice=5", "--exclusive"]);
         let job = JobOptions { partition: Some("debug".into()), time: Some(90.0), sbatch: vec!["--nice=3".into()], ..JobOptions::default() };
-        let got = s.sbatch_args(&reqs("tf gpu/0=0.5"), &job).unwrap();
+        let got = job.over(&s).sbatch_args(&reqs("tf gpu/0=0.5")).unwrap();
         assert_eq!(got.args, ["--cpus-per-task=1", "--gres=shard:2", "--mem=4096M", "--time=0-00:01:30", "--partition=debug", "--nice=5", "--exclusive", "--nice=3"]);
         assert_eq!((got.time, got.mem), (Some(Duration::from_secs(90)), Some(4 << 30)));
-        let none = Settings::from_lookup(|_| None);
-        assert_eq!(none, Settings::default());
+        let none = JobOptions::from_lookup(|_| None);
+        assert_eq!(none, JobOptions::default());
         assert!(none.root().ends_with("dryml-jobs"));
     }
 
     #[test]
     fn requests_map_to_sbatch_options() {
-        let opts = Options {
+        let opts = JobOptions {
             partition: Some("gpu".into()),
-            time: Some(Duration::from_millis(90_500)),
+            time: Some(90.5),
             mem: Some(3 << 30),
-            extra: vec!["--constraint=a100".into()],
+            sbatch: vec!["--constraint=a100".into()],
             ..Default::default()
         };
         assert_eq!(
             sbatch_options(&reqs("tf num_cpus=2 num_gpus=1 torch num_cpus=1"), &opts).unwrap(),
             ["--cpus-per-task=3", "--gres=gpu:1", "--mem=3072M", "--time=0-00:01:31", "--partition=gpu", "--constraint=a100"]
         );
-        assert_eq!(sbatch_options(&reqs("tf gpu/0=0.5 torch gpu/1=0.1"), &Options::default()).unwrap(), ["--cpus-per-task=1", "--gres=shard:3"]);
-        let mixed = sbatch_options(&reqs("tf num_gpus=1 torch gpu/0=0.5"), &Options::default()).unwrap_err();
+        assert_eq!(sbatch_options(&reqs("tf gpu/0=0.5 torch gpu/1=0.1"), &JobOptions::default()).unwrap(), ["--cpus-per-task=1", "--gres=shard:3"]);
+        let mixed = sbatch_options(&reqs("tf num_gpus=1 torch gpu/0=0.5"), &JobOptions::default()).unwrap_err();
         assert!(mixed.to_string().starts_with("1 whole GPU(s) and GPU shares (2 shards) cannot be asked for in one Slurm job"), "{mixed}");
-        assert_eq!(sbatch_options(&reqs("default"), &Options::default()).unwrap(), ["--cpus-per-task=1"]);
-        assert_eq!(sbatch_options(&reqs("tf cpu/0=0.5 cpu/1=0.25 gpu/1=1"), &Options::default()).unwrap(), ["--cpus-per-task=1", "--gres=gpu:1"]);
-        let err = sbatch_options(&reqs("tf num_gpus=-1"), &Options::default()).unwrap_err();
+        assert_eq!(sbatch_options(&reqs("default"), &JobOptions::default()).unwrap(), ["--cpus-per-task=1"]);
+        assert_eq!(sbatch_options(&reqs("tf cpu/0=0.5 cpu/1=0.25 gpu/1=1"), &JobOptions::default()).unwrap(), ["--cpus-per-task=1", "--gres=gpu:1"]);
+        let err = sbatch_options(&reqs("tf num_gpus=-1"), &JobOptions::default()).unwrap_err();
         assert_eq!(err.to_string(), "tf num_gpus=-1 (all that are free) has no Slurm equivalent: ask for a number");
         assert_eq!(slurm_time(Duration::from_secs(2 * 86400 + 3661)), "2-01:01:01");
     }
