@@ -2,13 +2,11 @@
 //! form (`%context {"tf": {"gpu/0": 0.5}}`), read into one grammar so both give the same values
 //! and the same errors, plus `%%compute`'s options.
 
-use crate::registry::{is_ident, keep_list, option_token, positional_token};
-use crate::{Args, Token};
+use crate::args::{flag_token, is_ident, keep_list, option_token, positional_token, ArgError, Args};
+use crate::tokens::Token;
 use dryml::context::Requests;
 pub use dryml::units::parse_size;
 use serde_json::Value;
-
-type ArgError = (String, Option<usize>);
 
 /// What a `%context` line asks for.
 #[derive(Debug, Clone, PartialEq)]
@@ -168,7 +166,7 @@ pub struct SweepOptions {
 /// Reads `%%sweep DEFS --repo DIR [REQS] [--on slurm ...]`. Errors point at the token.
 pub fn sweep_options(args: &Args, tokens: &[Token]) -> Result<SweepOptions, ArgError> {
     let defs = args.positionals.first().cloned().ok_or_else(|| ("needs DEFS, the variable holding the definitions (a Vec<ObjectDef>)".to_string(), None))?;
-    if !crate::registry::is_ident(&defs) {
+    if !is_ident(&defs) {
         return Err((format!("`{defs}` is not a variable name (DEFS comes first, then the requests)"), positional_token(tokens, 0)));
     }
     let repo = args.value("repo").map(str::to_string).ok_or_else(|| ("needs --repo DIR, where the trained objects go".to_string(), None))?;
@@ -179,10 +177,6 @@ pub fn sweep_options(args: &Args, tokens: &[Token]) -> Result<SweepOptions, ArgE
         return Err((format!("--{o} applies to a sweep's Slurm tasks (--on slurm); a local sweep's sandboxes take none yet"), option_token(tokens, o)));
     }
     Ok(SweepOptions { defs, repo, requests: requests_of(args, tokens, 1)?, timeout, mem_limit, slurm })
-}
-
-fn flag_token(tokens: &[Token], long: &str) -> Option<usize> {
-    tokens.iter().position(|t| t.text == format!("--{long}"))
 }
 
 /// Parses `{"framework": {"key": number, ...}, ...}`. Errors name the place in the JSON.

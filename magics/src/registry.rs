@@ -1,7 +1,8 @@
 //! The registry table: every magic's name, kind, summary and argument grammar, in one place.
 
 use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
-use crate::{Args, Token};
+use crate::args::{is_ident, keep_list, option_token, positional_token, ArgError, Args};
+use crate::tokens::Token;
 pub use dryml::units::parse_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +38,6 @@ pub enum ArgSpec {
     /// A positional argument; `many` takes all the rest.
     Pos { name: &'static str, required: bool, many: bool, help: &'static str },
 }
-
-/// An argument error: the message and the index of the bad token (None: the line's end).
-pub type ArgError = (String, Option<usize>);
 
 /// Reads a magic's arguments, already checked against its grammar, into its typed call, with
 /// the checks the grammar cannot say.
@@ -274,46 +272,6 @@ fn env_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
     }
 }
 
-pub(crate) fn is_ident(n: &str) -> bool {
-    let mut c = n.chars();
-    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
-        && c.all(|ch| ch.is_alphanumeric() || ch == '_')
-        && n != "_"
-}
-
-/// Index of the k-th positional token (tokens that are not options), for error carets.
-pub(crate) fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
-    tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
-        .nth(k)
-        .map(|(i, _)| i)
-}
-
-/// Index of the token holding an option's value (`--keep a,b` or `--keep=a,b`).
-pub(crate) fn option_token(tokens: &[Token], long: &str) -> Option<usize> {
-    let flag = format!("--{long}");
-    tokens.iter().position(|t| t.text == flag || t.text.starts_with(&format!("{flag}="))).map(|i| {
-        if tokens[i].text == flag {
-            i + 1
-        } else {
-            i
-        }
-    })
-}
-
-/// `--keep a,b`: a comma-separated list of variable names.
-pub fn keep_list(value: &str) -> Result<Vec<String>, String> {
-    let names: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
-    for n in &names {
-        if !is_ident(n) {
-            return Err(format!("`{n}` is not a variable name (expected --keep a,b,c)"));
-        }
-    }
-    Ok(names)
-}
-
 const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
 
 fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
@@ -474,7 +432,7 @@ fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
             }),
             "mem" => SlurmSetting::Mem(match &text {
                 None => None,
-                Some(t) => Some(crate::parse_size(t).map_err(|m| (format!("mem: {m}"), at))?),
+                Some(t) => Some(crate::context::parse_size(t).map_err(|m| (format!("mem: {m}"), at))?),
             }),
             "shards_per_gpu" => SlurmSetting::ShardsPerGpu(match &text {
                 None => None,
@@ -629,7 +587,7 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
             ArgSpec::Flag { long: "restart", short: None, help: "restart the process with this context (variables are lost)" },
             ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
+        parse: |a, t| crate::context::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
     },
     MagicSpec {
         name: "repo",
@@ -693,7 +651,7 @@ returns at once; %jobs follows it, also from a new kernel.",
             ArgSpec::Opt { long: "sbatch", value: "OPTS", help: "with --on slurm: more sbatch options, quoted" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
+        parse: |a, t| crate::context::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
     MagicSpec {
         name: "sweep",
@@ -719,7 +677,7 @@ object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the s
             ArgSpec::Pos { name: "DEFS", required: true, many: false, help: "the variable holding the definitions" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "each task's resource requests" },
         ],
-        parse: |a, t| crate::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
+        parse: |a, t| crate::context::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
     },
     MagicSpec {
         name: "slurm",
