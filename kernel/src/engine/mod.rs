@@ -13,7 +13,7 @@ use crate::measure::meter::Meter;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
 use dryml_magics::CellCall;
 use crate::session::state::CellState;
-use crate::session::{errors, Session};
+use crate::session::Session;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -110,7 +110,7 @@ impl Engine {
         let parsed = match dryml_magics::parse_cell(code) {
             Ok(p) => p,
             Err(e) => {
-                run.error = Some(errors::magic(&e));
+                run.error = Some(magic::error(&e));
                 return run;
             }
         };

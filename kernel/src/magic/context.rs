@@ -85,7 +85,7 @@ impl Contexts {
 
     pub fn run(&mut self, host: &mut Host<'_>, inv: &Invocation, cmd: &ContextCommand) -> Result<(), ErrorContent> {
         if let ContextCommand::Set { requests: r, .. } | ContextCommand::Check(r) = cmd {
-            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         }
         let current = Self::notebook_context(host);
         match cmd {
@@ -149,7 +149,7 @@ impl Contexts {
 
     /// The code a `%%compute` cell runs (see [`compute_code`]).
     pub fn compute_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &ComputeOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
         compute_code(opts, body, &host.session.variables())
             .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
@@ -159,7 +159,7 @@ impl Contexts {
 impl Contexts {
     /// The code a local `%%sweep` cell runs: `dryml::sweep` over the definitions, in sandboxes.
     pub fn sweep_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &dryml_magics::SweepOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
         Ok(format!(
             "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\

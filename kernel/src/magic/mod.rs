@@ -104,6 +104,15 @@ pub fn run_line(
     }
 }
 
+/// A bad magic line, with the caret under its column.
+pub fn error(e: &dryml_magics::MagicError) -> ErrorContent {
+    ErrorContent {
+        ename: "MagicError".into(),
+        evalue: e.to_string(),
+        traceback: vec![e.caret(), format!("MagicError: {e}")],
+    }
+}
+
 /// A `page` payload, which frontends show in their pager.
 pub fn page(text: &str) -> Value {
     json!({"source": "page", "data": {"text/plain": text}, "start": 0})
