@@ -33,6 +33,11 @@ impl Contexts {
         self.reqs.is_some()
     }
 
+    /// The pool's CPU and GPU counts, which requests are checked against.
+    pub fn devices(&self) -> (usize, usize) {
+        self.devices
+    }
+
     /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
     pub fn write_machine(&mut self, meter: &mut crate::measure::meter::Meter, state_dir: &Path) {
         let gpus = meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
@@ -145,29 +150,6 @@ impl Contexts {
             if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
         ));
         Ok(())
-    }
-
-    /// The code a `%%compute` cell runs (see [`compute_code`]).
-    pub fn compute_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &ComputeOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
-        host.session.ensure_child_setup();
-        compute_code(opts, body, &host.session.variables())
-            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
-    }
-}
-
-impl Contexts {
-    /// The code a local `%%sweep` cell runs: `dryml::sweep` over the definitions, in sandboxes.
-    pub fn sweep_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &dryml_magics::SweepOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
-        host.session.ensure_child_setup();
-        Ok(format!(
-            "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\
-             Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}",
-            defs = opts.defs,
-            reqs = opts.requests.to_text(),
-            repo = opts.repo,
-        ))
     }
 }
 

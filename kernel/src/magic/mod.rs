@@ -1,9 +1,13 @@
 //! The magic host: runs the calls that `dryml_magics` parsed, one module per family. The
 //! registry (`magics/src/registry.rs`) holds each magic's grammar, help and parser; here each
-//! typed call meets its code in one exhaustive `match` ([`run_line`], and the engine's for
-//! cell magics), so a new magic that is not handled does not compile.
+//! typed call meets its code in one exhaustive `match` ([`run_line`] for line magics,
+//! [`cell`]'s handler lookup for cell magics), so a new magic that is not handled does not
+//! compile. [`cell::run`] runs a parsed cell; the engine calls the [`cell::CellObserver`]
+//! around it.
 
 pub mod cache;
+pub mod cell;
+pub mod compute;
 pub mod context;
 pub mod env;
 pub mod experiment;
@@ -72,6 +76,13 @@ pub struct Magics {
     pub contexts: context::Contexts,
     pub repo: repo::RepoMagic,
     pub slurm: slurm::SlurmMagic,
+}
+
+impl Magics {
+    /// What watches every cell: the experiment and the cell logger, which share its samples.
+    pub fn observer(&mut self) -> &mut dyn cell::CellObserver {
+        &mut self.experiments
+    }
 }
 
 /// Runs one line magic (`call` is None for `%name?`, whose help goes to the pager).

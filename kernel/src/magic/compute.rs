@@ -1,0 +1,58 @@
+//! `%%compute` and `%%sweep`: the cell's body run away from the notebook's process, in
+//! sandboxes holding a context (here) or as a Slurm job (`--on slurm`). Each handler only
+//! chooses where; the notebook-side code is generated once for both.
+
+use super::cell::{Cell, CellMagic};
+use super::Host;
+use crate::protocol::ErrorContent;
+use dryml_magics::{ComputeOptions, Invocation, SweepOptions};
+
+/// `%%compute`.
+pub struct ComputeCell<'a> {
+    pub inv: &'a Invocation,
+    pub opts: &'a ComputeOptions,
+    /// The pool's CPU and GPU counts, for requests naming a device the machine lacks.
+    pub devices: (usize, usize),
+}
+
+impl CellMagic for ComputeCell<'_> {
+    fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
+        // Generated code: its compile errors keep rustc's rendering.
+        host.session.set_cell_offset(None);
+        let (opts, body) = (self.opts, cell.body());
+        if opts.slurm.is_some() {
+            return super::slurm::compute_cell(host, opts, body, cell.magic_lines);
+        }
+        self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
+        host.session.ensure_child_setup();
+        super::context::compute_code(opts, body, &host.session.variables())
+            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
+    }
+}
+
+/// `%%sweep`.
+pub struct SweepCell<'a> {
+    pub inv: &'a Invocation,
+    pub opts: &'a SweepOptions,
+    pub devices: (usize, usize),
+}
+
+impl CellMagic for SweepCell<'_> {
+    fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
+        host.session.set_cell_offset(None);
+        let (opts, body) = (self.opts, cell.body());
+        if opts.slurm.is_some() {
+            return super::slurm::sweep_cell(host, opts, body, cell.magic_lines);
+        }
+        self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
+        host.session.ensure_child_setup();
+        // `dryml::sweep` over the definitions, in sandboxes.
+        Ok(format!(
+            "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\
+             Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}",
+            defs = opts.defs,
+            reqs = opts.requests.to_text(),
+            repo = opts.repo,
+        ))
+    }
+}
