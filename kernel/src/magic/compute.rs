@@ -1,8 +1,9 @@
 //! `%%compute` and `%%sweep`: the cell's body run away from the notebook's process, in
 //! sandboxes holding a context (here) or as a Slurm job (`--on slurm`). Each handler only
-//! chooses where; the notebook-side code is generated once for both.
+//! chooses where; the code is [`codegen`]'s, shared by both.
 
 use super::cell::{Cell, CellMagic};
+use super::codegen;
 use super::Host;
 use crate::protocol::ErrorContent;
 use dryml_magics::{ComputeOptions, Invocation, SweepOptions};
@@ -25,7 +26,7 @@ impl CellMagic for ComputeCell<'_> {
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
-        super::context::compute_code(opts, body, &host.session.variables())
+        codegen::compute(opts, body, &host.session.variables())
             .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
     }
 }
@@ -46,13 +47,6 @@ impl CellMagic for SweepCell<'_> {
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
-        // `dryml::sweep` over the definitions, in sandboxes.
-        Ok(format!(
-            "match ::dryml::sweep::sweep(&{defs}, &::dryml::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\"), {repo:?}, {{\n{body}\n}}) {{\n\
-             Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}",
-            defs = opts.defs,
-            reqs = opts.requests.to_text(),
-            repo = opts.repo,
-        ))
+        Ok(codegen::sweep(opts, body))
     }
 }

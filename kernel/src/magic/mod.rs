@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod cell;
+pub mod codegen;
 pub mod compute;
 pub mod context;
 pub mod env;

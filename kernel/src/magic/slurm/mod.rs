@@ -7,7 +7,7 @@ pub mod build;
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use build::{Program, Var};
+use super::codegen::{self, Program, Var};
 use dryml::slurm::job::JobDir;
 use dryml::slurm::Settings;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
@@ -101,18 +101,10 @@ impl SlurmMagic {
                 Ok(())
             }
             JobsCall::Wait(_) | JobsCall::Result { .. } if is_sweep(&dir) => {
-                let code = format!(
-                    "match ::dryml::sweep::wait({:?}) {{ Ok(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
-                    dir.display().to_string()
-                );
-                run_shown(host, &code)
+                run_shown(host, &codegen::sweep_wait(&dir.display().to_string()))
             }
             JobsCall::Wait(_) => {
-                let code = format!(
-                    "match ::dryml::slurm::follow::wait({:?}) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
-                    dir.display().to_string()
-                );
-                run_shown(host, &code)
+                run_shown(host, &codegen::job_wait(&dir.display().to_string()))
             }
             JobsCall::Result { id, var } => {
                 let req = JobDir::new(&dir).request().map_err(|e| slurm_error(format!("{}: {e}", dir.display())))?;
@@ -143,23 +135,10 @@ impl SlurmMagic {
                 // First the wait, which ends the cell with the job's error if it has one; then the
                 // variables, which are defined only when the job has delivered them.
                 let d = dir.display().to_string();
-                let wanted: Vec<String> = names.iter().map(|(_, u)| format!("{:?}", u.name)).collect();
-                let code = format!(
-                    "match ::dryml::slurm::follow::wait_for({d:?}, &[{}]) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }} }}",
-                    wanted.join(", ")
-                );
-                run_shown(host, &code)?;
+                let wanted: Vec<&str> = names.iter().map(|(_, u)| u.name.as_str()).collect();
+                run_shown(host, &codegen::job_wait_for(&d, &wanted))?;
                 if !names.is_empty() {
-                    let mut code = String::new();
-                    for (name, u) in &names {
-                        // The traits are imported inside the block: a cell's `use` would stay in the notebook.
-                        code.push_str(&format!(
-                            "let {name}: {t} = {{ #[allow(unused_imports)] use ::dryml::carry::prelude::*; \
-                             (&&&::dryml::carry::In::<{t}>::new()).decode(&::dryml::slurm::follow::update_bytes({d:?}, {n:?})).unwrap_or_else(|e| panic!(\"`{n}`: {{e}}\")) }};\n",
-                            t = u.ty,
-                            n = u.name
-                        ));
-                    }
+                    let code: String = names.iter().map(|(name, u)| codegen::job_update(name, u, &d)).collect();
                     host.session.set_cell_offset(None);
                     host.session.eval_user(&code, host.io)?;
                     let got: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
@@ -184,7 +163,7 @@ pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body
         extra: Value::Null,
     };
     let p = prepare(host, &job, body, body_offset)?;
-    Ok(submit_code(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
+    Ok(codegen::submit(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
 }
 
 /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
@@ -199,14 +178,7 @@ pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_off
         extra: json!({"defs_variable": opts.defs, "repo": opts.repo}),
     };
     let p = prepare(host, &job, body, body_offset)?;
-    let mut c = inputs_code(&p.dir, &p.inputs);
-    c.push_str(&format!(
-        "match ::dryml::sweep::submit(__dryml_job, &{defs}, {repo:?}, {detach}) {{\nOk(r) => ::dryml::compute::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }}\n}}\n}}",
-        defs = opts.defs,
-        repo = opts.repo,
-        detach = job.slurm.detach
-    ));
-    Ok(c)
+    Ok(codegen::sweep_submit(&p.dir, &p.inputs, opts, job.slurm.detach))
 }
 
 /// Writes a job's directory (request, batch script) and builds its program.
@@ -219,7 +191,7 @@ fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -
             return Err(ErrorContent::new("MagicError", format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
         }
     }
-    let names = super::context::identifiers(body);
+    let names = codegen::identifiers(body);
     let inputs: Vec<Var> = vars
         .iter()
         .filter(|(n, _)| names.contains(n.as_str()) || job.update.contains(n))
@@ -227,7 +199,7 @@ fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -
         .collect();
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
     let shows = job.kind == "compute"
-        && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
+        && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
     let settings = SlurmMagic::settings(host);
     let own = dryml::slurm::JobOptions {
         partition: job.slurm.partition.clone(),
@@ -347,34 +319,4 @@ struct Prepared {
     inputs: Vec<Var>,
     updates: Vec<Var>,
     shows: bool,
-}
-
-/// Opens a block that gathers the variables a job takes (`__dryml_job`).
-fn inputs_code(dir: &Path, inputs: &[Var]) -> String {
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::carry::prelude::*;\n");
-    c.push_str(&format!("let mut __dryml_job = ::dryml::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
-    for v in inputs {
-        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
-    }
-    c
-}
-
-/// The notebook process's half: send the variables, submit, follow, take the updates back.
-fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach: bool) -> String {
-    let mut c = inputs_code(dir, inputs);
-    c.push_str(&format!("match __dryml_job.run({detach}) {{\nOk(mut __dryml_result) => {{\n"));
-    if !detach {
-        for v in updates {
-            c.push_str(&format!(
-                "match __dryml_result.take_bytes({n:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::carry::In::of(&{n})).decode(&b)) {{ Ok(v) => {n} = v, \
-                 Err(e) => ::dryml::compute::raise(&::dryml::ComputeError::Failed(format!(\"--update {n}: {{e}}\"))) }}\n",
-                n = v.name
-            ));
-        }
-    }
-    c.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::compute::raise(&e); ::dryml::compute::Shown(String::new()) }\n}\n}");
-    if !(shows || detach) {
-        c.push(';');
-    }
-    c
 }
