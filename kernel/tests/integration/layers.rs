@@ -150,3 +150,11 @@ fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
         assert!(!manifest.contains(ours), "runtime/ depends on {ours}");
     }
 }
+
+#[test]
+fn no_kernel_source_file_passes_600_lines() {
+    for file in rust_files(&Path::new(ROOT).join("kernel/src")) {
+        let lines = std::fs::read_to_string(&file).unwrap().lines().count();
+        assert!(lines <= 600, "{} has {lines} lines (tests included); split it along a seam", file.display());
+    }
+}

@@ -1,13 +1,15 @@
 //! `%experiment`, `%%experiment` and `%cell_logger`: opening and finishing experiments (which
 //! delete the variables they made and report memory), and measuring each cell while the logger
 //! is on or an experiment is open, as the engine's [`CellObserver`]. The figures and reports
-//! are [`report`]'s.
+//! are [`report`]'s, the cell logger's [`logger`]'s.
 
+pub mod logger;
 pub mod report;
 
 use super::cell::{BodyResult, CellMagic, CellObserver, Outcome};
 use super::{Host, Magics};
-use report::{self as exp, CellLogger, Experiment, LoggerMode};
+use logger::{CellLogger, LoggerMode};
+use report::{self as exp, Experiment};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
@@ -150,7 +152,7 @@ impl Experiments {
     /// first (unless the child has it), and the experiment starts over from after the preload.
     fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::uses_tch(body) {
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::deps::uses_tch(body) {
             return;
         }
         let gpus = e.gpus().to_vec();
