@@ -8,6 +8,7 @@
 mod args;
 pub mod call;
 pub mod context;
+mod parsers;
 mod registry;
 mod tokens;
 
