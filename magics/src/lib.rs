@@ -5,17 +5,19 @@
 //! as [`Invocation`]s with their arguments already validated. Anything wrong yields a
 //! [`MagicError`] naming the magic, the line and the column, with the nearest magic suggested.
 
+mod args;
 pub mod call;
 pub mod context;
+mod parsers;
 mod registry;
 mod tokens;
 
+pub use args::{keep_list, ArgError, Args};
 pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
 pub use context::{compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions};
-pub use registry::{keep_list, parse_seconds, ArgError, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
+pub use registry::{parse_seconds, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// A bad magic line: what was wrong and where (1-based line and column in the cell).
@@ -49,27 +51,6 @@ impl MagicError {
             self.source_line,
             " ".repeat(self.column.saturating_sub(1))
         )
-    }
-}
-
-/// Validated arguments of one magic invocation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Args {
-    pub positionals: Vec<String>,
-    /// Options by long name without dashes; flags map to `None`.
-    pub options: BTreeMap<String, Option<String>>,
-    /// The argument text as written, for arguments that are not shell words (JSON).
-    pub raw: String,
-    /// The same, untrimmed: token columns count from its start.
-    pub raw_line: String,
-}
-
-impl Args {
-    pub fn flag(&self, name: &str) -> bool {
-        self.options.contains_key(name)
-    }
-    pub fn value(&self, name: &str) -> Option<&str> {
-        self.options.get(name).and_then(|v| v.as_deref())
     }
 }
 

@@ -1,7 +1,10 @@
-//! The registry table: every magic's name, kind, summary and argument grammar, in one place.
+//! The registry table: every magic's name, kind, summary and argument grammar, in one place,
+//! and the grammar's check of a line's tokens. Each row names its parser ([`crate::parsers`]).
 
-use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
-use crate::{Args, Token};
+use crate::args::{ArgError, Args};
+use crate::call::{Call, CellCall, LineCall};
+use crate::parsers::{cache_parse, cell_logger_parse, env_parse, experiment_cell_parse, experiment_parse, jobs_parse, repo_parse, slurm_parse};
+use crate::tokens::Token;
 pub use dryml::__kernel::units::parse_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +40,6 @@ pub enum ArgSpec {
     /// A positional argument; `many` takes all the rest.
     Pos { name: &'static str, required: bool, many: bool, help: &'static str },
 }
-
-/// An argument error: the message and the index of the bad token (None: the line's end).
-pub type ArgError = (String, Option<usize>);
 
 /// Reads a magic's arguments, already checked against its grammar, into its typed call, with
 /// the checks the grammar cannot say.
@@ -217,324 +217,6 @@ impl MagicSpec {
     }
 }
 
-fn env_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    env_check(args, tokens)?;
-    let call = if args.flag("unset") {
-        EnvCall::Unset(args.positionals.clone())
-    } else {
-        match args.positionals.as_slice() {
-            [] => EnvCall::Show(None),
-            [one] => match one.split_once('=') {
-                Some((n, v)) => EnvCall::Set { name: n.into(), value: v.into() },
-                None => EnvCall::Show(Some(one.clone())),
-            },
-            [name, value, ..] => EnvCall::Set { name: name.clone(), value: value.clone() },
-        }
-    };
-    Ok(Call::Line(LineCall::Env(call)))
-}
-
-fn env_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
-    let valid_name = |n: &str| {
-        !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace)
-    };
-    let pos_index = |k: usize| positional_token(tokens, k);
-    if args.flag("unset") {
-        if args.positionals.is_empty() {
-            return Err(("--unset needs the NAME of a variable".into(), None));
-        }
-        for (k, n) in args.positionals.iter().enumerate() {
-            if !valid_name(n) {
-                return Err((format!("`{n}` is not a valid variable name"), pos_index(k)));
-            }
-        }
-        return Ok(());
-    }
-    match args.positionals.as_slice() {
-        [] => Ok(()),
-        [one] => {
-            let name = one.split_once('=').map(|(n, _)| n).unwrap_or(one);
-            if valid_name(name) {
-                Ok(())
-            } else {
-                Err((format!("`{name}` is not a valid variable name"), pos_index(0)))
-            }
-        }
-        [name, _value] => {
-            if valid_name(name) {
-                Ok(())
-            } else {
-                Err((format!("`{name}` is not a valid variable name"), pos_index(0)))
-            }
-        }
-        _ => Err((
-            "expected at most NAME and VALUE; quote a value with spaces".into(),
-            pos_index(2),
-        )),
-    }
-}
-
-pub(crate) fn is_ident(n: &str) -> bool {
-    let mut c = n.chars();
-    matches!(c.next(), Some(f) if f.is_alphabetic() || f == '_')
-        && c.all(|ch| ch.is_alphanumeric() || ch == '_')
-        && n != "_"
-}
-
-/// Index of the k-th positional token (tokens that are not options), for error carets.
-pub(crate) fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
-    tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
-        .nth(k)
-        .map(|(i, _)| i)
-}
-
-/// Index of the token holding an option's value (`--keep a,b` or `--keep=a,b`).
-pub(crate) fn option_token(tokens: &[Token], long: &str) -> Option<usize> {
-    let flag = format!("--{long}");
-    tokens.iter().position(|t| t.text == flag || t.text.starts_with(&format!("{flag}="))).map(|i| {
-        if tokens[i].text == flag {
-            i + 1
-        } else {
-            i
-        }
-    })
-}
-
-/// `--keep a,b`: a comma-separated list of variable names.
-pub fn keep_list(value: &str) -> Result<Vec<String>, String> {
-    let names: Vec<String> = value.split(',').map(|s| s.trim().to_string()).collect();
-    for n in &names {
-        if !is_ident(n) {
-            return Err(format!("`{n}` is not a variable name (expected --keep a,b,c)"));
-        }
-    }
-    Ok(names)
-}
-
-const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
-
-fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let Some(sub) = args.positionals.first() else {
-        return Err((
-            format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")),
-            None,
-        ));
-    };
-    let rest = &args.positionals[1..];
-    let call = match sub.as_str() {
-        "start" if rest.len() > 1 => {
-            return Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
-        }
-        "start" => ExperimentCall::Start { name: rest.first().cloned(), preload: preload_opt(args, tokens)? },
-        "keep" if rest.is_empty() => return Err(("keep needs the NAMEs of variables to keep".into(), None)),
-        "keep" => match rest.iter().position(|n| !is_ident(n)) {
-            Some(k) => return Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
-            None => ExperimentCall::Keep(rest.to_vec()),
-        },
-        _ if args.value("preload").is_some() => {
-            return Err((format!("--preload goes with start, not {sub}"), option_token(tokens, "preload")))
-        }
-        "data" | "finish" if !rest.is_empty() => {
-            return Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
-        }
-        "data" => ExperimentCall::Data,
-        "finish" => ExperimentCall::Finish,
-        other => {
-            return Err((
-                format!("unknown subcommand `{other}` (expected {})", EXPERIMENT_SUBCOMMANDS.join(", ")),
-                positional_token(tokens, 0),
-            ))
-        }
-    };
-    Ok(Call::Line(LineCall::Experiment(call)))
-}
-
-fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let keep = match args.value("keep") {
-        Some(v) => keep_list(v).map_err(|m| (m, option_token(tokens, "keep")))?,
-        None => Vec::new(),
-    };
-    let preload = preload_opt(args, tokens)?;
-    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload }))
-}
-
-fn preload_opt(args: &Args, tokens: &[Token]) -> Result<Option<Preload>, ArgError> {
-    match args.value("preload") {
-        None => Ok(None),
-        Some(v) => Preload::parse(v).map(Some).ok_or_else(|| {
-            (format!("unknown framework `{v}` for --preload (known: {})", Preload::NAMES.join(", ")), option_token(tokens, "preload"))
-        }),
-    }
-}
-
-const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
-
-fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let Some(sub) = args.positionals.first() else {
-        return Err((format!("expected a subcommand: {}", REPO_SUBCOMMANDS.join(", ")), None));
-    };
-    let rest = &args.positionals[1..];
-    let at = |k: usize| positional_token(tokens, k);
-    if args.flag("create") && sub != "open" {
-        return Err(("--create goes with `open`".into(), tokens.iter().position(|t| t.text == "--create")));
-    }
-    let call = match (sub.as_str(), rest.len()) {
-        ("open", 1) => RepoCall::Open { dir: rest[0].clone(), create: args.flag("create") },
-        ("open", _) => return Err(("open takes one DIR; quote a path with spaces".into(), at(2))),
-        ("ls", 0) => RepoCall::Ls,
-        ("ls", _) => return Err((format!("ls takes no arguments, got `{}`", rest[0]), at(1))),
-        ("get", 0) => {
-            return Err(("get needs a TYPE (or *), then key=value pairs, as in `%repo get Mlp lr=0.1`".into(), None))
-        }
-        ("get", _) => {
-            let words: Vec<&str> = rest.iter().map(String::as_str).collect();
-            let selector = dryml::objects::Selector::parse(&words).map_err(|(m, i)| (m, at(i + 1)))?;
-            RepoCall::Get(Query::of(selector))
-        }
-        ("show", 1) => RepoCall::Show(rest[0].clone()),
-        ("rm", 1) => RepoCall::Rm(rest[0].clone()),
-        ("show" | "rm", n) => {
-            return Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0)))
-        }
-        ("load", 3) if rest[1] == "as" && is_ident(&rest[2]) => {
-            RepoCall::Load { id: rest[0].clone(), var: rest[2].clone() }
-        }
-        ("load", 3) if rest[1] == "as" => return Err((format!("`{}` is not a variable name", rest[2]), at(3))),
-        ("load", _) => return Err(("expected `load ID as VAR`".into(), at(1))),
-        (other, _) => {
-            return Err((
-                format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")),
-                at(0),
-            ))
-        }
-    };
-    Ok(Call::Line(LineCall::Repo(call)))
-}
-
-const LOGGER_MODES: &[&str] = &["on", "off", "compact", "data", "reset", "plot"];
-
-fn cell_logger_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let mode = match args.positionals.first().map(String::as_str) {
-        None => return Err((format!("expected one of: {}", LOGGER_MODES.join(", ")), None)),
-        Some("on") => LoggerCall::On,
-        Some("off") => LoggerCall::Off,
-        Some("compact") => LoggerCall::Compact,
-        Some("data") => LoggerCall::Data,
-        Some("reset") => LoggerCall::Reset,
-        Some("plot") => LoggerCall::Plot,
-        Some(m) => return Err((
-            format!("unknown mode `{m}` (expected {})", LOGGER_MODES.join(", ")),
-            positional_token(tokens, 0),
-        )),
-    };
-    Ok(Call::Line(LineCall::CellLogger(mode)))
-}
-
-const CACHE_SUBCOMMANDS: &[&str] = &["gc", "clear"];
-
-fn cache_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let call = match args.positionals.as_slice() {
-        [] => CacheCall::Show,
-        [s] if s == "gc" => CacheCall::Collect,
-        [s] if s == "clear" => CacheCall::Clear,
-        [s] => {
-            return Err((
-                format!("unknown subcommand `{s}` (expected {}, or nothing to show the cache)", CACHE_SUBCOMMANDS.join(" or ")),
-                positional_token(tokens, 0),
-            ))
-        }
-        [_, extra, ..] => return Err((format!("takes one subcommand, got also `{extra}`"), positional_token(tokens, 1))),
-    };
-    Ok(Call::Line(LineCall::Cache(call)))
-}
-
-fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    if args.positionals.is_empty() {
-        return Ok(Call::Line(LineCall::Slurm(SlurmCall::Show)));
-    }
-    let mut settings = Vec::new();
-    for (k, word) in args.positionals.iter().enumerate() {
-        let at = positional_token(tokens, k);
-        let Some((key, value)) = word.split_once('=') else {
-            return Err((format!("expected key=value, got `{word}` (keys: {})", SlurmSetting::KEYS.join(", ")), at));
-        };
-        let text = (!value.trim().is_empty()).then(|| value.trim().to_string());
-        let bad = |what: &str| (format!("{key}: {what}, got `{value}`"), at);
-        settings.push(match key {
-            "dir" => SlurmSetting::Dir(text),
-            "partition" => SlurmSetting::Partition(text),
-            "account" => SlurmSetting::Account(text),
-            "qos" => SlurmSetting::Qos(text),
-            "time" => SlurmSetting::Time(match &text {
-                None => None,
-                Some(t) => Some(parse_seconds(t).ok_or_else(|| bad("expected seconds, or a number with s, m, h or d"))?),
-            }),
-            "mem" => SlurmSetting::Mem(match &text {
-                None => None,
-                Some(t) => Some(crate::parse_size(t).map_err(|m| (format!("mem: {m}"), at))?),
-            }),
-            "shards_per_gpu" => SlurmSetting::ShardsPerGpu(match &text {
-                None => None,
-                Some(t) => Some(t.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("expected a positive whole number"))?),
-            }),
-            "sbatch" => SlurmSetting::Sbatch(value.split_whitespace().map(str::to_string).collect()),
-            _ => {
-                let near = SlurmSetting::KEYS.iter().find(|k| strsim::levenshtein(k, key) <= 2).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default();
-                return Err((format!("unknown key `{key}` (keys: {}){near}", SlurmSetting::KEYS.join(", ")), at));
-            }
-        });
-    }
-    Ok(Call::Line(LineCall::Slurm(SlurmCall::Set(settings))))
-}
-
-fn jobs_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
-    let p = &args.positionals;
-    let id_at = |k: usize| -> Result<u64, ArgError> {
-        let word = p.get(k).ok_or_else(|| (format!("{} needs a job ID, as in `%jobs {} 12`", p[0], p[0]), None))?;
-        word.parse().map_err(|_| (format!("`{word}` is not a Slurm job ID (a number)"), positional_token(tokens, k)))
-    };
-    let extra = |k: usize| -> Result<(), ArgError> {
-        match p.get(k) {
-            Some(w) => Err((format!("unexpected `{w}`"), positional_token(tokens, k))),
-            None => Ok(()),
-        }
-    };
-    let call = match p.first().map(String::as_str) {
-        None => JobsCall::List,
-        Some("wait") => {
-            let id = id_at(1)?;
-            extra(2)?;
-            JobsCall::Wait(id)
-        }
-        Some("cancel") => {
-            let id = id_at(1)?;
-            extra(2)?;
-            JobsCall::Cancel(id)
-        }
-        Some("result") => {
-            let id = id_at(1)?;
-            let var = match p.get(2).map(String::as_str) {
-                None => None,
-                Some("as") => {
-                    let v = p.get(3).ok_or_else(|| ("`as` needs a variable name".to_string(), None))?;
-                    if !is_ident(v) {
-                        return Err((format!("`{v}` is not a variable name"), positional_token(tokens, 3)));
-                    }
-                    extra(4)?;
-                    Some(v.clone())
-                }
-                Some(w) => return Err((format!("expected `as VAR`, got `{w}`"), positional_token(tokens, 2))),
-            };
-            JobsCall::Result { id, var }
-        }
-        Some(other) => return Err((format!("unknown subcommand `{other}` (expected wait, result or cancel, or nothing to list the jobs)"), positional_token(tokens, 0))),
-    };
-    Ok(Call::Line(LineCall::Jobs(call)))
-}
-
 /// Every magic the kernel knows. `%lsmagic`, `%name?` and completion read this table only.
 pub static REGISTRY: &[MagicSpec] = &[
     MagicSpec {
@@ -629,7 +311,7 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
             ArgSpec::Flag { long: "restart", short: None, help: "restart the process with this context (variables are lost)" },
             ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
+        parse: |a, t| crate::context::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
     },
     MagicSpec {
         name: "repo",
@@ -693,7 +375,7 @@ returns at once; %jobs follows it, also from a new kernel.",
             ArgSpec::Opt { long: "sbatch", value: "OPTS", help: "with --on slurm: more sbatch options, quoted" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
+        parse: |a, t| crate::context::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
     MagicSpec {
         name: "sweep",
@@ -719,7 +401,7 @@ object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the s
             ArgSpec::Pos { name: "DEFS", required: true, many: false, help: "the variable holding the definitions" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "each task's resource requests" },
         ],
-        parse: |a, t| crate::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
+        parse: |a, t| crate::context::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
     },
     MagicSpec {
         name: "slurm",

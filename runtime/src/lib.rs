@@ -39,6 +39,8 @@ pub mod experiment;
 pub mod objects;
 pub mod plot;
 
+mod sys;
+
 #[doc(hidden)]
 pub mod __kernel;
 

@@ -8,12 +8,12 @@ pub mod is_complete;
 pub mod kernel;
 
 use crate::history::History;
+use crate::magic::cell::Cell;
 use crate::magic::{self, Host, Magics};
 use crate::measure::meter::Meter;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
-use dryml_magics::CellCall;
 use crate::session::state::CellState;
-use crate::session::{errors, Session};
+use crate::session::Session;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -104,98 +104,30 @@ impl Engine {
         (&mut self.magics, host)
     }
 
-    /// A cell: its line magics in order, then its cell magic around the body.
+    /// A cell: parsed, shown to the observer, run (line magics, then the cell magic's handler
+    /// around the body), its value published, shown to the observer again.
     fn run_cell(&mut self, code: &str, io: &Io, count: i64) -> CellRun {
-        let mut run = CellRun { payload: Vec::new(), error: None, result_text: None };
         let parsed = match dryml_magics::parse_cell(code) {
             Ok(p) => p,
-            Err(e) => {
-                run.error = Some(errors::magic(&e));
-                return run;
-            }
+            Err(e) => return CellRun { payload: Vec::new(), error: Some(magic::error(&e)), result_text: None },
         };
+        let cell = Cell::new(code, &parsed);
         let (magics, mut host) = self.host(io, count);
         // A new child (after a crash or restart) first gets the notebook's context back.
         host.session.ensure_child_setup();
         if host.session.take_replaced() {
             magics.contexts.reclaim(&mut host);
         }
-        let measure = magics.experiments.begin_cell(&mut host);
-        for inv in &parsed.line_magics {
-            if let Err(e) = magic::run_line(magics, &mut host, inv, &mut run.payload) {
-                run.error = Some(e);
-                break;
-            }
-            // `%context --restart` and `%experiment` change what the rest of the cell sees.
-            host.has_context = magics.contexts.is_set();
-        }
-        let cell = parsed.cell_magic.as_ref();
-        let call = cell.and_then(|inv| inv.cell_call());
-        let mut timer = None;
-        if run.error.is_none() {
-            match (cell, call) {
-                (Some(inv), None) => run.payload.push(magic::page(&inv.spec.help_text())),
-                (_, Some(CellCall::Time)) => timer = Some(magic::time::Timer::start(host.child_pid())),
-                (_, Some(CellCall::Experiment { name, keep, preload })) => {
-                    if let Err(e) = magics.experiments.start(&mut host, name.clone(), keep.clone(), *preload) {
-                        run.error = Some(e);
-                    }
-                }
-                (_, Some(CellCall::Compute(_) | CellCall::Sweep(_))) | (None, None) => {}
-            }
-        }
-        let help_only = cell.is_some() && call.is_none();
-        let mut result = None;
-        if run.error.is_none() && !help_only && !parsed.body.trim().is_empty() {
-            magics.experiments.before_body(&mut host, &parsed.body);
-            let gpus = magics.experiments.gpus_to_watch(&mut host, measure.as_ref());
-            let watch = host.meter.watch_gpus(&gpus, host.child_pid());
-            let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
-            let code = match (cell, call) {
-                (Some(_), Some(CellCall::Compute(opts))) if opts.slurm.is_some() => {
-                    host.session.set_cell_offset(None);
-                    magics.slurm.compute_cell(&mut host, opts, &parsed.body, magic_lines)
-                }
-                (Some(inv), Some(CellCall::Compute(opts))) => {
-                    host.session.set_cell_offset(None);
-                    magics.contexts.compute_cell(&mut host, inv, opts, &parsed.body)
-                }
-                (Some(_), Some(CellCall::Sweep(opts))) if opts.slurm.is_some() => {
-                    host.session.set_cell_offset(None);
-                    magics.slurm.sweep_cell(&mut host, opts, &parsed.body, magic_lines)
-                }
-                (Some(inv), Some(CellCall::Sweep(opts))) => {
-                    host.session.set_cell_offset(None);
-                    magics.contexts.sweep_cell(&mut host, inv, opts, &parsed.body)
-                }
-                _ => {
-                    host.session.set_cell_offset(Some(magic_lines));
-                    Ok(parsed.body.clone())
-                }
-            };
-            match code.and_then(|code| host.session.eval_user(&code, io)) {
-                Ok(data) => result = data.filter(|_| !host.state.quiet()),
-                Err(e) => run.error = Some(e),
-            }
-            let peaks = watch.map(|w| host.meter.end_watch(w));
-            magics.experiments.after_body(&host, &parsed.body, &gpus, peaks);
-        }
-        if let Some(t) = timer {
-            t.report(&host);
-        }
-        // As in IPython, the timing comes before the result.
-        if let Some(data) = result {
-            run.result_text = data["text/plain"].as_str().map(str::to_string);
+        magics.observer().before(&mut host);
+        let mut outcome = magic::cell::run(magics, &mut host, &cell);
+        // After `%%time`'s report (its handler's), as in IPython.
+        let mut result_text = None;
+        if let Some(data) = outcome.result.take() {
+            result_text = data["text/plain"].as_str().map(str::to_string);
             io.execute_result(data);
         }
-        // The experiment of a `%%experiment` cell ends with it, whether or not the body failed.
-        if matches!(call, Some(CellCall::Experiment { .. })) && magics.experiments.is_open() {
-            magics.experiments.finish(&mut host);
-        }
-        if let Some(m) = measure {
-            magics.experiments.end_cell(&mut host, m);
-        }
-        run
+        magics.observer().after(&mut host, &outcome);
+        CellRun { payload: outcome.payload, error: outcome.error, result_text }
     }
 
     /// Completion, with the session's rust-analyzer.

@@ -1,6 +1,6 @@
-//! `%context` and `%%compute`, the kernel's side of compute contexts: the machine record for
-//! the pool, the notebook's context (claimed again by a restarted process), the pool table,
-//! and the code a `%%compute` cell becomes.
+//! `%context`, the kernel's side of compute contexts: the machine record for the pool, the
+//! notebook's context (claimed again by a restarted process) and the pool table. `%%compute`
+//! is [`super::compute`]'s.
 
 use super::Host;
 use crate::session::errors;
@@ -8,9 +8,8 @@ use crate::measure::gpu::Gpu;
 use crate::protocol::ErrorContent;
 use dryml::compute::context::{Context, ContextError, Requests};
 use dryml::__kernel::pool::{GpuInfo, Machine, Pool};
-use dryml_magics::{ComputeOptions, ContextCommand, Invocation};
+use dryml_magics::{ContextCommand, Invocation};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// The notebook's context and what the pool has.
@@ -31,6 +30,11 @@ fn pool_error(e: impl std::fmt::Display) -> ErrorContent {
 impl Contexts {
     pub fn is_set(&self) -> bool {
         self.reqs.is_some()
+    }
+
+    /// The pool's CPU and GPU counts, which requests are checked against.
+    pub fn devices(&self) -> (usize, usize) {
+        self.devices
     }
 
     /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
@@ -85,7 +89,7 @@ impl Contexts {
 
     pub fn run(&mut self, host: &mut Host<'_>, inv: &Invocation, cmd: &ContextCommand) -> Result<(), ErrorContent> {
         if let ContextCommand::Set { requests: r, .. } | ContextCommand::Check(r) = cmd {
-            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
+            inv.check_devices(r, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         }
         let current = Self::notebook_context(host);
         match cmd {
@@ -145,29 +149,6 @@ impl Contexts {
             if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
         ));
         Ok(())
-    }
-
-    /// The code a `%%compute` cell runs (see [`compute_code`]).
-    pub fn compute_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &ComputeOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
-        host.session.ensure_child_setup();
-        compute_code(opts, body, &host.session.variables())
-            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
-    }
-}
-
-impl Contexts {
-    /// The code a local `%%sweep` cell runs: `dryml::sweep` over the definitions, in sandboxes.
-    pub fn sweep_cell(&self, host: &mut Host<'_>, inv: &Invocation, opts: &dryml_magics::SweepOptions, body: &str) -> Result<String, ErrorContent> {
-        inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| errors::magic(&e))?;
-        host.session.ensure_child_setup();
-        Ok(format!(
-            "match ::dryml::Compute::new(&::dryml::compute::context::Requests::parse({reqs:?}).expect(\"checked by the kernel\")).sweep(&{defs}, {repo:?}, {{\n{body}\n}}) {{\n\
-             Ok(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\n}}",
-            defs = opts.defs,
-            reqs = opts.requests.to_text(),
-            repo = opts.repo,
-        ))
     }
 }
 
@@ -263,147 +244,7 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Opt
     })
 }
 
-/// The identifiers a cell body mentions (over-inclusive: fields and paths count too).
-pub(crate) fn identifiers(body: &str) -> BTreeSet<&str> {
-    body.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
-        .collect()
-}
-
-/// Whether the body ends with an expression (its value is shown) rather than a statement.
-pub(crate) fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
-    crate::syntax::with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))))
-        .map(|shows| shows.unwrap_or(false))
-}
-
-/// The code a `%%compute` cell runs in the notebook's process. The body goes into a closure
-/// that runs in the sandbox: there each notebook variable it names is shadowed by a bitwise
-/// copy owned by the sandbox (the fork has its own memory, and ends without dropping them), so
-/// the body may move or change them and the notebook's stay as they were. `--update`
-/// variables come back through serde. With `--use-existing`/`--dont-create`, a context that
-/// fits runs the body as a plain block instead.
-pub fn compute_code(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
-    for u in &o.update {
-        if !vars.contains_key(u) {
-            return Err(format!("--update {u}: the notebook has no variable `{u}` to update"));
-        }
-    }
-    let names = identifiers(body);
-    let used: Vec<&String> = vars.keys().filter(|v| names.contains(v.as_str())).collect();
-    let shows = ends_with_value(body).map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*;\n");
-    c.push_str(&format!(
-        "let __dryml_compute = ::dryml::Compute::new(&::dryml::compute::context::Requests::parse({:?}).expect(\"checked by the kernel\"))",
-        o.requests.to_text()
-    ));
-    if let Some(t) = o.timeout {
-        c.push_str(&format!(".timeout(::std::time::Duration::from_secs_f64({t:?}))"));
-    }
-    if let Some(m) = o.mem_limit {
-        c.push_str(&format!(".mem_limit({m}u64)"));
-    }
-    c.push_str(&format!(
-        ".verbose({}).use_existing({}).dont_create({});\n",
-        o.verbose, o.use_existing, o.dont_create
-    ));
-    let show_here = if shows { "::dryml::__kernel::cell::Shown(format!(\"{:?}\", __dryml_value))" } else { "::dryml::__kernel::cell::Shown(String::new())" };
-    let sandbox = {
-        let mut s = String::from(
-            "let __dryml_result = __dryml_compute.run_cell(|__dryml_out: &mut ::dryml::__kernel::cell::Cell| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
-        );
-        for v in &used {
-            s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
-        }
-        // Dropped first if the body leaves early: the sandbox ends before the copies would drop.
-        s.push_str("let __dryml_keep = ::dryml::__kernel::cell::Keep::new();\n");
-        // An object brought back goes into compute in the sandbox only (its `load_compute`).
-        for u in &o.update {
-            s.push_str(&format!("if let Err(e) = (&mut &mut ::dryml::__kernel::carry::Hook(&mut {u})).load_compute() {{ return Err(::dryml::__kernel::cell::CellError::new(e)); }}\n"));
-        }
-        s.push_str(&format!("#[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n"));
-        for u in &o.update {
-            s.push_str(&format!(
-                "if let Err(e) = (&mut &mut ::dryml::__kernel::carry::Hook(&mut {u})).save_compute() {{ return Err(::dryml::__kernel::cell::CellError::new(e)); }}\n__dryml_out.update_bytes({u:?}, (&&&::dryml::__kernel::carry::Out(&{u})).encode());\n"
-            ));
-        }
-        if shows {
-            s.push_str("__dryml_out.show(&__dryml_value);\n");
-        }
-        s.push_str("__dryml_out.finish();\nOk(())\n});\n::dryml::__kernel::cell::print_report();\n");
-        // Errors end the cell through the kernel (not `?`), after it returns: nothing is lost.
-        s.push_str("match __dryml_result {\nOk(mut __dryml_result) => {\n");
-        for u in &o.update {
-            s.push_str(&format!(
-                "match __dryml_result.take_bytes({u:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::__kernel::carry::In::of(&{u})).decode(&b)) {{ Ok(v) => {u} = v, \
-                 Err(e) => ::dryml::__kernel::cell::raise(&::dryml::ComputeError::Failed(format!(\"--update {u}: {{e}}\"))) }}\n"
-            ));
-        }
-        s.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n");
-        s
-    };
-    if o.use_existing || o.dont_create {
-        c.push_str(&format!(
-            "match __dryml_compute.where_to_run() {{\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\nOk(Some(__dryml_ctx)) => {{\nlet __dryml_t0 = ::std::time::Instant::now();\n\
-             #[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n\
-             ::dryml::__kernel::cell::record_here(__dryml_ctx, __dryml_t0.elapsed());\n::dryml::__kernel::cell::print_report();\n{show_here}\n}}\n\
-             Ok(None) => {{\n{sandbox}}}\n}}\n"
-        ));
-    } else {
-        c.push_str(&sandbox);
-    }
-    c.push('}');
-    if !shows {
-        c.push(';');
-    }
-    Ok(c)
-}
-
 /// Pins every thread of the notebook's process to the context's CPUs.
 pub fn pin(pid: u32, ctx: &Context) {
     dryml::__kernel::context::pin_threads(Some(pid), &ctx.cpu_set());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn opts(line: &str) -> ComputeOptions {
-        let p = dryml_magics::parse_cell(line).unwrap();
-        let inv = p.cell_magic.unwrap();
-        match inv.cell_call() {
-            Some(dryml_magics::CellCall::Compute(o)) => o.clone(),
-            other => panic!("{line}: {other:?}"),
-        }
-    }
-
-    #[test]
-    fn compute_cells_become_sandbox_code() {
-        let vars: BTreeMap<String, String> =
-            [("model", "Vec<f64>"), ("data", "Vec<u8>"), ("unused", "i32")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        let code = compute_code(&opts("%%compute tf --update model --timeout 2"), "model.push(data.len() as f64);\nmodel.len()", &vars).unwrap();
-        assert!(code.contains("let mut model = unsafe { ::std::ptr::read(&model) };"), "{code}");
-        assert!(code.contains("let mut data = unsafe"), "{code}");
-        let (copies, keep) = (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::__kernel::cell::Keep::new()").unwrap());
-        assert!(copies < keep && keep < code.find("model.push").unwrap(), "the guard comes after the copies, before the body: {code}");
-        assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
-        assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
-        assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));
-        assert!(code.contains("match __dryml_result.take_bytes(\"model\")"), "{code}");
-        assert!(code.contains("(&mut &mut ::dryml::__kernel::carry::Hook(&mut model)).load_compute()"), "{code}");
-        assert!(!code.contains('?'), "errors go through the kernel, not evcxr's `?`: {code}");
-        assert!(!code.contains("where_to_run"));
-        // A body ending in a statement shows nothing.
-        let code = compute_code(&opts("%%compute --use-existing"), "let x = 1;", &vars).unwrap();
-        assert!(code.ends_with("};"), "{code}");
-        assert!(code.contains("where_to_run()"));
-        let e = compute_code(&opts("%%compute --update nope"), "1", &vars).unwrap_err();
-        assert_eq!(e, "--update nope: the notebook has no variable `nope` to update");
-    }
-
-    #[test]
-    fn values_and_statements() {
-        for (body, shows) in [("1 + 1", true), ("let a = 1;", false), ("for i in 0..2 {}", true), ("x.push(1);", false), ("fn f() {}", false), ("(", false)] {
-            assert_eq!(ends_with_value(body), Ok(shows), "{body}");
-        }
-    }
 }

@@ -1,9 +1,14 @@
 //! The magic host: runs the calls that `dryml_magics` parsed, one module per family. The
 //! registry (`magics/src/registry.rs`) holds each magic's grammar, help and parser; here each
-//! typed call meets its code in one exhaustive `match` ([`run_line`], and the engine's for
-//! cell magics), so a new magic that is not handled does not compile.
+//! typed call meets its code in one exhaustive `match` ([`run_line`] for line magics,
+//! [`cell`]'s handler lookup for cell magics), so a new magic that is not handled does not
+//! compile. [`cell::run`] runs a parsed cell; the engine calls the [`cell::CellObserver`]
+//! around it.
 
 pub mod cache;
+pub mod cell;
+pub mod codegen;
+pub mod compute;
 pub mod context;
 pub mod env;
 pub mod experiment;
@@ -74,6 +79,13 @@ pub struct Magics {
     pub slurm: slurm::SlurmMagic,
 }
 
+impl Magics {
+    /// What watches every cell: the experiment and the cell logger, which share its samples.
+    pub fn observer(&mut self) -> &mut dyn cell::CellObserver {
+        &mut self.experiments
+    }
+}
+
 /// Runs one line magic (`call` is None for `%name?`, whose help goes to the pager).
 pub fn run_line(
     magics: &mut Magics,
@@ -101,6 +113,15 @@ pub fn run_line(
         LineCall::Cache(c) => cache::run(host, *c),
         LineCall::Slurm(c) => magics.slurm.run(host, c),
         LineCall::Jobs(c) => magics.slurm.jobs(host, c),
+    }
+}
+
+/// A bad magic line, with the caret under its column.
+pub fn error(e: &dryml_magics::MagicError) -> ErrorContent {
+    ErrorContent {
+        ename: "MagicError".into(),
+        evalue: e.to_string(),
+        traceback: vec![e.caret(), format!("MagicError: {e}")],
     }
 }
 

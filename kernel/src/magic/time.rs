@@ -1,7 +1,27 @@
 //! `%%time`: wall, user and system time of a cell, as IPython prints them.
 
-use super::Host;
+use super::cell::CellMagic;
+use super::{Host, Magics};
+use crate::protocol::ErrorContent;
 use std::time::Instant;
+
+/// `%%time`'s handler: the timer starts before the body and reports after it, whether or not
+/// it failed, before its value (as IPython does).
+#[derive(Default)]
+pub struct TimeCell(Option<Timer>);
+
+impl CellMagic for TimeCell {
+    fn before(&mut self, _magics: &mut Magics, host: &mut Host<'_>) -> Result<(), ErrorContent> {
+        self.0 = Some(Timer::start(host.child_pid()));
+        Ok(())
+    }
+
+    fn after(&mut self, host: &Host<'_>) {
+        if let Some(t) = self.0.take() {
+            t.report(host);
+        }
+    }
+}
 
 pub struct Timer {
     start: Instant,

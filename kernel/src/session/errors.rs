@@ -1,19 +1,10 @@
-//! What a failed cell reports: evcxr's errors, panics, crashes (with their cause), interrupts
-//! and magic errors, each as Jupyter error content with an `ename` a client can test.
+//! What a failed cell reports: evcxr's errors, panics, crashes (with their cause) and
+//! interrupts, each as Jupyter error content with an `ename` a client can test. (A bad magic
+//! line is the magic host's to report: `magic::error`.)
 
 use super::state::CellState;
 use crate::protocol::ErrorContent;
-use dryml_magics::MagicError;
 use evcxr::Error as EvcxrError;
-
-/// A bad magic line, with the caret under its column.
-pub fn magic(e: &MagicError) -> ErrorContent {
-    ErrorContent {
-        ename: "MagicError".into(),
-        evalue: e.to_string(),
-        traceback: vec![e.caret(), format!("MagicError: {e}")],
-    }
-}
 
 /// A context error, under DRYML's exception name.
 pub fn context(e: dryml::compute::context::ContextError) -> ErrorContent {

@@ -1,10 +1,11 @@
 //! The evcxr session: starts evcxr's child, sets each new child up (the stdout flusher, `%env`
-//! settings), adds the `dryml` and `tch` dependencies a cell needs, and evaluates code, the
-//! user's or the kernel's own (hidden, or with its stdout captured). Its submodules hold the
-//! running cell's state, the child's output listener, interrupts and error reports; the engine
-//! and the magics both use the session, and it uses neither.
+//! settings), adds the `dryml` and `tch` dependencies a cell needs ([`deps`]), and evaluates
+//! code, the user's or the kernel's own (hidden, or with its stdout captured). Its submodules
+//! hold the running cell's state, the child's output listener, interrupts, error reports and
+//! the build cache; the engine and the magics both use the session, and it uses neither.
 
 pub mod cache;
+pub mod deps;
 pub mod errors;
 pub mod interrupt;
 pub mod output;
@@ -27,9 +28,6 @@ use std::time::Duration;
 /// rustc's optimisation level for cells (`:opt` changes it per notebook). See README for the
 /// latency/speed trade-off behind the choice.
 pub const DEFAULT_OPT_LEVEL: &str = "1";
-
-/// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).
-const TCH_VERSION: &str = "0.26.0";
 
 pub struct Session {
     ctx: CommandContext,
@@ -314,12 +312,6 @@ impl Session {
         }
     }
 
-    /// Builds `dryml` (and with `torch`, `tch` and dryml's torch feature) as a cell naming them
-    /// would, so that later kernels find them in the machine's build cache.
-    pub fn prepare_deps(&mut self, torch: bool) -> Result<(), ErrorContent> {
-        self.add_deps(if torch { "tch::" } else { "dryml::" })
-    }
-
     /// True once after the child was replaced: what the old one held (a context) is gone.
     pub fn take_replaced(&mut self) -> bool {
         std::mem::take(&mut self.replaced)
@@ -392,64 +384,10 @@ impl Session {
         Ok(mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
     }
 
-    /// Adds `dryml` (and `tch`, with dryml's torch feature) the first time code names them.
-    fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
-        let Some((deps, torch)) = self.deps_for(code) else { return Ok(()) };
-        self.eval_hidden(&deps)?;
-        self.note_deps_added(torch);
-        Ok(())
-    }
-
-    /// The `:dep` lines a cell needs before it can run, and whether they bring `tch`.
-    fn deps_for(&self, code: &str) -> Option<(String, bool)> {
-        // A cell naming `tch` gets it when the venv has libtorch.
-        let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
-        if !torch && (self.dryml_added || !uses_dryml(code)) {
-            return None;
-        }
-        let path = crate::paths::runtime();
-        let path = path.to_string_lossy();
-        let deps = if torch || self.torch_added {
-            format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
-        } else {
-            format!(":dep dryml = {{ path = {path:?} }}")
-        };
-        Some((deps, torch))
-    }
-
-    fn note_deps_added(&mut self, torch: bool) {
-        self.dryml_added = true;
-        self.torch_added |= torch;
-    }
-
     /// The next user code is the cell's own, starting after `lines` lines of magics (`None`:
     /// generated code, whose compile errors keep rustc's rendering).
     pub fn set_cell_offset(&mut self, lines: Option<usize>) {
         self.cell_offset = lines;
-    }
-
-    /// Whether this child has loaded libtorch through a cell or a preload.
-    pub fn torch_loaded(&self) -> bool {
-        self.torch_added
-    }
-
-    /// Loads libtorch into the child and makes one tensor on the best device (CUDA's context
-    /// where there is CUDA), as IPyExperimentsPytorch's `torch.ones((1, 1)).cuda()`. Returns
-    /// the device it used.
-    pub fn preload_torch(&mut self) -> Result<String, ErrorContent> {
-        if crate::torch::available().is_none() {
-            return Err(ErrorContent::new(
-                "MagicError",
-                "--preload torch: libtorch was not found (the kernel looks for PyTorch's wheel in the \
-                 project's venv; kernelspec/setup.sh installs it)",
-            ));
-        }
-        let (deps, torch) = self.deps_for("tch::").unwrap_or_default();
-        let out = self.capture_stdout(&format!("{deps}\n{PRELOAD_TORCH}"))?;
-        if !deps.is_empty() {
-            self.note_deps_added(torch);
-        }
-        Ok(out.trim().to_string())
     }
 
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
@@ -607,33 +545,9 @@ fn runs_code(code: &str) -> bool {
     code.lines().map(str::trim).any(|l| !l.is_empty() && !l.starts_with(':') && !l.starts_with("//"))
 }
 
-/// The preload: one tensor on the best device, then the device's name.
-const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
-    let _t = tch::Tensor::ones([1, 1], (tch::Kind::Float, d)); println!(\"{d:?}\"); }";
-
-pub fn uses_tch(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
-}
-
-/// True when a cell names the `dryml` crate, so the dependency is added only for those.
-fn uses_dryml(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b").expect("static regex"))
-        .is_match(code)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dryml_detection() {
-        assert!(uses_dryml("use dryml::display;"));
-        assert!(uses_dryml("let x = dryml :: version();"));
-        assert!(!uses_dryml("let dryml_count = 1;"));
-        assert!(!uses_dryml("let x = 1;"));
-    }
 
     #[test]
     fn command_only_cells() {

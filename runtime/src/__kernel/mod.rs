@@ -3,11 +3,12 @@
 
 #![allow(missing_docs)]
 
-pub mod carry;
-pub mod fs;
-pub mod procfs;
-pub mod protocol;
-pub mod units;
+pub use crate::sys::{fs, procfs, protocol, units};
+
+/// How a notebook variable crosses into a sandbox or a job and back.
+pub mod carry {
+    pub use crate::compute::carry::*;
+}
 
 /// What a `%%compute` body and its notebook side exchange, and how a sandbox ends.
 pub mod cell {

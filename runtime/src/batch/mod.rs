@@ -190,7 +190,7 @@ fn memory_bucket() -> u32 {
             return b;
         }
     }
-    let (available, _) = crate::__kernel::procfs::memory();
+    let (available, _) = crate::sys::procfs::memory();
     let kib = available / 1024;
     let b = 64 - kib.leading_zeros();
     *last = Some((now, b));

@@ -208,7 +208,7 @@ fn a_slow_range_on_a_terminal_redraws_one_line() {
 
 /// This process's address space in bytes (`VmSize`).
 fn vm_size() -> u64 {
-    crate::__kernel::procfs::statm(std::process::id()).unwrap().size
+    crate::sys::procfs::statm(std::process::id()).unwrap().size
 }
 
 #[test]

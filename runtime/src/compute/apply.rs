@@ -46,7 +46,7 @@ pub fn pin_threads(pid: Option<u32>, cpus: &[u32]) {
     for &c in cpus {
         unsafe { libc::CPU_SET(c as usize, &mut set) };
     }
-    for tid in crate::__kernel::procfs::tasks(pid.unwrap_or_else(std::process::id)) {
+    for tid in crate::sys::procfs::tasks(pid.unwrap_or_else(std::process::id)) {
         unsafe { libc::sched_setaffinity(tid as i32, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     }
 }

@@ -48,7 +48,7 @@ impl Cell {
         self.shown = Some(format!("{value:?}"));
     }
 
-    /// Sends bytes [`crate::__kernel::carry::Out`] made back as the notebook's variable `name`; an error
+    /// Sends bytes [`crate::compute::carry::Out`] made back as the notebook's variable `name`; an error
     /// ends the sandbox with it.
     pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) {
         match encoded {
@@ -99,7 +99,7 @@ impl CellResult {
             .map_err(|e| ComputeError::Failed(format!("--update {name}: the value did not deserialize: {e}")))
     }
 
-    /// The bytes sent for the notebook's variable `name` (read with [`crate::__kernel::carry::In`]).
+    /// The bytes sent for the notebook's variable `name` (read with [`crate::compute::carry::In`]).
     pub fn take_bytes(&mut self, name: &str) -> Result<Vec<u8>, ComputeError> {
         let i = self
             .updates

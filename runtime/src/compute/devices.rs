@@ -1,7 +1,7 @@
 //! The machine's devices as contexts and the pool name them (`cpu/<i>`, `gpu/<i>`), and the
 //! machine record the kernel writes for cells and sandboxes: the vocabulary below both.
 
-use crate::__kernel::fs::{write_atomic, Durability};
+use crate::sys::fs::{write_atomic, Durability};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ const MACHINE_VERSION: &str = "dryml-machine 1";
 
 /// The kernel's state directory, when this process runs under a kernel.
 pub(crate) fn state_dir() -> Option<PathBuf> {
-    std::env::var_os(crate::__kernel::protocol::STATE_DIR_ENV).map(PathBuf::from)
+    std::env::var_os(crate::sys::protocol::STATE_DIR_ENV).map(PathBuf::from)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -25,6 +25,8 @@
 #[allow(missing_docs)]
 pub(crate) mod apply;
 #[allow(missing_docs)]
+pub(crate) mod carry;
+#[allow(missing_docs)]
 pub(crate) mod cell;
 pub mod context;
 pub(crate) mod devices;

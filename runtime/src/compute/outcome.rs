@@ -1,6 +1,6 @@
 //! What a compute call ends with: its error, or the report of the sandbox it ran in.
 
-use crate::__kernel::units::size;
+use crate::sys::units::size;
 use crate::compute::context::{Context, ContextError};
 use std::fmt;
 use std::time::Duration;

@@ -10,8 +10,8 @@
 use crate::compute::context::{Context, ContextError, Request, Requests};
 pub(crate) use crate::compute::devices::{short, Device, Kind, Machine};
 use crate::compute::devices::{state_dir, MACHINE_FILE};
-use crate::__kernel::fs::{write_atomic, Durability};
-use crate::__kernel::procfs;
+use crate::sys::fs::{write_atomic, Durability};
+use crate::sys::procfs;
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,7 @@ fn private_dir() -> io::Result<&'static Path> {
         }
     }
     let dir = tmp.join(format!("dryml-pool-{me}-{}", procfs::start_time(me).unwrap_or(0)));
-    crate::__kernel::fs::private_dir(&dir)?;
+    crate::sys::fs::private_dir(&dir)?;
     Ok(PRIVATE.get_or_init(|| dir))
 }
 

@@ -12,7 +12,7 @@
 use crate::compute::context::{self, Context, ContextError, Requests};
 use crate::compute::ending::{self, Early};
 use crate::compute::pool::{Machine, Pool};
-use crate::__kernel::procfs;
+use crate::sys::procfs;
 use crate::compute::cell::{Cell, CellError, CellResult};
 use crate::compute::outcome::{clear_report, ComputeError, Report, LAST};
 use serde::de::DeserializeOwned;

@@ -20,7 +20,7 @@ pub(crate) fn kernel_symbol(name: &str) -> Option<usize> {
 /// The flag lives in the kernel binary that hosts the cell; it exports it by name.
 fn flag() -> Option<&'static AtomicBool> {
     static FLAG: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let addr = *FLAG.get_or_init(|| kernel_symbol(crate::__kernel::protocol::symbols::INTERRUPT_FLAG).unwrap_or(0));
+    let addr = *FLAG.get_or_init(|| kernel_symbol(crate::sys::protocol::symbols::INTERRUPT_FLAG).unwrap_or(0));
     (addr != 0).then(|| unsafe { &*(addr as *const AtomicBool) })
 }
 

@@ -98,7 +98,7 @@ pub fn html(html: &str) {
 /// Clears the cell's output; with `wait`, only when new output arrives.
 pub fn clear_output(wait: bool) {
     if in_kernel() {
-        emit(format!("{} {{\"wait\":{wait}}}", crate::__kernel::protocol::CLEAR));
+        emit(format!("{} {{\"wait\":{wait}}}", crate::sys::protocol::CLEAR));
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 
 pub(crate) fn in_kernel() -> bool {
-    std::env::var_os(crate::__kernel::protocol::FLUSH_FDS_ENV).is_some()
+    std::env::var_os(crate::sys::protocol::FLUSH_FDS_ENV).is_some()
 }
 
 /// The mime type of the machine-readable data in the kernel's displays (experiment reports,
@@ -40,7 +40,7 @@ pub(crate) fn send(bundle: &[(&str, &str)], display_id: Option<&str>, update: &s
         .collect();
     let mut line = format!(
         "{} {{\"data\":{{{}}},\"update\":{update}",
-        crate::__kernel::protocol::DISPLAY,
+        crate::sys::protocol::DISPLAY,
         data.join(",")
     );
     if let Some(id) = display_id {
@@ -60,7 +60,7 @@ pub fn raise_error(ename: &str, evalue: &str) {
     }
     emit(format!(
         "{} {{\"ename\":{},\"evalue\":{}}}",
-        crate::__kernel::protocol::ERROR,
+        crate::sys::protocol::ERROR,
         json_string(ename),
         json_string(evalue)
     ));
@@ -69,7 +69,7 @@ pub fn raise_error(ename: &str, evalue: &str) {
 /// Tells the kernel that a loop polling the interrupt flag is (`on`) or is no longer running.
 pub(crate) fn announce_polling(on: bool) {
     if in_kernel() {
-        emit(format!("{} {{\"on\":{on}}}", crate::__kernel::protocol::POLLING));
+        emit(format!("{} {{\"on\":{on}}}", crate::sys::protocol::POLLING));
     }
 }
 

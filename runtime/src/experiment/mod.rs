@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// Set by the kernel in the child: the directory holding its state files.
-pub use crate::__kernel::protocol::STATE_DIR_ENV;
+pub use crate::sys::protocol::STATE_DIR_ENV;
 /// The file (in the state directory) holding the last experiment's report.
 pub const LAST_FILE: &str = "experiment-last.tsv";
 const VERSION: &str = "dryml-experiment 1";

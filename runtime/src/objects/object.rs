@@ -7,7 +7,7 @@
 //! in every evcxr cell library that holds the type, so `load_object` works in any later cell. Loading never runs code from the file: the file names a registered type and
 //! carries data (JSON arguments, binary state sections), nothing else.
 
-use crate::__kernel::fs::{write_atomic, Durability};
+use crate::sys::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};

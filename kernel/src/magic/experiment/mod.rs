@@ -1,11 +1,15 @@
 //! `%experiment`, `%%experiment` and `%cell_logger`: opening and finishing experiments (which
 //! delete the variables they made and report memory), and measuring each cell while the logger
-//! is on or an experiment is open. The figures and reports are [`report`]'s.
+//! is on or an experiment is open, as the engine's [`CellObserver`]. The figures and reports
+//! are [`report`]'s, the cell logger's [`logger`]'s.
 
+pub mod logger;
 pub mod report;
 
-use super::Host;
-use report::{self as exp, CellLogger, Experiment, LoggerMode};
+use super::cell::{BodyResult, CellMagic, CellObserver, Outcome};
+use super::{Host, Magics};
+use logger::{CellLogger, LoggerMode};
+use report::{self as exp, Experiment};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
@@ -36,17 +40,21 @@ fn settled(host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
 pub struct Experiments {
     open: Option<Experiment>,
     logger: CellLogger,
+    /// The cell under way's measure, from the observer's `before` to its `after`.
+    measure: Option<CellMeasure>,
+    /// The open experiment is a `%%experiment` cell's, and ends with the cell.
+    ends_with_cell: bool,
 }
 
 /// A measured cell: its first sample and the GPUs it watches.
-pub struct CellMeasure {
+struct CellMeasure {
     before: Sample,
     gpus: Vec<Gpu>,
     spent0: std::time::Duration,
 }
 
 impl Experiments {
-    pub fn is_open(&self) -> bool {
+    fn is_open(&self) -> bool {
         self.open.is_some()
     }
 
@@ -88,7 +96,7 @@ impl Experiments {
 
     /// Starts an experiment, finishing an open one first (as IPyExperiments does), after
     /// preloading a framework when asked to.
-    pub fn start(
+    fn start(
         &mut self,
         host: &mut Host<'_>,
         name: Option<String>,
@@ -109,6 +117,13 @@ impl Experiments {
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
         let vars = host.session.variables();
         self.open = Some(Experiment::start(name, s, gpus, vars, keep));
+        Ok(())
+    }
+
+    /// Starts the experiment of a `%%experiment` cell, which ends with the cell.
+    fn start_for_cell(&mut self, host: &mut Host<'_>, name: Option<String>, keep: Vec<String>, preload: Option<Preload>) -> Result<(), ErrorContent> {
+        self.start(host, name, keep, preload)?;
+        self.ends_with_cell = true;
         Ok(())
     }
 
@@ -135,9 +150,9 @@ impl Experiments {
 
     /// Before an experiment's first cell runs: a body that names `tch` gets torch preloaded
     /// first (unless the child has it), and the experiment starts over from after the preload.
-    pub fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
+    fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::uses_tch(body) {
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::deps::uses_tch(body) {
             return;
         }
         let gpus = e.gpus().to_vec();
@@ -153,7 +168,7 @@ impl Experiments {
     }
 
     /// Deletes the experiment's variables, trims the child's heap, and reports.
-    pub fn finish(&mut self, host: &mut Host<'_>) {
+    fn finish(&mut self, host: &mut Host<'_>) {
         let Some(mut e) = self.open.take() else { return };
         host.session.note_child_pid();
         let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
@@ -187,7 +202,7 @@ impl Experiments {
     }
 
     /// Before a cell: while the logger is on or an experiment is open, the cell is measured.
-    pub fn begin_cell(&mut self, host: &mut Host<'_>) -> Option<CellMeasure> {
+    fn begin_cell(&mut self, host: &mut Host<'_>) -> Option<CellMeasure> {
         let spent0 = host.meter.spent;
         host.meter.begin_cell();
         if self.logger.mode == LoggerMode::Off && self.open.is_none() {
@@ -201,8 +216,8 @@ impl Experiments {
     /// The GPUs to watch while the body runs: NVML has no high-water mark, so GPU peaks need
     /// reads while the cell runs. A `%experiment start` in this cell opened one after the cell
     /// began.
-    pub fn gpus_to_watch(&self, host: &mut Host<'_>, measure: Option<&CellMeasure>) -> Vec<Gpu> {
-        match measure {
+    fn gpus_to_watch(&self, host: &mut Host<'_>) -> Vec<Gpu> {
+        match &self.measure {
             Some(m) => m.gpus.clone(),
             None if self.open.is_some() => host.visible_gpus(),
             None => Vec::new(),
@@ -211,7 +226,7 @@ impl Experiments {
 
     /// After the body: the GPU peaks seen (unless `%env CUDA_VISIBLE_DEVICES` changed the GPUs
     /// since the experiment began), and the names it re-bound.
-    pub fn after_body(&mut self, host: &Host<'_>, body: &str, watched: &[Gpu], peaks: Option<Vec<u64>>) {
+    fn after_body(&mut self, host: &Host<'_>, body: &str, watched: &[Gpu], peaks: Option<Vec<u64>>) {
         if let Some(e) = &mut self.open {
             if let Some(p) = peaks.filter(|_| e.gpus() == watched) {
                 e.observe_gpu_peaks(&p);
@@ -226,7 +241,7 @@ impl Experiments {
     }
 
     /// After the cell: the second sample and the logger's line.
-    pub fn end_cell(&mut self, host: &mut Host<'_>, m: CellMeasure) {
+    fn end_cell(&mut self, host: &mut Host<'_>, m: CellMeasure) {
         let after = self.checkpoint(host, &m.gpus);
         if self.logger.mode != LoggerMode::Off {
             let measure = host.meter.spent - m.spent0;
@@ -243,5 +258,48 @@ impl Experiments {
             e.observe(&s);
         }
         s
+    }
+}
+
+/// The engine's observer: a cell is measured from before its line magics to after its value is
+/// shown, and an open experiment watches its body.
+impl CellObserver for Experiments {
+    fn before(&mut self, host: &mut Host<'_>) {
+        self.ends_with_cell = false;
+        self.measure = self.begin_cell(host);
+    }
+
+    fn watch_body(&mut self, host: &mut Host<'_>, body: &str, eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult) -> BodyResult {
+        self.before_body(host, body);
+        let gpus = self.gpus_to_watch(host);
+        let watch = host.meter.watch_gpus(&gpus, host.child_pid());
+        let result = eval(host);
+        let peaks = watch.map(|w| host.meter.end_watch(w));
+        self.after_body(host, body, &gpus, peaks);
+        result
+    }
+
+    fn after(&mut self, host: &mut Host<'_>, _outcome: &Outcome) {
+        // The experiment of a `%%experiment` cell ends with it, whether or not the body failed.
+        if std::mem::take(&mut self.ends_with_cell) && self.is_open() {
+            self.finish(host);
+        }
+        if let Some(m) = self.measure.take() {
+            self.end_cell(host, m);
+        }
+    }
+}
+
+/// `%%experiment`'s handler: an experiment opened before the body, finished by the observer
+/// once the cell's value is shown.
+pub struct ExperimentCell<'a> {
+    pub name: &'a Option<String>,
+    pub keep: &'a [String],
+    pub preload: Option<Preload>,
+}
+
+impl CellMagic for ExperimentCell<'_> {
+    fn before(&mut self, magics: &mut Magics, host: &mut Host<'_>) -> Result<(), ErrorContent> {
+        magics.experiments.start_for_cell(host, self.name.clone(), self.keep.to_vec(), self.preload)
     }
 }

@@ -85,10 +85,7 @@ impl RepoMagic {
             RepoCall::Load { id, var } => {
                 let e = entry(repo, id)?;
                 let dir = repo.dir().to_string_lossy().into_owned();
-                // evcxr names a variable's type from what is in scope, hence the `use`.
-                let code = format!(
-                    "use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
-                );
+                let code = super::codegen::repo_load(var, &dir, id);
                 host.session.set_cell_offset(None);
                 host.session.eval_user(&code, host.io)?;
                 host.print(&format!(

@@ -7,7 +7,7 @@ pub mod build;
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use build::{Program, Var};
+use super::codegen::{self, Program, Var};
 use dryml::__kernel::slurm::job::JobDir;
 use dryml::__kernel::slurm::JobOptions;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
@@ -63,138 +63,6 @@ impl SlurmMagic {
         Ok(())
     }
 
-    /// The code a `%%compute --on slurm` cell runs in the notebook's process, after its program
-    /// is built and its directory written.
-    pub fn compute_cell(&mut self, host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
-        let job = Job {
-            kind: "compute",
-            requests: &opts.requests,
-            timeout: opts.timeout,
-            mem: opts.mem_limit,
-            slurm: opts.slurm.clone().unwrap_or_default(),
-            update: &opts.update,
-            extra: Value::Null,
-        };
-        let p = self.prepare(host, &job, body, body_offset)?;
-        Ok(submit_code(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
-    }
-
-    /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
-    pub fn sweep_cell(&mut self, host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
-        let job = Job {
-            kind: "sweep",
-            requests: &opts.requests,
-            timeout: opts.timeout,
-            mem: opts.mem_limit,
-            slurm: opts.slurm.clone().unwrap_or_default(),
-            update: &[],
-            extra: json!({"defs_variable": opts.defs, "repo": opts.repo}),
-        };
-        let p = self.prepare(host, &job, body, body_offset)?;
-        let mut c = inputs_code(&p.dir, &p.inputs);
-        c.push_str(&format!(
-            "match ::dryml::__kernel::slurm::array::submit(__dryml_job, &{defs}, {repo:?}, {detach}) {{\nOk(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")),\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\n}}\n}}",
-            defs = opts.defs,
-            repo = opts.repo,
-            detach = job.slurm.detach
-        ));
-        Ok(c)
-    }
-
-    /// Writes a job's directory (request, batch script) and builds its program.
-    fn prepare(&mut self, host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -> Result<Prepared, ErrorContent> {
-        let what = if job.kind == "sweep" { "%%sweep" } else { "%%compute" };
-        host.session.ensure_child_setup();
-        let vars = host.session.variables();
-        for u in job.update {
-            if !vars.contains_key(u) {
-                return Err(ErrorContent::new("MagicError", format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
-            }
-        }
-        let names = super::context::identifiers(body);
-        let inputs: Vec<Var> = vars
-            .iter()
-            .filter(|(n, _)| names.contains(n.as_str()) || job.update.contains(n))
-            .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
-            .collect();
-        let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
-        let shows = job.kind == "compute"
-            && super::context::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
-        let settings = Self::settings(host);
-        let own = JobOptions {
-            partition: job.slurm.partition.clone(),
-            account: job.slurm.account.clone(),
-            qos: job.slurm.qos.clone(),
-            time: job.timeout,
-            mem: job.mem,
-            sbatch: job.slurm.sbatch.clone(),
-            ..JobOptions::default()
-        };
-        let settings = own.over(&settings);
-        let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests).map_err(slurm_error)?;
-        let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
-        let jd = JobDir::new(&dir);
-        let (items, deps) = host.session.evcxr().notebook_crate();
-        let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
-        let name = host.session.job_crate().unwrap_or_else(|| "dryml_job".into());
-        let program = Program {
-            name: &name,
-            items: &items,
-            deps: &deps,
-            body,
-            inputs: &inputs,
-            updates: &updates,
-            shows,
-            sweep: job.kind == "sweep",
-            opt_level: &opt_level,
-            body_offset,
-        };
-        let src = program.source();
-        let mut request = json!({
-            "kind": job.kind,
-            "notebook": dryml::__kernel::slurm::notebook_name(),
-            "body": body,
-            "requests": job.requests.to_text(),
-            "sbatch": args,
-            "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
-            "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
-            "shows": shows,
-            "time": time.map(dryml::__kernel::slurm::slurm_time),
-            "mem": mem,
-            "created": dryml::__kernel::slurm::local_now(),
-            "kernel_pid": std::process::id(),
-            "body_line": src.body_line,
-            "body_lines": src.body_lines,
-            "body_offset": body_offset,
-        });
-        if let Value::Object(extra) = &job.extra {
-            for (k, v) in extra {
-                request[k] = v.clone();
-            }
-        }
-        let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
-            jd.write_script(job.kind == "sweep", &args).map_err(|e| slurm_error(format!("writing job.sh: {e}")))
-        });
-        let build_dir = match host.session.build_cache() {
-            Ok(Some(c)) => Some(c.dir()),
-            _ => None,
-        };
-        let lock = std::env::var_os("EVCXR_TMPDIR").map(|d| PathBuf::from(d).join("Cargo.lock"));
-        let built = written.and_then(|()| {
-            host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
-            build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset)
-        });
-        match built {
-            Ok(secs) => host.print(&format!("dryml: built in {secs:.1} s\n")),
-            Err(e) => {
-                // Nothing was submitted: no record to keep.
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        }
-        Ok(Prepared { dir, inputs, updates, shows })
-    }
-
     pub fn jobs(&mut self, host: &mut Host<'_>, call: &JobsCall) -> Result<(), ErrorContent> {
         // Every subcommand but the list is about one job: its directory is found once.
         let dir = match call {
@@ -233,18 +101,10 @@ impl SlurmMagic {
                 Ok(())
             }
             JobsCall::Wait(_) | JobsCall::Result { .. } if is_sweep(&dir) => {
-                let code = format!(
-                    "match ::dryml::__kernel::slurm::array::wait({:?}) {{ Ok(r) => ::dryml::__kernel::cell::Shown(format!(\"{{r:?}}\")), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
-                    dir.display().to_string()
-                );
-                run_shown(host, &code)
+                run_shown(host, &codegen::sweep_wait(&dir.display().to_string()))
             }
             JobsCall::Wait(_) => {
-                let code = format!(
-                    "match ::dryml::__kernel::slurm::follow::wait({:?}) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
-                    dir.display().to_string()
-                );
-                run_shown(host, &code)
+                run_shown(host, &codegen::job_wait(&dir.display().to_string()))
             }
             JobsCall::Result { id, var } => {
                 let req = JobDir::new(&dir).request().map_err(|e| slurm_error(format!("{}: {e}", dir.display())))?;
@@ -275,23 +135,10 @@ impl SlurmMagic {
                 // First the wait, which ends the cell with the job's error if it has one; then the
                 // variables, which are defined only when the job has delivered them.
                 let d = dir.display().to_string();
-                let wanted: Vec<String> = names.iter().map(|(_, u)| format!("{:?}", u.name)).collect();
-                let code = format!(
-                    "match ::dryml::__kernel::slurm::follow::wait_for({d:?}, &[{}]) {{ Ok(mut r) => r.shown(), Err(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }} }}",
-                    wanted.join(", ")
-                );
-                run_shown(host, &code)?;
+                let wanted: Vec<&str> = names.iter().map(|(_, u)| u.name.as_str()).collect();
+                run_shown(host, &codegen::job_wait_for(&d, &wanted))?;
                 if !names.is_empty() {
-                    let mut code = String::new();
-                    for (name, u) in &names {
-                        // The traits are imported inside the block: a cell's `use` would stay in the notebook.
-                        code.push_str(&format!(
-                            "let {name}: {t} = {{ #[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*; \
-                             (&&&::dryml::__kernel::carry::In::<{t}>::new()).decode(&::dryml::__kernel::slurm::follow::update_bytes({d:?}, {n:?})).unwrap_or_else(|e| panic!(\"`{n}`: {{e}}\")) }};\n",
-                            t = u.ty,
-                            n = u.name
-                        ));
-                    }
+                    let code: String = names.iter().map(|(name, u)| codegen::job_update(name, u, &d)).collect();
                     host.session.set_cell_offset(None);
                     host.session.eval_user(&code, host.io)?;
                     let got: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
@@ -301,6 +148,131 @@ impl SlurmMagic {
             }
         }
     }
+}
+
+/// The code a `%%compute --on slurm` cell runs in the notebook's process, after its program
+/// is built and its directory written.
+pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
+    let job = Job {
+        kind: "compute",
+        requests: &opts.requests,
+        timeout: opts.timeout,
+        mem: opts.mem_limit,
+        slurm: opts.slurm.clone().unwrap_or_default(),
+        update: &opts.update,
+        extra: Value::Null,
+    };
+    let p = prepare(host, &job, body, body_offset)?;
+    Ok(codegen::submit(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
+}
+
+/// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
+pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
+    let job = Job {
+        kind: "sweep",
+        requests: &opts.requests,
+        timeout: opts.timeout,
+        mem: opts.mem_limit,
+        slurm: opts.slurm.clone().unwrap_or_default(),
+        update: &[],
+        extra: json!({"defs_variable": opts.defs, "repo": opts.repo}),
+    };
+    let p = prepare(host, &job, body, body_offset)?;
+    Ok(codegen::sweep_submit(&p.dir, &p.inputs, opts, job.slurm.detach))
+}
+
+/// Writes a job's directory (request, batch script) and builds its program.
+fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -> Result<Prepared, ErrorContent> {
+    let what = if job.kind == "sweep" { "%%sweep" } else { "%%compute" };
+    host.session.ensure_child_setup();
+    let vars = host.session.variables();
+    for u in job.update {
+        if !vars.contains_key(u) {
+            return Err(ErrorContent::new("MagicError", format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
+        }
+    }
+    let names = codegen::identifiers(body);
+    let inputs: Vec<Var> = vars
+        .iter()
+        .filter(|(n, _)| names.contains(n.as_str()) || job.update.contains(n))
+        .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
+        .collect();
+    let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
+    let shows = job.kind == "compute"
+        && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
+    let settings = SlurmMagic::settings(host);
+    let own = JobOptions {
+        partition: job.slurm.partition.clone(),
+        account: job.slurm.account.clone(),
+        qos: job.slurm.qos.clone(),
+        time: job.timeout,
+        mem: job.mem,
+        sbatch: job.slurm.sbatch.clone(),
+        ..JobOptions::default()
+    };
+    let settings = own.over(&settings);
+    let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests).map_err(slurm_error)?;
+    let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
+    let jd = JobDir::new(&dir);
+    let (items, deps) = host.session.evcxr().notebook_crate();
+    let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
+    let name = host.session.job_crate().unwrap_or_else(|| "dryml_job".into());
+    let program = Program {
+        name: &name,
+        items: &items,
+        deps: &deps,
+        body,
+        inputs: &inputs,
+        updates: &updates,
+        shows,
+        sweep: job.kind == "sweep",
+        opt_level: &opt_level,
+        body_offset,
+    };
+    let src = program.source();
+    let mut request = json!({
+        "kind": job.kind,
+        "notebook": dryml::__kernel::slurm::notebook_name(),
+        "body": body,
+        "requests": job.requests.to_text(),
+        "sbatch": args,
+        "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
+        "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
+        "shows": shows,
+        "time": time.map(dryml::__kernel::slurm::slurm_time),
+        "mem": mem,
+        "created": dryml::__kernel::slurm::local_now(),
+        "kernel_pid": std::process::id(),
+        "body_line": src.body_line,
+        "body_lines": src.body_lines,
+        "body_offset": body_offset,
+    });
+    if let Value::Object(extra) = &job.extra {
+        for (k, v) in extra {
+            request[k] = v.clone();
+        }
+    }
+    let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
+        jd.write_script(job.kind == "sweep", &args).map_err(|e| slurm_error(format!("writing job.sh: {e}")))
+    });
+    let build_dir = match host.session.build_cache() {
+        Ok(Some(c)) => Some(c.dir()),
+        _ => None,
+    };
+    let lock = std::env::var_os("EVCXR_TMPDIR").map(|d| PathBuf::from(d).join("Cargo.lock"));
+    let built = written.and_then(|()| {
+        host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
+        build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset)
+    });
+    match built {
+        Ok(secs) => host.print(&format!("dryml: built in {secs:.1} s\n")),
+        Err(e) => {
+            // Nothing was submitted: no record to keep.
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    }
+    Ok(Prepared { dir, inputs, updates, shows })
 }
 
 /// A `%slurm` setting as its key and the value its variable takes (`None`: the environment's).
@@ -332,7 +304,7 @@ fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
     Ok(())
 }
 
-/// What a job is, for [`SlurmMagic::prepare`].
+/// What a job is, for [`prepare`].
 struct Job<'a> {
     kind: &'static str,
     requests: &'a dryml::compute::context::Requests,
@@ -349,34 +321,4 @@ struct Prepared {
     inputs: Vec<Var>,
     updates: Vec<Var>,
     shows: bool,
-}
-
-/// Opens a block that gathers the variables a job takes (`__dryml_job`).
-fn inputs_code(dir: &Path, inputs: &[Var]) -> String {
-    let mut c = String::from("{\n#[allow(unused_imports)] use ::dryml::__kernel::carry::prelude::*;\n");
-    c.push_str(&format!("let mut __dryml_job = ::dryml::__kernel::slurm::follow::Submission::open({:?});\n", dir.display().to_string()));
-    for v in inputs {
-        c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::__kernel::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
-    }
-    c
-}
-
-/// The notebook process's half: send the variables, submit, follow, take the updates back.
-fn submit_code(dir: &Path, inputs: &[Var], updates: &[Var], shows: bool, detach: bool) -> String {
-    let mut c = inputs_code(dir, inputs);
-    c.push_str(&format!("match __dryml_job.run({detach}) {{\nOk(mut __dryml_result) => {{\n"));
-    if !detach {
-        for v in updates {
-            c.push_str(&format!(
-                "match __dryml_result.take_bytes({n:?}).map_err(|e| e.message()).and_then(|b| (&&&::dryml::__kernel::carry::In::of(&{n})).decode(&b)) {{ Ok(v) => {n} = v, \
-                 Err(e) => ::dryml::__kernel::cell::raise(&::dryml::ComputeError::Failed(format!(\"--update {n}: {{e}}\"))) }}\n",
-                n = v.name
-            ));
-        }
-    }
-    c.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n}");
-    if !(shows || detach) {
-        c.push(';');
-    }
-    c
 }

@@ -2,7 +2,7 @@
 //! object to the repo (`%%sweep --on slurm`, `Compute::on(Slurm).sweep`), so a notebook that
 //! dies mid-sweep loses nothing; the notebook follows the array and reads the tasks' records.
 
-use crate::__kernel::fs::{write_atomic, Durability};
+use crate::sys::fs::{write_atomic, Durability};
 use crate::compute::slurm::job::{JobDir, DIR_ENV};
 use crate::compute::slurm::{self, JobState};
 use crate::compute::sweep::{open_or_create, train, Progress, Report, Task, Trained};

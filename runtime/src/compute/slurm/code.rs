@@ -224,7 +224,7 @@ impl OnSlurm<'_> {
                 shell_quote(&path),
                 shell_quote(&runner.display().to_string())
             );
-            crate::__kernel::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::__kernel::fs::Durability::Fsync)?;
+            crate::sys::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::sys::fs::Durability::Fsync)?;
             std::fs::set_permissions(jd.file("program"), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
             jd.write_request(&json!({
                 "kind": kind,
@@ -259,7 +259,7 @@ fn slurm_error(e: crate::compute::slurm::SlurmError) -> ComputeError {
 /// The program the node runs: this process's own binary, which must be the kernel's (evcxr's
 /// child is the kernel binary re-executed).
 fn runner() -> Result<PathBuf, ComputeError> {
-    if crate::display::interrupt::kernel_symbol(crate::__kernel::protocol::symbols::INTERRUPT_FLAG).is_none() {
+    if crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::INTERRUPT_FLAG).is_none() {
         return Err(ComputeError::Failed(
             "Compute::on(Slurm) sends a notebook cell's closure, and this process is not a DRYML Rust kernel's".into(),
         ));

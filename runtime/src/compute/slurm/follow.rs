@@ -5,7 +5,7 @@
 
 use super::job::{End, Finished, JobDir, JobError};
 use super::{cancel, job, submit, Job, JobState};
-use crate::__kernel::units::size;
+use crate::sys::units::size;
 use crate::compute::cell::CellResult;
 use crate::compute::ComputeError;
 use serde_json::Value;
@@ -373,7 +373,7 @@ pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError>
 }
 
 /// The bytes of an `--update` variable of a finished job (after [`wait_for`] checked it is
-/// there), for [`crate::__kernel::carry::In`] to read.
+/// there), for [`crate::compute::carry::In`] to read.
 #[doc(hidden)]
 pub fn update_bytes(dir: &str, name: &str) -> Vec<u8> {
     let dir = JobDir::new(dir);

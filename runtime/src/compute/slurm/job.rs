@@ -5,7 +5,7 @@
 
 use crate::compute::cell::{CellError, CellResult};
 use crate::compute::ending::Early;
-use crate::__kernel::fs::{write_atomic, Durability};
+use crate::sys::fs::{write_atomic, Durability};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -164,12 +164,12 @@ impl Io {
         rmp_serde::from_slice(&bytes).map_err(|e| CellError::new(format!("the notebook's variable `{name}` did not deserialize: {e}")))
     }
 
-    /// The notebook's variable `name` as it was sent (see [`crate::__kernel::carry`]).
+    /// The notebook's variable `name` as it was sent (see [`crate::compute::carry`]).
     pub fn input_bytes(&mut self, name: &str) -> Result<Vec<u8>, CellError> {
         std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))
     }
 
-    /// Sends bytes [`crate::__kernel::carry::Out`] made back as the notebook's variable `name`.
+    /// Sends bytes [`crate::compute::carry::Out`] made back as the notebook's variable `name`.
     pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) -> Result<(), CellError> {
         let bytes = encoded.map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
@@ -199,7 +199,7 @@ impl Io {
         let result = json!({
             "updates": self.updates,
             "shown": self.shown,
-            "peak_rss": crate::__kernel::procfs::status(std::process::id(), ["VmHWM:"])[0],
+            "peak_rss": crate::sys::procfs::status(std::process::id(), ["VmHWM:"])[0],
             "seconds": self.t0.elapsed().as_secs_f64(),
         });
         if let Err(e) = write_atomic(&self.dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync) {

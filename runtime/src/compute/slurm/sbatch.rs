@@ -147,8 +147,8 @@ impl JobOptions {
             partition: var("partition"),
             account: var("account"),
             qos: var("qos"),
-            time: var("time").and_then(|t| crate::__kernel::units::parse_seconds(&t)),
-            mem: var("mem").and_then(|m| crate::__kernel::units::parse_size(&m).ok()),
+            time: var("time").and_then(|t| crate::sys::units::parse_seconds(&t)),
+            mem: var("mem").and_then(|m| crate::sys::units::parse_size(&m).ok()),
             shards_per_gpu: var("shards_per_gpu").and_then(|n| n.trim().parse().ok()),
             sbatch: var("sbatch").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
         }

@@ -17,7 +17,7 @@
 //! the README's benchmark); a log needs no dependency compiled into every notebook, is
 //! readable with `grep`, and its appends are atomic under the lock.
 
-use crate::__kernel::fs::{write_atomic, Durability, Staged};
+use crate::sys::fs::{write_atomic, Durability, Staged};
 use crate::objects::{from_record, record, Meta, Object, ObjectDef, ObjectError};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};

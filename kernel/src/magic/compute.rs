@@ -1,0 +1,52 @@
+//! `%%compute` and `%%sweep`: the cell's body run away from the notebook's process, in
+//! sandboxes holding a context (here) or as a Slurm job (`--on slurm`). Each handler only
+//! chooses where; the code is [`codegen`]'s, shared by both.
+
+use super::cell::{Cell, CellMagic};
+use super::codegen;
+use super::Host;
+use crate::protocol::ErrorContent;
+use dryml_magics::{ComputeOptions, Invocation, SweepOptions};
+
+/// `%%compute`.
+pub struct ComputeCell<'a> {
+    pub inv: &'a Invocation,
+    pub opts: &'a ComputeOptions,
+    /// The pool's CPU and GPU counts, for requests naming a device the machine lacks.
+    pub devices: (usize, usize),
+}
+
+impl CellMagic for ComputeCell<'_> {
+    fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
+        // Generated code: its compile errors keep rustc's rendering.
+        host.session.set_cell_offset(None);
+        let (opts, body) = (self.opts, cell.body());
+        if opts.slurm.is_some() {
+            return super::slurm::compute_cell(host, opts, body, cell.magic_lines);
+        }
+        self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
+        host.session.ensure_child_setup();
+        codegen::compute(opts, body, &host.session.variables())
+            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
+    }
+}
+
+/// `%%sweep`.
+pub struct SweepCell<'a> {
+    pub inv: &'a Invocation,
+    pub opts: &'a SweepOptions,
+    pub devices: (usize, usize),
+}
+
+impl CellMagic for SweepCell<'_> {
+    fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
+        host.session.set_cell_offset(None);
+        let (opts, body) = (self.opts, cell.body());
+        if opts.slurm.is_some() {
+            return super::slurm::sweep_cell(host, opts, body, cell.magic_lines);
+        }
+        self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
+        host.session.ensure_child_setup();
+        Ok(codegen::sweep(opts, body))
+    }
+}

@@ -1,0 +1,100 @@
+//! The dependencies a cell needs, added the first time code names them: `dryml` (from the
+//! runtime's sources) and, where the venv has libtorch, `tch` with dryml's torch feature; and
+//! the torch preload of `--preload torch`.
+
+use super::Session;
+use crate::protocol::ErrorContent;
+
+/// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).
+const TCH_VERSION: &str = "0.26.0";
+
+impl Session {
+    /// Builds `dryml` (and with `torch`, `tch` and dryml's torch feature) as a cell naming them
+    /// would, so that later kernels find them in the machine's build cache.
+    pub fn prepare_deps(&mut self, torch: bool) -> Result<(), ErrorContent> {
+        self.add_deps(if torch { "tch::" } else { "dryml::" })
+    }
+
+    /// Adds `dryml` (and `tch`, with dryml's torch feature) the first time code names them.
+    fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
+        let Some((deps, torch)) = self.deps_for(code) else { return Ok(()) };
+        self.eval_hidden(&deps)?;
+        self.note_deps_added(torch);
+        Ok(())
+    }
+
+    /// The `:dep` lines a cell needs before it can run, and whether they bring `tch`.
+    pub(super) fn deps_for(&self, code: &str) -> Option<(String, bool)> {
+        // A cell naming `tch` gets it when the venv has libtorch.
+        let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
+        if !torch && (self.dryml_added || !uses_dryml(code)) {
+            return None;
+        }
+        let path = crate::paths::runtime();
+        let path = path.to_string_lossy();
+        let deps = if torch || self.torch_added {
+            format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
+        } else {
+            format!(":dep dryml = {{ path = {path:?} }}")
+        };
+        Some((deps, torch))
+    }
+
+    pub(super) fn note_deps_added(&mut self, torch: bool) {
+        self.dryml_added = true;
+        self.torch_added |= torch;
+    }
+
+    /// Whether this child has loaded libtorch through a cell or a preload.
+    pub fn torch_loaded(&self) -> bool {
+        self.torch_added
+    }
+
+    /// Loads libtorch into the child and makes one tensor on the best device (CUDA's context
+    /// where there is CUDA), as IPyExperimentsPytorch's `torch.ones((1, 1)).cuda()`. Returns
+    /// the device it used.
+    pub fn preload_torch(&mut self) -> Result<String, ErrorContent> {
+        if crate::torch::available().is_none() {
+            return Err(ErrorContent::new(
+                "MagicError",
+                "--preload torch: libtorch was not found (the kernel looks for PyTorch's wheel in the \
+                 project's venv; kernelspec/setup.sh installs it)",
+            ));
+        }
+        let (deps, torch) = self.deps_for("tch::").unwrap_or_default();
+        let out = self.capture_stdout(&format!("{deps}\n{PRELOAD_TORCH}"))?;
+        if !deps.is_empty() {
+            self.note_deps_added(torch);
+        }
+        Ok(out.trim().to_string())
+    }
+}
+
+/// The preload: one tensor on the best device, then the device's name.
+const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
+    let _t = tch::Tensor::ones([1, 1], (tch::Kind::Float, d)); println!(\"{d:?}\"); }";
+
+pub fn uses_tch(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
+}
+
+/// True when a cell names the `dryml` crate, so the dependency is added only for those.
+fn uses_dryml(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b").expect("static regex"))
+        .is_match(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dryml_detection() {
+        assert!(uses_dryml("use dryml::display;"));
+        assert!(uses_dryml("let x = dryml :: version();"));
+        assert!(!uses_dryml("let dryml_count = 1;"));
+        assert!(!uses_dryml("let x = 1;"));
+    }
+}
