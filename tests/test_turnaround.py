@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
-DRYML_CELL = "dryml::interrupted()"
+DRYML_CELL = "(!dryml::interrupted())"
 
 
 def rlibs(cache, crate="dryml"):
@@ -71,7 +71,7 @@ def test_cache_magic_shows_collects_and_clears(cache):
         shown = displays(ok(k, "%cache"))[0]["text/plain"]
         assert str(cache) in shown, shown
         assert "(this kernel)" in shown and "Largest here:" in shown, shown
-        assert "evicted 0 KiB" in stdout_of(ok(k, "%cache gc"))
+        assert "evicted 0 B" in stdout_of(ok(k, "%cache gc"))
         reply, _ = k.execute("%cache everything")
         assert reply["status"] == "error" and "unknown subcommand `everything`" in reply["evalue"], reply
         cleared = stdout_of(ok(k, "%cache clear"))

@@ -67,7 +67,8 @@ fn main() -> std::process::ExitCode {
 }
 
 fn cache(action: CacheAction) -> anyhow::Result<()> {
-    use dryml_kernel::session::cache::{bytes, BuildCache};
+    use dryml::__kernel::units::size;
+    use dryml_kernel::session::cache::BuildCache;
     if let CacheAction::Warm { torch } = action {
         let started = std::time::Instant::now();
         dryml_kernel::warm_cache(torch)?;
@@ -83,8 +84,8 @@ fn cache(action: CacheAction) -> anyhow::Result<()> {
         CacheAction::Show | CacheAction::Warm { .. } => {
             print!("{}", dryml_kernel::magic::cache::render(&cache.report()).0);
         }
-        CacheAction::Gc => println!("evicted {}", bytes(cache.collect(wait)?)),
-        CacheAction::Clear => println!("cleared {}", bytes(cache.clear(wait)?)),
+        CacheAction::Gc => println!("evicted {}", size(cache.collect(wait)?)),
+        CacheAction::Clear => println!("cleared {}", size(cache.clear(wait)?)),
     }
     Ok(())
 }

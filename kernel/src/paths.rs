@@ -1,5 +1,14 @@
 //! Where things are: the `dryml` crate's sources, the venv that holds PyTorch, and this
 //! kernel's scratch directory.
+//!
+//! # Scratch files
+//!
+//! Each kernel works in `<tmp>/dryml-kernel-<uid>/<pid>/`, both made 0700 and refused when another
+//! user owns them (the kernel then works in `<tmp>/dryml-kernel-<uid>-<pid>/` and says why): the
+//! output socket, the pool's files, the
+//! last experiment's report, and evcxr's crate and final libraries (unless `EVCXR_TMPDIR` is set);
+//! what is compiled for them lives in the build cache. A clean
+//! shutdown removes it; each start removes those of dead pids.
 
 use anyhow::Context;
 use std::path::PathBuf;

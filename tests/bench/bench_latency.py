@@ -104,7 +104,7 @@ def measure(args, jdir):
     return run_all(rows, args.cells, args.idle)
 
 
-DRYML_CELL = "dryml::interrupted()"
+DRYML_CELL = "(!dryml::interrupted())"
 TCH_CELL = "tch::Tensor::from(2.0f64).double_value(&[])"
 HOT = "(0..200_000_000u64).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761))"
 HOT_FN = "fn hot(n: u64) -> u64 { (0..n).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761)) }"

@@ -2,7 +2,8 @@
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use crate::session::cache::{bytes, BuildCache, Report};
+use crate::session::cache::{BuildCache, Report};
+use dryml::__kernel::units::size;
 use dryml_magics::CacheCall;
 use serde_json::json;
 use std::time::Duration;
@@ -27,12 +28,12 @@ pub fn run(host: &mut Host<'_>, call: CacheCall) -> Result<(), ErrorContent> {
         }
         CacheCall::Collect => {
             let freed = cache.collect(Duration::ZERO).map_err(failed)?;
-            host.print(&format!("evicted {}\n", bytes(freed)));
+            host.print(&format!("evicted {}\n", size(freed)));
             Ok(())
         }
         CacheCall::Clear => {
             let freed = cache.clear(CLEAR_WAIT).map_err(failed)?;
-            host.print(&format!("cleared {}: the next build of each crate starts cold\n", bytes(freed)));
+            host.print(&format!("cleared {}: the next build of each crate starts cold\n", size(freed)));
             Ok(())
         }
     }
@@ -49,8 +50,8 @@ pub fn render(r: &Report) -> (String, String) {
     let title = format!(
         "Build cache {}: {} of {} ({})",
         r.root.display(),
-        bytes(total),
-        bytes(r.limit),
+        size(total),
+        size(r.limit),
         crate::session::cache::LIMIT_ENV
     );
     let rows: Vec<Vec<String>> = r
@@ -62,7 +63,7 @@ pub fn render(r: &Report) -> (String, String) {
             });
             vec![
                 format!("{}{}", g.key, if g.current { " (this kernel)" } else { "" }),
-                bytes(g.bytes),
+                size(g.bytes),
                 g.units.to_string(),
                 used.unwrap_or_else(|| "-".into()),
             ]
@@ -71,7 +72,7 @@ pub fn render(r: &Report) -> (String, String) {
     let (mut text, mut html) =
         crate::table::render(&title, &["toolchain and libtorch", "size", "crate builds", "last kernel start"], &rows);
     if !r.largest.is_empty() {
-        let largest: Vec<String> = r.largest.iter().map(|(n, b)| format!("{n} {}", bytes(*b))).collect();
+        let largest: Vec<String> = r.largest.iter().map(|(n, b)| format!("{n} {}", size(*b))).collect();
         let line = format!("Largest here: {}", largest.join(", "));
         text.push_str(&format!("\n{line}\n"));
         html.push_str(&format!("<p>{}</p>", crate::table::escape(&line)));

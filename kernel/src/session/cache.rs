@@ -4,6 +4,43 @@
 //! features, the profile or a watched variable rebuilds) and cargo's lock keeps concurrent builds
 //! apart; this module picks the directory, keeps it within a size bound (least recently used
 //! first) and clears it.
+//!
+//! # How a cell is built
+//!
+//! evcxr builds each cell as a crate in the kernel's scratch directory, but with
+//! `CARGO_BUILD_BUILD_DIR` (set through evcxr's `:build_env`) pointing at
+//! `~/.cache/dryml-rust/build/rustc-<version>-<commit>[-torch-<version>-<path hash>]`: every kernel
+//! of the user shares the compiled dependencies, cargo's fingerprints decide what is fresh (a change
+//! in `runtime/`, features, profile or a watched variable rebuilds), and the generation key covers
+//! what cargo cannot see (torch-sys links libtorch without watching its version). Each kernel
+//! claims a token (`dryml-kernels/<token>.lock`, flocked while it runs) and names its cell crate
+//! `ctx_<token>` and its job programs `job_<token>` (evcxr's patch lets the crate be named): cargo
+//! hashes a workspace's root package by its path relative to the workspace, so with evcxr's one
+//! `ctx` every kernel's cells were one cargo unit, and a kernel could load another's fresh build.
+//! A kernel's warm-up (once idle after its start) removes the crates of tokens whose lock is free. Each kernel's
+//! final library still lands in its private target directory, from which evcxr loads it; cells find
+//! the dynamic std through `LD_LIBRARY_PATH`, since their rpath is relative to the cache. The warm-up also
+//! evicts least recently used crate builds and generations beyond the bound
+//! (`DRYML_BUILD_CACHE_LIMIT`, default 10 GiB), holding cargo's `.cargo-lock`s so no build is
+//! disturbed.
+//!
+//! Cargo's own part of a cell's build (resolving the graph, checking every unit's fingerprint:
+//! 20 ms with `dryml`, 50 ms with `tch`'s 164 units) ends in the same rustc command whenever only
+//! the cell changed. So cargo runs the cell crate's rustc through evcxr's wrapper
+//! (`RUSTC_WORKSPACE_WRAPPER`, which wraps the cell crate only), which records the command in the
+//! crate directory; the kernel then keeps, beside it, how evcxr calls cargo, Cargo.toml, the cargo
+//! config, the stamps of the libraries the command links and of every file of every path package
+//! (`cargo metadata`; more than 5000 files, or one changed while that cargo build ran: cargo
+//! again next time). The next build runs that command
+//! alone if all of it is unchanged and cargo's lock on the build directory is free (taken for the
+//! build, so no other kernel's cargo or eviction changes its inputs); otherwise, or when rustc
+//! cannot use a dependency it was given (E0460-E0464, E0514, E0786), it goes through cargo, which
+//! records again. The library is linked where cargo would uplift it, and the one in the shared
+//! directory stays cargo's.
+//!
+//! With evcxr's patch, the code generated for a cell checks, takes and puts back only the
+//! stored variables whose names appear in the cell's text (or whose types it redefines), so a
+//! cell's cost does not grow with the notebook.
 
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
@@ -296,7 +333,7 @@ impl BuildCache {
             for p in &item.paths {
                 remove(p);
             }
-            tracing::info!("build cache: evicted {} ({})", item.label, bytes(item.bytes));
+            tracing::info!("build cache: evicted {} ({})", item.label, dryml::__kernel::units::size(item.bytes));
             left = left.saturating_sub(item.bytes);
             freed += item.bytes;
         }
@@ -537,16 +574,6 @@ fn remove(path: &Path) {
     };
     if let Err(e) = r {
         tracing::warn!("build cache: removing {}: {e}", path.display());
-    }
-}
-
-/// `1.5 GiB`, `300 MiB`, `12 KiB`.
-pub fn bytes(n: u64) -> String {
-    let n = n as f64;
-    match n {
-        n if n >= (1u64 << 30) as f64 => format!("{:.1} GiB", n / (1u64 << 30) as f64),
-        n if n >= (1u64 << 20) as f64 => format!("{:.0} MiB", n / (1u64 << 20) as f64),
-        n => format!("{:.0} KiB", n / 1024.0),
     }
 }
 

@@ -2,6 +2,31 @@
 //! while it runs the cell's code or waits for input, and is killed if that code outlives a grace
 //! period. During the start-up, the warm-up is stopped instead; a request that arrives during
 //! the warm-up pauses it the same way.
+//!
+//! # What an interrupt does
+//!
+//! An interrupt (control `interrupt_request`, or SIGINT to the kernel):
+//! - ends a wait for input at once (`dryml::input` then ends the cell as interrupted, variables
+//!   kept; a late `input_reply` naming the old request is ignored);
+//! - kills the cell's builds, now and any it starts until it ends (the interrupt may land between
+//!   evcxr's steps); what a killed build leaves of the cell crate (`ctx.*.rcgu.o`, its incremental
+//!   state) is removed before the next build, or the next link picks stale objects up;
+//! - sends SIGINT to the child only while it runs the cell's code or waits for input (a child
+//!   reading stdin otherwise waits for evcxr's next command: the cell is building); the flag
+//!   `dryml::interrupted()` reads is set, `dryml::batch` loops poll it; a cell whose code is still
+//!   running 1 s later (60 s for a loop that said `DRYML_POLLING`) has its child killed, and the
+//!   error lists the variables lost; a second interrupt kills at once;
+//! - before the cell has started (its request is being handled), ends it as interrupted when it
+//!   would start;
+//! - during the warm-up, ends it (killing its builds; a request that arrives only pauses it); cells
+//!   queued behind the start-up (evcxr's, before the first request is served) end as interrupted
+//!   (the first `KeyboardInterrupt`, the rest `aborted`);
+//! - kills only builds (`cargo build`/`check` and below, and the cell crate's rustc run alone, told
+//!   by its `--crate-name`), never the analyzer's `cargo metadata`.
+//!
+//! The interrupter's kills and the end of a cell share a gate (`CellState::gate`), so a kill meant
+//! for one cell never reaches the next one's build. evcxr restarts a dead child inside the failing
+//! eval; the next cell re-applies `%env` and the context.
 
 use super::state::CellState;
 use std::sync::atomic::Ordering;

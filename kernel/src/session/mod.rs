@@ -287,7 +287,7 @@ impl Session {
             }
             match cache.remove_orphans(Duration::ZERO) {
                 Ok(0) => {}
-                Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", cache::bytes(n)),
+                Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", dryml::__kernel::units::size(n)),
                 Err(e) => tracing::info!("build cache: gone kernels' crates left for now: {e:#}"),
             }
         }

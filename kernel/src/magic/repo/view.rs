@@ -1,6 +1,7 @@
 //! `%repo`'s views of a repo's index: the table of entries and one entry's page, as text,
 //! HTML and JSON.
 
+use dryml::__kernel::units::size;
 use dryml::objects::{Entry, Repo};
 use serde_json::{json, Value};
 
@@ -9,10 +10,6 @@ pub fn utc(secs: f64) -> String {
     chrono::DateTime::from_timestamp(secs.max(0.0) as i64, 0)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
         .unwrap_or_default()
-}
-
-fn size(bytes: u64) -> String {
-    dryml::__kernel::units::size(bytes)
 }
 
 fn clip(text: String) -> String {
