@@ -53,7 +53,7 @@ pub fn compute(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, String>) 
     let show_here = if shows { "::dryml::__kernel::cell::Shown(format!(\"{:?}\", __dryml_value))" } else { "::dryml::__kernel::cell::Shown(String::new())" };
     let sandbox = {
         let mut s = String::from(
-            "let __dryml_result = __dryml_compute.run_cell(|__dryml_out: &mut ::dryml::__kernel::cell::Cell| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
+            "let __dryml_result = ::dryml::__kernel::cell::run_cell(&__dryml_compute, |__dryml_out: &mut ::dryml::__kernel::cell::Cell| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
         );
         for v in &used {
             s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
@@ -87,7 +87,7 @@ pub fn compute(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, String>) 
     };
     if o.use_existing || o.dont_create {
         c.push_str(&format!(
-            "match __dryml_compute.where_to_run() {{\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\nOk(Some(__dryml_ctx)) => {{\nlet __dryml_t0 = ::std::time::Instant::now();\n\
+            "match ::dryml::__kernel::cell::where_to_run(&__dryml_compute) {{\nErr(e) => {{ ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }}\nOk(Some(__dryml_ctx)) => {{\nlet __dryml_t0 = ::std::time::Instant::now();\n\
              #[allow(unused_variables)] let __dryml_value = {{\n{body}\n}};\n\
              ::dryml::__kernel::cell::record_here(__dryml_ctx, __dryml_t0.elapsed());\n::dryml::__kernel::cell::print_report();\n{show_here}\n}}\n\
              Ok(None) => {{\n{sandbox}}}\n}}\n"
@@ -332,7 +332,7 @@ mod tests {
         // A body ending in a statement shows nothing.
         let code = compute(&opts("%%compute --use-existing"), "let x = 1;", &vars).unwrap();
         assert!(code.ends_with("};"), "{code}");
-        assert!(code.contains("where_to_run()"));
+        assert!(code.contains("where_to_run(&__dryml_compute)"));
         let e = compute(&opts("%%compute --update nope"), "1", &vars).unwrap_err();
         assert_eq!(e, "--update nope: the notebook has no variable `nope` to update");
     }

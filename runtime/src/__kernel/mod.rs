@@ -12,7 +12,7 @@ pub mod carry {
 
 /// What a `%%compute` body and its notebook side exchange, and how a sandbox ends.
 pub mod cell {
-    pub use crate::compute::cell::{Cell, CellError, CellResult, Shown};
+    pub use crate::compute::cell::{run_cell, where_to_run, Cell, CellError, CellResult, Shown};
     pub use crate::compute::ending::Keep;
     pub use crate::compute::outcome::{print_report, raise, record_here};
 }

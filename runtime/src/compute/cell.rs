@@ -3,7 +3,7 @@
 
 use super::sandbox::{encode, send_frame, FAIL, OK};
 use crate::compute::ending;
-use crate::compute::ComputeError;
+use crate::compute::{Compute, ComputeError};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt;
@@ -15,7 +15,6 @@ pub struct Cell {
 
 /// An error a `%%compute` body returned with `?`: any error type, kept as its `Debug` text
 /// (as evcxr shows a cell's `?` errors). It is not `Debug` itself, so the conversion is total.
-#[doc(hidden)]
 pub struct CellError(pub(crate) String);
 
 impl<E: fmt::Debug> From<E> for CellError {
@@ -67,7 +66,6 @@ impl Cell {
 }
 
 /// The notebook side of a `%%compute` cell's results.
-#[doc(hidden)]
 pub struct CellResult {
     pub(super) updates: Vec<(String, Vec<u8>)>,
     pub(super) shown: Option<String>,
@@ -119,3 +117,13 @@ impl CellResult {
     }
 }
 
+
+/// Where a `%%compute` cell runs: `Some(context)` in this process, `None` in a sandbox.
+pub fn where_to_run(compute: &Compute) -> Result<Option<crate::compute::context::Context>, ComputeError> {
+    compute.where_to_run()
+}
+
+/// Runs a `%%compute` body in a sandbox of `compute`'s options (see [`Cell`]).
+pub fn run_cell(compute: &Compute, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
+    compute.run_cell(body)
+}

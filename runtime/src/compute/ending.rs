@@ -68,10 +68,10 @@ pub(crate) fn record_error(message: &str) {
 /// Declared after the notebook's copies in generated sandbox and job code: when it is dropped,
 /// the code is leaving early, and the process ends before the copies can be dropped. The
 /// normal end never drops it (the process ends with `_exit` first).
-#[doc(hidden)]
 pub struct Keep(());
 
 impl Keep {
+    /// The guard, placed after the copies it protects.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Keep {
         Keep(())

@@ -38,5 +38,5 @@ pub(crate) mod sandbox;
 pub mod slurm;
 pub mod sweep;
 
-pub use outcome::{last_report, ComputeError, Report};
+pub use outcome::{last_report, ComputeError, SandboxReport};
 pub use sandbox::Compute;

@@ -127,7 +127,7 @@ impl From<ContextError> for ComputeError {
 
 /// What one compute call did, for the notebook's report line.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Report {
+pub struct SandboxReport {
     /// The sandbox's pid; None when it ran in the caller's own process.
     pub pid: Option<u32>,
     /// How long it ran.
@@ -141,7 +141,7 @@ pub struct Report {
     pub context: Context,
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for SandboxReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.pid {
             None => write!(
@@ -162,27 +162,24 @@ impl fmt::Display for Report {
     }
 }
 
-pub(super) static LAST: std::sync::Mutex<Option<Report>> = std::sync::Mutex::new(None);
+pub(super) static LAST: std::sync::Mutex<Option<SandboxReport>> = std::sync::Mutex::new(None);
 
 pub(super) fn clear_report() {
     *LAST.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
 
 /// Records a `%%compute` cell that ran in this process's own context.
-#[doc(hidden)]
 pub fn record_here(context: Context, wall: Duration) {
     *LAST.lock().unwrap_or_else(|e| e.into_inner()) =
-        Some(Report { pid: None, wall, peak_rss: 0, peak_added: 0, context });
+        Some(SandboxReport { pid: None, wall, peak_rss: 0, peak_added: 0, context });
 }
 
 /// Ends the running notebook cell as this error (its DRYML name), keeping the variables.
-#[doc(hidden)]
 pub fn raise(e: &ComputeError) {
     crate::display::raise_error(e.name(), &e.message());
 }
 
 /// Prints the last report as `%%compute`'s closing line, if a compute call made one.
-#[doc(hidden)]
 pub fn print_report() {
     if let Some(r) = last_report() {
         println!("[%%compute] {r}");
@@ -190,7 +187,7 @@ pub fn print_report() {
 }
 
 /// The report of this process's last compute call (also after a failed one, if a sandbox ran).
-pub fn last_report() -> Option<Report> {
+pub fn last_report() -> Option<SandboxReport> {
     LAST.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 

@@ -296,6 +296,23 @@ fn parse_claims(text: &str) -> Result<Vec<Claim>, String> {
     Ok(out)
 }
 
+/// DRYML's `set_context` for a program (`dryml::set_context`): claims `reqs` from the pool for
+/// this process and applies them to it. Once per process. (In a notebook, use `%context`,
+/// which also restarts.)
+pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
+    if let Some(ctx) = crate::compute::context::current() {
+        return Err(ContextError::AlreadyActive { context: ctx.to_string() });
+    }
+    let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
+    let mut pool = Pool::open().map_err(unavailable)?;
+    let ctx = pool.allocate(reqs).map_err(ContextError::ResourcesUnavailable)?;
+    pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
+    let machine = pool.machine.clone();
+    pool.commit().map_err(unavailable)?;
+    crate::compute::apply::apply(&ctx, &machine);
+    Ok(ctx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -407,21 +424,4 @@ mod tests {
         assert!(e.contains("claims: line 2: malformed claim"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
-}
-
-/// DRYML's `set_context` for a program (`dryml::set_context`): claims `reqs` from the pool for
-/// this process and applies them to it. Once per process. (In a notebook, use `%context`,
-/// which also restarts.)
-pub fn set_context(reqs: &Requests) -> Result<Context, ContextError> {
-    if let Some(ctx) = crate::compute::context::current() {
-        return Err(ContextError::AlreadyActive { context: ctx.to_string() });
-    }
-    let unavailable = |e: std::io::Error| ContextError::ResourcesUnavailable(format!("the resource pool: {e}"));
-    let mut pool = Pool::open().map_err(unavailable)?;
-    let ctx = pool.allocate(reqs).map_err(ContextError::ResourcesUnavailable)?;
-    pool.claim(std::process::id(), "process", &ctx).map_err(unavailable)?;
-    let machine = pool.machine.clone();
-    pool.commit().map_err(unavailable)?;
-    crate::compute::apply::apply(&ctx, &machine);
-    Ok(ctx)
 }

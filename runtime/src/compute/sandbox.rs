@@ -14,7 +14,7 @@ use crate::compute::ending::{self, Early};
 use crate::compute::pool::{Machine, Pool};
 use crate::sys::procfs;
 use crate::compute::cell::{Cell, CellError, CellResult};
-use crate::compute::outcome::{clear_report, ComputeError, Report, LAST};
+use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::Write;
@@ -187,15 +187,14 @@ impl Compute {
     fn here<T>(&self, ctx: Context, f: impl FnOnce() -> T) -> T {
         let t0 = Instant::now();
         let v = f();
-        let report = Report { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx };
+        let report = SandboxReport { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx };
         *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         v
     }
 
     /// Where a `%%compute` cell runs: `Some(context)` in this process (with `use_existing` or
-    /// `dont_create` and a context that fits), `None` in a sandbox.
-    #[doc(hidden)]
-    pub fn where_to_run(&self) -> Result<Option<Context>, ComputeError> {
+    /// `dont_create` and a context that fits), `None` in a sandbox. (`__kernel::cell`.)
+    pub(crate) fn where_to_run(&self) -> Result<Option<Context>, ComputeError> {
         clear_report();
         Ok(match self.place()? {
             Place::Here(ctx) => Some(ctx),
@@ -204,9 +203,8 @@ impl Compute {
     }
 
     /// The sandbox half of a `%%compute` cell: `body` passes updated variables and the shown
-    /// value through its [`Cell`] and ends with [`Cell::finish`].
-    #[doc(hidden)]
-    pub fn run_cell(&self, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
+    /// value through its [`Cell`] and ends with [`Cell::finish`]. (`__kernel::cell`.)
+    pub(crate) fn run_cell(&self, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
         let bytes = self.sandbox(|| {
             let mut cell = Cell { updates: Vec::new(), shown: None };
             match body(&mut cell) {
@@ -313,7 +311,7 @@ impl Compute {
             pool.release(pid);
             let _ = pool.commit();
         }
-        let report = Report {
+        let report = SandboxReport {
             pid: Some(pid),
             wall: t0.elapsed(),
             peak_rss: watched.peak_rss,
@@ -562,8 +560,6 @@ fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeErr
     rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("{what} did not deserialize: {e}")))
 }
 
-/// What a `%%compute` body hands back from the sandbox.
-#[doc(hidden)]
 
 #[cfg(test)]
 mod tests;

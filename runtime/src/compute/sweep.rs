@@ -63,7 +63,7 @@ pub struct Task {
 
 /// A finished sweep: every task, in the order of the definitions.
 #[derive(Clone, PartialEq)]
-pub struct Report {
+pub struct SweepReport {
     /// Every task, in the order of the definitions.
     pub tasks: Vec<Task>,
     /// The repo the trained objects went to.
@@ -74,7 +74,7 @@ pub struct Report {
     pub job: Option<u64>,
 }
 
-impl Report {
+impl SweepReport {
     /// How many tasks trained.
     pub fn done(&self) -> usize {
         self.tasks.iter().filter(|t| t.result.is_ok()).count()
@@ -85,7 +85,7 @@ impl Report {
     }
 }
 
-impl fmt::Debug for Report {
+impl fmt::Debug for SweepReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let (Some(id), true) = (self.job, self.tasks.is_empty()) {
             return write!(f, "Sweep {id} (detached): `%jobs` shows its progress, `%jobs wait {id}` follows it to its end; objects go to {}", self.repo.display());
@@ -169,7 +169,7 @@ impl Compute {
     /// allows, each trained object (and `f`'s metrics) added to the repo at `repo` (made if
     /// missing). An interrupt stops the sandboxes running and starts no more. On Slurm the same
     /// call is `.on(Slurm::new()).sweep(defs, repo, f)`.
-    pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<Report, ComputeError>
+    pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
         T: Object,
         M: Serialize,
@@ -251,6 +251,6 @@ impl Compute {
             .enumerate()
             .map(|(index, (def, r))| Task { index, def: def.clone(), result: r.unwrap_or_else(|| Err("not run".into())) })
             .collect();
-        Ok(Report { tasks, repo: repo.to_path_buf(), seconds: t0.elapsed().as_secs_f64(), job: None })
+        Ok(SweepReport { tasks, repo: repo.to_path_buf(), seconds: t0.elapsed().as_secs_f64(), job: None })
     }
 }

@@ -5,7 +5,7 @@
 use crate::sys::fs::{write_atomic, Durability};
 use crate::compute::slurm::job::{JobDir, DIR_ENV};
 use crate::compute::slurm::{self, JobState};
-use crate::compute::sweep::{open_or_create, train, Progress, Report, Task, Trained};
+use crate::compute::sweep::{open_or_create, train, Progress, SweepReport, Task, Trained};
 use crate::compute::ComputeError;
 use crate::objects::{Object, ObjectDef};
 use serde::Serialize;
@@ -69,7 +69,7 @@ fn read_sweep(dir: &JobDir) -> Result<(Vec<ObjectDef>, PathBuf), String> {
 
 /// The notebook's side of `%%sweep --on slurm`: writes the definitions, submits the array and,
 /// unless `detach`, follows it to its end.
-pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, detach: bool) -> Result<Report, ComputeError> {
+pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, detach: bool) -> Result<SweepReport, ComputeError> {
     let failed = |m: String| ComputeError::Failed(m);
     if defs.is_empty() {
         return Err(failed("the sweep has no definitions".into()));
@@ -89,13 +89,13 @@ pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, de
     write_atomic(&dir.file("job.sh"), script.as_bytes(), Durability::Fsync).map_err(|e| failed(format!("writing job.sh: {e}")))?;
     let id = job.submit()?;
     if detach {
-        return Ok(Report { tasks: Vec::new(), repo, seconds: 0.0, job: Some(id) });
+        return Ok(SweepReport { tasks: Vec::new(), repo, seconds: 0.0, job: Some(id) });
     }
     follow(&dir, id)
 }
 
 /// Waits for the sweep a directory records (`%jobs wait`, also from a new kernel).
-pub fn wait(dir: &str) -> Result<Report, ComputeError> {
+pub fn wait(dir: &str) -> Result<SweepReport, ComputeError> {
     let dir = JobDir::new(dir);
     let id = dir.slurm_id().ok_or_else(|| ComputeError::Failed(format!("{} records no submitted sweep", dir.path.display())))?;
     follow(&dir, id)
@@ -134,7 +134,7 @@ pub fn status(dir: &JobDir) -> String {
 }
 
 /// Follows a sweep's array to its end: counts shown in place, an interrupt cancels it.
-fn follow(dir: &JobDir, id: u64) -> Result<Report, ComputeError> {
+fn follow(dir: &JobDir, id: u64) -> Result<SweepReport, ComputeError> {
     let (defs, repo) = read_sweep(dir).map_err(ComputeError::Failed)?;
     let n = defs.len();
     let t0 = Instant::now();
@@ -191,7 +191,7 @@ fn follow(dir: &JobDir, id: u64) -> Result<Report, ComputeError> {
                     Task { index: i, def: def.clone(), result }
                 })
                 .collect();
-            return Ok(Report { tasks, repo, seconds: t0.elapsed().as_secs_f64(), job: Some(id) });
+            return Ok(SweepReport { tasks, repo, seconds: t0.elapsed().as_secs_f64(), job: Some(id) });
         }
         std::thread::sleep(Duration::from_millis(250));
     }

@@ -14,7 +14,7 @@ use crate::objects::{Object, ObjectDef};
 use crate::compute::slurm::follow::{follow, status, Submission};
 use crate::compute::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
 use crate::compute::slurm::{JobOptions, SbatchArgs};
-use crate::compute::sweep::Report;
+use crate::compute::sweep::SweepReport;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::json;
@@ -169,7 +169,7 @@ impl OnSlurm<'_> {
     /// `f`'s metrics) added to the repo at `repo` (shared with the nodes), and follows the
     /// array to its report. A kernel that dies meanwhile loses nothing: `%jobs wait` follows
     /// the sweep later.
-    pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<Report, ComputeError>
+    pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
         T: Object,
         M: Serialize,
@@ -179,7 +179,7 @@ impl OnSlurm<'_> {
     }
 
     /// [`OnSlurm::sweep`], returning once the array is submitted (its report has the job id).
-    pub fn submit_sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<Report, ComputeError>
+    pub fn submit_sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
         T: Object,
         M: Serialize,
@@ -188,7 +188,7 @@ impl OnSlurm<'_> {
         self.sweep_job(defs, repo.as_ref(), f, true)
     }
 
-    fn sweep_job<T, M, F>(&self, defs: &[ObjectDef], repo: &Path, f: F, detach: bool) -> Result<Report, ComputeError>
+    fn sweep_job<T, M, F>(&self, defs: &[ObjectDef], repo: &Path, f: F, detach: bool) -> Result<SweepReport, ComputeError>
     where
         T: Object,
         M: Serialize,
@@ -340,7 +340,6 @@ where
 /// The node's side (`dryml-kernel job-lib`, started by the job's `program`): loads the cell's
 /// library from `$DRYML_JOB_DIR` and calls the entry its request names, which writes the job's
 /// records. A library that does not load is recorded as the job's error.
-#[doc(hidden)]
 pub fn run_library() -> Result<(), String> {
     let dir = JobDir::new(std::env::var_os(DIR_ENV).ok_or_else(|| format!("{DIR_ENV} is not set: job.sh starts this"))?);
     let fail = |m: String| {

@@ -21,7 +21,6 @@ const SILENCE: Duration = Duration::from_secs(120);
 
 /// A `%%compute --on slurm` cell, from the notebook's process: the kernel has written the
 /// directory (program, batch script, request); this sends the variables and submits.
-#[doc(hidden)]
 pub struct Submission {
     dir: JobDir,
     inputs: Vec<(String, Vec<u8>)>,
@@ -351,13 +350,11 @@ pub fn status(dir: &JobDir) -> String {
 
 /// Waits for a job the directory records (`%jobs wait`, `%jobs result`): its output from the
 /// start, then its results.
-#[doc(hidden)]
 pub fn wait(dir: &str) -> Result<CellResult, ComputeError> {
     wait_for(dir, &[])
 }
 
 /// [`wait`], and an error unless the job sent back each of `updates`.
-#[doc(hidden)]
 pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError> {
     let dir = JobDir::new(dir);
     let id = dir
@@ -374,7 +371,6 @@ pub fn wait_for(dir: &str, updates: &[&str]) -> Result<CellResult, ComputeError>
 
 /// The bytes of an `--update` variable of a finished job (after [`wait_for`] checked it is
 /// there), for [`crate::compute::carry::In`] to read.
-#[doc(hidden)]
 pub fn update_bytes(dir: &str, name: &str) -> Vec<u8> {
     let dir = JobDir::new(dir);
     let taken = dir

@@ -148,7 +148,6 @@ impl fmt::Display for JobError {
 }
 
 /// The program's side of a job: what the generated `main` calls.
-#[doc(hidden)]
 pub struct Io {
     dir: JobDir,
     updates: Vec<String>,
@@ -255,7 +254,6 @@ pub(crate) fn end_without_unwinding(record: impl Fn(&str, &str) + Send + Sync + 
 /// a panic or an error is written to `error.json` (and printed) and ends the program with a
 /// non-zero code, so Slurm records the job as failed too. The program ends in here, at once,
 /// whatever happens: the body's copies of the notebook's variables are never dropped.
-#[doc(hidden)]
 pub fn main(body: impl FnOnce(&mut Io) -> Result<(), CellError>) -> ! {
     let t0 = Instant::now();
     let Some(path) = std::env::var_os(DIR_ENV) else {
