@@ -256,6 +256,23 @@ impl Program<'_> {
     }
 }
 
+/// A job's program for the tests: a body that changes `inputs` and shows a value.
+#[cfg(test)]
+pub(crate) fn example_program(inputs: &[Var]) -> Program<'_> {
+    Program {
+        name: "job_k0123456789ab",
+        items: "fn twice(x: f64) -> f64 { 2.0 * x }\n",
+        deps: "dryml = { path = \"/x/runtime\" }\n",
+        body: "w.push(twice(1.0));\nw.len()",
+        inputs,
+        updates: inputs,
+        shows: true,
+        sweep: false,
+        opt_level: "1",
+        body_offset: 1,
+    }
+}
+
 /// `%jobs wait` of a sweep: its tasks followed to their end, their table shown.
 pub fn sweep_wait(dir: &str) -> String {
     format!(
@@ -347,18 +364,7 @@ mod tests {
     #[test]
     fn job_programs_place_the_body_and_inputs() {
         let inputs = [Var { name: "w".into(), ty: "Vec<f64>".into() }];
-        let p = Program {
-            name: "job_k0123456789ab",
-            items: "fn twice(x: f64) -> f64 { 2.0 * x }\n",
-            deps: "dryml = { path = \"/x/runtime\" }\n",
-            body: "w.push(twice(1.0));\nw.len()",
-            inputs: &inputs,
-            updates: &inputs,
-            shows: true,
-            sweep: false,
-            opt_level: "1",
-            body_offset: 1,
-        };
+        let p = crate::magic::codegen::example_program(&inputs);
         let s = p.source();
         assert!(s.main.contains("let mut w: Vec<f64> = (&&&::dryml::__kernel::carry::In::<Vec<f64>>::new()).decode(&__dryml_io.input_bytes(\"w\")?)"), "{}", s.main);
         assert!(s.main.contains("__dryml_io.update_bytes(\"w\", (&&&::dryml::__kernel::carry::Out(&w)).encode())?;"));

@@ -105,24 +105,13 @@ fn compile_error(src: &Source, messages: &[Value], stderr: &str, body_offset: us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::magic::codegen::{Program, Var};
+    use crate::magic::codegen::Var;
 
     /// A job's program errors point at the cell's lines, or at the input that cannot cross.
     #[test]
     fn errors_point_at_the_cell() {
         let inputs = [Var { name: "w".into(), ty: "Vec<f64>".into() }];
-        let p = Program {
-            name: "job_k0123456789ab",
-            items: "fn twice(x: f64) -> f64 { 2.0 * x }\n",
-            deps: "dryml = { path = \"/x/runtime\" }\n",
-            body: "w.push(twice(1.0));\nw.len()",
-            inputs: &inputs,
-            updates: &inputs,
-            shows: true,
-            sweep: false,
-            opt_level: "1",
-            body_offset: 1,
-        };
+        let p = crate::magic::codegen::example_program(&inputs);
         let s = p.source();
         let msg = |line: usize| {
             serde_json::json!({"reason": "compiler-message", "message": {"level": "error", "message": "mismatched types", "code": {"code": "E0308"},
