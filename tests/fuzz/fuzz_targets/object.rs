@@ -16,6 +16,6 @@ fuzz_target!(|data: &[u8]| {
     } else {
         body.to_vec()
     };
-    let _ = dryml::objects::read_definition(&file);
-    let _ = dryml::objects::from_bytes(&file, None);
+    let _ = dryml::__kernel::objects::read_definition(&file);
+    let _ = dryml::__kernel::objects::from_bytes(&file, None);
 });
