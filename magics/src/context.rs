@@ -4,6 +4,7 @@
 
 use crate::args::{flag_token, is_ident, keep_list, option_token, positional_token, ArgError, Args};
 use crate::tokens::Token;
+use dryml::__kernel::slurm::JobOptions;
 use dryml::compute::context::Requests;
 pub use dryml::__kernel::units::parse_size;
 use serde_json::Value;
@@ -67,16 +68,15 @@ pub struct ComputeOptions {
     pub slurm: Option<SlurmJob>,
 }
 
-/// `%%compute --on slurm`'s own options; what they leave out comes from `%slurm`.
+/// `%%compute --on slurm`'s own choices: the job's options, in the one type `%slurm`'s settings
+/// and a cell's `Slurm` use too (what they leave out comes from `%slurm`), and whether to wait.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SlurmJob {
     /// Submit and return at once (`%jobs` follows it later).
     pub detach: bool,
-    pub partition: Option<String>,
-    pub account: Option<String>,
-    pub qos: Option<String>,
-    /// Passed to `sbatch` as they are, after `%slurm sbatch=...`.
-    pub sbatch: Vec<String>,
+    /// `--partition`, `--account`, `--qos`, `--sbatch` (passed as they are, after `%slurm
+    /// sbatch=...`); the time and memory come from `--timeout` and `--mem-limit`.
+    pub options: JobOptions,
 }
 
 /// Reads `%%compute`'s arguments. Errors point at the token.
@@ -132,10 +132,13 @@ fn slurm_job(args: &Args, tokens: &[Token]) -> Result<Option<SlurmJob>, ArgError
         None | Some("local") => None,
         Some("slurm") => Some(SlurmJob {
             detach: args.flag("detach"),
-            partition: args.value("partition").map(str::to_string),
-            account: args.value("account").map(str::to_string),
-            qos: args.value("qos").map(str::to_string),
-            sbatch: args.value("sbatch").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
+            options: JobOptions {
+                partition: args.value("partition").map(str::to_string),
+                account: args.value("account").map(str::to_string),
+                qos: args.value("qos").map(str::to_string),
+                sbatch: args.value("sbatch").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
+                ..JobOptions::default()
+            },
         }),
         Some(other) => return Err((format!("--on takes `local` or `slurm`, not `{other}`"), option_token(tokens, "on"))),
     };

@@ -237,7 +237,14 @@ fn calls_are_typed_once() {
     assert_eq!(o.requests.to_text(), "tf num_cpus=2");
     assert_eq!(
         o.slurm,
-        Some(crate::SlurmJob { detach: true, partition: Some("gpu".into()), account: None, qos: None, sbatch: vec!["--nice=5".into(), "--exclusive".into()] })
+        Some(crate::SlurmJob {
+            detach: true,
+            options: dryml::__kernel::slurm::JobOptions {
+                partition: Some("gpu".into()),
+                sbatch: vec!["--nice=5".into(), "--exclusive".into()],
+                ..Default::default()
+            }
+        })
     );
     // Help asks for no call.
     assert!(parse_cell("%repo?").unwrap().line_magics[0].call.is_none());

@@ -201,15 +201,7 @@ fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -
     let shows = job.kind == "compute"
         && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
     let settings = SlurmMagic::settings(host);
-    let own = JobOptions {
-        partition: job.slurm.partition.clone(),
-        account: job.slurm.account.clone(),
-        qos: job.slurm.qos.clone(),
-        time: job.timeout,
-        mem: job.mem,
-        sbatch: job.slurm.sbatch.clone(),
-        ..JobOptions::default()
-    };
+    let own = JobOptions { time: job.timeout, mem: job.mem, ..job.slurm.options.clone() };
     let settings = own.over(&settings);
     let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests).map_err(slurm_error)?;
     let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
