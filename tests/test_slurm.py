@@ -123,7 +123,13 @@ let running = slurm::submit(&script("{kernel.jobs}/r.sh", "sleep 300"), &[all.cl
 // Both GPUs are taken, so this one waits for resources.
 let pending = slurm::submit(&script("{kernel.jobs}/p.sh", "true"), &[all, vec!["--output=/dev/null".into()]].concat()).unwrap();
 while slurm::job(running).unwrap().unwrap().state != JobState::Running {{ std::thread::sleep(std::time::Duration::from_millis(100)); }}
-let waiting = slurm::job(pending).unwrap().unwrap();
+// A job's reason is "None" until the scheduler's next pass has looked at it.
+let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+let mut waiting = slurm::job(pending).unwrap().unwrap();
+while waiting.reason == "None" && std::time::Instant::now() < until {{
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    waiting = slurm::job(pending).unwrap().unwrap();
+}}
 slurm::cancel(pending).unwrap();
 slurm::cancel(running).unwrap();
 (waiting.state, waiting.reason, wait_final(pending, 30).state, wait_final(running, 30).state)""")
