@@ -1,6 +1,6 @@
 """dryml::slurm and `%%compute --on slurm` against a real single-node Slurm cluster
 (tests/slurm/cluster.sh: Debian's slurm-wlm and munge, two stand-in GPUs split into eight shards):
-requests become sbatch options; cells become programs submitted as jobs, followed, cancelled, and
+requests become sbatch options; cells (their compiled library) go as jobs, followed, cancelled, and
 ending in Slurm's own states mapped to the sandbox's errors; detached jobs are picked up by a new
 kernel from their directories."""
 import json
@@ -176,12 +176,15 @@ weights.len()""")
     assert states[-1].startswith(f"Slurm job {submitted(msgs)}: COMPLETED on {host}"), states
     d = job_dir(kernel, submitted(msgs))
     assert d.parent.name == "slurm_tests", "jobs are filed under the notebook's name"
-    for f in ["job.sh", "program", "crate/Cargo.toml", "crate/src/main.rs", "request.json", "inputs/weights.msgpack", "updates/weights.msgpack", "end.json", "result.json", "output.log"]:
+    for f in ["job.sh", "program", "cell.so", "request.json", "inputs/weights.msgpack", "updates/weights.msgpack", "end.json", "result.json", "output.log"]:
         assert (d / f).exists(), f
     assert f"its directory is {d}" in out
-    main = (d / "crate/src/main.rs").read_text()
-    assert "fn twice(x: f64) -> f64" in main and "struct Scale" in main, main
+    # The cell's own library goes, as a closure's from code does: nothing is built for the job.
+    assert not (d / "crate").exists() and "job-lib" in (d / "program").read_text()
+    assert "dryml: building" not in out, out
     req = json.loads((d / "request.json").read_text())
+    assert req["library"] == "cell.so" and req["entry"] > 0 and req["body_line"] > 0, req
+    assert "options" not in req, "the cell's options are merged into its sbatch arguments"
     assert sorted(v["name"] for v in req["inputs"]) == ["names", "steps", "weights"], req["inputs"]
     assert req["updates"] == [{"name": "weights", "type": "Vec<f64>"}]
     # The batch script runs the cell again by itself.

@@ -1,12 +1,12 @@
 """Slurm, measured on a real one-node cluster (tests/slurm/cluster.sh): a `%%compute --on slurm`
 cell against the same cell run locally (`%%compute`, a plain cell) and the same work sent from
-code (`Compute::on(Slurm).run`, which sends the cell's library and builds nothing), its time split into build,
-submit, Slurm's queue wait, start, the body and the result's return; then a 16-definition sweep
-as a job array against the same definitions trained one after another in the notebook, and in
-local sandboxes.
+code (`Compute::on(Slurm).run`); both send the cell's compiled library. The Slurm cell's time is
+split into Slurm's queue wait, the start, the body, the result's return and ours (the cell's
+compile, writing the job, submitting, following). Then a 16-definition sweep as a job array
+against the same definitions trained one after another in the notebook, and in local sandboxes.
 
 Usage (as root, which the cluster needs): .venv/bin/python tests/bench/bench_slurm.py [--runs 5]
-The kernel builds in a fresh, private build cache, so the first job's build is a cold one.
+The kernel builds in a fresh, private build cache.
 """
 import argparse
 import os
@@ -49,7 +49,7 @@ for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
 for x in w.iter_mut() {{ *x += 1.0; }}
 acc + {k}"""
 
-# The same work from code: a closure of the cell, sent as the cell's library (no build).
+# The same work from code: a closure of the cell, sent as the cell's library.
 CODE = """let (w2, v) = compute.on(dryml::Slurm::new()).run(w.clone(), |mut w: Vec<f64>| {{
 let mut acc = 0u64;
 for i in 0..2_000_000u64 {{ acc = acc.wrapping_add(i * i % 7); }}
@@ -94,23 +94,22 @@ def main():
                 rows = {"plain": [], "local": [], "slurm": [], "code": []}
                 splits, code_ours = [], []
                 for r in range(args.runs):
-                    # A different body each round: the job's crate is rebuilt, its dependencies not.
+                    # A different body each round: each cell compiles anew.
                     body = BODY.format(k=r)
                     rows["plain"].append(run(kc, body)[0])
                     rows["local"].append(run(kc, "%%compute --update w\n" + body)[0])
                     dt, out = run(kc, "%%compute --on slurm --update w\n" + body)
                     rows["slurm"].append(dt)
-                    build = num(r"built in ([\d.]+) s", out)
                     submit = num(r"submitted Slurm job \d+ in ([\d.]+) ms", out) / 1000
                     queued = num(r"queued ([\d.]+) s, ran", out)
                     ran = num(r"ran ([\d.]+) s \(body", out)
                     body_s = num(r"\(body ([\d.]+) s\)", out)
                     back = num(r"result back ([\d.]+) s after submission", out)
                     splits.append({
-                        "wall": dt, "build": build, "submit": submit, "queue wait": queued,
+                        "wall": dt, "submit": submit, "queue wait": queued,
                         "start": max(ran - body_s, 0.0), "body": body_s,
                         "result return": max(back - queued - ran, 0.0),
-                        "ours, build aside": dt - build - queued - body_s,
+                        "ours": dt - queued - body_s,
                     })
                     dt, out = run(kc, CODE.format(k=r))
                     rows["code"].append(dt)
@@ -118,22 +117,20 @@ def main():
                 print(f"%%compute --on slurm against local, {args.runs} rounds, a 2M-step loop over a 1000-float --update variable")
                 for k in ("plain", "local", "slurm", "code"):
                     print(f"  {k:6} cell: median {med(rows[k]):7.3f} s  (all: {', '.join(f'{x:.2f}' for x in rows[k])})")
-                print(f"  code (Compute::on(Slurm).run, nothing built): ours (wall - queue wait - body) median {med(code_ours):.3f} s, first {code_ours[0]:.3f} s")
-                print("  split of the Slurm cell (first round: cold build cache; median of the later rounds):")
+                print(f"  code (Compute::on(Slurm).run): ours (wall - queue wait - body) median {med(code_ours):.3f} s, first {code_ours[0]:.3f} s")
+                print("  split of the Slurm cell (ours = wall - queue wait - body; first round, and median of the later rounds):")
                 for key in splits[0]:
                     later = [s[key] for s in splits[1:]] or [splits[0][key]]
                     print(f"    {key:18} first {splits[0][key]:7.3f} s   later median {med(later):7.3f} s")
-                ours = med([s["ours, build aside"] for s in splits[1:]] or [splits[0]["ours, build aside"]])
-                print(f"  ours, build aside, over a local %%compute: {ours - med(rows['local']):+.3f} s; over a plain cell: {ours - med(rows['plain']):+.3f} s")
-                print(f"  later builds / first build: {med([s['build'] for s in splits[1:]] or [0]) / splits[0]['build']:.3f}")
+                ours = med([s["ours"] for s in splits[1:]] or [splits[0]["ours"]])
+                print(f"  ours over a local %%compute: {ours - med(rows['local']):+.3f} s; over a plain cell: {ours - med(rows['plain']):+.3f} s; over code: {ours - med(code_ours):+.3f} s")
 
                 repo = tmp / "repo"
                 dt_seq, _ = run(kc, f"""let mut repo_dir = std::path::PathBuf::from("{repo}-seq");
 let mut seq = dryml::Repo::create(&repo_dir).unwrap();
 for d in &defs {{ let mut m = d.build().unwrap(); fit(m.downcast_mut::<Line>().unwrap()); seq.add(&*m).unwrap(); }}""")
                 dt_local, out_local = run(kc, f"%%sweep defs --repo {repo}-local\n|m: &mut Line| fit(m)")
-                dt_slurm, out_slurm = run(kc, f"%%sweep defs --repo {repo}-slurm --on slurm\n|m: &mut Line| fit(m)")
-                build = num(r"built in ([\d.]+) s", out_slurm)
+                dt_slurm, _ = run(kc, f"%%sweep defs --repo {repo}-slurm --on slurm\n|m: &mut Line| fit(m)")
                 # The anchor: Slurm alone running an array of the same shape (2 s of sleep per task).
                 t0 = time.perf_counter()
                 job = subprocess.run(["sbatch", "--parsable", "--array=0-15", "--output=/dev/null", "--wrap", "sleep 2"],
@@ -144,7 +141,7 @@ for d in &defs {{ let mut m = d.build().unwrap(); fit(m.downcast_mut::<Line>().u
                 print("16-definition sweep, about 2 s of one core's work each, on 2 cores:")
                 print(f"  one after another in the notebook:     {dt_seq:7.2f} s")
                 print(f"  local sandboxes (%%sweep):             {dt_local:7.2f} s   {dt_seq / dt_local:.2f}x faster")
-                print(f"  Slurm job array (%%sweep --on slurm):  {dt_slurm:7.2f} s   {dt_seq / dt_slurm:.2f}x faster (build {build:.1f} s of it)")
+                print(f"  Slurm job array (%%sweep --on slurm):  {dt_slurm:7.2f} s   {dt_seq / dt_slurm:.2f}x faster")
                 print(f"  anchor, Slurm alone (sbatch --array of 16 `sleep 2`): {dt_bare:7.2f} s; the sweep's time over it {dt_slurm - dt_bare:+.2f} s")
             finally:
                 kc.stop_channels()

@@ -51,7 +51,7 @@ pub trait CellMagic {
     /// The code evcxr runs for a body that is not blank: the body itself, whose compile errors
     /// name the cell's lines.
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
-        host.session.set_cell_offset(Some(cell.magic_lines));
+        host.session.set_cell_lines(Some(crate::session::errors::CellLines::body(cell.magic_lines)));
         Ok(cell.body().to_string())
     }
 

@@ -19,7 +19,7 @@ pub struct ComputeCell<'a> {
 impl CellMagic for ComputeCell<'_> {
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
         // Generated code: its compile errors keep rustc's rendering.
-        host.session.set_cell_offset(None);
+        host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());
         if opts.slurm.is_some() {
             return super::slurm::compute_cell(host, opts, body, cell.magic_lines);
@@ -40,7 +40,7 @@ pub struct SweepCell<'a> {
 
 impl CellMagic for SweepCell<'_> {
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
-        host.session.set_cell_offset(None);
+        host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());
         if opts.slurm.is_some() {
             return super::slurm::sweep_cell(host, opts, body, cell.magic_lines);

@@ -14,7 +14,7 @@
 //! in `runtime/`, features, profile or a watched variable rebuilds), and the generation key covers
 //! what cargo cannot see (torch-sys links libtorch without watching its version). Each kernel
 //! claims a token (`dryml-kernels/<token>.lock`, flocked while it runs) and names its cell crate
-//! `ctx_<token>` and its job programs `job_<token>` (evcxr's patch lets the crate be named): cargo
+//! `ctx_<token>` (evcxr's patch lets the crate be named): cargo
 //! hashes a workspace's root package by its path relative to the workspace, so with evcxr's one
 //! `ctx` every kernel's cells were one cargo unit, and a kernel could load another's fresh build.
 //! A kernel's warm-up (once idle after its start) removes the crates of tokens whose lock is free. Each kernel's
@@ -87,15 +87,11 @@ impl Claim {
     pub fn cell_crate(&self) -> String {
         format!("ctx_{}", self.token)
     }
-
-    /// The package (and program) of this kernel's `%%compute --on slurm` jobs.
-    pub fn job_crate(&self) -> String {
-        format!("job_{}", self.token)
-    }
 }
 
 /// The token a build artifact's file name carries, if it is one of a kernel's crates:
-/// `libctx_k0123456789ab.so`, `job_k0123456789ab-<hash>.d`, `ctx_k0123456789ab-<base36>`.
+/// `libctx_k0123456789ab.so`, `ctx_k0123456789ab-<base36>`, or `job_k0123456789ab-<hash>.d` (the
+/// programs kernels built for Slurm cells before those shipped the cell's library).
 fn token_of(file_name: &str) -> Option<&str> {
     let name = file_name.strip_prefix("lib").unwrap_or(file_name);
     let stem = &name[..name.find(['-', '.']).unwrap_or(name.len())];

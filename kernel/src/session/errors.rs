@@ -28,8 +28,9 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
         .iter()
         .filter_map(|m| m.span.as_ref().map(|s| (s, m)))
         .filter(|(s, _)| s.start_line > src.added && s.start_line <= lines.len())
+        .filter(|(s, _)| src.cell.is_some_and(|c| c.cell_line(s.start_line - src.added).is_some()))
         .collect();
-    let Some(offset) = src.cell_offset.filter(|_| !spans.is_empty()) else {
+    let Some(cell) = src.cell.filter(|_| !spans.is_empty()) else {
         return e.rendered();
     };
     let mut out = String::new();
@@ -38,7 +39,7 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
         let code = e.code().map(|c| format!("[{c}]")).unwrap_or_default();
         let _ = writeln!(out, "{level}{code}: {}", e.message());
     }
-    let cell_line = |l: usize| l - src.added + offset;
+    let cell_line = |l: usize| cell.cell_line(l - src.added).expect("spans are the cell's");
     let width = spans.iter().map(|(s, _)| cell_line(s.start_line).to_string().len()).max().unwrap_or(1);
     let (first, _) = spans.iter().find(|(_, m)| m.is_primary).unwrap_or(&spans[0]);
     let _ = writeln!(out, "{:width$}--> cell line {}, column {}", "", cell_line(first.start_line), first.start_column);
@@ -117,9 +118,31 @@ pub struct Source<'a> {
     pub code: &'a str,
     /// Lines the kernel put in front of the user's code (`:dep` lines, the flusher).
     pub added: usize,
-    /// The line of the cell the user's code starts on, less one (magic lines above it); `None`
-    /// when the code is not the cell's own (a `%%compute` wrapper).
-    pub cell_offset: Option<usize>,
+    /// Which of its lines are the cell's; `None` when none are (a `%%compute` wrapper).
+    pub cell: Option<CellLines>,
+}
+
+/// Where a cell's lines are in the code the kernel gives evcxr (not counting the lines it puts
+/// in front): errors in them name the cell's line, others keep rustc's rendering.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CellLines {
+    /// The first of them (1-based) and how many.
+    pub first: usize,
+    pub count: usize,
+    /// The cell's lines above the first (its magic lines).
+    pub above: usize,
+}
+
+impl CellLines {
+    /// The code is the cell's body, under `magic_lines` lines of magics.
+    pub fn body(magic_lines: usize) -> CellLines {
+        CellLines { first: 1, count: usize::MAX, above: magic_lines }
+    }
+
+    /// The cell line of line `l` of the code, if it is one of the cell's.
+    pub fn cell_line(&self, l: usize) -> Option<usize> {
+        (l >= self.first && l - self.first < self.count).then(|| l - self.first + 1 + self.above)
+    }
 }
 
 /// An evcxr error; `vars_before` are the variables a crash took with it.
@@ -212,6 +235,16 @@ pub fn crash_cause(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cell_lines_of_a_body_and_of_generated_code() {
+        // A plain cell under two magic lines: every line is the cell's.
+        let plain = CellLines::body(2);
+        assert_eq!((plain.cell_line(1), plain.cell_line(40)), (Some(3), Some(42)));
+        // A Slurm cell's body, three lines from line 10 of the generated code, under one magic line.
+        let job = CellLines { first: 10, count: 3, above: 1 };
+        assert_eq!([9, 10, 12, 13].map(|l| job.cell_line(l)), [None, Some(2), Some(4), None]);
+    }
 
     #[test]
     fn backtraces_keep_the_cells_frames() {

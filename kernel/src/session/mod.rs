@@ -31,8 +31,8 @@ pub const DEFAULT_OPT_LEVEL: &str = "1";
 
 pub struct Session {
     ctx: CommandContext,
-    /// Where the next user code starts in its cell (see [`errors::Source`]).
-    cell_offset: Option<usize>,
+    /// Which lines of the next user code are its cell's (see [`errors::Source`]).
+    cell_lines: Option<errors::CellLines>,
     state: Arc<CellState>,
     /// A signal from the child's flusher each time a cell's stdout is complete.
     sync_rx: crossbeam_channel::Receiver<()>,
@@ -166,7 +166,7 @@ impl Session {
             startup_lib,
             dryml_added: false,
             torch_added: false,
-            cell_offset: None,
+            cell_lines: None,
             env_overrides: BTreeMap::new(),
             cache,
             claim,
@@ -178,11 +178,6 @@ impl Session {
     /// The name evcxr builds this kernel's cells under.
     fn cell_crate(&self) -> String {
         self.claim.as_ref().map_or_else(|| "ctx".to_string(), Claim::cell_crate)
-    }
-
-    /// The package name for this kernel's job programs in the machine's cache, if it uses one.
-    pub fn job_crate(&self) -> Option<String> {
-        self.claim.as_ref().map(Claim::job_crate)
     }
 
     /// The machine's build cache, for `%cache`.
@@ -384,10 +379,10 @@ impl Session {
         Ok(mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
     }
 
-    /// The next user code is the cell's own, starting after `lines` lines of magics (`None`:
-    /// generated code, whose compile errors keep rustc's rendering).
-    pub fn set_cell_offset(&mut self, lines: Option<usize>) {
-        self.cell_offset = lines;
+    /// Which lines of the next user code are its cell's (`None`: generated code, whose compile
+    /// errors keep rustc's rendering).
+    pub fn set_cell_lines(&mut self, lines: Option<errors::CellLines>) {
+        self.cell_lines = lines;
     }
 
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
@@ -460,7 +455,7 @@ impl Session {
         match result {
             Ok(outputs) => Ok(mime_bundle(outputs)),
             Err(e) => {
-                let src = errors::Source { code: &code, added: prefix_lines, cell_offset: self.cell_offset };
+                let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
                 let err = errors::evcxr_in(e, &self.state, &vars_before, src);
                 self.note_child_pid();
                 Err(err)

@@ -30,7 +30,7 @@ pub mod context {
 
 /// Slurm's commands and job directories, the notebook following a job, the node's side.
 pub mod slurm {
-    pub use crate::compute::slurm::code::run_library;
+    pub use crate::compute::slurm::code::{run_library, ship_cell};
     pub use crate::compute::slurm::sbatch::*;
     /// Sweeps as job arrays.
     pub mod array {

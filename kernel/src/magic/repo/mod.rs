@@ -86,7 +86,7 @@ impl RepoMagic {
                 let e = entry(repo, id)?;
                 let dir = repo.dir().to_string_lossy().into_owned();
                 let code = super::codegen::repo_load(var, &dir, id);
-                host.session.set_cell_offset(None);
+                host.session.set_cell_lines(None);
                 host.session.eval_user(&code, host.io)?;
                 host.print(&format!(
                     "{var} = {} {id} (downcast with {var}.downcast_ref::<{}>())\n",

@@ -8,7 +8,12 @@
 //! (the compiler checks): what it needs comes as its input, sent as MessagePack, and its value
 //! comes back the same way. The node must see the job's directory, the kernel binary and the
 //! toolchain's `libstd` at the paths the notebook's machine has them (a shared filesystem).
+//!
+//! `%%compute --on slurm` and `%%sweep --on slurm` cells go the same way ([`ship_cell`]): the
+//! kernel makes the cell's body a function of the cell that reads the variables it names as
+//! its inputs.
 
+use crate::compute::context::Requests;
 use crate::compute::{Compute, ComputeError};
 use crate::objects::{Object, ObjectDef};
 use crate::compute::slurm::follow::{follow, status, Submission};
@@ -200,56 +205,78 @@ impl OnSlurm<'_> {
         crate::compute::slurm::array::submit(job, defs, &repo.display().to_string(), detach)
     }
 
-    /// Writes the job's directory: the cell's library, the node's program, the request and the
-    /// batch script.
+    /// Writes the job's directory (see [`ship`]).
     fn prepare(&self, kind: &str, entry: usize, what: &str) -> Result<Submission, ComputeError> {
-        let failed = |m: String| ComputeError::Failed(m);
-        let runner = runner()?;
-        let lib = library_of(entry)?;
         let mut own = self.slurm.options.clone();
         own.time = self.compute.timeout_limit().map(|t| t.as_secs_f64());
         own.mem = self.compute.mem_limit_bytes();
-        let settings = own.over(&JobOptions::from_env());
-        let SbatchArgs { args, time, mem } = settings.sbatch_args(self.compute.requests()).map_err(slurm_error)?;
-        let dir = settings.new_job_dir().map_err(|e| failed(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
-        let jd = JobDir::new(&dir);
-        let written = (|| -> std::io::Result<()> {
-            std::fs::copy(&lib.path, jd.file(LIBRARY))?;
-            let path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
-            let program = format!(
-                "#!/bin/sh\n# Written by DRYML Rust for a job submitted from a cell's code: the kernel binary loads the\n\
-                 # cell's library ({LIBRARY}) and calls the closure in it. sbatch passes on the notebook\n\
-                 # process's environment, whose evcxr variable would make the binary evcxr's child.\n\
-                 export LD_LIBRARY_PATH={}\nexec env -u EVCXR_IS_RUNTIME {} job-lib\n",
-                shell_quote(&path),
-                shell_quote(&runner.display().to_string())
-            );
-            crate::sys::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::sys::fs::Durability::Fsync)?;
-            std::fs::set_permissions(jd.file("program"), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
-            jd.write_request(&json!({
-                "kind": kind,
-                "from": "code",
-                "notebook": crate::compute::slurm::notebook_name(),
-                "body": what,
-                "requests": self.compute.requests().to_text(),
-                "sbatch": args,
-                "library": LIBRARY,
-                "entry": entry - lib.base,
-                "inputs": [],
-                "updates": [],
-                "time": time.map(crate::compute::slurm::slurm_time),
-                "mem": mem,
-                "created": crate::compute::slurm::local_now(),
-            }))?;
-            jd.write_script(kind == "sweep", &args)
-        })();
-        if let Err(e) = written {
-            // Nothing was submitted: no record to keep.
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(failed(format!("writing the job's directory {}: {e}", dir.display())));
-        }
-        Ok(Submission::open(&dir.display().to_string()))
+        let request = json!({"kind": kind, "from": "code", "body": what, "inputs": [], "updates": []});
+        ship(&own, self.compute.requests(), entry, request)
     }
+}
+
+/// A `%%compute --on slurm` or `%%sweep --on slurm` cell's job, from the code the kernel
+/// generates: `entry` is the cell's entry function, `body_line` the line of the cell's source
+/// where its body starts (the job's panics name it), `request` the kernel's part of the
+/// request (the cell's own options among it, as settings).
+pub fn ship_cell(entry: usize, body_line: u32, request: &str) -> Result<Submission, ComputeError> {
+    let bad = |what: String| ComputeError::Failed(format!("the kernel's request for the job: {what}"));
+    let mut request: serde_json::Value = serde_json::from_str(request).map_err(|e| bad(e.to_string()))?;
+    let fields = request.as_object_mut().ok_or_else(|| bad("not an object".into()))?;
+    let options = fields.remove("options").unwrap_or_default();
+    let own = JobOptions::from_settings(|key| options[key].as_str().map(str::to_string));
+    let requests = fields.get("requests").and_then(|r| r.as_str()).unwrap_or_default();
+    let requests = Requests::parse(requests).map_err(|e| bad(e.message))?;
+    fields.insert("body_line".into(), body_line.into());
+    ship(&own, &requests, entry, request)
+}
+
+/// Writes a job's directory: the library that holds `entry` (the node calls it there), the
+/// node's program, the request (`request`, with the options merged over `%slurm`'s, the
+/// library and where the entry is in it) and the batch script. Nothing is left on an error.
+fn ship(own: &JobOptions, requests: &Requests, entry: usize, mut request: serde_json::Value) -> Result<Submission, ComputeError> {
+    let failed = |m: String| ComputeError::Failed(m);
+    let runner = runner()?;
+    let lib = library_of(entry)?;
+    let settings = own.over(&JobOptions::from_env());
+    let SbatchArgs { args, time, mem } = settings.sbatch_args(requests).map_err(slurm_error)?;
+    let kind = request["kind"].as_str().unwrap_or_default().to_string();
+    for (k, v) in [
+        ("notebook", json!(crate::compute::slurm::notebook_name())),
+        ("requests", json!(requests.to_text())),
+        ("sbatch", json!(args)),
+        ("library", json!(LIBRARY)),
+        ("entry", json!(entry - lib.base)),
+        ("time", json!(time.map(crate::compute::slurm::slurm_time))),
+        ("mem", json!(mem)),
+        ("created", json!(crate::compute::slurm::local_now())),
+    ] {
+        request[k] = v;
+    }
+    let dir = settings.new_job_dir().map_err(|e| failed(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
+    let jd = JobDir::new(&dir);
+    let written = (|| -> std::io::Result<()> {
+        std::fs::copy(&lib.path, jd.file(LIBRARY))?;
+        let path = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+        let program = format!(
+            "#!/bin/sh\n# Written by DRYML Rust: the kernel binary loads the cell's library ({LIBRARY}) and calls\n\
+             # the job's entry in it. sbatch passes on the notebook process's environment, whose evcxr\n\
+             # variable would make the binary evcxr's child.\n\
+             export LD_LIBRARY_PATH={}\nexec env -u EVCXR_IS_RUNTIME {} job-lib\n",
+            shell_quote(&path),
+            shell_quote(&runner.display().to_string())
+        );
+        crate::sys::fs::write_atomic(&jd.file("program"), program.as_bytes(), crate::sys::fs::Durability::Fsync)?;
+        std::fs::set_permissions(jd.file("program"), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+        jd.write_request(&request)?;
+        jd.write_script(kind == "sweep", &args)
+    })();
+    if let Err(e) = written {
+        // Nothing was submitted: no record to keep.
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(failed(format!("writing the job's directory {}: {e}", dir.display())));
+    }
+    Ok(Submission::open(&dir.display().to_string()))
 }
 
 fn slurm_error(e: crate::compute::slurm::SlurmError) -> ComputeError {

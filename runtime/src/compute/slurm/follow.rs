@@ -19,8 +19,8 @@ const POLL: Duration = Duration::from_millis(300);
 /// How long the controller may not answer before following the job gives up.
 const SILENCE: Duration = Duration::from_secs(120);
 
-/// A `%%compute --on slurm` cell, from the notebook's process: the kernel has written the
-/// directory (program, batch script, request); this sends the variables and submits.
+/// A job from the notebook's process, its directory written (library, program, batch script,
+/// request): this sends the variables and submits.
 pub struct Submission {
     dir: JobDir,
     inputs: Vec<(String, Vec<u8>)>,
@@ -305,13 +305,13 @@ pub fn outcome(
     err("SlurmJobEnded", format!("Slurm job {id} {what}, without a result"))
 }
 
-/// `src/main.rs:L:C` in a message, as `cell line N, column C` where L is in the cell's body
-/// (`request.json` says where the body starts in `main.rs`).
+/// `src/lib.rs:L:C` in a message, as `cell line N, column C` where L is in the cell's body
+/// (`request.json` says where the body starts in the cell's library's source).
 fn in_cell_lines(message: &str, request: &Value) -> String {
     let (Some(first), Some(offset), Some(len)) = (request["body_line"].as_u64(), request["body_offset"].as_u64(), request["body_lines"].as_u64()) else {
         return message.to_string();
     };
-    const AT: &str = "src/main.rs:";
+    const AT: &str = "src/lib.rs:";
     let Some(at) = message.find(AT) else { return message.to_string() };
     let rest = &message[at + AT.len()..];
     let mut parts = rest.splitn(3, |c: char| !c.is_ascii_digit());
@@ -409,9 +409,9 @@ mod tests {
         // jobacct_gather's enforcement (no cgroups) ends the job FAILED, and says why in the output.
         let (n, m) = at(JobState::Failed, None, None, "slurmstepd-vm: error: Exceeded job memory limit\n");
         assert_eq!((n.as_str(), m.as_str()), ("SandboxOutOfMemory", "Slurm stopped job 7 for going over its memory limit of 64.0 MiB (--mem)"));
-        assert_eq!(at(JobState::Failed, None, Some(JobError::Panic("boom at src/main.rs:9:5".into())), ""), ("SandboxPanicked".into(), "Slurm job 7 panicked: boom at src/main.rs:9:5".into()));
+        assert_eq!(at(JobState::Failed, None, Some(JobError::Panic("boom at src/lib.rs:9:5".into())), ""), ("SandboxPanicked".into(), "Slurm job 7 panicked: boom at src/lib.rs:9:5".into()));
         let cell = json!({"body_line": 8, "body_offset": 1, "body_lines": 3});
-        let (_, m) = name_and_message(outcome(7, None, None, Some(JobError::Panic("boom at src/main.rs:9:5".into())), None, "", &cell));
+        let (_, m) = name_and_message(outcome(7, None, None, Some(JobError::Panic("boom at src/lib.rs:9:5".into())), None, "", &cell));
         assert_eq!(m, "Slurm job 7 panicked: boom at cell line 3, column 5");
         assert_eq!(at(JobState::Failed, None, Some(JobError::Error("\"bad\"".into())), "").0, "SandboxFailed");
         assert_eq!(at(JobState::Cancelled, None, None, "").0, "SlurmJobCancelled");

@@ -1,5 +1,5 @@
-//! A Slurm job's directory, the record every side reads: the kernel writes the program, the
-//! batch script and `request.json`; the notebook's process the inputs and the job id; the job
+//! A Slurm job's directory, the record every side reads: the notebook's process writes the
+//! cell's library, the program, the batch script, `request.json`, the inputs and the job id; the job
 //! its updated variables and `result.json`, or `error.json`; the batch script `end.json`. So a
 //! job's outcome never depends on Slurm's accounting, and a new kernel can pick a job up.
 
@@ -147,7 +147,7 @@ impl fmt::Display for JobError {
     }
 }
 
-/// The program's side of a job: what the generated `main` calls.
+/// The job's side: what the job's entry in the cell's library calls.
 pub struct Io {
     dir: JobDir,
     updates: Vec<String>,
@@ -216,7 +216,7 @@ pub(crate) fn write_error(dir: &JobDir, kind: &str, message: &str) {
     }
 }
 
-/// A panic's message and where: `boom at src/main.rs:9:5` (the notebook maps the place to the
+/// A panic's message and where: `boom at src/lib.rs:9:5` (the notebook maps the place to the
 /// cell's lines).
 pub(crate) fn panic_text(message: &str, at: &Option<(String, u32, u32)>) -> String {
     match at {
@@ -348,8 +348,8 @@ mod tests {
         assert_eq!(dir.slurm_id(), Some(42));
         std::fs::write(dir.file("end.json"), r#"{"exit_code": 137, "terminated": false, "node": "n1", "seconds": 1.5}"#).unwrap();
         assert_eq!(dir.end().unwrap(), End { exit_code: 137, signal: Some(9), terminated: false, node: "n1".into(), seconds: 1.5 });
-        write_error(&dir, "panic", "boom at src/main.rs:3:1");
-        assert_eq!(dir.error(), Some(JobError::Panic("boom at src/main.rs:3:1".into())));
+        write_error(&dir, "panic", "boom at src/lib.rs:3:1");
+        assert_eq!(dir.error(), Some(JobError::Panic("boom at src/lib.rs:3:1".into())));
         let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None, t0: Instant::now() };
         assert!(io.update("w", &vec![1.5f64, 2.0]).is_ok());
         dir.write_input("w", &rmp_serde::to_vec(&7u32).unwrap()).unwrap();

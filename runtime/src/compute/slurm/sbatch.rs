@@ -141,7 +141,12 @@ impl JobOptions {
 
     /// The settings as `get` gives the variables (the kernel asks for its child's).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> JobOptions {
-        let var = |key: &str| get(&setting_var(key)).filter(|v| !v.trim().is_empty());
+        JobOptions::from_settings(|key| get(&setting_var(key)))
+    }
+
+    /// The options as `get` gives each setting's text by its key (`partition`, `time`, ...).
+    pub fn from_settings(get: impl Fn(&str) -> Option<String>) -> JobOptions {
+        let var = |key: &str| get(key).filter(|v| !v.trim().is_empty());
         JobOptions {
             dir: var("dir"),
             partition: var("partition"),
@@ -152,6 +157,21 @@ impl JobOptions {
             shards_per_gpu: var("shards_per_gpu").and_then(|n| n.trim().parse().ok()),
             sbatch: var("sbatch").map(|s| s.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
         }
+    }
+
+    /// The options that are set, as (key, text) settings that [`JobOptions::from_settings`]
+    /// reads back: how the kernel hands a cell's own options to the code it generates.
+    pub fn settings(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let texts = [("dir", &self.dir), ("partition", &self.partition), ("account", &self.account), ("qos", &self.qos)];
+        out.extend(texts.into_iter().filter_map(|(k, v)| v.clone().map(|v| (k, v))));
+        out.extend(self.time.map(|t| ("time", t.to_string())));
+        out.extend(self.mem.map(|m| ("mem", m.to_string())));
+        out.extend(self.shards_per_gpu.map(|n| ("shards_per_gpu", n.to_string())));
+        if !self.sbatch.is_empty() {
+            out.push(("sbatch", self.sbatch.join(" ")));
+        }
+        out
     }
 
     /// The jobs' root directory: `dir`, else `~/dryml-jobs`.
@@ -493,6 +513,14 @@ mod tests {
         let got = job.over(&s).sbatch_args(&reqs("tf gpu/0=0.5")).unwrap();
         assert_eq!(got.args, ["--cpus-per-task=1", "--gres=shard:2", "--mem=4096M", "--time=0-00:01:30", "--partition=debug", "--nice=5", "--exclusive", "--nice=3"]);
         assert_eq!((got.time, got.mem), (Some(Duration::from_secs(90)), Some(4 << 30)));
+        // As settings and back, as the kernel hands a cell's own options to its code.
+        let both = job.over(&s);
+        let texts: BTreeMap<&str, String> = both.settings().into_iter().collect();
+        assert_eq!(JobOptions::from_settings(|k| texts.get(k).cloned()), both);
+        let half = JobOptions { time: Some(90.5), mem: Some(3 << 20), ..JobOptions::default() };
+        let texts: BTreeMap<&str, String> = half.settings().into_iter().collect();
+        assert_eq!(texts.len(), 2);
+        assert_eq!(JobOptions::from_settings(|k| texts.get(k).cloned()), half);
         let none = JobOptions::from_lookup(|_| None);
         assert_eq!(none, JobOptions::default());
         assert!(none.root().ends_with("dryml-jobs"));

@@ -1,13 +1,13 @@
-//! Slurm from the notebook: `%slurm` (where and how jobs go), `%%compute --on slurm` (the
-//! cell built as a program, written to a job directory with its batch script, submitted and
-//! followed by the notebook's process) and `%jobs` (the notebook's jobs, read from their
-//! directories, so a new kernel finds an old one's).
-
-pub mod build;
+//! Slurm from the notebook: `%slurm` (where and how jobs go), `%%compute --on slurm` and
+//! `%%sweep --on slurm` (the cell as a function of its own library, which the notebook's process
+//! sends to a job directory with its batch script, submits and follows, as `Compute::on(Slurm)`
+//! does with a closure) and `%jobs` (the notebook's jobs, read from their directories, so a new
+//! kernel finds an old one's).
 
 use super::Host;
 use crate::protocol::ErrorContent;
-use super::codegen::{self, Program, Var};
+use super::codegen::{self, Var};
+use crate::session::errors::CellLines;
 use dryml::__kernel::slurm::job::JobDir;
 use dryml::__kernel::slurm::JobOptions;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
@@ -139,7 +139,7 @@ impl SlurmMagic {
                 run_shown(host, &codegen::job_wait_for(&d, &wanted))?;
                 if !names.is_empty() {
                     let code: String = names.iter().map(|(name, u)| codegen::job_update(name, u, &d)).collect();
-                    host.session.set_cell_offset(None);
+                    host.session.set_cell_lines(None);
                     host.session.eval_user(&code, host.io)?;
                     let got: Vec<&str> = names.iter().map(|(n, _)| n.as_str()).collect();
                     host.print(&format!("dryml: job {id}'s result is in {}\n", got.join(", ")));
@@ -150,9 +150,8 @@ impl SlurmMagic {
     }
 }
 
-/// The code a `%%compute --on slurm` cell runs in the notebook's process, after its program
-/// is built and its directory written.
-pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
+/// The code a `%%compute --on slurm` cell runs in the notebook's process.
+pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
     let job = Job {
         kind: "compute",
         requests: &opts.requests,
@@ -160,14 +159,13 @@ pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, body
         mem: opts.mem_limit,
         slurm: opts.slurm.clone().unwrap_or_default(),
         update: &opts.update,
-        extra: Value::Null,
+        sweep: None,
     };
-    let p = prepare(host, &job, body, body_offset)?;
-    Ok(codegen::submit(&p.dir, &p.inputs, &p.updates, p.shows, job.slurm.detach))
+    job_code(host, &job, body, magic_lines)
 }
 
 /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
-pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_offset: usize) -> Result<String, ErrorContent> {
+pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
     let job = Job {
         kind: "sweep",
         requests: &opts.requests,
@@ -175,14 +173,14 @@ pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, body_off
         mem: opts.mem_limit,
         slurm: opts.slurm.clone().unwrap_or_default(),
         update: &[],
-        extra: json!({"defs_variable": opts.defs, "repo": opts.repo}),
+        sweep: Some(opts),
     };
-    let p = prepare(host, &job, body, body_offset)?;
-    Ok(codegen::sweep_submit(&p.dir, &p.inputs, opts, job.slurm.detach))
+    job_code(host, &job, body, magic_lines)
 }
 
-/// Writes a job's directory (request, batch script) and builds its program.
-fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -> Result<Prepared, ErrorContent> {
+/// The cell as code that ships its library as a job (see [`codegen::Job`]); what can be
+/// checked before the cell compiles (the variables, the requests against the settings) is.
+fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
     let what = if job.kind == "sweep" { "%%sweep" } else { "%%compute" };
     host.session.ensure_child_setup();
     let vars = host.session.variables();
@@ -200,71 +198,31 @@ fn prepare(host: &mut Host<'_>, job: &Job<'_>, body: &str, body_offset: usize) -
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
     let shows = job.kind == "compute"
         && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
-    let settings = SlurmMagic::settings(host);
     let own = JobOptions { time: job.timeout, mem: job.mem, ..job.slurm.options.clone() };
-    let settings = own.over(&settings);
-    let dryml::__kernel::slurm::SbatchArgs { args, time, mem } = settings.sbatch_args(job.requests).map_err(slurm_error)?;
-    let dir = settings.new_job_dir().map_err(|e| slurm_error(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
-    let jd = JobDir::new(&dir);
-    let (items, deps) = host.session.evcxr().notebook_crate();
-    let opt_level = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| crate::session::DEFAULT_OPT_LEVEL.to_string());
-    let name = host.session.job_crate().unwrap_or_else(|| "dryml_job".into());
-    let program = Program {
-        name: &name,
-        items: &items,
-        deps: &deps,
-        body,
-        inputs: &inputs,
-        updates: &updates,
-        shows,
-        sweep: job.kind == "sweep",
-        opt_level: &opt_level,
-        body_offset,
-    };
-    let src = program.source();
+    // A request Slurm cannot take is said before the cell compiles; the notebook's process
+    // merges the same settings again when it submits.
+    own.over(&SlurmMagic::settings(host)).sbatch_args(job.requests).map_err(slurm_error)?;
+    let body_lines = body.lines().count().max(1);
     let mut request = json!({
         "kind": job.kind,
-        "notebook": dryml::__kernel::slurm::notebook_name(),
-        "body": body,
+        "options": own.settings().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "requests": job.requests.to_text(),
-        "sbatch": args,
+        "body": body,
         "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
         "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
         "shows": shows,
-        "time": time.map(dryml::__kernel::slurm::slurm_time),
-        "mem": mem,
-        "created": dryml::__kernel::slurm::local_now(),
         "kernel_pid": std::process::id(),
-        "body_line": src.body_line,
-        "body_lines": src.body_lines,
-        "body_offset": body_offset,
+        "body_lines": body_lines,
+        "body_offset": magic_lines,
     });
-    if let Value::Object(extra) = &job.extra {
-        for (k, v) in extra {
-            request[k] = v.clone();
-        }
+    if let Some(o) = job.sweep {
+        request["defs_variable"] = json!(o.defs);
+        request["repo"] = json!(o.repo);
     }
-    let written = jd.write_request(&request).map_err(|e| slurm_error(format!("writing {}: {e}", jd.file("request.json").display()))).and_then(|()| {
-        jd.write_script(job.kind == "sweep", &args).map_err(|e| slurm_error(format!("writing job.sh: {e}")))
-    });
-    let build_dir = match host.session.build_cache() {
-        Ok(Some(c)) => Some(c.dir()),
-        _ => None,
-    };
-    let lock = std::env::var_os("EVCXR_TMPDIR").map(|d| PathBuf::from(d).join("Cargo.lock"));
-    let built = written.and_then(|()| {
-        host.print("dryml: building the job's program (the notebook's items and this cell) ...\n");
-        build::build(host.state, &dir, &src, build_dir, lock.as_deref(), body_offset)
-    });
-    match built {
-        Ok(secs) => host.print(&format!("dryml: built in {secs:.1} s\n")),
-        Err(e) => {
-            // Nothing was submitted: no record to keep.
-            let _ = std::fs::remove_dir_all(&dir);
-            return Err(e);
-        }
-    }
-    Ok(Prepared { dir, inputs, updates, shows })
+    let code = codegen::Job { request: &request, body, inputs: &inputs, updates: &updates, shows, sweep: job.sweep, detach: job.slurm.detach }.code();
+    // The body's compile errors name the cell's lines.
+    host.session.set_cell_lines(Some(CellLines { first: code.body_line, count: body_lines, above: magic_lines }));
+    Ok(code.code)
 }
 
 /// A `%slurm` setting as its key and the value its variable takes (`None`: the environment's).
@@ -287,7 +245,7 @@ fn is_sweep(dir: &Path) -> bool {
 
 /// Runs `code` in the notebook's process and shows its value.
 fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
-    host.session.set_cell_offset(None);
+    host.session.set_cell_lines(None);
     if let Some(data) = host.session.eval_user(code, host.io)? {
         if data["text/plain"].as_str().is_some_and(|t| !t.is_empty()) {
             host.show(data);
@@ -296,7 +254,7 @@ fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
     Ok(())
 }
 
-/// What a job is, for [`prepare`].
+/// What a job is, for [`job_code`].
 struct Job<'a> {
     kind: &'static str,
     requests: &'a dryml::compute::context::Requests,
@@ -304,13 +262,5 @@ struct Job<'a> {
     mem: Option<u64>,
     slurm: SlurmJob,
     update: &'a [String],
-    /// More fields for `request.json`.
-    extra: Value,
-}
-
-struct Prepared {
-    dir: PathBuf,
-    inputs: Vec<Var>,
-    updates: Vec<Var>,
-    shows: bool,
+    sweep: Option<&'a SweepOptions>,
 }
