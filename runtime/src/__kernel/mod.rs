@@ -56,11 +56,6 @@ pub mod display {
     pub use crate::display::wire::{json_string, raise_error, strip_tags, DATA_MIME};
 }
 
-/// Where the kernel leaves the last experiment's report.
-pub mod experiment {
-    pub use crate::experiment::LAST_FILE;
-}
-
 /// Object files and definitions as the kernel's `%repo` reads them.
 pub mod objects {
     pub use crate::objects::object::{from_bytes, from_record, read_definition, record, to_bytes, uuid_v4, FILE_VERSION};

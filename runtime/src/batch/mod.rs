@@ -471,7 +471,7 @@ impl Progress {
     fn sink(&self) -> Sink {
         use std::io::IsTerminal;
         *self.sink.get_or_init(|| {
-            if crate::display::running_in_kernel() {
+            if crate::display::wire::in_kernel() {
                 Sink::Kernel
             } else if std::io::stderr().is_terminal() {
                 Sink::Terminal

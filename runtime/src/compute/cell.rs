@@ -1,7 +1,8 @@
 //! The kernel's side of a `%%compute` body in a sandbox: the values it sends back to the
 //! notebook ([`Cell`]) and the notebook's view of them ([`CellResult`]).
 
-use super::sandbox::{encode, send_frame, FAIL, OK};
+use super::outcome::clear_report;
+use super::sandbox::{decode, encode, send_frame, Place, FAIL, OK};
 use crate::compute::ending;
 use crate::compute::{Compute, ComputeError};
 use serde::de::DeserializeOwned;
@@ -118,12 +119,26 @@ impl CellResult {
 }
 
 
-/// Where a `%%compute` cell runs: `Some(context)` in this process, `None` in a sandbox.
+/// Where a `%%compute` cell runs: `Some(context)` in this process (with `use_existing` or
+/// `dont_create` and a context that fits), `None` in a sandbox.
 pub fn where_to_run(compute: &Compute) -> Result<Option<crate::compute::context::Context>, ComputeError> {
-    compute.where_to_run()
+    clear_report();
+    Ok(match compute.place()? {
+        Place::Here(ctx) => Some(ctx),
+        Place::Sandbox => None,
+    })
 }
 
-/// Runs a `%%compute` body in a sandbox of `compute`'s options (see [`Cell`]).
+/// Runs a `%%compute` body in a sandbox of `compute`'s options: `body` passes updated variables
+/// and the shown value through its [`Cell`] and ends with [`Cell::finish`].
 pub fn run_cell(compute: &Compute, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
-    compute.run_cell(body)
+    let bytes = compute.sandbox(|| {
+        let mut cell = Cell { updates: Vec::new(), shown: None };
+        match body(&mut cell) {
+            Ok(()) => Err("the %%compute body returned without finishing".into()),
+            Err(e) => Err(format!("the cell returned an error: {}", e.0)),
+        }
+    })?;
+    let (updates, shown): (Vec<(String, Vec<u8>)>, Option<String>) = decode(&bytes, "the cell's results")?;
+    Ok(CellResult { updates, shown })
 }

@@ -23,10 +23,11 @@
 //! assert!(context_check(&reqs).is_err());
 //! ```
 
-use crate::compute::devices::{short, Device, Kind, Machine};
+use crate::compute::devices::{short, Machine};
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use crate::compute::devices::{Device, Kind};
 pub use crate::compute::pool::set_context;
 
 /// What one framework asks for.

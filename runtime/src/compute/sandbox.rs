@@ -13,7 +13,6 @@ use crate::compute::context::{self, Context, ContextError, Requests};
 use crate::compute::ending::{self, Early};
 use crate::compute::pool::{Machine, Pool};
 use crate::sys::procfs;
-use crate::compute::cell::{Cell, CellError, CellResult};
 use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -34,7 +33,7 @@ pub struct Compute {
     verbose: bool,
 }
 
-enum Place {
+pub(super) enum Place {
     Here(Context),
     Sandbox,
 }
@@ -90,7 +89,7 @@ impl Compute {
         self.mem_limit
     }
 
-    fn place(&self) -> Result<Place, ComputeError> {
+    pub(super) fn place(&self) -> Result<Place, ComputeError> {
         let existing = context::current();
         if !(self.use_existing || self.dont_create) {
             return Ok(Place::Sandbox);
@@ -192,34 +191,9 @@ impl Compute {
         v
     }
 
-    /// Where a `%%compute` cell runs: `Some(context)` in this process (with `use_existing` or
-    /// `dont_create` and a context that fits), `None` in a sandbox. (`__kernel::cell`.)
-    pub(crate) fn where_to_run(&self) -> Result<Option<Context>, ComputeError> {
-        clear_report();
-        Ok(match self.place()? {
-            Place::Here(ctx) => Some(ctx),
-            Place::Sandbox => None,
-        })
-    }
-
-    /// The sandbox half of a `%%compute` cell: `body` passes updated variables and the shown
-    /// value through its [`Cell`] and ends with [`Cell::finish`]. (`__kernel::cell`.)
-    pub(crate) fn run_cell(&self, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
-        let bytes = self.sandbox(|| {
-            let mut cell = Cell { updates: Vec::new(), shown: None };
-            match body(&mut cell) {
-                Ok(()) => Err("the %%compute body returned without finishing".into()),
-                Err(e) => Err(format!("the cell returned an error: {}", e.0)),
-            }
-        })?;
-        let (updates, shown): (Vec<(String, Vec<u8>)>, Option<String>) =
-            decode(&bytes, "the cell's results")?;
-        Ok(CellResult { updates, shown })
-    }
-
     /// Forks, runs `body` in the child with the context applied, and returns the bytes it
     /// produced. Claims are taken before the fork and released after the child is reaped.
-    fn sandbox(&self, body: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<Vec<u8>, ComputeError> {
+    pub(super) fn sandbox(&self, body: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<Vec<u8>, ComputeError> {
         clear_report();
         let failed = |what: &str, e: std::io::Error| ComputeError::Failed(format!("{what}: {e}"));
         let mut pool = Pool::open().map_err(|e| failed("opening the resource pool", e))?;
@@ -556,7 +530,7 @@ pub(super) fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
     rmp_serde::to_vec(v).map_err(|e| format!("the sandbox's result does not serialize: {e}"))
 }
 
-fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
+pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
     rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("{what} did not deserialize: {e}")))
 }
 

@@ -27,7 +27,6 @@ pub(crate) mod wire;
 pub use input::input;
 pub use interrupt::interrupted;
 use wire::{emit, in_kernel, send, strip_tags};
-pub(crate) use wire::in_kernel as running_in_kernel;
 pub(crate) use wire::{announce_polling, raise_error};
 
 /// Where [`display`] puts a bundle: a new output, or one shown before, redrawn in place.

@@ -16,10 +16,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// Set by the kernel in the child: the directory holding its state files.
-pub use crate::sys::protocol::STATE_DIR_ENV;
-/// The file (in the state directory) holding the last experiment's report.
-pub const LAST_FILE: &str = "experiment-last.tsv";
+use crate::sys::protocol::{EXPERIMENT_LAST_FILE as LAST_FILE, STATE_DIR_ENV};
 const VERSION: &str = "dryml-experiment 1";
 
 /// One device's memory over an experiment, in bytes.

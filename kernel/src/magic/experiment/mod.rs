@@ -192,7 +192,7 @@ impl Experiments {
             notes.push(n);
         }
         let report = e.report(&before, &after, plan, failed, notes);
-        let path = host.state_dir.join(dryml::__kernel::experiment::LAST_FILE);
+        let path = host.state_dir.join(dryml::__kernel::protocol::EXPERIMENT_LAST_FILE);
         if let Err(err) = dryml::__kernel::fs::write_atomic(&path, report.to_record().as_bytes(), dryml::__kernel::fs::Durability::NoFsync) {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
