@@ -9,6 +9,11 @@
 //!   context from the machine's pool, everything released when it ends), sweeps definitions
 //!   into a repo, and sends the same work to Slurm ([`compute::slurm`]). Contexts and their
 //!   request grammar are in [`compute::context`].
+//! - **Data** ([`data`]): [`Dataset`](data::Dataset)s, lazy and re-iterable, plain, supervised or
+//!   indexed, batched or not, with `ndarray` leaves; [`metrics`] that score any model's
+//!   predictions on them.
+//! - **Models** ([`models`]): models of any framework that take and give datasets, with the
+//!   training cursor that lets a killed training resume.
 //! - **Batching** ([`batch`]): TOMA's loops that retry with a smaller batch on out of memory
 //!   and remember the size that worked.
 //! - **Experiments** ([`experiment`]): what the last `%%experiment` measured, as a value.
@@ -34,8 +39,11 @@ extern crate self as dryml;
 
 pub mod batch;
 pub mod compute;
+pub mod data;
 pub mod display;
 pub mod experiment;
+pub mod metrics;
+pub mod models;
 pub mod objects;
 pub mod plot;
 

@@ -1,0 +1,357 @@
+//! [`Dataset`]: a lazy, re-iterable, cheaply cloned sequence of elements, and its methods.
+
+use super::element::{Batch, Element, Indexed, Layout, ScalarFn, Supervised};
+use super::DataError;
+use std::fmt;
+use std::sync::Arc;
+
+/// What one pass over a dataset yields: elements, or the error that ends the pass.
+pub type Elements<E> = Box<dyn Iterator<Item = Result<E, DataError>> + Send>;
+
+type Source<E> = dyn Fn() -> Elements<E> + Send + Sync;
+
+/// How many elements a dataset has, as far as is known without a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Len {
+    /// Exactly this many.
+    Known(usize),
+    /// It never ends.
+    Infinite,
+    /// Not known without a pass ([`Dataset::count`]).
+    Unknown,
+}
+
+impl Len {
+    fn map(self, f: impl FnOnce(usize) -> usize) -> Len {
+        match self {
+            Len::Known(n) => Len::Known(f(n)),
+            other => other,
+        }
+    }
+}
+
+/// One level of batching: its size, and how many elements the dataset had before it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Batching {
+    size: usize,
+    before: Len,
+}
+
+/// A lazy sequence of elements that can be passed over again and again (each pass starts the
+/// source anew), cloned for the price of a pointer, and transformed without running anything
+/// until a pass. Elements are plain (`X`), supervised ([`Xy`](super::Xy)), indexed
+/// ([`Indexed`]) or both, optionally batched: every leaf of a batch has a leading axis.
+pub struct Dataset<E> {
+    source: Arc<Source<E>>,
+    len: Len,
+    /// Innermost first.
+    batching: Arc<Vec<Batching>>,
+}
+
+impl<E> Clone for Dataset<E> {
+    fn clone(&self) -> Self {
+        Dataset { source: self.source.clone(), len: self.len, batching: self.batching.clone() }
+    }
+}
+
+impl<E: Layout> fmt::Debug for Dataset<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let len = match self.len {
+            Len::Known(n) => n.to_string(),
+            Len::Infinite => "infinitely many".into(),
+            Len::Unknown => "an unknown number of".into(),
+        };
+        let mut flags = Vec::new();
+        if E::SUPERVISED {
+            flags.push("supervised".to_string());
+        }
+        if E::INDEXED {
+            flags.push("indexed".to_string());
+        }
+        if let Some(b) = self.batching.last() {
+            flags.push(format!("batches of {}", b.size));
+        }
+        let flags = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(", ")) };
+        write!(f, "Dataset of {len} {}{flags}", std::any::type_name::<E>())
+    }
+}
+
+impl<E: Send + 'static> Dataset<E> {
+    /// A dataset whose passes are `source()`'s iterators, of `len` elements each.
+    pub fn from_source(len: Len, source: impl Fn() -> Elements<E> + Send + Sync + 'static) -> Dataset<E> {
+        Dataset { source: Arc::new(source), len, batching: Arc::new(Vec::new()) }
+    }
+
+    /// A dataset whose passes are `f()`'s iterators: a generator, as DRYML's factories.
+    pub fn from_fn<I>(len: Len, f: impl Fn() -> I + Send + Sync + 'static) -> Dataset<E>
+    where
+        I: Iterator<Item = E> + Send + 'static,
+    {
+        Dataset::from_source(len, move || Box::new(f().map(Ok)))
+    }
+
+    /// The elements of a vector, shared by every pass and clone.
+    pub fn from_vec(items: Vec<E>) -> Dataset<E>
+    where
+        E: Clone + Sync,
+    {
+        let items = Arc::new(items);
+        let len = Len::Known(items.len());
+        Dataset::from_source(len, move || {
+            let items = items.clone();
+            Box::new((0..items.len()).map(move |i| Ok(items[i].clone())))
+        })
+    }
+
+    fn derived<T>(&self, len: Len, source: impl Fn() -> Elements<T> + Send + Sync + 'static) -> Dataset<T> {
+        Dataset { source: Arc::new(source), len, batching: self.batching.clone() }
+    }
+
+    /// After a change in how many batches there are: how many elements they hold is unknown.
+    fn recounted(mut self) -> Dataset<E> {
+        if let Some(last) = Arc::make_mut(&mut self.batching).last_mut() {
+            last.before = Len::Unknown;
+        }
+        self
+    }
+
+    /// One pass: the elements, each an `Ok`, or an error that ends the pass.
+    pub fn iter(&self) -> Elements<E> {
+        (self.source)()
+    }
+
+    /// The first element, if there is one.
+    pub fn peek(&self) -> Result<Option<E>, DataError> {
+        self.iter().next().transpose()
+    }
+
+    /// How many elements it has, as known without a pass.
+    pub fn len(&self) -> Len {
+        self.len
+    }
+
+    /// Whether it is known to have no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == Len::Known(0)
+    }
+
+    /// The batch size, if it is batched.
+    pub fn batch_size(&self) -> Option<usize> {
+        self.batching.last().map(|b| b.size)
+    }
+
+    /// Counts the elements by a pass.
+    pub fn count(&self) -> Result<usize, DataError> {
+        if self.len == Len::Infinite {
+            return Err(DataError::Infinite("count"));
+        }
+        self.iter().try_fold(0, |n, e| e.map(|_| n + 1))
+    }
+
+    /// Every element, by a pass.
+    pub fn collect(&self) -> Result<Vec<E>, DataError> {
+        if self.len == Len::Infinite {
+            return Err(DataError::Infinite("collect"));
+        }
+        self.iter().collect()
+    }
+
+    /// `f` applied to every element (to every batch of a batched dataset).
+    pub fn map<T: Send + 'static>(&self, f: impl Fn(E) -> T + Send + Sync + 'static) -> Dataset<T> {
+        let (this, f) = (self.clone(), Arc::new(f));
+        self.derived(self.len, move || {
+            let f = f.clone();
+            Box::new(this.iter().map(move |e| e.map(|e| f(e))))
+        })
+    }
+
+    /// The first `n` elements.
+    pub fn take(&self, n: usize) -> Dataset<E> {
+        let this = self.clone();
+        let len = match self.len {
+            Len::Known(k) => Len::Known(k.min(n)),
+            Len::Infinite => Len::Known(n),
+            Len::Unknown => Len::Unknown,
+        };
+        self.derived(len, move || Box::new(this.iter().take(n))).recounted()
+    }
+
+    /// All but the first `n` elements.
+    pub fn skip(&self, n: usize) -> Dataset<E> {
+        let this = self.clone();
+        self.derived(self.len.map(|k| k.saturating_sub(n)), move || Box::new(this.iter().skip(n))).recounted()
+    }
+
+    /// The elements in an order shuffled through a buffer of `buffer` elements (as TensorFlow's
+    /// `shuffle`: a buffer as long as the dataset gives a uniform permutation), the same order
+    /// on every pass for one `seed`. Any buffer slot can be picked, the last too.
+    pub fn shuffle(&self, buffer: usize, seed: u64) -> Dataset<E> {
+        let this = self.clone();
+        let buffer = buffer.max(1);
+        self.derived(self.len, move || {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut upstream = this.iter();
+            let mut held: Vec<E> = Vec::with_capacity(buffer);
+            let mut failed = false;
+            Box::new(std::iter::from_fn(move || {
+                while !failed && held.len() < buffer {
+                    match upstream.next() {
+                        Some(Ok(e)) => held.push(e),
+                        Some(Err(e)) => {
+                            failed = true;
+                            return Some(Err(e));
+                        }
+                        None => break,
+                    }
+                }
+                if held.is_empty() {
+                    return None;
+                }
+                let at = rng.usize(..held.len());
+                Some(Ok(held.swap_remove(at)))
+            }))
+        })
+    }
+
+    /// Elements with their position: `Indexed { i, e }` (on a batched dataset, each batch's).
+    pub fn as_indexed(&self) -> Dataset<Indexed<u64, E>> {
+        let this = self.clone();
+        self.derived(self.len, move || Box::new(this.iter().zip(0u64..).map(|(e, i)| e.map(|e| Indexed { i, e }))))
+    }
+
+    /// `f` applied to every scalar of type `S` in every leaf (DRYML's `map_el`); leaves of
+    /// other types are left as they are.
+    pub fn map_el<S: 'static>(&self, f: impl Fn(S) -> S + Send + Sync + 'static) -> Dataset<E>
+    where
+        E: Element,
+    {
+        let f = Arc::new(ScalarFn::<S>(Box::new(f)));
+        self.map(move |mut e: E| {
+            e.map_scalars(&*f);
+            e
+        })
+    }
+
+    /// Elements stacked `size` at a time into batches (every leaf gains a leading axis); the
+    /// last, shorter batch is dropped with `drop_remainder`.
+    pub fn batch(&self, size: usize, drop_remainder: bool) -> Result<Dataset<E::Batch>, DataError>
+    where
+        E: Element,
+    {
+        if size == 0 {
+            return Err(DataError::Argument("batch size 0".into()));
+        }
+        let this = self.clone();
+        let len = self.len.map(|n| if drop_remainder { n / size } else { n.div_ceil(size) });
+        let before = self.len.map(|n| if drop_remainder { n / size * size } else { n });
+        let mut batching = (*self.batching).clone();
+        batching.push(Batching { size, before });
+        let source = move || -> Elements<E::Batch> {
+            let mut upstream = this.iter();
+            let mut done = false;
+            Box::new(std::iter::from_fn(move || {
+                if done {
+                    return None;
+                }
+                let mut items = Vec::with_capacity(size);
+                while items.len() < size {
+                    match upstream.next() {
+                        Some(Ok(e)) => items.push(e),
+                        Some(Err(e)) => {
+                            done = true;
+                            return Some(Err(e));
+                        }
+                        None => {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if items.is_empty() || (drop_remainder && items.len() < size) {
+                    return None;
+                }
+                Some(E::stack(items))
+            }))
+        };
+        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching) })
+    }
+
+    /// Batches split back into their elements; an error if it is not batched.
+    pub fn unbatch(&self) -> Result<Dataset<E::Item>, DataError>
+    where
+        E: Batch,
+    {
+        let mut batching = (*self.batching).clone();
+        let level = batching.pop().ok_or(DataError::NotBatched)?;
+        let this = self.clone();
+        // Known when nothing since the batching changed the count (a map, a shuffle).
+        let len = match (self.len, level.before) {
+            (Len::Infinite, _) => Len::Infinite,
+            (Len::Known(_), before) => before,
+            _ => Len::Unknown,
+        };
+        let source = move || -> Elements<E::Item> {
+            Box::new(this.iter().flat_map(|b| -> Box<dyn Iterator<Item = Result<E::Item, DataError>> + Send> {
+                match b.and_then(Batch::unstack) {
+                    Ok(items) => Box::new(items.into_iter().map(Ok)),
+                    Err(e) => Box::new(std::iter::once(Err(e))),
+                }
+            }))
+        };
+        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching) })
+    }
+}
+
+impl<E: Layout + Send + 'static> Dataset<E> {
+    /// `f` applied to the features of every element, the target and index kept (DRYML's
+    /// `apply_X`).
+    pub fn apply_x<X2>(&self, f: impl Fn(E::X) -> X2 + Send + Sync + 'static) -> Dataset<E::WithX<X2>>
+    where
+        E::WithX<X2>: Send + 'static,
+    {
+        self.map(move |e| e.map_x(&f))
+    }
+
+    /// Whether elements carry a target.
+    pub fn is_supervised(&self) -> bool {
+        E::SUPERVISED
+    }
+
+    /// Whether elements carry their index.
+    pub fn is_indexed(&self) -> bool {
+        E::INDEXED
+    }
+}
+
+impl<E: Supervised + Send + 'static> Dataset<E> {
+    /// `f` applied to the target of every element (DRYML's `apply_Y`).
+    pub fn apply_y<Y2>(&self, f: impl Fn(E::Y) -> Y2 + Send + Sync + 'static) -> Dataset<E::WithXy<E::X, Y2>>
+    where
+        E::WithXy<E::X, Y2>: Send + 'static,
+    {
+        self.map(move |e| e.map_xy(|x, y| (x, f(y))))
+    }
+
+    /// `f(x, y)` applied to every element's features and target (DRYML's `apply`).
+    pub fn apply<X2, Y2>(&self, f: impl Fn(E::X, E::Y) -> (X2, Y2) + Send + Sync + 'static) -> Dataset<E::WithXy<X2, Y2>>
+    where
+        E::WithXy<X2, Y2>: Send + 'static,
+    {
+        self.map(move |e| e.map_xy(&f))
+    }
+
+    /// The features alone (and index, if indexed).
+    pub fn as_not_supervised(&self) -> Dataset<E::Unsupervised>
+    where
+        E::Unsupervised: Send + 'static,
+    {
+        self.map(Supervised::drop_y)
+    }
+}
+
+impl<I: Send + 'static, E: Send + 'static> Dataset<Indexed<I, E>> {
+    /// The elements without their index.
+    pub fn as_not_indexed(&self) -> Dataset<E> {
+        self.map(|e| e.e)
+    }
+}

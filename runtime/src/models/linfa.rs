@@ -1,0 +1,203 @@
+//! linfa, scikit-learn's part: a decision tree (`linfa-trees`) as a DRYML model and object, and
+//! the real datasets `linfa-datasets` ships (iris, winequality, diabetes), on the footing every
+//! framework shares: `f32` features, `usize` classes.
+
+use super::{Model, ModelError, TrainSpec};
+use crate::data::ndarray::{Array1, Array2};
+use crate::data::{Dataset, Xy};
+use crate::objects::{Build, Meta, ObjectError, State};
+use linfa::prelude::{Fit, Predict};
+use linfa_trees::SplitQuality;
+use serde_json::Value;
+
+/// Iris: 150 flowers, 4 measures each, 3 species.
+pub fn iris() -> Dataset<Xy<Array1<f32>, usize>> {
+    classes(linfa_datasets::iris())
+}
+
+/// Wine quality: 1599 red wines, 11 measures each, quality 3 to 8.
+pub fn winequality() -> Dataset<Xy<Array1<f32>, usize>> {
+    classes(linfa_datasets::winequality())
+}
+
+/// Diabetes: 441 patients, 10 measures each, the disease's progression a year on.
+pub fn diabetes() -> Dataset<Xy<Array1<f32>, f32>> {
+    let d = linfa_datasets::diabetes();
+    let x = d.records.mapv(|v| v as f32);
+    let y = d.targets.mapv(|v| v as f32);
+    Dataset::from_xy(x, y).expect("linfa's own dataset fits")
+}
+
+fn classes(d: linfa::Dataset<f64, usize, crate::data::ndarray::Ix1>) -> Dataset<Xy<Array1<f32>, usize>> {
+    let x = d.records.mapv(|v| v as f32);
+    Dataset::from_xy(x, d.targets).expect("linfa's own dataset fits")
+}
+
+/// A decision tree classifier (`linfa-trees`). Arguments, all optional: `max_depth` (a
+/// positive integer), `min_weight_split` (a number, default 2), `split_quality` (`"gini"`,
+/// the default, or `"entropy"`). Its fitted tree and [`TrainSpec`] are saved with it.
+#[derive(crate::Object)]
+pub struct DecisionTree {
+    args: Value,
+    meta: Meta,
+    fitted: Option<Fitted>,
+    spec: TrainSpec,
+}
+
+struct Fitted {
+    tree: linfa_trees::DecisionTree<f64, usize>,
+    features: usize,
+}
+
+impl Build for DecisionTree {
+    type Args = Value;
+    fn build(args: Value, meta: Meta) -> Self {
+        DecisionTree { args, meta, fitted: None, spec: TrainSpec::epochs(1) }
+    }
+    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
+        self.spec.save(s, "train_spec")?;
+        if let Some(f) = &self.fitted {
+            s.put("tree", &f.tree)?;
+            s.put("features", &f.features)?;
+        }
+        Ok(())
+    }
+    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
+        self.spec = TrainSpec::load(s, "train_spec")?;
+        if s.names().any(|n| n == "tree") {
+            self.fitted = Some(Fitted { tree: s.get("tree")?, features: s.get("features")? });
+        }
+        Ok(())
+    }
+}
+
+impl DecisionTree {
+    /// A tree of these arguments (as `ObjectDef::new("DecisionTree", &args)?.build()` makes).
+    pub fn new(args: Value) -> DecisionTree {
+        DecisionTree::build(args, Meta::new())
+    }
+
+    /// Where its training stands.
+    pub fn train_spec(&self) -> TrainSpec {
+        self.spec
+    }
+
+    fn params(&self) -> Result<linfa_trees::DecisionTreeParams<f64, usize>, ModelError> {
+        let bad = |key: &str, want: &str| ModelError::Model(format!("DecisionTree: `{key}` must be {want}, not {}", self.args[key]));
+        let mut p = linfa_trees::DecisionTree::params();
+        if let Some(args) = self.args.as_object() {
+            if let Some(k) = args.keys().find(|k| !["max_depth", "min_weight_split", "split_quality"].contains(&k.as_str())) {
+                return Err(ModelError::Model(format!("DecisionTree: unknown argument `{k}` (it takes max_depth, min_weight_split, split_quality)")));
+            }
+        } else if !self.args.is_null() {
+            return Err(ModelError::Model(format!("DecisionTree: its arguments are named (a JSON object), not {}", self.args)));
+        }
+        match &self.args["max_depth"] {
+            Value::Null => {}
+            v => p = p.max_depth(Some(v.as_u64().filter(|&d| d > 0).ok_or_else(|| bad("max_depth", "a positive integer"))? as usize)),
+        }
+        match &self.args["min_weight_split"] {
+            Value::Null => {}
+            v => p = p.min_weight_split(v.as_f64().filter(|&w| w > 0.0).ok_or_else(|| bad("min_weight_split", "a positive number"))? as f32),
+        }
+        match self.args["split_quality"].as_str() {
+            None if self.args["split_quality"].is_null() => {}
+            Some("gini") => p = p.split_quality(SplitQuality::Gini),
+            Some("entropy") => p = p.split_quality(SplitQuality::Entropy),
+            _ => return Err(bad("split_quality", "\"gini\" or \"entropy\"")),
+        }
+        Ok(p)
+    }
+}
+
+/// Rows of features as one `f64` matrix, each `features` long.
+fn matrix(xs: &[Array1<f32>], features: Option<usize>) -> Result<Array2<f64>, ModelError> {
+    let width = features.or_else(|| xs.first().map(Array1::len)).unwrap_or(0);
+    if let Some((at, x)) = xs.iter().enumerate().find(|(_, x)| x.len() != width) {
+        let whose = if features.is_some() { "the tree was trained on" } else { "element 0 has" };
+        return Err(ModelError::Model(format!("DecisionTree: element {at} has {} features; {whose} {width}", x.len())));
+    }
+    let flat: Vec<f64> = xs.iter().flat_map(|x| x.iter().map(|&v| f64::from(v))).collect();
+    Array2::from_shape_vec((xs.len(), width), flat).map_err(|e| ModelError::Model(e.to_string()))
+}
+
+impl Model for DecisionTree {
+    type X = Array1<f32>;
+    type Y = usize;
+    type P = usize;
+
+    /// Fits the tree on all of `data` in one epoch; a tree whose training is done is kept.
+    fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
+        if spec.is_done() {
+            return Ok(());
+        }
+        let params = self.params()?;
+        let rows = data.collect()?;
+        if rows.is_empty() {
+            return Err(ModelError::Model("DecisionTree: no elements to train on".into()));
+        }
+        let (xs, ys): (Vec<Array1<f32>>, Vec<usize>) = rows.into_iter().map(|e| (e.x, e.y)).unzip();
+        let x = matrix(&xs, None)?;
+        let features = x.ncols();
+        let fitted = params.fit(&linfa::Dataset::new(x, Array1::from_vec(ys))).map_err(|e| ModelError::Model(format!("DecisionTree: {e}")))?;
+        self.fitted = Some(Fitted { tree: fitted, features });
+        spec.finish_epoch(xs.len() as u64);
+        self.spec = *spec;
+        Ok(())
+    }
+
+    fn predict(&self, x: &Array1<f32>) -> Result<usize, ModelError> {
+        Ok(self.predict_all(vec![x.clone()])?[0])
+    }
+
+    fn predict_all(&self, xs: Vec<Array1<f32>>) -> Result<Vec<usize>, ModelError> {
+        let f = self.fitted.as_ref().ok_or(ModelError::NotTrained("DecisionTree"))?;
+        if xs.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(f.tree.predict(&matrix(&xs, Some(f.features))?).to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::categorical_accuracy;
+    use crate::models::eval;
+    use serde_json::json;
+
+    #[test]
+    fn a_tree_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
+        let data = iris().shuffle(150, 3);
+        let (train, test) = (data.take(100), data.skip(100));
+        let def = crate::ObjectDef::new("DecisionTree", &json!({"max_depth": 4})).unwrap();
+        let mut obj = def.build().unwrap();
+        let tree = obj.downcast_mut::<DecisionTree>().unwrap();
+        let mut spec = tree.train_spec();
+        tree.train(&train, &mut spec).unwrap();
+        assert_eq!(spec, TrainSpec { epochs: 1, epoch: 1, step: 100 });
+        let acc = categorical_accuracy(&eval(&*tree, &test).unwrap()).unwrap();
+        assert!(acc >= 0.85, "accuracy {acc} on 50 held-out flowers, floor 0.85");
+        let bytes = crate::__kernel::objects::to_bytes(&*obj).unwrap();
+        let back = crate::__kernel::objects::from_bytes(&bytes, None).unwrap();
+        let again = back.downcast_ref::<DecisionTree>().unwrap();
+        assert_eq!(categorical_accuracy(&eval(again, &test).unwrap()).unwrap(), acc);
+        assert_eq!(again.train_spec(), spec, "the cursor travels with the tree");
+    }
+
+    #[test]
+    fn bad_arguments_and_shapes_are_clear_errors() {
+        let data = iris().take(20);
+        let mut spec = TrainSpec::epochs(1);
+        let e = DecisionTree::new(json!({"max_depth": 0})).train(&data, &mut spec).unwrap_err();
+        assert_eq!(e.to_string(), "DecisionTree: `max_depth` must be a positive integer, not 0");
+        let e = DecisionTree::new(json!({"depth": 3})).train(&data, &mut spec).unwrap_err();
+        assert!(e.to_string().contains("unknown argument `depth`"), "{e}");
+        assert_eq!(DecisionTree::new(Value::Null).predict(&Array1::zeros(4)).unwrap_err(), ModelError::NotTrained("DecisionTree"));
+        let mut tree = DecisionTree::new(Value::Null);
+        tree.train(&data, &mut spec).unwrap();
+        let e = tree.predict(&Array1::zeros(3)).unwrap_err();
+        assert_eq!(e.to_string(), "DecisionTree: element 0 has 3 features; the tree was trained on 4");
+        assert_eq!((winequality().count().unwrap(), diabetes().count().unwrap()), (1599, 441));
+    }
+}
