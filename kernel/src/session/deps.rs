@@ -1,12 +1,21 @@
 //! The dependencies a cell needs, added the first time code names them: `dryml` (from the
-//! runtime's sources) and, where the venv has libtorch, `tch` with dryml's torch feature; and
-//! the torch preload of `--preload torch`.
+//! runtime's sources) and, with dryml's feature for it, each framework a cell names (`tch`,
+//! where the venv has libtorch; `linfa`); and the torch preload of `--preload torch`.
 
 use super::Session;
 use crate::protocol::ErrorContent;
 
 /// The `tch` the runtime's `torch` feature is built against (libtorch 2.13.0).
 const TCH_VERSION: &str = "0.26.0";
+/// The `linfa` the runtime's `linfa` feature is built against.
+const LINFA_VERSION: &str = "0.8";
+
+/// The frameworks a notebook has named, each added with `dryml`'s feature for it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Frameworks {
+    pub torch: bool,
+    pub linfa: bool,
+}
 
 impl Session {
     /// Builds `dryml` (and with `torch`, `tch` and dryml's torch feature) as a cell naming them
@@ -15,39 +24,50 @@ impl Session {
         self.add_deps(if torch { "tch::" } else { "dryml::" })
     }
 
-    /// Adds `dryml` (and `tch`, with dryml's torch feature) the first time code names them.
+    /// Adds `dryml` (and the frameworks code names, with dryml's features) the first time.
     fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
-        let Some((deps, torch)) = self.deps_for(code) else { return Ok(()) };
+        let Some((deps, frameworks)) = self.deps_for(code) else { return Ok(()) };
         self.eval_hidden(&deps)?;
-        self.note_deps_added(torch);
+        self.note_deps_added(frameworks);
         Ok(())
     }
 
-    /// The `:dep` lines a cell needs before it can run, and whether they bring `tch`.
-    pub(super) fn deps_for(&self, code: &str) -> Option<(String, bool)> {
+    /// The `:dep` lines a cell needs before it can run, and the frameworks the notebook has
+    /// once they are added.
+    pub(super) fn deps_for(&self, code: &str) -> Option<(String, Frameworks)> {
         // A cell naming `tch` gets it when the venv has libtorch.
-        let torch = !self.torch_added && uses_tch(code) && crate::torch::available().is_some();
-        if !torch && (self.dryml_added || !uses_dryml(code)) {
+        let want = Frameworks {
+            torch: self.frameworks.torch || (uses_tch(code) && crate::torch::available().is_some()),
+            linfa: self.frameworks.linfa || uses_linfa(code),
+        };
+        if want == self.frameworks && (self.dryml_added || !uses_dryml(code)) {
             return None;
         }
         let path = crate::paths::runtime();
         let path = path.to_string_lossy();
-        let deps = if torch || self.torch_added {
-            format!(":dep dryml = {{ path = {path:?}, features = [\"torch\"] }}\n:dep tch = \"={TCH_VERSION}\"")
-        } else {
+        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
+        let mut deps = if features.is_empty() {
             format!(":dep dryml = {{ path = {path:?} }}")
+        } else {
+            format!(":dep dryml = {{ path = {path:?}, features = {features:?} }}")
         };
-        Some((deps, torch))
+        if want.torch {
+            deps.push_str(&format!("\n:dep tch = \"={TCH_VERSION}\""));
+        }
+        if want.linfa {
+            deps.push_str(&format!("\n:dep linfa = \"{LINFA_VERSION}\""));
+        }
+        Some((deps, want))
     }
 
-    pub(super) fn note_deps_added(&mut self, torch: bool) {
+    pub(super) fn note_deps_added(&mut self, frameworks: Frameworks) {
         self.dryml_added = true;
-        self.torch_added |= torch;
+        self.frameworks = frameworks;
     }
 
     /// Whether this child has loaded libtorch through a cell or a preload.
     pub fn torch_loaded(&self) -> bool {
-        self.torch_added
+        self.frameworks.torch
     }
 
     /// Loads libtorch into the child and makes one tensor on the best device (CUDA's context
@@ -61,10 +81,10 @@ impl Session {
                  project's venv; kernelspec/setup.sh installs it)",
             ));
         }
-        let (deps, torch) = self.deps_for("tch::").unwrap_or_default();
+        let (deps, frameworks) = self.deps_for("tch::").unwrap_or((String::new(), self.frameworks));
         let out = self.capture_stdout(&format!("{deps}\n{PRELOAD_TORCH}"))?;
         if !deps.is_empty() {
-            self.note_deps_added(torch);
+            self.note_deps_added(frameworks);
         }
         Ok(out.trim().to_string())
     }
@@ -77,6 +97,12 @@ const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
 pub fn uses_tch(code: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
+}
+
+/// True when a cell names `linfa` or a crate of its family (`dryml::models::linfa` too).
+pub fn uses_linfa(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\blinfa\w*\s*::|\buse\s+linfa").expect("static regex")).is_match(code)
 }
 
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
@@ -96,5 +122,7 @@ mod tests {
         assert!(uses_dryml("let x = dryml :: version();"));
         assert!(!uses_dryml("let dryml_count = 1;"));
         assert!(!uses_dryml("let x = 1;"));
+        assert!(uses_linfa("let d = dryml::models::linfa::iris();") && uses_linfa("use linfa_trees::DecisionTree;"));
+        assert!(!uses_linfa("let linfa = 1;"));
     }
 }

@@ -47,8 +47,8 @@ pub struct Session {
     /// The start-up library every child loads (the flusher), if there is one.
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
-    /// `dryml` was added with its `torch` feature, and `tch` beside it.
-    torch_added: bool,
+    /// The frameworks added with `dryml`'s features for them.
+    frameworks: deps::Frameworks,
     /// `%env` settings (None: unset), re-applied to every new child.
     env_overrides: BTreeMap<String, Option<String>>,
     /// The machine's build cache, or why this kernel builds without it.
@@ -165,7 +165,7 @@ impl Session {
             flusher_pending: startup_lib.is_none(),
             startup_lib,
             dryml_added: false,
-            torch_added: false,
+            frameworks: deps::Frameworks::default(),
             cell_lines: None,
             env_overrides: BTreeMap::new(),
             cache,
@@ -262,8 +262,8 @@ impl Session {
             match self.eval_hidden(&code) {
                 Ok(_) => {
                     self.flusher_pending = false;
-                    if let Some((_, torch)) = deps {
-                        self.note_deps_added(torch);
+                    if let Some((_, frameworks)) = deps {
+                        self.note_deps_added(frameworks);
                     }
                     tracing::info!("warm: start-up code and dryml built in {:.2?}", started.elapsed());
                     return with_cache;
@@ -430,8 +430,8 @@ impl Session {
         if ran && with_flusher {
             self.flusher_pending = false;
         }
-        if let (true, Some((_, torch))) = (ran, deps) {
-            self.note_deps_added(torch);
+        if let (true, Some((_, frameworks))) = (ran, deps) {
+            self.note_deps_added(frameworks);
         }
         if ran && runs_code(&code) {
             self.wait_sync(Duration::from_secs(2));

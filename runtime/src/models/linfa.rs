@@ -178,8 +178,8 @@ mod tests {
         assert_eq!(spec, TrainSpec { epochs: 1, epoch: 1, step: 100 });
         let acc = categorical_accuracy(&eval(&*tree, &test).unwrap()).unwrap();
         assert!(acc >= 0.85, "accuracy {acc} on 50 held-out flowers, floor 0.85");
-        let bytes = crate::__kernel::objects::to_bytes(&*obj).unwrap();
-        let back = crate::__kernel::objects::from_bytes(&bytes, None).unwrap();
+        let bytes = crate::objects::object::to_bytes(&*obj).unwrap();
+        let back = crate::objects::object::from_bytes(&bytes, None).unwrap();
         let again = back.downcast_ref::<DecisionTree>().unwrap();
         assert_eq!(categorical_accuracy(&eval(again, &test).unwrap()).unwrap(), acc);
         assert_eq!(again.train_spec(), spec, "the cursor travels with the tree");

@@ -4,7 +4,10 @@
 //!
 //! A model is also an [`Object`](crate::Object): it is built from its definition, saved to a
 //! repo with its weights and its [`TrainSpec`], and trained in sandboxes, sweeps and Slurm jobs
-//! as any object is. Models of the frameworks come with their cargo features (`linfa`).
+//! as any object is. Models of the frameworks come with their cargo features: `linfa` (a
+//! decision tree) and `torch` (a network classifier, `tch::TchClassifier`, built from
+//! components: layers, optimiser, loss, and a [`training::Training`] procedure written once
+//! for every framework).
 //!
 //! ```
 //! use dryml::data::ndarray::{array, Array1};
@@ -49,6 +52,9 @@
 
 #[cfg(feature = "linfa")]
 pub mod linfa;
+#[cfg(feature = "torch")]
+pub mod tch;
+pub mod training;
 
 use crate::data::{DataError, Dataset, Element, Xy};
 use crate::objects::{ObjectError, State};

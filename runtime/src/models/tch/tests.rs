@@ -1,0 +1,126 @@
+use super::*;
+use crate::data::ndarray::array;
+use crate::metrics::categorical_accuracy;
+use crate::models::eval;
+use serde_json::json;
+
+/// Fisher's iris, rows shuffled once: 100 to train on, 50 held out.
+fn iris_split() -> (Dataset<Xy<Array1<f32>, usize>>, Dataset<Xy<Array1<f32>, usize>>) {
+    let data = crate::models::linfa::iris().shuffle(150, 1);
+    (data.take(100), data.skip(100))
+}
+
+fn def(training: Value) -> Value {
+    json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
+}
+
+#[test]
+fn a_network_beats_its_floor_and_scores_the_same_reloaded() {
+    let (train, test) = iris_split();
+    let mut obj = crate::ObjectDef::new("TchClassifier", &def(json!({"epochs": 40, "batch_size": 16}))).unwrap().build().unwrap();
+    let model = obj.downcast_mut::<TchClassifier>().unwrap();
+    let mut spec = model.train_spec();
+    model.train(&train, &mut spec).unwrap();
+    // 100 elements in batches of 16: 7 steps an epoch.
+    assert_eq!(spec, TrainSpec { epochs: 40, epoch: 40, step: 280 });
+    let acc = categorical_accuracy(&eval(&*model, &test).unwrap()).unwrap();
+    assert!(acc >= 0.9, "accuracy {acc} on 50 held-out elements, floor 0.9");
+    let back = crate::objects::object::from_bytes(&crate::objects::object::to_bytes(&*obj).unwrap(), None).unwrap();
+    let again = back.downcast_ref::<TchClassifier>().unwrap();
+    let before = eval(obj.downcast_ref::<TchClassifier>().unwrap(), &test).unwrap().collect().unwrap();
+    assert_eq!(eval(again, &test).unwrap().collect().unwrap(), before, "the same scores, bit for bit");
+    assert_eq!(again.train_spec(), spec);
+}
+
+#[test]
+fn early_stopping_ends_the_training_with_the_best_weights() {
+    let (train, _) = iris_split();
+    let mut model = TchClassifier::new(def(json!({"epochs": 500, "batch_size": 8, "validation_split": 0.3, "patience": 3})));
+    let mut spec = TrainSpec::epochs(0);
+    model.train(&train, &mut spec).unwrap();
+    assert!(spec.is_done() && spec.epoch < 500, "stopped early: {spec:?}");
+    assert_eq!(spec.epochs, spec.epoch, "a stopped training is over");
+    // Trained again, it stays over.
+    model.train(&train, &mut spec).unwrap();
+    assert_eq!(model.train_spec(), spec);
+}
+
+#[test]
+fn bad_components_and_data_are_clear_errors() {
+    let (train, _) = iris_split();
+    let mut spec = TrainSpec::epochs(0);
+    let cases = [
+        (json!({"layers": [{"linear": 16}, "swish", {"linear": 3}]}), "layer 1 (\"swish\") is not one of"),
+        (json!({"layers": [{"linear": 16}, "relu"]}), "the last layer must be {\"linear\": N}"),
+        (json!({"layers": [{"linear": 3}], "optimizer": {"type": "lbfgs"}}), "optimizer `lbfgs` is not adam, adamw or sgd"),
+        (json!({"layers": [{"linear": 3}], "loss": "hinge"}), "`loss` must be \"cross_entropy\" or \"mse\""),
+        (json!({"layers": [{"linear": 3}], "training": {"epochs": 0}}), "training: `epochs` must be a positive integer, not 0"),
+        (json!({"layers": [{"linear": 3}], "training": {"patience": 2}}), "`patience` (early stopping) needs a `validation_split`"),
+        (json!({"layers": [{"linear": 2}]}), "class 2 is not below the network's 2 outputs"),
+    ];
+    for (args, want) in cases {
+        let e = TchClassifier::new(args.clone()).train(&train, &mut spec).unwrap_err().to_string();
+        assert!(e.contains(want), "{args}: {e}");
+    }
+    let mut model = TchClassifier::new(def(json!({"epochs": 1})));
+    assert_eq!(model.predict(&array![1.0f32, 2.0, 3.0, 4.0]).unwrap_err(), ModelError::NotTrained("TchClassifier"));
+    model.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+    let e = model.predict(&array![1.0f32, 2.0, 3.0]).unwrap_err().to_string();
+    assert_eq!(e, "TchClassifier: elements have 3 features; the network takes 4");
+}
+
+/// The child's side of the kill test: trains slowly, saving after every epoch.
+const CHILD: &str = "DRYML_TCH_TEST_CHECKPOINT";
+const EPOCHS: u64 = 30;
+
+fn slow_training_args() -> Value {
+    def(json!({"epochs": EPOCHS, "batch_size": 16, "validation_split": 0.2}))
+}
+
+#[test]
+fn a_killed_training_resumes_from_its_checkpoint_with_the_same_steps() {
+    let (train, _) = iris_split();
+    if let Some(path) = std::env::var_os(CHILD) {
+        // A millisecond per element: about 80 ms an epoch.
+        let slow = train.map(|e| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            e
+        });
+        let mut model = TchClassifier::new(slow_training_args());
+        model.checkpoint_to(PathBuf::from(path));
+        model.train(&slow, &mut TrainSpec::epochs(0)).unwrap();
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dryml-tch-kill-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("model.dryml");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["models::tch::tests::a_killed_training_resumes_from_its_checkpoint_with_the_same_steps", "--exact", "--nocapture"])
+        .env(CHILD, &file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once a few epochs are saved, mid-way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let saved = loop {
+        let spec = crate::load_object(&file).ok().map(|o| o.downcast_ref::<TchClassifier>().unwrap().train_spec());
+        if let Some(s) = spec.filter(|s| s.epoch >= 3) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "no checkpoint of 3 epochs");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let mut obj = crate::load_object(&file).unwrap();
+    let model = obj.downcast_mut::<TchClassifier>().unwrap();
+    let mut spec = model.train_spec();
+    assert!(spec.epoch >= saved.epoch && spec.epoch < EPOCHS, "killed mid-way: {spec:?}");
+    model.train(&train, &mut spec).unwrap();
+    // An uninterrupted training of the same definition takes the same steps.
+    let mut whole = TrainSpec::epochs(0);
+    TchClassifier::new(slow_training_args()).train(&train, &mut whole).unwrap();
+    assert_eq!(spec, whole);
+    assert_eq!(spec, TrainSpec { epochs: EPOCHS, epoch: EPOCHS, step: EPOCHS * 5 }, "80 elements in batches of 16");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

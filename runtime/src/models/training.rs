@@ -1,0 +1,157 @@
+//! Training procedures written once for every framework: a [`Training`] (epochs, batch size,
+//! validation split, early stopping that restores the best weights) drives any [`Learner`] an
+//! epoch at a time, moving the model's [`TrainSpec`] on, so a model saved after each epoch
+//! resumes, once killed, at the epoch after the last one saved.
+
+use super::{ModelError, TrainSpec};
+use crate::data::{Dataset, Element, Xy};
+use serde_json::Value;
+
+/// What a training procedure drives: one framework's network, optimiser and loss.
+pub trait Learner {
+    /// The features of one element.
+    type X: Element;
+    /// The target of one element.
+    type Y: Element;
+
+    /// One optimisation step on a batch; its loss.
+    fn step(&mut self, batch: Xy<<Self::X as Element>::Batch, <Self::Y as Element>::Batch>) -> Result<f64, ModelError>;
+
+    /// The mean loss over batches, without learning.
+    fn loss(&mut self, batches: &Dataset<Xy<<Self::X as Element>::Batch, <Self::Y as Element>::Batch>>) -> Result<f64, ModelError>;
+
+    /// The weights as they are (early stopping keeps the best).
+    fn snapshot(&self) -> Result<Vec<u8>, ModelError>;
+
+    /// Puts weights from [`Learner::snapshot`] back.
+    fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError>;
+}
+
+/// A training procedure's settings, from a model's `training` argument: `epochs` (default 10),
+/// `batch_size` (32), `validation_split` (0: none; else the share held out, by position after
+/// one shuffle), `patience` (early stopping: epochs without a better validation loss before
+/// it stops and restores the best weights; needs a validation split), `seed` (0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Training {
+    /// Epochs in all.
+    pub epochs: u64,
+    /// Elements per step.
+    pub batch_size: usize,
+    /// The share of the data held out to validate on.
+    pub validation_split: f64,
+    /// Early stopping's patience, in epochs.
+    pub patience: Option<u64>,
+    /// Seeds the split and each epoch's shuffle.
+    pub seed: u64,
+}
+
+impl Default for Training {
+    fn default() -> Self {
+        Training { epochs: 10, batch_size: 32, validation_split: 0.0, patience: None, seed: 0 }
+    }
+}
+
+/// What an epoch gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Epoch {
+    /// Its number, from 1.
+    pub epoch: u64,
+    /// The mean loss of its steps.
+    pub train_loss: f64,
+    /// The loss on the held-out data, if any is held out.
+    pub val_loss: Option<f64>,
+}
+
+impl Training {
+    /// The settings in `args` (a JSON object; missing keys take their defaults).
+    pub fn from_args(args: &Value) -> Result<Training, ModelError> {
+        let mut t = Training::default();
+        if args.is_null() {
+            return Ok(t);
+        }
+        let obj = args.as_object().ok_or_else(|| ModelError::Model(format!("training: its arguments are named (a JSON object), not {args}")))?;
+        let bad = |k: &str, want: &str| ModelError::Model(format!("training: `{k}` must be {want}, not {}", args[k]));
+        for (k, v) in obj {
+            match k.as_str() {
+                "epochs" => t.epochs = v.as_u64().filter(|&e| e > 0).ok_or_else(|| bad(k, "a positive integer"))?,
+                "batch_size" => t.batch_size = v.as_u64().filter(|&b| b > 0).ok_or_else(|| bad(k, "a positive integer"))? as usize,
+                "validation_split" => t.validation_split = v.as_f64().filter(|s| (0.0..1.0).contains(s)).ok_or_else(|| bad(k, "a number from 0 up to 1"))?,
+                "patience" => t.patience = Some(v.as_u64().filter(|&p| p > 0).ok_or_else(|| bad(k, "a positive integer"))?),
+                "seed" => t.seed = v.as_u64().ok_or_else(|| bad(k, "a non-negative integer"))?,
+                _ => return Err(ModelError::Model(format!("training: unknown argument `{k}` (it takes epochs, batch_size, validation_split, patience, seed)"))),
+            }
+        }
+        if t.patience.is_some() && t.validation_split == 0.0 {
+            return Err(ModelError::Model("training: `patience` (early stopping) needs a `validation_split` to watch".into()));
+        }
+        Ok(t)
+    }
+
+    /// A run of this training on `data`: the split is made (the same on a resumed run: by
+    /// position after one seeded shuffle), then [`Run::epoch`] trains one epoch at a time.
+    pub fn start<X: Element, Y: Element>(&self, data: &Dataset<Xy<X, Y>>) -> Result<Run<X, Y>, ModelError> {
+        let all = data.count()?;
+        let held = (all as f64 * self.validation_split).round() as usize;
+        if all == 0 || held >= all {
+            return Err(ModelError::Model(format!("training: {all} elements leave none to train on after holding out {held}")));
+        }
+        let mixed = data.shuffle(all, self.seed);
+        let val = (held > 0).then(|| mixed.take(held).batch(self.batch_size, false)).transpose()?;
+        Ok(Run { training: self.clone(), train: mixed.skip(held), size: all - held, val, best: None, since_best: 0 })
+    }
+}
+
+/// A training under way: its data split, and early stopping's best so far.
+pub struct Run<X: Element, Y: Element> {
+    training: Training,
+    train: Dataset<Xy<X, Y>>,
+    size: usize,
+    val: Option<Dataset<Xy<X::Batch, Y::Batch>>>,
+    best: Option<(f64, Vec<u8>)>,
+    since_best: u64,
+}
+
+impl<X: Element, Y: Element> Run<X, Y> {
+    /// Trains the next epoch that `spec` has not done and moves `spec` on; `None` when the
+    /// training is over (every epoch done, or stopped early: then the best weights are back).
+    pub fn epoch<L: Learner<X = X, Y = Y>>(&mut self, learner: &mut L, spec: &mut TrainSpec) -> Result<Option<Epoch>, ModelError> {
+        // A training that ended (all its epochs, or stopped early) stays ended.
+        if !(spec.is_done() && spec.epoch > 0) {
+            spec.epochs = self.training.epochs;
+        }
+        if spec.is_done() {
+            self.restore_best(learner)?;
+            return Ok(None);
+        }
+        // Each epoch's own order, the same for that epoch on a resumed run.
+        let seed = self.training.seed.wrapping_add(spec.epoch + 1);
+        let batches = self.train.shuffle(self.size, seed).batch(self.training.batch_size, false)?;
+        let (mut sum, mut steps) = (0.0, 0u64);
+        for b in batches.iter() {
+            sum += learner.step(b?)?;
+            steps += 1;
+        }
+        let val_loss = self.val.as_ref().map(|v| learner.loss(v)).transpose()?;
+        spec.finish_epoch(steps);
+        if let (Some(patience), Some(v)) = (self.training.patience, val_loss) {
+            if self.best.as_ref().is_none_or(|(b, _)| v < *b) {
+                self.best = Some((v, learner.snapshot()?));
+                self.since_best = 0;
+            } else {
+                self.since_best += 1;
+                if self.since_best >= patience {
+                    // Stopped early: the training is over, as if its epochs were run.
+                    spec.epochs = spec.epoch;
+                }
+            }
+        }
+        Ok(Some(Epoch { epoch: spec.epoch, train_loss: sum / steps.max(1) as f64, val_loss }))
+    }
+
+    fn restore_best<L: Learner>(&mut self, learner: &mut L) -> Result<(), ModelError> {
+        if let Some((_, weights)) = self.best.take() {
+            learner.restore(&weights)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+"""Models in notebooks, end to end: a cell naming `linfa` (or `dryml::models::linfa`) gets
+dryml's linfa feature and the datasets linfa ships; a tch classifier built from components is
+swept over a nested parameter in sandboxes, and `%repo get` finds it by that nested key."""
+import pytest
+
+from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, value
+
+TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
+
+
+@pytest.fixture
+def kernel():
+    # A kernel each: a notebook's first cell that names a framework sets dryml's features, and
+    # values of an earlier build of dryml are not the same types as a later one's.
+    if not TORCH_LIB:
+        pytest.fail("torch is missing from .venv: kernelspec/bootstrap.sh installs torch==2.13.0")
+    with running_kernel(NO_NVML) as k:
+        yield k
+
+
+def test_a_cell_naming_linfa_gets_its_models_and_real_data(kernel):
+    # The first such cell builds dryml's linfa feature (and linfa): a while on a cold cache.
+    got = value(kernel, """use dryml::models::{eval, Model, TrainSpec};
+let iris = dryml::models::linfa::iris().shuffle(150, 3);
+let (train, test) = (iris.take(100), iris.skip(100));
+let mut tree = dryml::models::linfa::DecisionTree::new(dryml::serde_json::json!({"max_depth": 4}));
+let mut spec = TrainSpec::epochs(1);
+tree.train(&train, &mut spec).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&eval(&tree, &test).unwrap()).unwrap();
+(acc >= 0.85, spec.step, format!("{:?}", train.batch(32, false).unwrap()))""", timeout=1200)
+    assert got.startswith('(true, 100, "Dataset of 4 '), got
+    assert "(supervised, batches of 32)" in got, got
+
+
+def test_a_sweep_over_a_nested_parameter_is_found_by_its_nested_key(kernel, tmp_path):
+    repo = tmp_path / "runs"
+    ok(kernel, """use dryml::models::{eval, Model};
+use dryml::models::tch::TchClassifier;
+let iris = dryml::models::linfa::iris().shuffle(150, 1);
+let (train, test) = (iris.take(100), iris.skip(100));
+let defs: Vec<dryml::ObjectDef> = [0.01, 0.03].iter().map(|lr| dryml::ObjectDef::new("TchClassifier", &dryml::serde_json::json!({
+    "layers": [{"linear": 16}, "relu", {"linear": 3}],
+    "optimizer": {"type": "adam", "lr": lr},
+    "training": {"epochs": 30, "batch_size": 16}
+})).unwrap()).collect();""", timeout=1200)
+    msgs = ok(kernel, f"""%%sweep defs --repo {repo}
+|m: &mut TchClassifier| {{
+    let mut spec = m.train_spec();
+    m.train(&train, &mut spec).unwrap();
+    dryml::metrics::categorical_accuracy(&eval(&*m, &test).unwrap()).unwrap()
+}}""", timeout=1200)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "Sweep of 2 definitions: 2 trained, 0 failed" in report, report
+    shown = displays(ok(kernel, f"%repo open {repo}\n%repo get TchClassifier optimizer.lr=0.03"))
+    found = [d for d in shown if DATA_MIME in d][-1][DATA_MIME]["objects"]
+    assert len(found) == 1, found
+    # The trained network comes back from the repo and scores as it did in its sandbox.
+    # In a block: evcxr cannot keep a variable that borrows another.
+    got = value(kernel, f"""{{
+let r = dryml::Repo::open("{repo}").unwrap();
+let sel = dryml::Selector::of("TchClassifier").arg("optimizer.lr", dryml::serde_json::json!(0.03));
+let obj = r.get(&sel).unwrap().remove(0);
+let m = obj.downcast_ref::<TchClassifier>().unwrap();
+(m.train_spec().epoch, dryml::metrics::categorical_accuracy(&eval(m, &test).unwrap()).unwrap() >= 0.9)
+}}""")
+    assert got == "(30, true)", got
