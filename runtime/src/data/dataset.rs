@@ -1,5 +1,6 @@
 //! [`Dataset`]: a lazy, re-iterable, cheaply cloned sequence of elements, and its methods.
 
+use super::access::Access;
 use super::element::{Batch, Element, Indexed, Layout, ScalarFn, Supervised};
 use super::DataError;
 use std::fmt;
@@ -46,11 +47,13 @@ pub struct Dataset<E> {
     len: Len,
     /// Innermost first.
     batching: Arc<Vec<Batching>>,
+    /// Random access, for data held in memory (see [`Access`]).
+    access: Option<Access<E>>,
 }
 
 impl<E> Clone for Dataset<E> {
     fn clone(&self) -> Self {
-        Dataset { source: self.source.clone(), len: self.len, batching: self.batching.clone() }
+        Dataset { source: self.source.clone(), len: self.len, batching: self.batching.clone(), access: self.access.clone() }
     }
 }
 
@@ -79,7 +82,20 @@ impl<E: Layout> fmt::Debug for Dataset<E> {
 impl<E: Send + 'static> Dataset<E> {
     /// A dataset whose passes are `source()`'s iterators, of `len` elements each.
     pub fn from_source(len: Len, source: impl Fn() -> Elements<E> + Send + Sync + 'static) -> Dataset<E> {
-        Dataset { source: Arc::new(source), len, batching: Arc::new(Vec::new()) }
+        Dataset { source: Arc::new(source), len, batching: Arc::new(Vec::new()), access: None }
+    }
+
+    /// A dataset held in memory, visited through `access`.
+    pub(super) fn from_access(access: Access<E>) -> Dataset<E> {
+        let a = access.clone();
+        let mut d = Dataset::from_source(Len::Known(access.len()), move || a.elements());
+        d.access = Some(access);
+        d
+    }
+
+    /// The same batching, through other access.
+    fn accessed<T: Send + 'static>(&self, access: Access<T>) -> Dataset<T> {
+        Dataset { batching: self.batching.clone(), ..Dataset::from_access(access) }
     }
 
     /// A dataset whose passes are `f()`'s iterators: a generator, as DRYML's factories.
@@ -96,15 +112,11 @@ impl<E: Send + 'static> Dataset<E> {
         E: Clone + Sync,
     {
         let items = Arc::new(items);
-        let len = Len::Known(items.len());
-        Dataset::from_source(len, move || {
-            let items = items.clone();
-            Box::new((0..items.len()).map(move |i| Ok(items[i].clone())))
-        })
+        Dataset::from_access(Access::new::<()>(items.len(), move |i| items[i].clone(), None))
     }
 
     fn derived<T>(&self, len: Len, source: impl Fn() -> Elements<T> + Send + Sync + 'static) -> Dataset<T> {
-        Dataset { source: Arc::new(source), len, batching: self.batching.clone() }
+        Dataset { source: Arc::new(source), len, batching: self.batching.clone(), access: None }
     }
 
     /// After a change in how many batches there are: how many elements they hold is unknown.
@@ -159,6 +171,9 @@ impl<E: Send + 'static> Dataset<E> {
     /// `f` applied to every element (to every batch of a batched dataset).
     pub fn map<T: Send + 'static>(&self, f: impl Fn(E) -> T + Send + Sync + 'static) -> Dataset<T> {
         let (this, f) = (self.clone(), Arc::new(f));
+        if let Some(a) = &self.access {
+            return self.accessed(a.mapped(f));
+        }
         self.derived(self.len, move || {
             let f = f.clone();
             Box::new(this.iter().map(move |e| e.map(|e| f(e))))
@@ -167,6 +182,9 @@ impl<E: Send + 'static> Dataset<E> {
 
     /// The first `n` elements.
     pub fn take(&self, n: usize) -> Dataset<E> {
+        if let Some(a) = &self.access {
+            return self.accessed(a.narrowed(n, true)).recounted();
+        }
         let this = self.clone();
         let len = match self.len {
             Len::Known(k) => Len::Known(k.min(n)),
@@ -178,6 +196,9 @@ impl<E: Send + 'static> Dataset<E> {
 
     /// All but the first `n` elements.
     pub fn skip(&self, n: usize) -> Dataset<E> {
+        if let Some(a) = &self.access {
+            return self.accessed(a.narrowed(n, false)).recounted();
+        }
         let this = self.clone();
         self.derived(self.len.map(|k| k.saturating_sub(n)), move || Box::new(this.iter().skip(n))).recounted()
     }
@@ -186,31 +207,13 @@ impl<E: Send + 'static> Dataset<E> {
     /// `shuffle`: a buffer as long as the dataset gives a uniform permutation), the same order
     /// on every pass for one `seed`. Any buffer slot can be picked, the last too.
     pub fn shuffle(&self, buffer: usize, seed: u64) -> Dataset<E> {
+        if let Some(a) = &self.access {
+            // The same algorithm over positions: the same order as a stream of these elements.
+            let order = shuffled(a.positions().to_vec().into_iter().map(Ok), buffer, seed).map(|p| p.expect("positions")).collect();
+            return self.accessed(a.reordered(order));
+        }
         let this = self.clone();
-        let buffer = buffer.max(1);
-        self.derived(self.len, move || {
-            let mut rng = fastrand::Rng::with_seed(seed);
-            let mut upstream = this.iter();
-            let mut held: Vec<E> = Vec::with_capacity(buffer);
-            let mut failed = false;
-            Box::new(std::iter::from_fn(move || {
-                while !failed && held.len() < buffer {
-                    match upstream.next() {
-                        Some(Ok(e)) => held.push(e),
-                        Some(Err(e)) => {
-                            failed = true;
-                            return Some(Err(e));
-                        }
-                        None => break,
-                    }
-                }
-                if held.is_empty() {
-                    return None;
-                }
-                let at = rng.usize(..held.len());
-                Some(Ok(held.swap_remove(at)))
-            }))
-        })
+        self.derived(self.len, move || shuffled(this.iter(), buffer, seed))
     }
 
     /// Elements with their position: `Indexed { i, e }` (on a batched dataset, each batch's).
@@ -246,6 +249,12 @@ impl<E: Send + 'static> Dataset<E> {
         let before = self.len.map(|n| if drop_remainder { n / size * size } else { n });
         let mut batching = (*self.batching).clone();
         batching.push(Batching { size, before });
+        // Held in memory as arrays: each batch gathered from them, as a hand-written loop does.
+        if let Some(a) = self.access.as_ref().filter(|a| a.batches::<E::Batch>(size, drop_remainder).is_some()) {
+            let a = a.clone();
+            let source = move || a.batches::<E::Batch>(size, drop_remainder).expect("checked");
+            return Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching), access: None });
+        }
         let source = move || -> Elements<E::Batch> {
             let mut upstream = this.iter();
             let mut done = false;
@@ -273,7 +282,7 @@ impl<E: Send + 'static> Dataset<E> {
                 Some(E::stack(items))
             }))
         };
-        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching) })
+        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching), access: None })
     }
 
     /// Batches split back into their elements; an error if it is not batched.
@@ -298,8 +307,34 @@ impl<E: Send + 'static> Dataset<E> {
                 }
             }))
         };
-        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching) })
+        Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching), access: None })
     }
+}
+
+/// `upstream` shuffled through a buffer of `buffer` elements: each one out is drawn from the
+/// buffer (any slot, the last too), and the next one in takes its place.
+fn shuffled<T: Send + 'static>(mut upstream: impl Iterator<Item = Result<T, DataError>> + Send + 'static, buffer: usize, seed: u64) -> Elements<T> {
+    let buffer = buffer.max(1);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut held: Vec<T> = Vec::with_capacity(buffer.min(1 << 20));
+    let mut failed = false;
+    Box::new(std::iter::from_fn(move || {
+        while !failed && held.len() < buffer {
+            match upstream.next() {
+                Some(Ok(e)) => held.push(e),
+                Some(Err(e)) => {
+                    failed = true;
+                    return Some(Err(e));
+                }
+                None => break,
+            }
+        }
+        if held.is_empty() {
+            return None;
+        }
+        let at = rng.usize(..held.len());
+        Some(Ok(held.swap_remove(at)))
+    }))
 }
 
 impl<E: Layout + Send + 'static> Dataset<E> {

@@ -33,6 +33,7 @@
 //! let _ = plain.apply_y(|y: f32| y);
 //! ```
 
+mod access;
 mod dataset;
 mod element;
 mod source;

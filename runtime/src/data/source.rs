@@ -1,7 +1,8 @@
 //! Where datasets come from besides vectors and closures: the rows of `ndarray` arrays and
 //! CSV files of numbers.
 
-use super::dataset::{Dataset, Len};
+use super::access::{Access, Gather};
+use super::dataset::Dataset;
 use super::element::{Scalar, Xy};
 use super::DataError;
 use ndarray::{Array1, Array2, ArrayD, Axis, IxDyn};
@@ -12,10 +13,9 @@ impl<S: Scalar> Dataset<Array1<S>> {
     /// The rows of `x`, one element each.
     pub fn from_rows(x: Array2<S>) -> Dataset<Array1<S>> {
         let x = Arc::new(x);
-        Dataset::from_source(Len::Known(x.nrows()), move || {
-            let x = x.clone();
-            Box::new((0..x.nrows()).map(move |i| Ok(x.row(i).to_owned())))
-        })
+        let (n, rows) = (x.nrows(), x.clone());
+        let gather: Arc<Gather<Array2<S>>> = Arc::new(move |at: &[usize]| Ok(rows.select(Axis(0), at)));
+        Dataset::from_access(Access::new(n, move |i| x.row(i).to_owned(), Some(gather)))
     }
 }
 
@@ -26,10 +26,9 @@ impl<S: Scalar, T: Scalar> Dataset<Xy<Array1<S>, T>> {
             return Err(DataError::Shapes(format!("x has {} rows and y {} entries", x.nrows(), y.len())));
         }
         let (x, y) = (Arc::new(x), Arc::new(y));
-        Ok(Dataset::from_source(Len::Known(y.len()), move || {
-            let (x, y) = (x.clone(), y.clone());
-            Box::new((0..y.len()).map(move |i| Ok(Xy { x: x.row(i).to_owned(), y: y[i] })))
-        }))
+        let (n, xs, ys) = (y.len(), x.clone(), y.clone());
+        let gather: Arc<Gather<Xy<Array2<S>, Array1<T>>>> = Arc::new(move |at: &[usize]| Ok(Xy { x: xs.select(Axis(0), at), y: ys.select(Axis(0), at) }));
+        Ok(Dataset::from_access(Access::new(n, move |i| Xy { x: x.row(i).to_owned(), y: y[i] }, Some(gather))))
     }
 }
 
@@ -40,10 +39,9 @@ impl<S: Scalar> Dataset<ArrayD<S>> {
             return Err(DataError::Shapes("a 0-dimensional array has no elements to take".into()));
         }
         let a = Arc::new(a);
-        Ok(Dataset::from_source(Len::Known(a.len_of(Axis(0))), move || {
-            let a = a.clone();
-            Box::new((0..a.len_of(Axis(0))).map(move |i| Ok(a.index_axis(Axis(0), i).to_owned().into_dimensionality::<IxDyn>().expect("dynamic"))))
-        }))
+        let (n, all) = (a.len_of(Axis(0)), a.clone());
+        let gather: Arc<Gather<ArrayD<S>>> = Arc::new(move |at: &[usize]| Ok(all.select(Axis(0), at)));
+        Ok(Dataset::from_access(Access::new(n, move |i| a.index_axis(Axis(0), i).to_owned().into_dimensionality::<IxDyn>().expect("dynamic"), Some(gather))))
     }
 }
 

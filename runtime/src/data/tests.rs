@@ -46,6 +46,24 @@ proptest! {
     }
 
     #[test]
+    fn data_held_in_memory_gives_what_the_same_stream_gives(n in 0usize..50, buffer in 1usize..60, seed in any::<u64>(), size in 1usize..9, k in 0usize..10, drop in any::<bool>()) {
+        // From arrays (random access, batches gathered) and from a generator of the same rows.
+        let x = Array2::from_shape_fn((n, 2), |(i, j)| (i * 2 + j) as f32);
+        let y = Array1::from_shape_fn(n, |i| i as i64);
+        let held = Dataset::from_xy(x.clone(), y.clone()).unwrap();
+        let (xs, ys) = (std::sync::Arc::new(x), std::sync::Arc::new(y));
+        let streamed = Dataset::from_fn(Len::Known(n), move || {
+            let (xs, ys) = (xs.clone(), ys.clone());
+            (0..ys.len()).map(move |i| Xy { x: xs.row(i).to_owned(), y: ys[i] })
+        });
+        let pipe = |d: &Dataset<Xy<Array1<f32>, i64>>| d.skip(k).shuffle(buffer, seed).take(n).batch(size, drop).unwrap();
+        let (a, b) = (pipe(&held), pipe(&streamed));
+        prop_assert_eq!(a.len(), b.len());
+        prop_assert_eq!(a.collect().unwrap(), b.collect().unwrap());
+        prop_assert_eq!(a.unbatch().unwrap().collect().unwrap(), b.unbatch().unwrap().collect().unwrap());
+    }
+
+    #[test]
     fn take_and_skip_partition(n in 0usize..50, k in 0usize..60) {
         let data = nested(n, 2);
         let mut both = data.take(k).collect().unwrap();
