@@ -3,7 +3,11 @@
 //! `dryml::data::Dataset` and by the same work written by hand (an index permutation, rows
 //! gathered per batch). Rounds interleaved so drift hits both alike; prints one JSON object.
 //!
-//! By hand: `cargo run --release -p dryml --example bench_data -- 15`.
+//! With the `torch` feature, the same again ending in tch tensors (each batch converted), by
+//! hand with `Tensor::from_slice`.
+//!
+//! By hand: `cargo run --release -p dryml --example bench_data -- 15` (add `--features torch`,
+//! with `LIBTORCH_USE_PYTORCH=1` and the venv's Python on the path, for the tensor variant).
 
 use dryml::data::ndarray::{Array1, Array2, Axis};
 use dryml::data::{Dataset, Xy};
@@ -24,16 +28,16 @@ fn consume(x: &Array2<f32>, y: &Array1<i64>) -> f64 {
     x.sum() as f64 + y.sum() as f64
 }
 
-fn by_hand(x: &Array2<f32>, y: &Array1<i64>, seed: u64) -> f64 {
+/// The hand-written epoch: a shuffled index list, each batch's rows gathered and standardised,
+/// then `consume`d.
+fn hand_epoch(x: &Array2<f32>, y: &Array1<i64>, seed: u64, mut consume: impl FnMut(Array2<f32>, Array1<i64>) -> f64) -> f64 {
     let mut order: Vec<usize> = (0..x.nrows()).collect();
     fastrand::Rng::with_seed(seed).shuffle(&mut order);
-    let mut total = 0.0;
-    for idx in order.chunks(BATCH) {
-        let xb = standardise(x.select(Axis(0), idx));
-        let yb = y.select(Axis(0), idx);
-        total += consume(&xb, &yb);
-    }
-    total
+    order.chunks(BATCH).map(|idx| consume(standardise(x.select(Axis(0), idx)), y.select(Axis(0), idx))).sum()
+}
+
+fn by_hand(x: &Array2<f32>, y: &Array1<i64>, seed: u64) -> f64 {
+    hand_epoch(x, y, seed, |xb, yb| consume(&xb, &yb))
 }
 
 fn by_dataset(data: &Dataset<Xy<Array1<f32>, i64>>, seed: u64) -> f64 {
@@ -44,6 +48,33 @@ fn by_dataset(data: &Dataset<Xy<Array1<f32>, i64>>, seed: u64) -> f64 {
         total += consume(&b.x, &b.y);
     }
     total
+}
+
+#[cfg(feature = "torch")]
+mod tensors {
+    use super::*;
+    use tch::{Kind, Tensor};
+
+    fn consume(x: &Tensor, y: &Tensor) -> f64 {
+        x.sum(Kind::Float).double_value(&[]) + y.sum(Kind::Int64).double_value(&[])
+    }
+
+    pub fn by_hand(x: &Array2<f32>, y: &Array1<i64>, seed: u64) -> f64 {
+        hand_epoch(x, y, seed, |xb, yb| {
+            let xt = Tensor::from_slice(xb.as_slice().expect("standard layout")).view([xb.nrows() as i64, FEATURES as i64]);
+            consume(&xt, &Tensor::from_slice(yb.as_slice().expect("standard layout")))
+        })
+    }
+
+    pub fn by_dataset(data: &Dataset<Xy<Array1<f32>, i64>>, seed: u64) -> f64 {
+        let batches = data.shuffle(ROWS, seed).batch(BATCH, false).expect("batch size").apply_x(standardise).to_tch();
+        let mut total = 0.0;
+        for b in batches.iter() {
+            let b = b.expect("a pass");
+            total += consume(&b.x, &b.y);
+        }
+        total
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -69,8 +100,25 @@ fn main() {
         assert!((a - b).abs() < 1e-3 * a.abs().max(1.0), "{a} {b}");
     }
     let (h, o) = (median(hand), median(ours));
+    #[cfg(not(feature = "torch"))]
+    let tensors = String::new();
+    #[cfg(feature = "torch")]
+    let tensors = {
+        let (mut hand, mut ours) = (Vec::new(), Vec::new());
+        for r in 0..rounds {
+            let t0 = Instant::now();
+            let a = tensors::by_hand(&x, &y, r as u64);
+            hand.push(t0.elapsed().as_secs_f64());
+            let t0 = Instant::now();
+            let b = tensors::by_dataset(&data, r as u64);
+            ours.push(t0.elapsed().as_secs_f64());
+            assert!((a - b).abs() < 1e-3 * a.abs().max(1.0), "{a} {b}");
+        }
+        let (th, to) = (median(hand), median(ours));
+        format!(", \"tch_by_hand_s\": {th:.5}, \"tch_dataset_s\": {to:.5}, \"tch_ratio\": {:.3}", to / th)
+    };
     println!(
-        "{{\"rows\": {ROWS}, \"features\": {FEATURES}, \"batch\": {BATCH}, \"rounds\": {rounds}, \"by_hand_s\": {h:.5}, \"dataset_s\": {o:.5}, \"ratio\": {:.3}}}",
+        "{{\"rows\": {ROWS}, \"features\": {FEATURES}, \"batch\": {BATCH}, \"rounds\": {rounds}, \"by_hand_s\": {h:.5}, \"dataset_s\": {o:.5}, \"ratio\": {:.3}{tensors}}}",
         o / h
     );
 }

@@ -180,6 +180,23 @@ impl<E: Send + 'static> Dataset<E> {
         })
     }
 
+    /// `f` applied to every element; an error from it ends the pass there.
+    pub fn try_map<T: Send + 'static>(&self, f: impl Fn(E) -> Result<T, DataError> + Send + Sync + 'static) -> Dataset<T> {
+        let (this, f) = (self.clone(), Arc::new(f));
+        self.derived(self.len, move || {
+            let f = f.clone();
+            let mut failed = false;
+            Box::new(this.iter().map_while(move |e| {
+                if failed {
+                    return None;
+                }
+                let out = e.and_then(|e| f(e));
+                failed = out.is_err();
+                Some(out)
+            }))
+        })
+    }
+
     /// The first `n` elements.
     pub fn take(&self, n: usize) -> Dataset<E> {
         if let Some(a) = &self.access {

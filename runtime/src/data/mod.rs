@@ -37,12 +37,16 @@ mod access;
 mod dataset;
 mod element;
 mod source;
+#[cfg(feature = "torch")]
+mod torch;
 
 pub use dataset::{Dataset, Elements, Len};
 pub use element::{Batch, Element, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.
 pub use ndarray;
 pub use source::CsvOptions;
+#[cfg(feature = "torch")]
+pub use torch::{FromTch, TchScalar, ToTch};
 
 use std::fmt;
 
