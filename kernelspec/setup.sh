@@ -5,9 +5,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 "$KERNEL_BIN" install --prefix "$VENV"
-# The machine's build cache gets dryml and tch now, so a user's first tch cell takes seconds.
-echo "==> building dryml and tch into the build cache (once per machine and toolchain)"
-"$KERNEL_BIN" cache warm --torch
+# The machine's build cache gets dryml, tch and candle now, so a user's first cell naming tch
+# or candle takes seconds.
+echo "==> building dryml, tch and candle into the build cache (once per machine and toolchain)"
+"$KERNEL_BIN" cache warm --torch --candle
 mkdir -p "$ROOT/build"
 OUT="$ROOT/build/tour.executed.ipynb"
 echo "==> executing notebooks/tour.ipynb"

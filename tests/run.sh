@@ -9,10 +9,10 @@ cd "$ROOT"
 echo "==> unit tests"
 cargo test --release --locked --workspace
 
-echo "==> unit tests of dryml's framework features: torch (tch against the venv's libtorch), linfa"
+echo "==> unit tests of dryml's framework features: torch (tch against the venv's libtorch), linfa, candle"
 TORCH_LIB="$(echo "$VENV"/lib/python3*/site-packages/torch/lib)"
 LIBTORCH_USE_PYTORCH=1 PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    cargo test --release --locked -p dryml --features torch,linfa
+    cargo test --release --locked -p dryml --features torch,linfa,candle
 
 echo "==> fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000

@@ -1,6 +1,7 @@
 """Models in notebooks, end to end: a cell naming `linfa` (or `dryml::models::linfa`) gets
 dryml's linfa feature and the datasets linfa ships; a tch classifier built from components is
-swept over a nested parameter in sandboxes, and `%repo get` finds it by that nested key."""
+swept over a nested parameter in sandboxes, and `%repo get` finds it by that nested key; a cell
+naming candle trains the same definition with candle."""
 import pytest
 
 from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, value
@@ -64,3 +65,20 @@ let m = obj.downcast_ref::<TchClassifier>().unwrap();
 (m.train_spec().epoch, dryml::metrics::categorical_accuracy(&eval(m, &test).unwrap()).unwrap() >= 0.9)
 }}""")
     assert got == "(30, true)", got
+
+
+def test_a_cell_naming_candle_trains_the_same_definition_in_pure_rust(kernel):
+    # Naming both frameworks in the notebook's first cell gives dryml both features at once.
+    got = value(kernel, """use dryml::models::{eval, Model, TrainSpec};
+use dryml::models::candle::CandleClassifier;
+let iris = dryml::models::linfa::iris().shuffle(150, 1);
+let (train, test) = (iris.take(100), iris.skip(100));
+let mut net = CandleClassifier::new(dryml::serde_json::json!({
+    "layers": [{"linear": 16}, "relu", {"linear": 3}],
+    "optimizer": {"type": "adam", "lr": 0.02},
+    "training": {"epochs": 40, "batch_size": 16}
+}));
+let mut spec = TrainSpec::epochs(0);
+net.train(&train, &mut spec).unwrap();
+(dryml::metrics::categorical_accuracy(&eval(&net, &test).unwrap()).unwrap() >= 0.9, spec.step)""", timeout=1800)
+    assert got == "(true, 280)", got

@@ -36,23 +36,29 @@ fn scratch_with_evcxr_dir() -> anyhow::Result<std::path::PathBuf> {
     Ok(scratch)
 }
 
-/// `dryml-kernel cache warm`: builds `dryml` (and `tch`, with `torch`) into the machine's build
-/// cache exactly as a kernel's cell would, so the first kernels after set-up find them built.
-pub fn warm_cache(torch: bool) -> anyhow::Result<()> {
+/// `dryml-kernel cache warm`: builds `dryml` (with `torch`, also `tch` and dryml's torch
+/// feature; with `candle`, candle and dryml's candle feature) into the machine's build cache
+/// exactly as a first cell naming them would, so the first kernels after set-up find them built.
+/// Each framework is its own notebook's build, as a notebook naming only it gets.
+pub fn warm_cache(torch: bool, candle: bool) -> anyhow::Result<()> {
+    if torch && torch::available().is_none() {
+        anyhow::bail!("no libtorch in the venv ({}): cannot build tch", paths::venv().display());
+    }
     let scratch = scratch_with_evcxr_dir()?;
-    let result = (|| {
+    let mut cells = vec![if torch { "tch::" } else { "dryml::" }];
+    if candle {
+        cells.push("candle_core::");
+    }
+    let result = cells.into_iter().enumerate().try_for_each(|(i, cell)| {
         let state = std::sync::Arc::new(session::state::CellState::default());
-        let mut s = session::Session::start(state, &scratch.join("stream.sock"), &scratch)?;
+        let mut s = session::Session::start(state, &scratch.join(format!("stream-{i}.sock")), &scratch)?;
         match s.build_cache() {
             Ok(Some(_)) => {}
             Ok(None) => anyhow::bail!("the build cache is off ({}=off): nothing to warm", session::cache::DIR_ENV),
             Err(e) => anyhow::bail!("the build cache is not usable: {e}"),
         }
-        if torch && torch::available().is_none() {
-            anyhow::bail!("no libtorch in the venv ({}): cannot build tch", paths::venv().display());
-        }
-        s.prepare_deps(torch).map_err(|e| anyhow::anyhow!("{}: {}", e.ename, e.evalue))
-    })();
+        s.prepare_deps(cell).map_err(|e| anyhow::anyhow!("{}: {}", e.ename, e.evalue))
+    });
     let _ = std::fs::remove_dir_all(&scratch);
     result
 }

@@ -41,10 +41,13 @@ enum Command {
 enum CacheAction {
     /// Where it is, its size and bound, its generations (the default).
     Show,
-    /// Build `dryml` into it as a kernel would; with --torch also `tch` and dryml's torch feature.
+    /// Build `dryml` into it as a kernel would; with --torch also `tch` and dryml's torch
+    /// feature, with --candle also candle and dryml's candle feature.
     Warm {
         #[arg(long)]
         torch: bool,
+        #[arg(long)]
+        candle: bool,
     },
     /// Evict what was used least recently until it is within its bound.
     Gc,
@@ -69,10 +72,11 @@ fn main() -> std::process::ExitCode {
 fn cache(action: CacheAction) -> anyhow::Result<()> {
     use dryml::__kernel::units::size;
     use dryml_kernel::session::cache::BuildCache;
-    if let CacheAction::Warm { torch } = action {
+    if let CacheAction::Warm { torch, candle } = action {
         let started = std::time::Instant::now();
-        dryml_kernel::warm_cache(torch)?;
-        println!("built {} into the cache in {:.1?}", if torch { "dryml and tch" } else { "dryml" }, started.elapsed());
+        dryml_kernel::warm_cache(torch, candle)?;
+        let what = ["dryml", if torch { ", tch" } else { "" }, if candle { ", candle" } else { "" }].concat();
+        println!("built {what} into the cache in {:.1?}", started.elapsed());
         return Ok(());
     }
     let Some(cache) = BuildCache::from_env()? else {

@@ -5,6 +5,7 @@ and prints the ratio. `--baseline BIN` runs another build of dryml-kernel beside
 earlier commit's, say), so a change can be judged in the same run.
 `--turnaround` measures what issue 13 asks instead: the first cell after 10 s idle, the first
 cell naming `dryml` and `tch` after a start, after a restart and with a cold (cleared) build cache,
+the first naming `candle_core` after a start (the cache warmed as `kernelspec/setup.sh` does),
 a trivial cell at 0, 100 and 300 variables, and a hot loop (in a cell and through a function).
 `--tch` measures what a heavy crate in the notebook costs each cell (issue 24): a trivial cell
 in a kernel with `tch` loaded against the same cell in one without, and a tensor cell against
@@ -106,6 +107,7 @@ def measure(args, jdir):
 
 DRYML_CELL = "(!dryml::interrupted())"
 TCH_CELL = "tch::Tensor::from(2.0f64).double_value(&[])"
+CANDLE_CELL = "candle_core::Tensor::new(&[1.0f32, 2.0], &candle_core::Device::Cpu).unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap()"
 HOT = "(0..200_000_000u64).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761))"
 HOT_FN = "fn hot(n: u64) -> u64 { (0..n).fold(0u64, |a, x| a ^ x.wrapping_mul(2654435761)) }"
 
@@ -180,6 +182,13 @@ def turnaround(idle, reps=5):
     finally:
         for k in kernels:
             k.stop()
+    # A notebook of its own: one that names tch too gets a build of dryml with both features.
+    fresh = Started("dryml-rust")
+    try:
+        time.sleep(idle)
+        put("first cell naming candle_core, after a start (cache warm)", fresh.label, fresh.t(CANDLE_CELL))
+    finally:
+        fresh.stop()
     cold_dir = tempfile.mkdtemp(prefix="dryml-cold-cache-")
     cold = Started("dryml-rust", {"DRYML_BUILD_CACHE": f"{cold_dir}/cache"})
     try:

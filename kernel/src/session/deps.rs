@@ -1,6 +1,6 @@
 //! The dependencies a cell needs, added the first time code names them: `dryml` (from the
 //! runtime's sources) and, with dryml's feature for it, each framework a cell names (`tch`,
-//! where the venv has libtorch; `linfa`); and the torch preload of `--preload torch`.
+//! where the venv has libtorch; `linfa`; candle); and the torch preload of `--preload torch`.
 
 use super::Session;
 use crate::protocol::ErrorContent;
@@ -9,19 +9,22 @@ use crate::protocol::ErrorContent;
 const TCH_VERSION: &str = "0.26.0";
 /// The `linfa` the runtime's `linfa` feature is built against.
 const LINFA_VERSION: &str = "0.8";
+/// The candle the runtime's `candle` feature is built against.
+const CANDLE_VERSION: &str = "0.11";
 
 /// The frameworks a notebook has named, each added with `dryml`'s feature for it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Frameworks {
     pub torch: bool,
     pub linfa: bool,
+    pub candle: bool,
 }
 
 impl Session {
-    /// Builds `dryml` (and with `torch`, `tch` and dryml's torch feature) as a cell naming them
-    /// would, so that later kernels find them in the machine's build cache.
-    pub fn prepare_deps(&mut self, torch: bool) -> Result<(), ErrorContent> {
-        self.add_deps(if torch { "tch::" } else { "dryml::" })
+    /// Builds `dryml` (and the frameworks `code` names, with dryml's features for them) as a
+    /// cell of that code would, so that later kernels find them in the machine's build cache.
+    pub fn prepare_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
+        self.add_deps(code)
     }
 
     /// Adds `dryml` (and the frameworks code names, with dryml's features) the first time.
@@ -39,13 +42,14 @@ impl Session {
         let want = Frameworks {
             torch: self.frameworks.torch || (uses_tch(code) && crate::torch::available().is_some()),
             linfa: self.frameworks.linfa || uses_linfa(code),
+            candle: self.frameworks.candle || uses_candle(code),
         };
         if want == self.frameworks && (self.dryml_added || !uses_dryml(code)) {
             return None;
         }
         let path = crate::paths::runtime();
         let path = path.to_string_lossy();
-        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
+        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa), ("candle", want.candle)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
         let mut deps = if features.is_empty() {
             format!(":dep dryml = {{ path = {path:?} }}")
         } else {
@@ -56,6 +60,9 @@ impl Session {
         }
         if want.linfa {
             deps.push_str(&format!("\n:dep linfa = \"{LINFA_VERSION}\""));
+        }
+        if want.candle {
+            deps.push_str(&format!("\n:dep candle-core = \"{CANDLE_VERSION}\"\n:dep candle-nn = \"{CANDLE_VERSION}\""));
         }
         Some((deps, want))
     }
@@ -105,6 +112,12 @@ pub fn uses_linfa(code: &str) -> bool {
     RE.get_or_init(|| regex::Regex::new(r"\blinfa\w*\s*::|\buse\s+linfa").expect("static regex")).is_match(code)
 }
 
+/// True when a cell names candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
+pub fn uses_candle(code: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new(r"\bcandle(_core|_nn)?\s*::|\buse\s+candle").expect("static regex")).is_match(code)
+}
+
 /// True when a cell names the `dryml` crate, so the dependency is added only for those.
 fn uses_dryml(code: &str) -> bool {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
@@ -124,5 +137,7 @@ mod tests {
         assert!(!uses_dryml("let x = 1;"));
         assert!(uses_linfa("let d = dryml::models::linfa::iris();") && uses_linfa("use linfa_trees::DecisionTree;"));
         assert!(!uses_linfa("let linfa = 1;"));
+        assert!(uses_candle("use candle_core::Tensor;") && uses_candle("dryml::models::candle::CandleClassifier::new(a)"));
+        assert!(!uses_candle("let candles = 3;"));
     }
 }

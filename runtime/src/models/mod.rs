@@ -5,9 +5,10 @@
 //! A model is also an [`Object`](crate::Object): it is built from its definition, saved to a
 //! repo with its weights and its [`TrainSpec`], and trained in sandboxes, sweeps and Slurm jobs
 //! as any object is. Models of the frameworks come with their cargo features: `linfa` (a
-//! decision tree) and `torch` (a network classifier, `tch::TchClassifier`, built from
-//! components: layers, optimiser, loss, and a [`training::Training`] procedure written once
-//! for every framework).
+//! decision tree), `torch` and `candle` (network classifiers, `tch::TchClassifier` and
+//! `candle::CandleClassifier`, built from one definition of components: a [`net::NetDef`] of
+//! layers, optimiser and loss, and a [`training::Training`] procedure written once for every
+//! framework).
 //!
 //! ```
 //! use dryml::data::ndarray::{array, Array1};
@@ -50,8 +51,11 @@
 //! assert_eq!(dryml::metrics::categorical_accuracy(&scored).unwrap(), 1.0);
 //! ```
 
+#[cfg(feature = "candle")]
+pub mod candle;
 #[cfg(feature = "linfa")]
 pub mod linfa;
+pub mod net;
 #[cfg(feature = "torch")]
 pub mod tch;
 pub mod training;

@@ -1,0 +1,200 @@
+//! A sequential network classifier's definition as its object's arguments give it, the same
+//! for every framework (its layers, loss, optimiser and seed), and what the classifiers share:
+//! their training by the shared procedure, with a checkpoint after every epoch, and their
+//! predictions. Each framework builds its own [`Network`] from the definition.
+
+use super::training::{Learner, Training};
+use super::{ModelError, TrainSpec};
+use crate::data::ndarray::{Array1, Array2};
+use crate::data::{Dataset, Element, Xy};
+use crate::Object;
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// One layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Layer {
+    /// A fully connected layer with this many outputs.
+    Linear(usize),
+    /// ReLU.
+    Relu,
+    /// tanh.
+    Tanh,
+    /// The logistic function.
+    Sigmoid,
+}
+
+/// What training minimises.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Loss {
+    /// Cross-entropy of the outputs as logits against the class.
+    CrossEntropy,
+    /// Mean squared error of the outputs against the one-hot class.
+    Mse,
+}
+
+/// The optimiser's kind.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Optimizer {
+    /// Adam.
+    Adam,
+    /// AdamW (decoupled weight decay, 0.01 unless given).
+    AdamW,
+    /// Stochastic gradient descent.
+    Sgd,
+}
+
+/// A network's definition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetDef {
+    /// The layers, the last a linear one with an output per class.
+    pub layers: Vec<Layer>,
+    /// The loss.
+    pub loss: Loss,
+    /// The optimiser.
+    pub optimizer: Optimizer,
+    /// Its learning rate.
+    pub lr: f64,
+    /// SGD's momentum.
+    pub momentum: f64,
+    /// Weight decay.
+    pub weight_decay: f64,
+    /// Seeds the initial weights.
+    pub seed: u64,
+}
+
+impl NetDef {
+    /// The definition in a classifier's arguments (`who` names it in errors): `layers`
+    /// (`[{"linear": 64}, "relu", {"linear": 3}]`, also `tanh`, `sigmoid`), `optimizer`
+    /// (`{"type": "adam" | "adamw" | "sgd", "lr": 0.001, "momentum": 0.0, "weight_decay": 0.0}`),
+    /// `loss` (`"cross_entropy"`, the default, or `"mse"`) and `seed` (0).
+    pub fn from_args(args: &Value, who: &str) -> Result<NetDef, ModelError> {
+        let err = |m: String| ModelError::Model(format!("{who}: {m}"));
+        let list = args["layers"].as_array().ok_or_else(|| err(format!("`layers` must be a list, as [{{\"linear\": 64}}, \"relu\", {{\"linear\": 3}}], not {}", args["layers"])))?;
+        let layers = list
+            .iter()
+            .enumerate()
+            .map(|(at, l)| match (l.as_str(), l.get("linear").and_then(Value::as_u64)) {
+                (Some("relu"), _) => Ok(Layer::Relu),
+                (Some("tanh"), _) => Ok(Layer::Tanh),
+                (Some("sigmoid"), _) => Ok(Layer::Sigmoid),
+                (_, Some(n)) if n > 0 && l.as_object().is_some_and(|o| o.len() == 1) => Ok(Layer::Linear(n as usize)),
+                _ => Err(err(format!("layer {at} ({l}) is not one of {{\"linear\": N}}, \"relu\", \"tanh\", \"sigmoid\""))),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if !matches!(layers.last(), Some(Layer::Linear(_))) {
+            return Err(err("the last layer must be {\"linear\": N}, N the number of classes".into()));
+        }
+        let loss = match &args["loss"] {
+            Value::Null => Loss::CrossEntropy,
+            v if v == "cross_entropy" => Loss::CrossEntropy,
+            v if v == "mse" => Loss::Mse,
+            v => return Err(err(format!("`loss` must be \"cross_entropy\" or \"mse\", not {v}"))),
+        };
+        let o = &args["optimizer"];
+        let number = |key: &str, default: f64| match &o[key] {
+            Value::Null => Ok(default),
+            v => v.as_f64().filter(|x| *x >= 0.0).ok_or_else(|| err(format!("optimizer `{key}` must be a non-negative number, not {v}"))),
+        };
+        let optimizer = match o["type"].as_str().unwrap_or("adam") {
+            "adam" => Optimizer::Adam,
+            "adamw" => Optimizer::AdamW,
+            "sgd" => Optimizer::Sgd,
+            other => return Err(err(format!("optimizer `{other}` is not adam, adamw or sgd"))),
+        };
+        let weight_decay = number("weight_decay", if optimizer == Optimizer::AdamW { 0.01 } else { 0.0 })?;
+        Ok(NetDef { layers, loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
+    }
+
+    /// The number of outputs (classes).
+    pub fn outputs(&self) -> usize {
+        match self.layers.last() {
+            Some(Layer::Linear(n)) => *n,
+            _ => unreachable!("checked by from_args"),
+        }
+    }
+
+    /// Each linear layer's (inputs, outputs), given the network's inputs.
+    pub fn linear_shapes(&self, inputs: usize) -> Vec<(usize, usize)> {
+        let mut width = inputs;
+        let mut out = Vec::new();
+        for l in &self.layers {
+            if let Layer::Linear(n) = *l {
+                out.push((width, n));
+                width = n;
+            }
+        }
+        out
+    }
+}
+
+/// PyTorch's default initialisation of a linear layer, seeded: weights `[outputs, inputs]` and
+/// biases uniform in ±1/√inputs. Frameworks whose own initialisation cannot be seeded use it.
+pub fn seeded_linear(inputs: usize, outputs: usize, rng: &mut fastrand::Rng) -> (Vec<f32>, Vec<f32>) {
+    let bound = 1.0 / (inputs as f32).sqrt();
+    let mut draw = |n: usize| (0..n).map(|_| (rng.f32() * 2.0 - 1.0) * bound).collect::<Vec<f32>>();
+    (draw(inputs * outputs), draw(outputs))
+}
+
+/// What a network classifier of any framework keeps besides its definition: its network (once
+/// trained or loaded), its training cursor and where it saves itself after every epoch.
+pub struct Trained<N> {
+    /// The network, built on the first training (its inputs are the data's) or loaded.
+    pub net: Option<N>,
+    /// Where its training stands.
+    pub spec: TrainSpec,
+    /// Where it is saved after every epoch, when set.
+    pub checkpoint: Option<PathBuf>,
+}
+
+impl<N> Default for Trained<N> {
+    fn default() -> Self {
+        Trained { net: None, spec: TrainSpec::epochs(0), checkpoint: None }
+    }
+}
+
+/// What each framework's network gives its classifier.
+pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
+    /// The classifier's name, for errors.
+    const NAME: &'static str;
+    /// The network its arguments define, for `inputs` features.
+    fn build(args: &Value, inputs: usize) -> Result<Self, ModelError>;
+    /// Class scores for a batch of rows.
+    fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError>;
+}
+
+/// Trains the classifier `obj` (`parts` gives its arguments and its [`Trained`]) by its
+/// `training` argument from where `spec` stands, saving it to its checkpoint after every epoch.
+pub fn train<O: Object, N: Network>(
+    obj: &mut O,
+    parts: fn(&mut O) -> (&Value, &mut Trained<N>),
+    data: &Dataset<Xy<Array1<f32>, usize>>,
+    spec: &mut TrainSpec,
+) -> Result<(), ModelError> {
+    let (args, t) = parts(obj);
+    let training = Training::from_args(&args["training"])?;
+    if t.net.is_none() {
+        let first = data.peek()?.ok_or_else(|| ModelError::Model(format!("{}: no elements to train on", N::NAME)))?;
+        t.net = Some(N::build(args, first.x.len())?);
+    }
+    let mut run = training.start(data)?;
+    loop {
+        let t = parts(obj).1;
+        let Some(_) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
+        t.spec = *spec;
+        if let Some(path) = t.checkpoint.clone() {
+            crate::save_object(&*obj, path)?;
+        }
+    }
+    parts(obj).1.spec = *spec;
+    Ok(())
+}
+
+/// Class scores for `xs`, by a trained network.
+pub fn predict<N: Network>(t: &Trained<N>, xs: Vec<Array1<f32>>) -> Result<Vec<Array1<f32>>, ModelError> {
+    let net = t.net.as_ref().ok_or(ModelError::NotTrained(N::NAME))?;
+    if xs.is_empty() {
+        return Ok(Vec::new());
+    }
+    net.scores(&Array1::<f32>::stack(xs)?)
+}
