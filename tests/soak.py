@@ -271,8 +271,9 @@ def soak(cells, seed=1, progress=False):
         assert reply["status"] == "ok", reply
         # The baseline is a settled kernel: a `let` without a written type waits for evcxr's
         # analyzer, which loads the standard library into the kernel (about 490 MiB) on a
-        # thread of its own after the start. That load is not growth.
-        reply, _ = k.execute('let soak_settled = vec![1u8];', timeout=600)
+        # thread of its own after the start, and, once a cell names `dryml`, dryml's crates
+        # (ndarray, csv, serde: about 200 MiB more). Those loads are not growth.
+        reply, _ = k.execute('let soak_settled = dryml::ObjectDef::new("Settled", &1).is_ok();', timeout=600)
         assert reply["status"] == "ok", reply
         start = proc_figures(pid)
         sampler = Sampler(pid)
