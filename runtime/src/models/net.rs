@@ -113,19 +113,6 @@ impl NetDef {
             _ => unreachable!("checked by from_args"),
         }
     }
-
-    /// Each linear layer's (inputs, outputs), given the network's inputs.
-    pub fn linear_shapes(&self, inputs: usize) -> Vec<(usize, usize)> {
-        let mut width = inputs;
-        let mut out = Vec::new();
-        for l in &self.layers {
-            if let Layer::Linear(n) = *l {
-                out.push((width, n));
-                width = n;
-            }
-        }
-        out
-    }
 }
 
 /// PyTorch's default initialisation of a linear layer, seeded: weights `[outputs, inputs]` and
