@@ -2,7 +2,9 @@
 //! plain (`X`), supervised ([`Xy`]), indexed ([`Indexed`]) or both, optionally batched (every
 //! leaf of a batch has a leading axis). Leaves are scalars and [`ndarray`] arrays, alone or in
 //! tuples and maps; models of any framework take and give datasets, so one metric scores them
-//! all.
+//! all. With the `torch` and `candle` features, a dataset becomes tensors of either framework
+//! and back (`to_tch`/`from_tch`, `to_candle`/`from_candle`), batches and layouts kept, values
+//! bit for bit.
 //!
 //! ```
 //! use dryml::data::ndarray::{array, Array1};
@@ -34,12 +36,16 @@
 //! ```
 
 mod access;
+#[cfg(feature = "candle")]
+mod candle;
 mod dataset;
 mod element;
 mod source;
 #[cfg(feature = "torch")]
 mod torch;
 
+#[cfg(feature = "candle")]
+pub use candle::{CandleScalar, FromCandle, ToCandle};
 pub use dataset::{Dataset, Elements, Len};
 pub use element::{Batch, Element, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.
