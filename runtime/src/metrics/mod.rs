@@ -3,7 +3,8 @@
 //!
 //! A prediction of floats is class scores (its class is the arg-max over the last axis) or
 //! values; integers are classes. A batch is many of either, so batched and unbatched datasets
-//! score alike.
+//! score alike. [`Comparison`] sums a metric up across models (a repo's selections): mean ±
+//! std per model type as a table, and a box-and-whisker plot.
 //!
 //! ```
 //! use dryml::data::ndarray::array;
@@ -23,6 +24,9 @@
 //! assert_eq!(m[[0, 2]], 1); // one of class 0 taken for class 2
 //! ```
 
+mod compare;
+
+pub use compare::{Comparison, Summary};
 use crate::data::ndarray::{Array, Array2, Axis, Dimension};
 use crate::data::{DataError, Dataset, Scalar, Xy};
 

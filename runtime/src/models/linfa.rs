@@ -2,6 +2,7 @@
 //! the real datasets `linfa-datasets` ships (iris, winequality, diabetes), on the footing every
 //! framework shares: `f32` features, `usize` classes.
 
+use super::training::Training;
 use super::{Model, ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
@@ -35,7 +36,9 @@ fn classes(d: linfa::Dataset<f64, usize, crate::data::ndarray::Ix1>) -> Dataset<
 
 /// A decision tree classifier (`linfa-trees`). Arguments, all optional: `max_depth` (a
 /// positive integer), `min_weight_split` (a number, default 2), `split_quality` (`"gini"`,
-/// the default, or `"entropy"`). Its fitted tree and [`TrainSpec`] are saved with it.
+/// the default, or `"entropy"`), and `training`: the shared procedure's `subsample` and
+/// `seed` (a tree fits in one pass, so no epochs or batches). Its fitted tree and
+/// [`TrainSpec`] are saved with it.
 #[derive(crate::Object)]
 pub struct DecisionTree {
     args: Value,
@@ -86,8 +89,8 @@ impl DecisionTree {
         let bad = |key: &str, want: &str| ModelError::Model(format!("DecisionTree: `{key}` must be {want}, not {}", self.args[key]));
         let mut p = linfa_trees::DecisionTree::params();
         if let Some(args) = self.args.as_object() {
-            if let Some(k) = args.keys().find(|k| !["max_depth", "min_weight_split", "split_quality"].contains(&k.as_str())) {
-                return Err(ModelError::Model(format!("DecisionTree: unknown argument `{k}` (it takes max_depth, min_weight_split, split_quality)")));
+            if let Some(k) = args.keys().find(|k| !["max_depth", "min_weight_split", "split_quality", "training"].contains(&k.as_str())) {
+                return Err(ModelError::Model(format!("DecisionTree: unknown argument `{k}` (it takes max_depth, min_weight_split, split_quality, training)")));
             }
         } else if !self.args.is_null() {
             return Err(ModelError::Model(format!("DecisionTree: its arguments are named (a JSON object), not {}", self.args)));
@@ -110,12 +113,10 @@ impl DecisionTree {
     }
 }
 
-/// Rows of features as one `f64` matrix, each `features` long.
-fn matrix(xs: &[Array1<f32>], features: Option<usize>) -> Result<Array2<f64>, ModelError> {
-    let width = features.or_else(|| xs.first().map(Array1::len)).unwrap_or(0);
+/// Rows of features as one `f64` matrix, each as wide as the tree was trained on.
+fn matrix(xs: &[Array1<f32>], width: usize) -> Result<Array2<f64>, ModelError> {
     if let Some((at, x)) = xs.iter().enumerate().find(|(_, x)| x.len() != width) {
-        let whose = if features.is_some() { "the tree was trained on" } else { "element 0 has" };
-        return Err(ModelError::Model(format!("DecisionTree: element {at} has {} features; {whose} {width}", x.len())));
+        return Err(ModelError::Model(format!("DecisionTree: element {at} has {} features; the tree was trained on {width}", x.len())));
     }
     let flat: Vec<f64> = xs.iter().flat_map(|x| x.iter().map(|&v| f64::from(v))).collect();
     Array2::from_shape_vec((xs.len(), width), flat).map_err(|e| ModelError::Model(e.to_string()))
@@ -128,20 +129,28 @@ impl Model for DecisionTree {
 
     /// Fits the tree on all of `data` in one epoch; a tree whose training is done is kept.
     fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
+        // One epoch fits it; a training that ended stays ended, as for networks.
+        spec.epochs = 1;
         if spec.is_done() {
             return Ok(());
         }
         let params = self.params()?;
-        let rows = data.collect()?;
-        if rows.is_empty() {
+        let training = &self.args["training"];
+        if let Some(k) = training.as_object().and_then(|t| t.keys().find(|k| !["subsample", "seed"].contains(&k.as_str()))) {
+            return Err(ModelError::Model(format!("DecisionTree: training `{k}` does not apply: a tree fits in one pass (it takes subsample, seed)")));
+        }
+        let data = &Training::from_args(training)?.sample(data)?;
+        let n = data.count()?;
+        if n == 0 {
             return Err(ModelError::Model("DecisionTree: no elements to train on".into()));
         }
-        let (xs, ys): (Vec<Array1<f32>>, Vec<usize>) = rows.into_iter().map(|e| (e.x, e.y)).unzip();
-        let x = matrix(&xs, None)?;
+        // All of it as one batch: data held in arrays is gathered at once.
+        let all = data.batch(n, false)?.peek()?.expect("n elements");
+        let x = all.x.mapv(f64::from);
         let features = x.ncols();
-        let fitted = params.fit(&linfa::Dataset::new(x, Array1::from_vec(ys))).map_err(|e| ModelError::Model(format!("DecisionTree: {e}")))?;
+        let fitted = params.fit(&linfa::Dataset::new(x, all.y)).map_err(|e| ModelError::Model(format!("DecisionTree: {e}")))?;
         self.fitted = Some(Fitted { tree: fitted, features });
-        spec.finish_epoch(xs.len() as u64);
+        spec.finish_epoch(n as u64);
         self.spec = *spec;
         Ok(())
     }
@@ -155,7 +164,7 @@ impl Model for DecisionTree {
         if xs.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(f.tree.predict(&matrix(&xs, Some(f.features))?).to_vec())
+        Ok(f.tree.predict(&matrix(&xs, f.features)?).to_vec())
     }
 }
 
@@ -198,6 +207,24 @@ mod tests {
         tree.train(&data, &mut spec).unwrap();
         let e = tree.predict(&Array1::zeros(3)).unwrap_err();
         assert_eq!(e.to_string(), "DecisionTree: element 0 has 3 features; the tree was trained on 4");
+        let e = DecisionTree::new(json!({"training": {"epochs": 3}})).train(&data, &mut TrainSpec::epochs(1)).unwrap_err();
+        assert!(e.to_string().contains("training `epochs` does not apply"), "{e}");
         assert_eq!((winequality().count().unwrap(), diabetes().count().unwrap()), (1599, 441));
+    }
+
+    #[test]
+    fn copies_differ_by_their_seeded_sample() {
+        let data = iris().shuffle(150, 3);
+        let (train, test) = (data.take(100), data.skip(100));
+        let fit = |seed: u64| {
+            let mut t = DecisionTree::new(json!({"training": {"subsample": 0.6, "seed": seed}}));
+            let mut spec = TrainSpec::epochs(1);
+            t.train(&train, &mut spec).unwrap();
+            (spec.step, eval(&t, &test).unwrap().collect().unwrap().into_iter().map(|e| e.x).collect::<Vec<_>>())
+        };
+        let (a, b, a_again) = (fit(1), fit(2), fit(1));
+        assert_eq!(a.0, 60, "60% of 100 rows");
+        assert_eq!(a, a_again, "the same seed, the same tree");
+        assert_ne!(a.1, b.1, "another seed, another sample and tree");
     }
 }

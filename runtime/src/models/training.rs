@@ -30,7 +30,9 @@ pub trait Learner {
 /// A training procedure's settings, from a model's `training` argument: `epochs` (default 10),
 /// `batch_size` (32), `validation_split` (0: none; else the share held out, by position after
 /// one shuffle), `patience` (early stopping: epochs without a better validation loss before
-/// it stops and restores the best weights; needs a validation split), `seed` (0).
+/// it stops and restores the best weights; needs a validation split), `subsample` (1: all;
+/// else the share of the data this training uses, a seeded sample, so copies of one model
+/// differ by their data as well as their initial weights), `seed` (0).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Training {
     /// Epochs in all.
@@ -41,13 +43,15 @@ pub struct Training {
     pub validation_split: f64,
     /// Early stopping's patience, in epochs.
     pub patience: Option<u64>,
-    /// Seeds the split and each epoch's shuffle.
+    /// The share of the data used, sampled by `seed`.
+    pub subsample: f64,
+    /// Seeds the sample, the split and each epoch's shuffle.
     pub seed: u64,
 }
 
 impl Default for Training {
     fn default() -> Self {
-        Training { epochs: 10, batch_size: 32, validation_split: 0.0, patience: None, seed: 0 }
+        Training { epochs: 10, batch_size: 32, validation_split: 0.0, patience: None, subsample: 1.0, seed: 0 }
     }
 }
 
@@ -77,8 +81,9 @@ impl Training {
                 "batch_size" => t.batch_size = v.as_u64().filter(|&b| b > 0).ok_or_else(|| bad(k, "a positive integer"))? as usize,
                 "validation_split" => t.validation_split = v.as_f64().filter(|s| (0.0..1.0).contains(s)).ok_or_else(|| bad(k, "a number from 0 up to 1"))?,
                 "patience" => t.patience = Some(v.as_u64().filter(|&p| p > 0).ok_or_else(|| bad(k, "a positive integer"))?),
+                "subsample" => t.subsample = v.as_f64().filter(|s| *s > 0.0 && *s <= 1.0).ok_or_else(|| bad(k, "a number above 0, up to 1"))?,
                 "seed" => t.seed = v.as_u64().ok_or_else(|| bad(k, "a non-negative integer"))?,
-                _ => return Err(ModelError::Model(format!("training: unknown argument `{k}` (it takes epochs, batch_size, validation_split, patience, seed)"))),
+                _ => return Err(ModelError::Model(format!("training: unknown argument `{k}` (it takes epochs, batch_size, validation_split, patience, subsample, seed)"))),
             }
         }
         if t.patience.is_some() && t.validation_split == 0.0 {
@@ -87,9 +92,20 @@ impl Training {
         Ok(t)
     }
 
-    /// A run of this training on `data`: the split is made (the same on a resumed run: by
-    /// position after one seeded shuffle), then [`Run::epoch`] trains one epoch at a time.
+    /// The part of `data` this training uses: all of it, or its seeded `subsample`.
+    pub fn sample<E: Element>(&self, data: &Dataset<E>) -> Result<Dataset<E>, ModelError> {
+        if self.subsample >= 1.0 {
+            return Ok(data.clone());
+        }
+        let n = data.count()?;
+        // Its own stream of the seed: the sample is not the split's first part.
+        Ok(data.shuffle(n, self.seed ^ 0x5eed_5a3b1e).take(((n as f64 * self.subsample).round() as usize).max(1)))
+    }
+
+    /// A run of this training on `data`: the sample and split are made (the same on a resumed
+    /// run: by position after seeded shuffles), then [`Run::epoch`] trains one epoch at a time.
     pub fn start<X: Element, Y: Element>(&self, data: &Dataset<Xy<X, Y>>) -> Result<Run<X, Y>, ModelError> {
+        let data = &self.sample(data)?;
         let all = data.count()?;
         let held = (all as f64 * self.validation_split).round() as usize;
         if all == 0 || held >= all {

@@ -43,6 +43,8 @@ enum Kind {
     Scatter,
     /// Bars centred on x, `width` wide in x units.
     Bars { width: f64 },
+    /// A box and whiskers of the ys at one x.
+    Box,
 }
 
 #[derive(Debug, Clone)]
@@ -157,6 +159,19 @@ impl Figure {
         self
     }
 
+    /// A box-and-whisker plot, one box per label: the quartiles and median, whiskers to the
+    /// furthest values within 1.5 interquartile ranges, and the values beyond them as points.
+    pub fn boxes<Y: Num>(mut self, labels: &[impl AsRef<str>], groups: &[Vec<Y>]) -> Self {
+        if self.x_names.is_none() {
+            self.x_names = Some(labels.iter().enumerate().map(|(i, l)| (i as f64, l.as_ref().to_string())).collect());
+        }
+        for (i, (label, g)) in labels.iter().zip(groups).enumerate() {
+            let ys: Vec<f64> = g.iter().map(|v| v.to_f64()).filter(|v| v.is_finite()).collect();
+            self.push(label.as_ref(), Kind::Box, vec![i as f64; ys.len()], ys);
+        }
+        self
+    }
+
     /// A histogram of `values` in `bins` equal bins (non-finite values are left out).
     pub fn histogram<Y: Num>(mut self, name: &str, values: &[Y], bins: usize) -> Self {
         let vals: Vec<f64> = values.iter().map(|v| v.to_f64()).filter(|v| v.is_finite()).collect();
@@ -230,7 +245,9 @@ impl Figure {
 
     fn render(&self, s: &mut String, y_offset: f64) {
         let (w, h) = (self.width as f64, self.height as f64);
-        let named = self.series.iter().filter(|s| !s.name.is_empty()).count();
+        // Boxes are named by their x labels, not in a legend.
+        let in_legend = |s: &Series| !s.name.is_empty() && s.kind != Kind::Box;
+        let named = self.series.iter().filter(|s| in_legend(s)).count();
         let top = if self.title.is_some() { 30.0 } else { 12.0 };
         let bottom = if self.x_label.is_some() { 44.0 } else { 26.0 };
         let left = if self.y_label.is_some() { 74.0 } else { 58.0 };
@@ -302,6 +319,25 @@ impl Figure {
                         );
                     }
                 }
+                Kind::Box => {
+                    let Some(b) = BoxStats::of(&series.ys) else { continue };
+                    let x = series.xs[0];
+                    let (a, c, mid) = (px(x - 0.25), px(x + 0.25), px(x));
+                    let (n, med, lo, hi) = (series.ys.len(), short(b.median), short(b.q1), short(b.q3));
+                    let (top_y, height, med_y) = (py(b.q3), (py(b.q1) - py(b.q3)).max(1.0), py(b.median));
+                    let (w, up, down, low_y) = (c - a, py(b.high), py(b.q1), py(b.low));
+                    let _ = writeln!(
+                        s,
+                        "<g stroke=\"{color}\" stroke-width=\"1.5\"><title>{title}: n {n}, median {med}, quartiles {lo} to {hi}</title><rect x=\"{a:.1}\" y=\"{top_y:.1}\" width=\"{w:.1}\" height=\"{height:.1}\" fill=\"{color}\" fill-opacity=\"0.3\"/><line x1=\"{a:.1}\" y1=\"{med_y:.1}\" x2=\"{c:.1}\" y2=\"{med_y:.1}\" stroke-width=\"2.5\"/><line x1=\"{mid:.1}\" y1=\"{top_y:.1}\" x2=\"{mid:.1}\" y2=\"{up:.1}\"/><line x1=\"{mid:.1}\" y1=\"{down:.1}\" x2=\"{mid:.1}\" y2=\"{low_y:.1}\"/></g>"
+                    );
+                    for y in [b.low, b.high] {
+                        let (l, y, r) = (px(x - 0.1), py(y), px(x + 0.1));
+                        let _ = writeln!(s, "<line x1=\"{l:.1}\" y1=\"{y:.1}\" x2=\"{r:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>");
+                    }
+                    for &y in series.ys.iter().filter(|&&y| y < b.low || y > b.high) {
+                        let _ = writeln!(s, "<circle cx=\"{mid:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"none\" stroke=\"{color}\"/>", py(y));
+                    }
+                }
                 Kind::Scatter => {
                     for (&x, &y) in series.xs.iter().zip(&series.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
                         let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.75\"/>", px(x), py(y));
@@ -342,8 +378,8 @@ impl Figure {
                 "<rect x=\"{lx:.1}\" y=\"{ly:.1}\" width=\"{width:.1}\" height=\"{:.1}\" fill=\"white\" fill-opacity=\"0.85\" stroke=\"#ccc\"/>",
                 named as f64 * 16.0 + 6.0
             );
-            for (k, series) in self.series.iter().enumerate().filter(|(_, s)| !s.name.is_empty()) {
-                let row = self.series[..k].iter().filter(|s| !s.name.is_empty()).count() as f64;
+            for (k, series) in self.series.iter().enumerate().filter(|(_, s)| in_legend(s)) {
+                let row = self.series[..k].iter().filter(|s| in_legend(s)).count() as f64;
                 let color = series.color.clone().unwrap_or_else(|| PALETTE[k % PALETTE.len()].to_string());
                 let y = ly + 14.0 + row * 16.0;
                 let _ = writeln!(
@@ -388,6 +424,37 @@ impl Figure {
             Some((a, _)) => (a - 0.5_f64.max(a.abs() * 0.1), a + 0.5_f64.max(a.abs() * 0.1)),
         };
         (widen(min_max(&xs)), widen(min_max(&ys)))
+    }
+}
+
+/// A box's numbers: quartiles by linear interpolation, whiskers at the furthest values within
+/// 1.5 interquartile ranges of the box (Tukey's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct BoxStats {
+    low: f64,
+    q1: f64,
+    median: f64,
+    q3: f64,
+    high: f64,
+}
+
+impl BoxStats {
+    fn of(values: &[f64]) -> Option<BoxStats> {
+        let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let at = p * (v.len() - 1) as f64;
+            let (i, f) = (at.floor() as usize, at.fract());
+            v[i] + (v[(i + 1).min(v.len() - 1)] - v[i]) * f
+        };
+        let (q1, median, q3) = (q(0.25), q(0.5), q(0.75));
+        let reach = 1.5 * (q3 - q1);
+        let low = v.iter().copied().find(|&x| x >= q1 - reach).unwrap_or(q1);
+        let high = v.iter().rev().copied().find(|&x| x <= q3 + reach).unwrap_or(q3);
+        Some(BoxStats { low, q1, median, q3, high })
     }
 }
 

@@ -60,3 +60,18 @@ fn text_names_series_and_last_values() {
     let f = Figure::new().title("acc").curve("train", &[0.5, 0.75]);
     assert_eq!(f.text(), "<plot \"acc\"; train: 2 points, last 0.75>");
 }
+
+#[test]
+fn boxes_show_quartiles_whiskers_and_outliers() {
+    // 1..=9 and one far value: quartiles 3.25, 5.5, 7.75 (linear), whiskers 1 and 9, 40 beyond.
+    let b = BoxStats::of(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 40.0]).unwrap();
+    assert_eq!(b, BoxStats { low: 1.0, q1: 3.25, median: 5.5, q3: 7.75, high: 9.0 });
+    assert_eq!(BoxStats::of(&[0.9]).unwrap(), BoxStats { low: 0.9, q1: 0.9, median: 0.9, q3: 0.9, high: 0.9 });
+    assert_eq!(BoxStats::of(&[f64::NAN]), None);
+    let groups = vec![vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 40.0], vec![0.5, 0.6]];
+    let svg = Figure::new().title("accuracy").boxes(&["tch", "linfa"], &groups).svg();
+    assert_eq!(svg.matches("<rect x=").count(), 2, "a box each, and no legend: {svg}");
+    assert!(svg.contains(">tch</text>") && svg.contains(">linfa</text>"), "named on the x axis");
+    assert_eq!(svg.matches("<circle").count(), 1, "one outlier, drawn as a ring");
+    assert!(svg.contains("<title>tch: n 10, median 5.5, quartiles 3.25 to 7.75</title>"), "{svg}");
+}
