@@ -423,7 +423,10 @@ impl Figure {
             Some((a, b)) if b > a => (a, b),
             Some((a, _)) => (a - 0.5_f64.max(a.abs() * 0.1), a + 0.5_f64.max(a.abs() * 0.1)),
         };
-        (widen(min_max(&xs)), widen(min_max(&ys)))
+        let (y0, y1) = widen(min_max(&ys));
+        // Room above and below boxes, so whiskers and outliers at the ends stay in sight.
+        let pad = if self.series.iter().any(|s| s.kind == Kind::Box) { (y1 - y0) * 0.08 } else { 0.0 };
+        (widen(min_max(&xs)), (y0 - pad, y1 + pad))
     }
 }
 
