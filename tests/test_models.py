@@ -82,3 +82,35 @@ let mut spec = TrainSpec::epochs(0);
 net.train(&train, &mut spec).unwrap();
 (dryml::metrics::categorical_accuracy(&eval(&net, &test).unwrap()).unwrap() >= 0.9, spec.step)""", timeout=1800)
     assert got == "(true, 280)", got
+
+
+def test_a_training_whose_sandbox_is_killed_resumes_with_the_same_steps(kernel, tmp_path):
+    # The sandbox checkpoints after every epoch; its timeout SIGKILLs it mid-training.
+    ckpt = tmp_path / "model.dryml"
+    ok(kernel, """use dryml::models::{Model, TrainSpec};
+use dryml::models::tch::TchClassifier;
+let train = dryml::models::linfa::iris().shuffle(150, 1).take(100);
+// Two milliseconds per element: about 0.2 s an epoch, 6 s for all 30.
+let slow = train.map(|e| { std::thread::sleep(std::time::Duration::from_millis(2)); e });
+let args = dryml::serde_json::json!({
+    "layers": [{"linear": 16}, "relu", {"linear": 3}],
+    "optimizer": {"type": "adam", "lr": 0.02},
+    "training": {"epochs": 30, "batch_size": 16, "seed": 4}
+});""", timeout=1200)
+    reply, _ = kernel.execute(f"""%%compute --timeout 1.5
+let mut m = TchClassifier::new(args.clone());
+m.checkpoint_to("{ckpt}");
+m.train(&slow, &mut TrainSpec::epochs(0)).unwrap();""", timeout=300)
+    assert (reply["status"], reply["ename"]) == ("error", "SandboxTimedOut"), reply
+    got = value(kernel, f"""{{
+let mut obj = dryml::load_object("{ckpt}").unwrap();
+let m = obj.downcast_mut::<TchClassifier>().unwrap();
+let mut spec = m.train_spec();
+let killed_at = spec.epoch;
+m.train(&train, &mut spec).unwrap();
+let mut whole = TrainSpec::epochs(0);
+TchClassifier::new(args.clone()).train(&train, &mut whole).unwrap();
+(killed_at > 0 && killed_at < 30, spec == whole, spec.step)
+}}""")
+    # 100 flowers in batches of 16: 7 steps an epoch.
+    assert got == "(true, true, 210)", got
