@@ -12,8 +12,10 @@
 //! ```
 //! The kernel draws `%cell_logger plot` and experiment reports with this module too.
 
+mod boxes;
 mod live;
 
+use boxes::BoxStats;
 pub use live::Curve;
 use std::fmt::Write as _;
 
@@ -427,37 +429,6 @@ impl Figure {
         // Room above and below boxes, so whiskers and outliers at the ends stay in sight.
         let pad = if self.series.iter().any(|s| s.kind == Kind::Box) { (y1 - y0) * 0.08 } else { 0.0 };
         (widen(min_max(&xs)), (y0 - pad, y1 + pad))
-    }
-}
-
-/// A box's numbers: quartiles by linear interpolation, whiskers at the furthest values within
-/// 1.5 interquartile ranges of the box (Tukey's).
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct BoxStats {
-    low: f64,
-    q1: f64,
-    median: f64,
-    q3: f64,
-    high: f64,
-}
-
-impl BoxStats {
-    fn of(values: &[f64]) -> Option<BoxStats> {
-        let mut v: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let q = |p: f64| {
-            let at = p * (v.len() - 1) as f64;
-            let (i, f) = (at.floor() as usize, at.fract());
-            v[i] + (v[(i + 1).min(v.len() - 1)] - v[i]) * f
-        };
-        let (q1, median, q3) = (q(0.25), q(0.5), q(0.75));
-        let reach = 1.5 * (q3 - q1);
-        let low = v.iter().copied().find(|&x| x >= q1 - reach).unwrap_or(q1);
-        let high = v.iter().rev().copied().find(|&x| x <= q3 + reach).unwrap_or(q3);
-        Some(BoxStats { low, q1, median, q3, high })
     }
 }
 
