@@ -8,7 +8,8 @@
 //! the copies, ends it when the code leaves early (`?`, `return`, `resume_unwind`) before the
 //! copies would be dropped. The normal end leaves through `_exit` too, past every copy.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Mutex, Once};
 
 /// Why the code ended early.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,30 +26,51 @@ pub(crate) enum Early {
 /// What ends the process (it ends with [`exit_now`]; should it return, the process ends anyway).
 pub(crate) type Ender = Box<dyn Fn(Early) + Send + Sync>;
 
-static ENDER: Mutex<Option<Ender>> = Mutex::new(None);
+/// The installed ender, a leaked `Box<Ender>`; null outside a sandbox or job. Atomic, not a
+/// lock: a fork copies locks in whatever state another thread left them.
+static ENDER: AtomicPtr<Ender> = AtomicPtr::new(std::ptr::null_mut());
+static HOOKED: Once = Once::new();
 static LAST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 
+/// Puts this crate's panic hook in front of the process's own, once; it ends a sandbox or job
+/// and hands every other panic to the hook it found. Called before a fork: the hook's lock,
+/// taken in a child while another thread of the parent was panicking, would never be released
+/// (a sandbox forked by one test while another failed hung for good).
+pub(crate) fn hook_panics() {
+    HOOKED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if ENDER.load(Ordering::SeqCst).is_null() {
+                return previous(info);
+            }
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(a panic with a non-string payload)".into());
+            let at = info.location().map(|l| (l.file().to_string(), l.line(), l.column()));
+            end(Early::Panicked { message, at })
+        }));
+    });
+}
+
 /// Makes `ender` end this process on a panic (from the panic hook, so nothing unwinds) and when
-/// a [`Keep`] is dropped. Called once the process is the sandbox or the job.
+/// a [`Keep`] is dropped. Called once the process is the sandbox or the job; a forked sandbox
+/// finds the hook in place (its parent called [`hook_panics`]) and takes no lock.
 pub(crate) fn install(ender: Ender) {
-    *ENDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(ender);
-    std::panic::set_hook(Box::new(|info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(a panic with a non-string payload)".into());
-        let at = info.location().map(|l| (l.file().to_string(), l.line(), l.column()));
-        end(Early::Panicked { message, at })
-    }));
+    // A sandbox within a sandbox replaces its parent's ender; the copy is left as it is, not
+    // dropped, for what it holds belongs to the parent.
+    ENDER.store(Box::into_raw(Box::new(ender)), Ordering::SeqCst);
+    hook_panics();
 }
 
 fn end(why: Early) {
     // The ender is taken, not borrowed: a panic inside it must not come back here.
-    let ender = ENDER.lock().unwrap_or_else(|e| e.into_inner()).take();
-    // None: not a sandbox or job (a guard outside one), nothing to stop.
-    if let Some(f) = ender {
+    let ender = ENDER.swap(std::ptr::null_mut(), Ordering::SeqCst);
+    // Null: not a sandbox or job (a guard outside one), nothing to stop.
+    if !ender.is_null() {
+        let f = unsafe { Box::from_raw(ender) };
         f(why);
         exit_now(101);
     }

@@ -219,6 +219,7 @@ impl Compute {
         // Held across the fork, so the child gets them unlocked (their owner, this thread, is
         // the one thread it has): a fork while another thread (the kernel's flusher, say) held
         // one would leave it locked forever in the child, and its first print would hang.
+        ending::hook_panics();
         let mut stdout = std::io::stdout().lock();
         let mut stderr = std::io::stderr().lock();
         let _ = stdout.flush();
@@ -455,7 +456,8 @@ fn child(
 ) -> ! {
     set_result_fd(fd);
     // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run
-    // here, and nothing may unwind into the notebook's copies: a panic ends the sandbox.
+    // here, and nothing may unwind into the notebook's copies: a panic ends the sandbox (the
+    // hook that does it was put in place before the fork).
     ending::install(Box::new(|why| end_early(why)));
     crate::compute::apply::apply_in_fork(ctx, machine);
     let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
