@@ -2,25 +2,22 @@
 //! same definition ([`NetDef`]), trained by the same
 //! [`Training`](super::training::Training), its weights and [`TrainSpec`] in its own file.
 
-use super::net::{seeded_linear, Layer, Loss, NetDef, Network, Optimizer as Opt, Trained};
+use super::net::{seeded_linear, Layer, Loss, NetDef, Network, Optimizer as Opt};
 use super::training::Learner;
-use super::{Model, ModelError, TrainSpec};
+use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
-use crate::objects::{Build, Meta, ObjectError, State};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap, SGD};
 use serde_json::Value;
-use std::path::PathBuf;
 
-/// A classifier of rows of `f32` features: a sequential network in candle. Its arguments are
-/// the tch classifier's ([`NetDef`] and `training`), except that candle's SGD has no momentum.
-#[derive(crate::Object)]
-pub struct CandleClassifier {
-    args: Value,
-    meta: Meta,
-    trained: Trained<Net>,
-}
+super::net::classifier!(
+    /// A classifier of rows of `f32` features: a sequential network in candle. Its arguments
+    /// are the tch classifier's ([`NetDef`] and `training`), except that candle's SGD has no
+    /// momentum.
+    CandleClassifier,
+    Net
+);
 
 enum Optim {
     AdamW(AdamW),
@@ -37,23 +34,6 @@ struct Net {
 
 fn candle_error(what: &'static str) -> impl Fn(candle_core::Error) -> ModelError {
     move |e| ModelError::Model(format!("CandleClassifier: {what}: {e}"))
-}
-
-impl CandleClassifier {
-    /// A classifier of these arguments (as `ObjectDef::new("CandleClassifier", &args)?.build()`).
-    pub fn new(args: Value) -> CandleClassifier {
-        CandleClassifier::build(args, Meta::new())
-    }
-
-    /// Where its training stands.
-    pub fn train_spec(&self) -> TrainSpec {
-        self.trained.spec
-    }
-
-    /// Saves it to `path` after every epoch of its training.
-    pub fn checkpoint_to(&mut self, path: impl Into<PathBuf>) {
-        self.trained.checkpoint = Some(path.into());
-    }
 }
 
 impl Network for Net {
@@ -95,34 +75,13 @@ impl Network for Net {
         Ok(Net { def, vars, layers, opt, inputs })
     }
 
+    fn inputs(&self) -> usize {
+        self.inputs
+    }
+
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         let scores = self.forward(x)?.to_vec2::<f32>().map_err(candle_error("reading the scores"))?;
         Ok(scores.into_iter().map(Array1::from_vec).collect())
-    }
-}
-
-impl Build for CandleClassifier {
-    type Args = Value;
-    fn build(args: Value, meta: Meta) -> Self {
-        CandleClassifier { args, meta, trained: Trained::default() }
-    }
-    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
-        self.trained.spec.save(s, "train_spec")?;
-        if let Some(n) = &self.trained.net {
-            s.put("inputs", &n.inputs)?;
-            s.put_bytes("weights", n.snapshot().map_err(|e| ObjectError::State("weights".into(), e.to_string()))?);
-        }
-        Ok(())
-    }
-    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
-        self.trained.spec = TrainSpec::load(s, "train_spec")?;
-        if s.names().any(|n| n == "weights") {
-            let bad = |e: ModelError| ObjectError::State("weights".into(), e.to_string());
-            let mut net = Net::build(&self.args, s.get("inputs")?).map_err(bad)?;
-            net.restore(s.bytes("weights")?).map_err(bad)?;
-            self.trained.net = Some(net);
-        }
-        Ok(())
     }
 }
 
@@ -210,29 +169,10 @@ impl Learner for Net {
     }
 }
 
-impl Model for CandleClassifier {
-    type X = Array1<f32>;
-    type Y = usize;
-    type P = Array1<f32>;
-
-    /// Trains by its `training` procedure from where its [`TrainSpec`] stands, saving itself
-    /// to its checkpoint (if set) after every epoch.
-    fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
-        super::net::train(self, |c| (&c.args, &mut c.trained), data, spec)
-    }
-
-    fn predict(&self, x: &Array1<f32>) -> Result<Array1<f32>, ModelError> {
-        Ok(self.predict_all(vec![x.clone()])?.remove(0))
-    }
-
-    fn predict_all(&self, xs: Vec<Array1<f32>>) -> Result<Vec<Array1<f32>>, ModelError> {
-        super::net::predict(&self.trained, xs)
-    }
-}
-
 #[cfg(all(test, feature = "linfa"))]
 mod tests {
     use super::*;
+    use crate::models::{Model, TrainSpec};
     use crate::metrics::categorical_accuracy;
     use crate::models::eval;
     use serde_json::json;

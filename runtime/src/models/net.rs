@@ -3,10 +3,11 @@
 //! their training by the shared procedure, with a checkpoint after every epoch, and their
 //! predictions. Each framework builds its own [`Network`] from the definition.
 
-use super::training::{Learner, Training};
+use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Element, Xy};
+use crate::objects::{ObjectError, State};
 use crate::Object;
 use serde_json::Value;
 use std::path::PathBuf;
@@ -132,11 +133,45 @@ pub struct Trained<N> {
     pub spec: TrainSpec,
     /// Where it is saved after every epoch, when set.
     pub checkpoint: Option<PathBuf>,
+    /// Early stopping's memory while a training is under way.
+    pub best: Option<BestSoFar>,
 }
 
 impl<N> Default for Trained<N> {
     fn default() -> Self {
-        Trained { net: None, spec: TrainSpec::epochs(0), checkpoint: None }
+        Trained { net: None, spec: TrainSpec::epochs(0), checkpoint: None, best: None }
+    }
+}
+
+impl<N: Network> Trained<N> {
+    /// Saves the training cursor, the weights and early stopping's memory.
+    pub fn save(&self, s: &mut State) -> Result<(), ObjectError> {
+        self.spec.save(s, "train_spec")?;
+        if let Some(n) = &self.net {
+            s.put("inputs", &n.inputs())?;
+            s.put_bytes("weights", n.snapshot().map_err(|e| ObjectError::State("weights".into(), e.to_string()))?);
+        }
+        if let Some(b) = &self.best {
+            s.put("early_stopping", &(b.loss, b.since))?;
+            s.put_bytes("best_weights", b.weights.clone());
+        }
+        Ok(())
+    }
+
+    /// Loads what [`Trained::save`] saved; the network is rebuilt from `args`.
+    pub fn load(&mut self, args: &Value, s: &State) -> Result<(), ObjectError> {
+        self.spec = TrainSpec::load(s, "train_spec")?;
+        if s.names().any(|n| n == "weights") {
+            let bad = |e: ModelError| ObjectError::State("weights".into(), e.to_string());
+            let mut net = N::build(args, s.get("inputs")?).map_err(bad)?;
+            net.restore(s.bytes("weights")?).map_err(bad)?;
+            self.net = Some(net);
+        }
+        if s.names().any(|n| n == "best_weights") {
+            let (loss, since) = s.get("early_stopping")?;
+            self.best = Some(BestSoFar { loss, weights: s.bytes("best_weights")?.to_vec(), since });
+        }
+        Ok(())
     }
 }
 
@@ -146,6 +181,8 @@ pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
     const NAME: &'static str;
     /// The network its arguments define, for `inputs` features.
     fn build(args: &Value, inputs: usize) -> Result<Self, ModelError>;
+    /// The features it takes.
+    fn inputs(&self) -> usize;
     /// Class scores for a batch of rows.
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError>;
 }
@@ -165,15 +202,23 @@ pub fn train<O: Object, N: Network>(
         t.net = Some(N::build(args, first.x.len())?);
     }
     let mut run = training.start(data)?;
+    run.resume_best(t.best.take());
     loop {
         let t = parts(obj).1;
         let Some(_) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
         t.spec = *spec;
+        t.best = run.best_so_far();
         if let Some(path) = t.checkpoint.clone() {
             crate::save_object(&*obj, path)?;
         }
     }
-    parts(obj).1.spec = *spec;
+    let t = parts(obj).1;
+    t.spec = *spec;
+    t.best = None;
+    // Saved once more: early stopping may have put the best weights back.
+    if let Some(path) = t.checkpoint.clone() {
+        crate::save_object(&*obj, path)?;
+    }
     Ok(())
 }
 
@@ -185,3 +230,70 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: Vec<Array1<f32>>) -> Result<Vec<A
     }
     net.scores(&Array1::<f32>::stack(xs)?)
 }
+
+/// Declares a framework's network classifier (`$name`, of the framework's [`Network`] `$net`):
+/// the object (its arguments, a [`Trained`] network), `new`, `train_spec`, `checkpoint_to`,
+/// its state and its [`Model`](super::Model) impl, the same for every framework.
+macro_rules! classifier {
+    ($(#[$doc:meta])* $name:ident, $net:ty) => {
+        $(#[$doc])*
+        #[derive(crate::Object)]
+        pub struct $name {
+            args: serde_json::Value,
+            meta: crate::objects::Meta,
+            trained: crate::models::net::Trained<$net>,
+        }
+
+        impl $name {
+            /// A classifier of these arguments (as `ObjectDef::new(..)?.build()` makes).
+            pub fn new(args: serde_json::Value) -> $name {
+                <$name as crate::objects::Build>::build(args, crate::objects::Meta::new())
+            }
+
+            /// Where its training stands.
+            pub fn train_spec(&self) -> crate::models::TrainSpec {
+                self.trained.spec
+            }
+
+            /// Saves it to `path` after every epoch of its training (a killed training, loaded
+            /// from there, resumes at the next epoch).
+            pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
+                self.trained.checkpoint = Some(path.into());
+            }
+        }
+
+        impl crate::objects::Build for $name {
+            type Args = serde_json::Value;
+            fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
+                $name { args, meta, trained: Default::default() }
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.save(s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.load(&self.args, s)
+            }
+        }
+
+        impl crate::models::Model for $name {
+            type X = crate::data::ndarray::Array1<f32>;
+            type Y = usize;
+            type P = crate::data::ndarray::Array1<f32>;
+
+            /// Trains by its `training` procedure from where its [`TrainSpec`](crate::models::TrainSpec)
+            /// stands, saving itself to its checkpoint (if set) after every epoch.
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+                crate::models::net::train(self, |c| (&c.args, &mut c.trained), data, spec)
+            }
+
+            fn predict(&self, x: &Self::X) -> Result<Self::P, crate::models::ModelError> {
+                Ok(self.predict_all(vec![x.clone()])?.remove(0))
+            }
+
+            fn predict_all(&self, xs: Vec<Self::X>) -> Result<Vec<Self::P>, crate::models::ModelError> {
+                crate::models::net::predict(&self.trained, xs)
+            }
+        }
+    };
+}
+pub(crate) use classifier;

@@ -3,27 +3,23 @@
 //! shared [`Training`](super::training::Training), its weights and [`TrainSpec`] in its own
 //! file.
 
-use super::net::{Layer, Loss, NetDef, Network, Optimizer as Opt, Trained};
+use super::net::{Layer, Loss, NetDef, Network, Optimizer as Opt};
 use super::training::Learner;
-use super::{Model, ModelError, TrainSpec};
+use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
-use crate::objects::{Build, Meta, ObjectError, State};
 use serde_json::Value;
-use std::path::PathBuf;
 use ::tch::nn::{self, Module, OptimizerConfig};
 use ::tch::{Device, Kind, Tensor};
 
-/// A classifier of rows of `f32` features: a sequential network. Its arguments are a
-/// [`NetDef`] (`layers`, `optimizer`, `loss`, `seed`; the inputs are the data's) and
-/// `training`, [`Training`](super::training::Training)'s settings. Each is reachable by selectors and sweeps:
-/// `optimizer.lr=0.01`, `layers=[...]`.
-#[derive(crate::Object)]
-pub struct TchClassifier {
-    args: Value,
-    meta: Meta,
-    trained: Trained<Net>,
-}
+super::net::classifier!(
+    /// A classifier of rows of `f32` features: a sequential network. Its arguments are a
+    /// [`NetDef`] (`layers`, `optimizer`, `loss`, `seed`; the inputs are the data's) and
+    /// `training`, [`Training`](super::training::Training)'s settings. Each is reachable by
+    /// selectors and sweeps: `optimizer.lr=0.01`, `layers=[...]`.
+    TchClassifier,
+    Net
+);
 
 struct Net {
     vs: nn::VarStore,
@@ -36,24 +32,6 @@ struct Net {
 
 fn model_error(what: &str) -> impl Fn(::tch::TchError) -> ModelError + '_ {
     move |e| ModelError::Model(format!("TchClassifier: {what}: {e}"))
-}
-
-impl TchClassifier {
-    /// A classifier of these arguments (as `ObjectDef::new("TchClassifier", &args)?.build()`).
-    pub fn new(args: Value) -> TchClassifier {
-        TchClassifier::build(args, Meta::new())
-    }
-
-    /// Where its training stands.
-    pub fn train_spec(&self) -> TrainSpec {
-        self.trained.spec
-    }
-
-    /// Saves it to `path` after every epoch of its training (a killed training, loaded from
-    /// there, resumes at the next epoch).
-    pub fn checkpoint_to(&mut self, path: impl Into<PathBuf>) {
-        self.trained.checkpoint = Some(path.into());
-    }
 }
 
 impl Network for Net {
@@ -87,37 +65,16 @@ impl Network for Net {
         Ok(Net { vs, seq, opt, inputs: inputs as i64, outputs: width, mse: def.loss == Loss::Mse })
     }
 
+    fn inputs(&self) -> usize {
+        self.inputs as usize
+    }
+
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         self.check(x)?;
         let _guard = ::tch::no_grad_guard();
         let scores = self.seq.forward(&rows(x));
         let flat: Vec<f32> = Vec::<f32>::try_from(scores.flatten(0, -1)).map_err(model_error("reading the scores"))?;
         Ok(flat.chunks(self.outputs as usize).map(|c| Array1::from_vec(c.to_vec())).collect())
-    }
-}
-
-impl Build for TchClassifier {
-    type Args = Value;
-    fn build(args: Value, meta: Meta) -> Self {
-        TchClassifier { args, meta, trained: Trained::default() }
-    }
-    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
-        self.trained.spec.save(s, "train_spec")?;
-        if let Some(n) = &self.trained.net {
-            s.put("inputs", &n.inputs)?;
-            s.put_var_store("weights", &n.vs)?;
-        }
-        Ok(())
-    }
-    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
-        self.trained.spec = TrainSpec::load(s, "train_spec")?;
-        if s.names().any(|n| n == "weights") {
-            let inputs: i64 = s.get("inputs")?;
-            let mut net = Net::build(&self.args, inputs as usize).map_err(|e| ObjectError::State("weights".into(), e.to_string()))?;
-            s.load_var_store("weights", &mut net.vs)?;
-            self.trained.net = Some(net);
-        }
-        Ok(())
     }
 }
 
@@ -179,26 +136,6 @@ impl Learner for Net {
 
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
         self.vs.load_from_stream(std::io::Cursor::new(weights)).map_err(model_error("restoring the weights"))
-    }
-}
-
-impl Model for TchClassifier {
-    type X = Array1<f32>;
-    type Y = usize;
-    type P = Array1<f32>;
-
-    /// Trains by its `training` procedure from where its [`TrainSpec`] stands, saving itself
-    /// to its checkpoint (if set) after every epoch.
-    fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
-        super::net::train(self, |c| (&c.args, &mut c.trained), data, spec)
-    }
-
-    fn predict(&self, x: &Array1<f32>) -> Result<Array1<f32>, ModelError> {
-        Ok(self.predict_all(vec![x.clone()])?.remove(0))
-    }
-
-    fn predict_all(&self, xs: Vec<Array1<f32>>) -> Result<Vec<Array1<f32>>, ModelError> {
-        super::net::predict(&self.trained, xs)
     }
 }
 

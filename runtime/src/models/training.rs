@@ -117,6 +117,18 @@ impl Training {
     }
 }
 
+/// Early stopping's memory, saved with a model after every epoch so that a resumed training
+/// stops where an uninterrupted one would, with the same best weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BestSoFar {
+    /// The best validation loss yet.
+    pub loss: f64,
+    /// The weights that had it ([`Learner::snapshot`]).
+    pub weights: Vec<u8>,
+    /// Epochs since, without a better one.
+    pub since: u64,
+}
+
 /// A training under way: its data split, and early stopping's best so far.
 pub struct Run<X: Element, Y: Element> {
     training: Training,
@@ -162,6 +174,20 @@ impl<X: Element, Y: Element> Run<X, Y> {
             }
         }
         Ok(Some(Epoch { epoch: spec.epoch, train_loss: sum / steps.max(1) as f64, val_loss }))
+    }
+
+    /// Takes up early stopping's memory where a saved run left it.
+    pub fn resume_best(&mut self, saved: Option<BestSoFar>) {
+        if let Some(b) = saved {
+            self.best = Some((b.loss, b.weights));
+            self.since_best = b.since;
+        }
+    }
+
+    /// Early stopping's memory now, to save with the model (`None` once the best weights are
+    /// back in the model, or without early stopping).
+    pub fn best_so_far(&self) -> Option<BestSoFar> {
+        self.best.as_ref().map(|(loss, weights)| BestSoFar { loss: *loss, weights: weights.clone(), since: self.since_best })
     }
 
     fn restore_best<L: Learner>(&mut self, learner: &mut L) -> Result<(), ModelError> {

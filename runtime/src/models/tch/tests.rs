@@ -1,4 +1,6 @@
 use super::*;
+use crate::models::{Model, TrainSpec};
+use std::path::PathBuf;
 use crate::data::ndarray::array;
 use crate::metrics::categorical_accuracy;
 use crate::models::eval;
@@ -122,5 +124,61 @@ fn a_killed_training_resumes_from_its_checkpoint_with_the_same_steps() {
     TchClassifier::new(slow_training_args()).train(&train, &mut whole).unwrap();
     assert_eq!(spec, whole);
     assert_eq!(spec, TrainSpec { epochs: EPOCHS, epoch: EPOCHS, step: EPOCHS * 5 }, "80 elements in batches of 16");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn early_stopping_keeps_its_memory_in_the_checkpoint() {
+    let (train, test) = iris_split();
+    let args = def(json!({"epochs": 500, "batch_size": 8, "validation_split": 0.3, "patience": 3}));
+    let dir = std::env::temp_dir().join(format!("dryml-tch-early-{}", crate::objects::uuid_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Uninterrupted: the file saved last holds the best weights, put back, and no memory.
+    let whole_file = dir.join("whole.dryml");
+    let mut whole = TchClassifier::new(args.clone());
+    whole.checkpoint_to(&whole_file);
+    let mut spec = TrainSpec::epochs(0);
+    whole.train(&train, &mut spec).unwrap();
+    assert!(spec.epoch > 4 && spec.epoch < 500, "stopped early, after a few epochs: {spec:?}");
+    let saved = crate::load_object(&whole_file).unwrap();
+    let saved = saved.downcast_ref::<TchClassifier>().unwrap();
+    assert_eq!(eval(saved, &test).unwrap().collect().unwrap(), eval(&whole, &test).unwrap().collect().unwrap(), "the best weights");
+    assert!(saved.trained.best.is_none());
+    // Interrupted in its fourth epoch (a pass that fails): the file holds the memory too.
+    let cut_file = dir.join("cut.dryml");
+    // Elements a training reads: before its first epoch and in each one, counted.
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let counting = |limit: usize| {
+        let seen = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let data = train.try_map(move |e| {
+            if counted.fetch_add(1, SeqCst) >= limit {
+                return Err(crate::data::DataError::Argument("the node went away".into()));
+            }
+            Ok(e)
+        });
+        (data, seen)
+    };
+    let reads = |epochs: u64| {
+        let (data, seen) = counting(usize::MAX);
+        TchClassifier::new(def(json!({"epochs": epochs, "batch_size": 8, "validation_split": 0.3}))).train(&data, &mut TrainSpec::epochs(0)).unwrap();
+        seen.load(SeqCst)
+    };
+    let (one, two) = (reads(1), reads(2));
+    let failing = counting(one + (two - one) * 7 / 2).0;
+    let mut cut = TchClassifier::new(args);
+    cut.checkpoint_to(&cut_file);
+    let e = cut.train(&failing, &mut TrainSpec::epochs(0)).unwrap_err();
+    assert_eq!(e.to_string(), "the node went away");
+    let mut back = crate::load_object(&cut_file).unwrap();
+    let back = back.downcast_mut::<TchClassifier>().unwrap();
+    let best = back.trained.best.clone().expect("early stopping's memory");
+    assert!(best.since < 3 && best.loss.is_finite() && !best.weights.is_empty(), "{:?}", (best.since, best.loss));
+    assert!(back.train_spec().epoch >= 3, "{:?}", back.train_spec());
+    // Resumed, it takes its memory up and ends as a stopped training does.
+    let mut spec = back.train_spec();
+    back.train(&train, &mut spec).unwrap();
+    assert!(spec.is_done() && spec.epoch == spec.epochs && spec.epoch < 500, "{spec:?}");
+    assert!(back.trained.best.is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 }
