@@ -8,7 +8,8 @@
 //! decision tree), `torch` and `candle` (network classifiers, `tch::TchClassifier` and
 //! `candle::CandleClassifier`, built from one definition of components: a [`net::NetDef`] of
 //! layers, optimiser and loss, and a [`training::Training`] procedure written once for every
-//! framework).
+//! framework). [`pipe`] chains steps: a transform before a model or after it, each trained on
+//! what the step before gives (`Standardize`, `ArgMax`).
 //!
 //! ```
 //! use dryml::data::ndarray::{array, Array1};
@@ -56,6 +57,7 @@ pub mod candle;
 #[cfg(feature = "linfa")]
 pub mod linfa;
 pub mod net;
+pub mod pipe;
 #[cfg(feature = "torch")]
 pub mod tch;
 pub mod training;
