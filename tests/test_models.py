@@ -4,7 +4,7 @@ swept over a nested parameter in sandboxes, and `%repo get` finds it by that nes
 naming candle trains the same definition with candle."""
 import pytest
 
-from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, value
+from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, stderr_of, value
 
 TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
 
@@ -114,3 +114,12 @@ TchClassifier::new(args.clone()).train(&train, &mut whole).unwrap();
 }}""")
     # 100 flowers in batches of 16: 7 steps an epoch.
     assert got == "(true, true, 210)", got
+
+
+def test_a_framework_named_after_dryml_is_built_is_told(kernel):
+    first = ok(kernel, "let n = dryml::data::Dataset::from_vec(vec![1u8, 2]).count().unwrap();\nn", timeout=1200)
+    assert "built again" not in stderr_of(first)
+    msgs = ok(kernel, "let iris = dryml::models::linfa::iris();\niris.count().unwrap()", timeout=1200)
+    err = stderr_of(msgs)
+    assert err.startswith("dryml: this cell adds the framework linfa, so dryml is built again with it."), err
+    assert "150" in of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]

@@ -67,6 +67,12 @@ impl Session {
         Some((deps, want))
     }
 
+    /// What to tell a notebook whose cell adds a framework once `dryml` is built: its values
+    /// of dryml's types belong to the earlier build.
+    pub(super) fn rebuild_notice(&self, want: Frameworks) -> Option<String> {
+        rebuild_notice(self.dryml_added, self.frameworks, want)
+    }
+
     pub(super) fn note_deps_added(&mut self, frameworks: Frameworks) {
         self.dryml_added = true;
         self.frameworks = frameworks;
@@ -95,6 +101,27 @@ impl Session {
         }
         Ok(out.trim().to_string())
     }
+}
+
+/// The notice for a cell that adds frameworks to a notebook whose `dryml` is already built
+/// (`None` when it adds none, or dryml is not built yet).
+fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Option<String> {
+    let added: Vec<&str> = [("torch", !had.torch && want.torch), ("linfa", !had.linfa && want.linfa), ("candle", !had.candle && want.candle)]
+        .into_iter()
+        .filter(|f| f.1)
+        .map(|f| f.0)
+        .collect();
+    if !dryml_added || added.is_empty() {
+        return None;
+    }
+    let (s, them) = if added.len() > 1 { ("s", "them") } else { ("", "it") };
+    Some(format!(
+        "dryml: this cell adds the framework{s} {}, so dryml is built again with {them}. Values of dryml's \
+         types made before (datasets, models) belong to the earlier build and do not mix with the new one's. \
+         To build once, name every framework in the notebook's first dryml cell (as `use \
+         dryml::models::{{tch::TchClassifier, candle::CandleClassifier, linfa::DecisionTree}};`), or restart.\n",
+        added.join(", ")
+    ))
 }
 
 /// The preload: one tensor on the best device, then the device's name.
@@ -139,5 +166,21 @@ mod tests {
         assert!(!uses_linfa("let linfa = 1;"));
         assert!(uses_candle("use candle_core::Tensor;") && uses_candle("dryml::models::candle::CandleClassifier::new(a)"));
         assert!(!uses_candle("let candles = 3;"));
+    }
+
+    #[test]
+    fn adding_a_framework_after_dryml_is_built_is_told() {
+        let none = Frameworks::default();
+        let linfa = Frameworks { linfa: true, ..none };
+        let all = Frameworks { torch: true, linfa: true, candle: true };
+        assert_eq!(rebuild_notice(false, none, linfa), None, "the first build");
+        assert_eq!(rebuild_notice(true, linfa, linfa), None, "nothing added");
+        let n = rebuild_notice(true, linfa, all).unwrap();
+        assert!(n.starts_with("dryml: this cell adds the frameworks torch, candle, so dryml is built again with them."), "{n}");
+        assert!(n.contains("do not mix") && n.ends_with("or restart.\n"), "{n}");
+        // The advice's line names every framework so that the kernel sees them.
+        let advice = n.split('`').nth(1).unwrap();
+        assert!(uses_tch(advice) && uses_candle(advice) && uses_linfa(advice), "{advice}");
+        assert!(rebuild_notice(true, none, linfa).unwrap().contains("the framework linfa, so dryml is built again with it."));
     }
 }

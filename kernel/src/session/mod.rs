@@ -396,6 +396,7 @@ impl Session {
         // commands gets the flusher with the next one.
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
         let deps = self.deps_for(code);
+        let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
         let mut full = String::new();
         if let Some((lines, _)) = &deps {
             full.push_str(lines);
@@ -413,6 +414,9 @@ impl Session {
         if self.state.interrupted.load(Ordering::SeqCst) {
             self.state.end_cell();
             return Err(errors::interrupted(false, &[]));
+        }
+        if let Some(n) = &notice {
+            self.state.stream("stderr", n);
         }
         let (io, state) = (io.clone(), self.state.clone());
         let mut callbacks = EvalCallbacks {

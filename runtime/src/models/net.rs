@@ -234,6 +234,7 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: Vec<Array1<f32>>) -> Result<Vec<A
 /// Declares a framework's network classifier (`$name`, of the framework's [`Network`] `$net`):
 /// the object (its arguments, a [`Trained`] network), `new`, `train_spec`, `checkpoint_to`,
 /// its state and its [`Model`](super::Model) impl, the same for every framework.
+#[cfg(any(feature = "torch", feature = "candle"))]
 macro_rules! classifier {
     ($(#[$doc:meta])* $name:ident, $net:ty) => {
         $(#[$doc])*
@@ -296,4 +297,5 @@ macro_rules! classifier {
         }
     };
 }
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use classifier;
