@@ -27,7 +27,7 @@ impl CellMagic for ComputeCell<'_> {
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
         codegen::compute(opts, body, &host.session.variables())
-            .map_err(|m| ErrorContent::new("MagicError", format!("%%compute: {m}")))
+            .map_err(|m| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%compute: {m}")))
     }
 }
 

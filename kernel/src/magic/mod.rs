@@ -119,9 +119,9 @@ pub fn run_line(
 /// A bad magic line, with the caret under its column.
 pub fn error(e: &dryml_magics::MagicError) -> ErrorContent {
     ErrorContent {
-        ename: "MagicError".into(),
+        ename: crate::protocol::MAGIC_ERROR.into(),
         evalue: e.to_string(),
-        traceback: vec![e.caret(), format!("MagicError: {e}")],
+        traceback: vec![e.caret(), format!("{}: {e}", crate::protocol::MAGIC_ERROR)],
     }
 }
 

@@ -111,7 +111,7 @@ impl SlurmMagic {
                 if req["from"] == "code" {
                     // Its value's type is the code's to name.
                     return Err(ErrorContent::new(
-                        "MagicError",
+                        crate::protocol::MAGIC_ERROR,
                         format!("%jobs result {id}: job {id} was submitted from code; its value comes back with `dryml::SlurmJob::<T>::attach({id})?.wait()?` (`%jobs wait {id}` shows its output)"),
                     ));
                 }
@@ -126,7 +126,7 @@ impl SlurmMagic {
                     Some(v) => {
                         let had = updates.iter().map(|u| format!("`{}`", u.name)).collect::<Vec<_>>().join(", ");
                         return Err(ErrorContent::new(
-                            "MagicError",
+                            crate::protocol::MAGIC_ERROR,
                             format!("%jobs result {id} as {v}: `as` names the one --update variable of a job, and job {id} has {} ({})", updates.len(), if had.is_empty() { "none".into() } else { had }),
                         ));
                     }
@@ -153,7 +153,6 @@ impl SlurmMagic {
 /// The code a `%%compute --on slurm` cell runs in the notebook's process.
 pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
     let job = Job {
-        kind: "compute",
         requests: &opts.requests,
         timeout: opts.timeout,
         mem: opts.mem_limit,
@@ -167,7 +166,6 @@ pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, magi
 /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
 pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
     let job = Job {
-        kind: "sweep",
         requests: &opts.requests,
         timeout: opts.timeout,
         mem: opts.mem_limit,
@@ -181,12 +179,12 @@ pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, magic_li
 /// The cell as code that ships its library as a job (see [`codegen::Job`]); what can be
 /// checked before the cell compiles (the variables, the requests against the settings) is.
 fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
-    let what = if job.kind == "sweep" { "%%sweep" } else { "%%compute" };
+    let what = if job.kind() == "sweep" { "%%sweep" } else { "%%compute" };
     host.session.ensure_child_setup();
     let vars = host.session.variables();
     for u in job.update {
         if !vars.contains_key(u) {
-            return Err(ErrorContent::new("MagicError", format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
+            return Err(ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
         }
     }
     let names = codegen::identifiers(body);
@@ -196,15 +194,15 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
         .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
         .collect();
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
-    let shows = job.kind == "compute"
-        && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new("MagicError", format!("{what}: {deep}; split the cell")))?;
+    let shows = job.kind() == "compute"
+        && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: {deep}; split the cell")))?;
     let own = JobOptions { time: job.timeout, mem: job.mem, ..job.slurm.options.clone() };
     // A request Slurm cannot take is said before the cell compiles; the notebook's process
     // merges the same settings again when it submits.
     own.over(&SlurmMagic::settings(host)).sbatch_args(job.requests).map_err(slurm_error)?;
     let body_lines = body.lines().count().max(1);
     let mut request = json!({
-        "kind": job.kind,
+        "kind": job.kind(),
         "options": own.settings().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "requests": job.requests.to_text(),
         "body": body,
@@ -256,11 +254,21 @@ fn run_shown(host: &mut Host<'_>, code: &str) -> Result<(), ErrorContent> {
 
 /// What a job is, for [`job_code`].
 struct Job<'a> {
-    kind: &'static str,
     requests: &'a dryml::compute::context::Requests,
     timeout: Option<f64>,
     mem: Option<u64>,
     slurm: SlurmJob,
     update: &'a [String],
     sweep: Option<&'a SweepOptions>,
+}
+
+impl Job<'_> {
+    /// What the job is, as its request file names it.
+    fn kind(&self) -> &'static str {
+        if self.sweep.is_some() {
+            "sweep"
+        } else {
+            "compute"
+        }
+    }
 }

@@ -64,6 +64,9 @@ pub struct ErrorContent {
     pub traceback: Vec<String>,
 }
 
+/// The error name of everything a magic refuses (a bad line, a missing resource).
+pub const MAGIC_ERROR: &str = "MagicError";
+
 impl ErrorContent {
     /// An error whose traceback is its one line, `ename: evalue`.
     pub fn new(ename: &str, evalue: impl Into<String>) -> Self {

@@ -38,13 +38,14 @@ impl Session {
     /// The `:dep` lines a cell needs before it can run, and the frameworks the notebook has
     /// once they are added.
     pub(super) fn deps_for(&self, code: &str) -> Option<(String, Frameworks)> {
+        let named = Named::in_code(code);
         // A cell naming `tch` gets it when the venv has libtorch.
         let want = Frameworks {
-            torch: self.frameworks.torch || (uses_tch(code) && crate::torch::available().is_some()),
-            linfa: self.frameworks.linfa || uses_linfa(code),
-            candle: self.frameworks.candle || uses_candle(code),
+            torch: self.frameworks.torch || (named.tch && crate::torch::available().is_some()),
+            linfa: self.frameworks.linfa || named.linfa,
+            candle: self.frameworks.candle || named.candle,
         };
-        if want == self.frameworks && (self.dryml_added || !uses_dryml(code)) {
+        if want == self.frameworks && (self.dryml_added || !named.dryml) {
             return None;
         }
         let path = crate::paths::runtime();
@@ -89,7 +90,7 @@ impl Session {
     pub fn preload_torch(&mut self) -> Result<String, ErrorContent> {
         if crate::torch::available().is_none() {
             return Err(ErrorContent::new(
-                "MagicError",
+                crate::protocol::MAGIC_ERROR,
                 "--preload torch: libtorch was not found (the kernel looks for PyTorch's wheel in the \
                  project's venv; kernelspec/setup.sh installs it)",
             ));
@@ -128,28 +129,35 @@ fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Optio
 const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
     let _t = tch::Tensor::ones([1, 1], (tch::Kind::Float, d)); println!(\"{d:?}\"); }";
 
-pub fn uses_tch(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\btch\s*::|\buse\s+tch\b").expect("static regex")).is_match(code)
+/// The crates a cell names, found in one scan.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Named {
+    /// `tch` (as `tch::` or `use tch`).
+    pub tch: bool,
+    /// `linfa` or a crate of its family (`dryml::models::linfa` too).
+    pub linfa: bool,
+    /// candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
+    pub candle: bool,
+    /// `dryml`, so the dependency is added only for cells that name it.
+    pub dryml: bool,
 }
 
-/// True when a cell names `linfa` or a crate of its family (`dryml::models::linfa` too).
-pub fn uses_linfa(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\blinfa\w*\s*::|\buse\s+linfa").expect("static regex")).is_match(code)
-}
-
-/// True when a cell names candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
-pub fn uses_candle(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\bcandle(_core|_nn)?\s*::|\buse\s+candle").expect("static regex")).is_match(code)
-}
-
-/// True when a cell names the `dryml` crate, so the dependency is added only for those.
-fn uses_dryml(code: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b").expect("static regex"))
-        .is_match(code)
+impl Named {
+    /// What `code` names.
+    pub fn in_code(code: &str) -> Named {
+        static SET: std::sync::OnceLock<regex::RegexSet> = std::sync::OnceLock::new();
+        let set = SET.get_or_init(|| {
+            regex::RegexSet::new([
+                r"\btch\s*::|\buse\s+tch\b",
+                r"\blinfa\w*\s*::|\buse\s+linfa",
+                r"\bcandle(_core|_nn)?\s*::|\buse\s+candle",
+                r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b",
+            ])
+            .expect("static regexes")
+        });
+        let m = set.matches(code);
+        Named { tch: m.matched(0), linfa: m.matched(1), candle: m.matched(2), dryml: m.matched(3) }
+    }
 }
 
 #[cfg(test)]
@@ -157,15 +165,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dryml_detection() {
-        assert!(uses_dryml("use dryml::display;"));
-        assert!(uses_dryml("let x = dryml :: version();"));
-        assert!(!uses_dryml("let dryml_count = 1;"));
-        assert!(!uses_dryml("let x = 1;"));
-        assert!(uses_linfa("let d = dryml::models::linfa::iris();") && uses_linfa("use linfa_trees::DecisionTree;"));
-        assert!(!uses_linfa("let linfa = 1;"));
-        assert!(uses_candle("use candle_core::Tensor;") && uses_candle("dryml::models::candle::CandleClassifier::new(a)"));
-        assert!(!uses_candle("let candles = 3;"));
+    fn crates_named_in_a_cell() {
+        let named = |code: &str| Named::in_code(code);
+        assert!(named("use dryml::display;").dryml && named("let x = dryml :: version();").dryml);
+        assert!(!named("let dryml_count = 1;").dryml && !named("let x = 1;").dryml);
+        assert!(named("let d = dryml::models::linfa::iris();").linfa && named("use linfa_trees::DecisionTree;").linfa);
+        assert!(!named("let linfa = 1;").linfa);
+        assert!(named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle);
+        assert!(!named("let candles = 3;").candle);
+        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, linfa: false, candle: false, dryml: true });
+        assert!(!named("let tchotchke = 1;").tch);
     }
 
     #[test]
@@ -180,7 +189,7 @@ mod tests {
         assert!(n.contains("do not mix") && n.ends_with("or restart.\n"), "{n}");
         // The advice's line names every framework so that the kernel sees them.
         let advice = n.split('`').nth(1).unwrap();
-        assert!(uses_tch(advice) && uses_candle(advice) && uses_linfa(advice), "{advice}");
+        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true }, "{advice}");
         assert!(rebuild_notice(true, none, linfa).unwrap().contains("the framework linfa, so dryml is built again with it."));
     }
 }

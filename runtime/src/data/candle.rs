@@ -58,46 +58,7 @@ impl<S: CandleScalar, D: Dimension> FromCandle for Array<S, D> {
     }
 }
 
-macro_rules! scalar_candle {
-    ($($t:ty),*) => {$(
-        impl ToCandle for $t {
-            type Tensors = Tensor;
-            fn to_candle(&self) -> Result<Tensor, DataError> {
-                Tensor::new(*self, &Device::Cpu).map_err(candle_err)
-            }
-        }
-        impl FromCandle for $t {
-            type Tensors = Tensor;
-            fn from_candle(t: &Tensor) -> Result<Self, DataError> {
-                let a = ArrayD::<$t>::from_candle(t)?;
-                if a.ndim() != 0 {
-                    return Err(DataError::Shapes(format!("a tensor of shape {:?} read as one {}", a.shape(), stringify!($t))));
-                }
-                Ok(a.into_iter().next().expect("one value"))
-            }
-        }
-    )*};
-}
-scalar_candle!(f32, f64, i32, i64, u8, u32);
-
-macro_rules! pairs_candle {
-    ($name:ident, $a:ident, $b:ident) => {
-        impl<A: ToCandle, B: ToCandle> ToCandle for $name<A, B> {
-            type Tensors = $name<A::Tensors, B::Tensors>;
-            fn to_candle(&self) -> Result<Self::Tensors, DataError> {
-                Ok($name { $a: self.$a.to_candle()?, $b: self.$b.to_candle()? })
-            }
-        }
-        impl<A: FromCandle, B: FromCandle> FromCandle for $name<A, B> {
-            type Tensors = $name<A::Tensors, B::Tensors>;
-            fn from_candle(t: &Self::Tensors) -> Result<Self, DataError> {
-                Ok($name { $a: A::from_candle(&t.$a)?, $b: B::from_candle(&t.$b)? })
-            }
-        }
-    };
-}
-pairs_candle!(Xy, x, y);
-pairs_candle!(Indexed, i, e);
+super::convert::tensor_conversions!(ToCandle::to_candle, FromCandle::from_candle, |v| Tensor::new(v, &Device::Cpu).map_err(candle_err), [f32, f64, i32, i64, u8, u32]);
 
 impl<E: ToCandle + Send + 'static> Dataset<E>
 where

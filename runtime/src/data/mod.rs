@@ -38,6 +38,8 @@
 mod access;
 #[cfg(feature = "candle")]
 mod candle;
+#[cfg(any(feature = "torch", feature = "candle"))]
+mod convert;
 mod dataset;
 mod element;
 mod source;

@@ -37,7 +37,11 @@ impl<S: TchScalar, D: Dimension> ToTch for Array<S, D> {
         let a = self.as_standard_layout();
         let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
         let t = Tensor::f_from_slice(a.as_slice().expect("standard layout")).map_err(|e| DataError::Argument(e.to_string()))?;
-        t.f_reshape(shape).map_err(|e| DataError::Argument(e.to_string()))
+        // A slice is already one axis; a reshape is an op of its own (a few µs per batch).
+        if shape.len() == 1 {
+            return Ok(t);
+        }
+        t.f_view(shape.as_slice()).map_err(|e| DataError::Argument(e.to_string()))
     }
 }
 
@@ -57,46 +61,7 @@ impl<S: TchScalar, D: Dimension> FromTch for Array<S, D> {
     }
 }
 
-macro_rules! scalar_tch {
-    ($($t:ty),*) => {$(
-        impl ToTch for $t {
-            type Tensors = Tensor;
-            fn to_tch(&self) -> Result<Tensor, DataError> {
-                Ok(Tensor::from_slice(&[*self]).reshape(Vec::<i64>::new()))
-            }
-        }
-        impl FromTch for $t {
-            type Tensors = Tensor;
-            fn from_tch(t: &Tensor) -> Result<Self, DataError> {
-                let a = ArrayD::<$t>::from_tch(t)?;
-                if a.ndim() != 0 {
-                    return Err(DataError::Shapes(format!("a tensor of shape {:?} read as one {}", a.shape(), stringify!($t))));
-                }
-                Ok(a.into_iter().next().expect("one value"))
-            }
-        }
-    )*};
-}
-scalar_tch!(f32, f64, i32, i64, u8);
-
-macro_rules! pairs_tch {
-    ($name:ident, $a:ident, $b:ident) => {
-        impl<A: ToTch, B: ToTch> ToTch for $name<A, B> {
-            type Tensors = $name<A::Tensors, B::Tensors>;
-            fn to_tch(&self) -> Result<Self::Tensors, DataError> {
-                Ok($name { $a: self.$a.to_tch()?, $b: self.$b.to_tch()? })
-            }
-        }
-        impl<A: FromTch, B: FromTch> FromTch for $name<A, B> {
-            type Tensors = $name<A::Tensors, B::Tensors>;
-            fn from_tch(t: &Self::Tensors) -> Result<Self, DataError> {
-                Ok($name { $a: A::from_tch(&t.$a)?, $b: B::from_tch(&t.$b)? })
-            }
-        }
-    };
-}
-pairs_tch!(Xy, x, y);
-pairs_tch!(Indexed, i, e);
+super::convert::tensor_conversions!(ToTch::to_tch, FromTch::from_tch, |v| Ok(Tensor::from_slice(&[v]).reshape(Vec::<i64>::new())), [f32, f64, i32, i64, u8]);
 
 impl<E: ToTch + Send + 'static> Dataset<E>
 where

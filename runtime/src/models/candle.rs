@@ -173,7 +173,6 @@ impl Learner for Net {
 mod tests {
     use super::*;
     use crate::models::{Model, TrainSpec};
-    use crate::metrics::categorical_accuracy;
     use crate::models::eval;
     use serde_json::json;
 
@@ -183,22 +182,14 @@ mod tests {
 
     #[test]
     fn a_candle_network_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
-        let data = crate::models::linfa::iris().shuffle(150, 1);
-        let (train, test) = (data.take(100), data.skip(100));
-        let mut obj = crate::ObjectDef::new("CandleClassifier", &def(json!({"epochs": 40, "batch_size": 16}))).unwrap().build().unwrap();
-        let model = obj.downcast_mut::<CandleClassifier>().unwrap();
-        let mut spec = model.train_spec();
-        model.train(&train, &mut spec).unwrap();
+        let args = def(json!({"epochs": 40, "batch_size": 16}));
+        let (obj, _, spec) = crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &args, 1, 0.9);
         assert_eq!(spec, TrainSpec { epochs: 40, epoch: 40, step: 280 });
-        let acc = categorical_accuracy(&eval(&*model, &test).unwrap()).unwrap();
-        assert!(acc >= 0.9, "accuracy {acc} on 50 held-out flowers, floor 0.9");
-        let before = eval(&*model, &test).unwrap().collect().unwrap();
-        let back = crate::objects::object::from_bytes(&crate::objects::object::to_bytes(&*obj).unwrap(), None).unwrap();
-        let again = back.downcast_ref::<CandleClassifier>().unwrap();
-        assert_eq!(eval(again, &test).unwrap().collect().unwrap(), before, "the same scores, bit for bit");
         // One definition, one network: a second build trains to the same scores.
-        let mut twin = CandleClassifier::new(def(json!({"epochs": 40, "batch_size": 16})));
+        let (train, test) = crate::models::testing::iris_split(1);
+        let mut twin = CandleClassifier::new(args);
         twin.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+        let before = eval(obj.downcast_ref::<CandleClassifier>().unwrap(), &test).unwrap().collect().unwrap();
         assert_eq!(eval(&twin, &test).unwrap().collect().unwrap(), before, "seeded weights");
     }
 

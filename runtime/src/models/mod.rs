@@ -60,6 +60,8 @@ pub mod net;
 pub mod pipe;
 #[cfg(feature = "torch")]
 pub mod tch;
+#[cfg(all(test, feature = "linfa"))]
+mod testing;
 pub mod training;
 
 use crate::data::{DataError, Dataset, Element, Xy};

@@ -207,8 +207,9 @@ pub fn train<O: Object, N: Network>(
         let t = parts(obj).1;
         let Some(_) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
         t.spec = *spec;
-        t.best = run.best_so_far();
         if let Some(path) = t.checkpoint.clone() {
+            // Early stopping's memory (a copy of the best weights) matters only to a checkpoint.
+            t.best = run.best_so_far();
             crate::save_object(&*obj, path)?;
         }
     }

@@ -47,6 +47,8 @@ pub trait Transform: Clone + Send + Sync + 'static {
     type X: Element;
     /// What it gives.
     type P: Element;
+    /// Whether [`Transform::fit`] learns anything (when not, no step runs to give it data).
+    const LEARNS: bool = false;
     /// Learns what it needs from the elements it will transform (by default nothing).
     fn fit(&mut self, _xs: &Dataset<Self::X>) -> Result<(), ModelError> {
         Ok(())
@@ -87,7 +89,7 @@ where
     /// Fits the transform on the features (once: a resumed training keeps it), then trains the
     /// model on the transformed data from where `spec` stands.
     fn train(&mut self, data: &Dataset<Xy<T::X, M::Y>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
-        if spec.epoch == 0 {
+        if T::LEARNS && spec.epoch == 0 {
             self.transform.fit(&data.map(|e| e.x))?;
         }
         let t = self.transform.clone();
@@ -130,9 +132,12 @@ where
     type Y = M::Y;
     type P = T::P;
 
-    /// Trains the model, then fits the transform on its predictions for `data`.
+    /// Trains the model, then fits the transform on its predictions for `data` (if it learns).
     fn train(&mut self, data: &Dataset<Xy<M::X, M::Y>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
         self.model.train(data, spec)?;
+        if !T::LEARNS {
+            return Ok(());
+        }
         self.transform.fit(&eval(&self.model, data)?.map(|e| e.x))
     }
 
@@ -195,10 +200,10 @@ impl Build for Standardize {
 impl Transform for Standardize {
     type X = Array1<f32>;
     type P = Array1<f32>;
+    const LEARNS: bool = true;
 
     fn fit(&mut self, xs: &Dataset<Array1<f32>>) -> Result<(), ModelError> {
-        let n = xs.count()?;
-        let all = xs.batch(n.max(1), false)?.peek()?.ok_or_else(|| ModelError::Model("Standardize: no elements to fit on".into()))?;
+        let all = xs.gather_all()?.ok_or_else(|| ModelError::Model("Standardize: no elements to fit on".into()))?;
         let mean = all.mean_axis(Axis(0)).expect("at least one row");
         let std = all.std_axis(Axis(0), 0.0).mapv(|s| if s > 0.0 { s } else { 1.0 });
         self.fitted = Some((mean, std));

@@ -65,7 +65,7 @@ impl Experiments {
         let Some(e) = self.open.as_mut() else {
             let sub = call.name();
             return Err(ErrorContent::new(
-                "MagicError",
+                crate::protocol::MAGIC_ERROR,
                 format!("%experiment {sub}: no experiment is open (start one with %experiment start [NAME])"),
             ));
         };
@@ -152,7 +152,7 @@ impl Experiments {
     /// first (unless the child has it), and the experiment starts over from after the preload.
     fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::deps::uses_tch(body) {
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::deps::Named::in_code(body).tch {
             return;
         }
         let gpus = e.gpus().to_vec();
