@@ -82,6 +82,20 @@ let mut spec = TrainSpec::epochs(0);
 net.train(&train, &mut spec).unwrap();
 (dryml::metrics::categorical_accuracy(&eval(&net, &test).unwrap()).unwrap() >= 0.9, spec.step)""", timeout=1800)
     assert got == "(true, 280)", got
+    # A training shows its loss curves as it goes: drawn once, then redrawn in place each epoch.
+    msgs = ok(kernel, """let mut live = dryml::models::callbacks::LiveLoss::new("iris loss");
+let mut again = CandleClassifier::new(dryml::serde_json::json!({
+    "layers": [{"linear": 16}, "relu", {"linear": 3}],
+    "training": {"epochs": 5, "validation_split": 0.2}
+}));
+again.train_with(&train, &mut TrainSpec::epochs(0), &mut [&mut live]).unwrap();
+println!("heard {}", live.history.epochs.len());""", timeout=600)
+    drawn, redrawn = of_type(msgs, "display_data"), of_type(msgs, "update_display_data")
+    assert (len(drawn), len(redrawn)) == (1, 4), (len(drawn), len(redrawn))
+    ids = {m["content"]["transient"]["display_id"] for m in drawn + redrawn}
+    assert len(ids) == 1, ids
+    assert "validation" in redrawn[-1]["content"]["data"]["image/svg+xml"]
+    assert "heard 5" in "".join(m["content"]["text"] for m in of_type(msgs, "stream"))
 
 
 def test_a_training_whose_sandbox_is_killed_resumes_with_the_same_steps(kernel, tmp_path):

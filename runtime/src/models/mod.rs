@@ -9,7 +9,8 @@
 //! `candle::CandleClassifier`, built from one definition of components: a [`net::NetDef`] of
 //! layers, optimiser and loss, and a [`training::Training`] procedure written once for every
 //! framework). [`pipe`] chains steps: a transform before a model or after it, each trained on
-//! what the step before gives (`Standardize`, `ArgMax`).
+//! what the step before gives (`Standardize`, `ArgMax`). [`callbacks`] hear of every epoch of a
+//! training ([`Model::train_with`]): its loss curves, drawn as it runs, or a reason to stop.
 //!
 //! ```
 //! use dryml::data::ndarray::{array, Array1};
@@ -52,6 +53,7 @@
 //! assert_eq!(dryml::metrics::categorical_accuracy(&scored).unwrap(), 1.0);
 //! ```
 
+pub mod callbacks;
 #[cfg(feature = "candle")]
 pub mod candle;
 #[cfg(feature = "linfa")]
@@ -80,6 +82,18 @@ pub trait Model {
     /// Trains on `data` from where `spec` says training stands, moving `spec` on as it goes
     /// (so a model saved mid-training resumes where it was).
     fn train(&mut self, data: &Dataset<Xy<Self::X, Self::Y>>, spec: &mut TrainSpec) -> Result<(), ModelError>;
+
+    /// Trains as [`Model::train`] does, telling `callbacks` of every epoch; one that answers
+    /// [`Control::Stop`](callbacks::Control::Stop) ends the training there. A model that fits
+    /// in one pass (the default) tells them of that one epoch, with no loss.
+    fn train_with(&mut self, data: &Dataset<Xy<Self::X, Self::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn callbacks::Callback]) -> Result<(), ModelError> {
+        let before = spec.epoch;
+        self.train(data, spec)?;
+        if spec.epoch > before {
+            callbacks::tell(callbacks, &training::Epoch { epoch: spec.epoch, train_loss: None, val_loss: None });
+        }
+        Ok(())
+    }
 
     /// The prediction for one element's features.
     fn predict(&self, x: &Self::X) -> Result<Self::P, ModelError>;

@@ -3,6 +3,7 @@
 //! their training by the shared procedure, with a checkpoint after every epoch, and their
 //! predictions. Each framework builds its own [`Network`] from the definition.
 
+use super::callbacks::{tell, Callback, Control};
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
@@ -188,12 +189,14 @@ pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
 }
 
 /// Trains the classifier `obj` (`parts` gives its arguments and its [`Trained`]) by its
-/// `training` argument from where `spec` stands, saving it to its checkpoint after every epoch.
+/// `training` argument from where `spec` stands, saving it to its checkpoint and telling
+/// `callbacks` after every epoch (one that says stop ends the training there).
 pub fn train<O: Object, N: Network>(
     obj: &mut O,
     parts: fn(&mut O) -> (&Value, &mut Trained<N>),
     data: &Dataset<Xy<Array1<f32>, usize>>,
     spec: &mut TrainSpec,
+    callbacks: &mut [&mut dyn Callback],
 ) -> Result<(), ModelError> {
     let (args, t) = parts(obj);
     let training = Training::from_args(&args["training"])?;
@@ -205,7 +208,11 @@ pub fn train<O: Object, N: Network>(
     run.resume_best(t.best.take());
     loop {
         let t = parts(obj).1;
-        let Some(_) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
+        let Some(epoch) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
+        if tell(callbacks, &epoch) == Control::Stop {
+            // Over, as early stopping ends it: the next turn puts its best weights back.
+            spec.epochs = spec.epoch;
+        }
         t.spec = *spec;
         if let Some(path) = t.checkpoint.clone() {
             // Early stopping's memory (a copy of the best weights) matters only to a checkpoint.
@@ -285,7 +292,17 @@ macro_rules! classifier {
             /// Trains by its `training` procedure from where its [`TrainSpec`](crate::models::TrainSpec)
             /// stands, saving itself to its checkpoint (if set) after every epoch.
             fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
-                crate::models::net::train(self, |c| (&c.args, &mut c.trained), data, spec)
+                self.train_with(data, spec, &mut [])
+            }
+
+            /// Trains as `train` does, telling `callbacks` of every epoch (its losses).
+            fn train_with(
+                &mut self,
+                data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>,
+                spec: &mut crate::models::TrainSpec,
+                callbacks: &mut [&mut dyn crate::models::callbacks::Callback],
+            ) -> Result<(), crate::models::ModelError> {
+                crate::models::net::train(self, |c| (&c.args, &mut c.trained), data, spec, callbacks)
             }
 
             fn predict(&self, x: &Self::X) -> Result<Self::P, crate::models::ModelError> {

@@ -34,6 +34,7 @@
 //! assert_eq!(eval(&model, &data).unwrap().collect().unwrap().iter().map(|e| e.x).collect::<Vec<_>>(), [0, 1]);
 //! ```
 
+use super::callbacks::Callback;
 use super::{eval, Model, ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Axis};
 use crate::data::{DataError, Dataset, Element, Xy};
@@ -89,12 +90,17 @@ where
     /// Fits the transform on the features (once: a resumed training keeps it), then trains the
     /// model on the transformed data from where `spec` stands.
     fn train(&mut self, data: &Dataset<Xy<T::X, M::Y>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
+        self.train_with(data, spec, &mut [])
+    }
+
+    /// As `train`, the model's epochs told to `callbacks`.
+    fn train_with(&mut self, data: &Dataset<Xy<T::X, M::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
         if T::LEARNS && spec.epoch == 0 {
             self.transform.fit(&data.map(|e| e.x))?;
         }
         let t = self.transform.clone();
         let through = data.try_map(move |e| Ok(Xy { x: t.apply(&e.x).map_err(|e| DataError::Argument(e.to_string()))?, y: e.y }));
-        self.model.train(&through, spec)
+        self.model.train_with(&through, spec, callbacks)
     }
 
     fn predict(&self, x: &T::X) -> Result<M::P, ModelError> {
@@ -134,7 +140,12 @@ where
 
     /// Trains the model, then fits the transform on its predictions for `data` (if it learns).
     fn train(&mut self, data: &Dataset<Xy<M::X, M::Y>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
-        self.model.train(data, spec)?;
+        self.train_with(data, spec, &mut [])
+    }
+
+    /// As `train`, the model's epochs told to `callbacks`.
+    fn train_with(&mut self, data: &Dataset<Xy<M::X, M::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
+        self.model.train_with(data, spec, callbacks)?;
         if !T::LEARNS {
             return Ok(());
         }

@@ -60,8 +60,8 @@ impl Default for Training {
 pub struct Epoch {
     /// Its number, from 1.
     pub epoch: u64,
-    /// The mean loss of its steps.
-    pub train_loss: f64,
+    /// The mean loss of its steps (`None` for a model that fits in one pass, with no loss).
+    pub train_loss: Option<f64>,
     /// The loss on the held-out data, if any is held out.
     pub val_loss: Option<f64>,
 }
@@ -173,7 +173,7 @@ impl<X: Element, Y: Element> Run<X, Y> {
                 }
             }
         }
-        Ok(Some(Epoch { epoch: spec.epoch, train_loss: sum / steps.max(1) as f64, val_loss }))
+        Ok(Some(Epoch { epoch: spec.epoch, train_loss: Some(sum / steps.max(1) as f64), val_loss }))
     }
 
     /// Takes up early stopping's memory where a saved run left it.
