@@ -29,7 +29,7 @@ pub struct Indexed<I, E> {
 /// A dataset element: it stacks into a batch ([`Element::Batch`]).
 pub trait Element: Clone + Send + Sync + 'static {
     /// Its batch: every leaf with a leading axis.
-    type Batch: Batch;
+    type Batch: Batch<Item = Self>;
     /// Stacks `items` (at least one) into a batch; leaves that differ in shape are an error.
     fn stack(items: Vec<Self>) -> Result<Self::Batch, DataError>;
     /// Applies `f` (a [`ScalarFn`]) to every scalar of its type in every leaf.

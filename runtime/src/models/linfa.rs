@@ -5,7 +5,7 @@
 use super::training::Training;
 use super::{Model, ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Dataset, Xy};
+use crate::data::{Dataset, Element, Xy};
 use crate::objects::{Build, Meta, ObjectError, State};
 use linfa::prelude::{Fit, Predict};
 use linfa_trees::SplitQuality;
@@ -115,15 +115,6 @@ impl DecisionTree {
     }
 }
 
-/// Rows of features as one `f64` matrix, each as wide as the tree was trained on.
-fn matrix(xs: &[Array1<f32>], width: usize) -> Result<Array2<f64>, ModelError> {
-    if let Some((at, x)) = xs.iter().enumerate().find(|(_, x)| x.len() != width) {
-        return Err(ModelError::Model(format!("DecisionTree: element {at} has {} features; the tree was trained on {width}", x.len())));
-    }
-    let flat: Vec<f64> = xs.iter().flat_map(|x| x.iter().map(|&v| f64::from(v))).collect();
-    Array2::from_shape_vec((xs.len(), width), flat).map_err(|e| ModelError::Model(e.to_string()))
-}
-
 impl Model for DecisionTree {
     type X = Array1<f32>;
     type Y = usize;
@@ -158,11 +149,18 @@ impl Model for DecisionTree {
     }
 
     fn predict_all(&self, xs: Vec<Array1<f32>>) -> Result<Vec<usize>, ModelError> {
-        let f = self.fitted.as_ref().ok_or(ModelError::NotTrained("DecisionTree"))?;
         if xs.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(f.tree.predict(&matrix(&xs, f.features)?).to_vec())
+        self.predict_batch(Element::stack(xs)?)
+    }
+
+    fn predict_batch(&self, xs: Array2<f32>) -> Result<Vec<usize>, ModelError> {
+        let f = self.fitted.as_ref().ok_or(ModelError::NotTrained("DecisionTree"))?;
+        if xs.ncols() != f.features {
+            return Err(ModelError::Model(format!("DecisionTree: elements have {} features; the tree was trained on {}", xs.ncols(), f.features)));
+        }
+        Ok(f.tree.predict(&xs.mapv(f64::from)).to_vec())
     }
 }
 
@@ -190,7 +188,7 @@ mod tests {
         let mut tree = DecisionTree::new(Value::Null);
         tree.train(&data, &mut spec).unwrap();
         let e = tree.predict(&Array1::zeros(3)).unwrap_err();
-        assert_eq!(e.to_string(), "DecisionTree: element 0 has 3 features; the tree was trained on 4");
+        assert_eq!(e.to_string(), "DecisionTree: elements have 3 features; the tree was trained on 4");
         let e = DecisionTree::new(json!({"training": {"epochs": 3}})).train(&data, &mut TrainSpec::epochs(1)).unwrap_err();
         assert!(e.to_string().contains("training `epochs` does not apply"), "{e}");
         assert_eq!((winequality().count().unwrap(), diabetes().count().unwrap()), (1599, 441));

@@ -66,7 +66,7 @@ pub mod tch;
 mod testing;
 pub mod training;
 
-use crate::data::{DataError, Dataset, Element, Xy};
+use crate::data::{Batch as _, DataError, Dataset, Element, Xy};
 use crate::objects::{ObjectError, State};
 use std::fmt;
 
@@ -103,10 +103,18 @@ pub trait Model {
     fn predict_all(&self, xs: Vec<Self::X>) -> Result<Vec<Self::P>, ModelError> {
         xs.iter().map(|x| self.predict(x)).collect()
     }
+
+    /// The predictions for a batch of features, stacked as [`Dataset::batch`] gives them (what
+    /// [`eval`] calls); by default split and given to [`Model::predict_all`] (a framework model
+    /// takes the stacked batch as it is).
+    fn predict_batch(&self, xs: <Self::X as Element>::Batch) -> Result<Vec<Self::P>, ModelError> {
+        self.predict_all(xs.unstack()?)
+    }
 }
 
 /// Every element's prediction beside its target (DRYML's `eval`), ready for a metric. Runs
-/// now, a few hundred elements at a time; the result holds the predictions in memory.
+/// now, in batches of a few hundred elements (gathered at once from data held in arrays); the
+/// result holds the predictions in memory.
 pub fn eval<M: Model>(model: &M, data: &Dataset<Xy<M::X, M::Y>>) -> Result<Dataset<Xy<M::P, M::Y>>, ModelError>
 where
     M::Y: Sync,
@@ -114,23 +122,15 @@ where
 {
     const CHUNK: usize = 512;
     let mut out = Vec::new();
-    let mut pending: Vec<Xy<M::X, M::Y>> = Vec::with_capacity(CHUNK);
-    let flush = |pending: &mut Vec<Xy<M::X, M::Y>>, out: &mut Vec<Xy<M::P, M::Y>>| -> Result<(), ModelError> {
-        let (xs, ys): (Vec<M::X>, Vec<M::Y>) = pending.drain(..).map(|e| (e.x, e.y)).unzip();
-        let ps = model.predict_all(xs)?;
+    for b in data.batch(CHUNK, false)?.iter() {
+        let b = b?;
+        let ys = b.y.unstack()?;
+        let ps = model.predict_batch(b.x)?;
         if ps.len() != ys.len() {
             return Err(ModelError::Model(format!("{} predictions for {} elements", ps.len(), ys.len())));
         }
         out.extend(ps.into_iter().zip(ys).map(|(x, y)| Xy { x, y }));
-        Ok(())
-    };
-    for e in data.iter() {
-        pending.push(e?);
-        if pending.len() == CHUNK {
-            flush(&mut pending, &mut out)?;
-        }
     }
-    flush(&mut pending, &mut out)?;
     Ok(Dataset::from_vec(out))
 }
 

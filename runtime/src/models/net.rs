@@ -7,7 +7,7 @@ use super::callbacks::{tell, Callback, Control};
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Dataset, Element, Xy};
+use crate::data::{Dataset, Xy};
 use crate::objects::{ObjectError, State};
 use crate::Object;
 use serde_json::Value;
@@ -230,13 +230,13 @@ pub fn train<O: Object, N: Network>(
     Ok(())
 }
 
-/// Class scores for `xs`, by a trained network.
-pub fn predict<N: Network>(t: &Trained<N>, xs: Vec<Array1<f32>>) -> Result<Vec<Array1<f32>>, ModelError> {
+/// Class scores for the rows of `xs`, by a trained network.
+pub fn predict<N: Network>(t: &Trained<N>, xs: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
     let net = t.net.as_ref().ok_or(ModelError::NotTrained(N::NAME))?;
-    if xs.is_empty() {
+    if xs.nrows() == 0 {
         return Ok(Vec::new());
     }
-    net.scores(&Array1::<f32>::stack(xs)?)
+    net.scores(xs)
 }
 
 /// Declares a framework's network classifier (`$name`, of the framework's [`Network`] `$net`):
@@ -310,7 +310,14 @@ macro_rules! classifier {
             }
 
             fn predict_all(&self, xs: Vec<Self::X>) -> Result<Vec<Self::P>, crate::models::ModelError> {
-                crate::models::net::predict(&self.trained, xs)
+                if xs.is_empty() {
+                    return Ok(Vec::new());
+                }
+                self.predict_batch(crate::data::Element::stack(xs)?)
+            }
+
+            fn predict_batch(&self, xs: crate::data::ndarray::Array2<f32>) -> Result<Vec<Self::P>, crate::models::ModelError> {
+                crate::models::net::predict(&self.trained, &xs)
             }
         }
     };
