@@ -24,6 +24,16 @@ if ! compgen -G "$VENV/lib/python3*/site-packages/torch/lib/libtorch.so" >/dev/n
     "$VENV/bin/pip" install --quiet torch==2.13.0
 fi
 
+# The debugger's adapter: Debian's lldb-19 ships lldb-dap-19 (and lldb-server, and LLDB's Python
+# for Rust's value formatters). Installed with apt-get only when no lldb-dap is on the PATH.
+if [ -z "$(compgen -c lldb-dap || true)" ]; then
+    echo "==> installing lldb-19 (lldb-dap, for the JupyterLab debugger)"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get install -y -qq lldb-19 >/dev/null 2>&1 ||
+        { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq lldb-19 >/dev/null; } ||
+        echo "note: apt-get could not install lldb-19; the debugger's tests will say that lldb-dap is missing"
+fi
+
 bash "$ROOT/kernelspec/patch-deps.sh"
 echo "==> building dryml-kernel (release)"
 (cd "$ROOT" && cargo build --release --locked -p dryml-kernel)

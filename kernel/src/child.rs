@@ -72,9 +72,16 @@ pub fn setup_if_child() {
             eprintln!("{STARTUP_FAILED} {}: {e}", lib.to_string_lossy());
         }
     }
+    let parent = unsafe { libc::getppid() };
+    // The debugger's lldb-dap is the kernel's child too, so a sibling: where Yama lets only
+    // ancestors ptrace, this lets the kernel and what it starts attach, and no one else.
+    // (Without Yama the call fails, and nothing is needed.)
+    #[cfg(target_os = "linux")]
+    unsafe {
+        libc::prctl(libc::PR_SET_PTRACER, parent as libc::c_ulong, 0, 0, 0);
+    }
     // A kernel killed with SIGKILL cannot stop its child, which would go on running (a loop
     // following a Slurm job, say) with no one to see it: the child ends when it is orphaned.
-    let parent = unsafe { libc::getppid() };
     let _ = std::thread::Builder::new().name("dryml-orphan-watch".into()).spawn(move || loop {
         std::thread::sleep(std::time::Duration::from_millis(500));
         if unsafe { libc::getppid() } != parent {

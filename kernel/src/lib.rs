@@ -1,8 +1,10 @@
 //! The DRYML Rust kernel: the Jupyter protocol over ZeroMQ ([`protocol`]), the engine that
 //! runs cells ([`engine`]) through the evcxr session ([`session`]), the magic host ([`magic`]),
-//! memory and GPU measurement ([`measure`]), and what runs inside evcxr's child ([`child`]).
+//! memory and GPU measurement ([`measure`]), what runs inside evcxr's child ([`child`]), and
+//! the bridge from JupyterLab's debugger to lldb-dap ([`debug`]).
 
 pub mod child;
+pub mod debug;
 pub mod engine;
 pub mod history;
 pub mod install;

@@ -24,6 +24,8 @@ pub struct Kernel {
     history: Arc<Mutex<History>>,
     /// Locked by the worker thread only, so a running cell never blocks the other handlers.
     engine: Mutex<Slot>,
+    /// The JupyterLab debugger's bridge, served on the control channel while cells run.
+    debugger: Mutex<crate::debug::Debugger>,
 }
 
 impl Kernel {
@@ -36,8 +38,10 @@ impl Kernel {
                 History::in_memory()?
             }
         };
+        let state = Arc::new(CellState::default());
         Ok(Kernel {
-            state: Arc::new(CellState::default()),
+            debugger: Mutex::new(crate::debug::Debugger::new(state.clone())),
+            state,
             history: Arc::new(Mutex::new(history)),
             engine: Mutex::new(Slot::Waiting(scratch)),
         })
@@ -138,6 +142,10 @@ impl Handler for Kernel {
             Ok(h) => json!({"status": "ok", "history": h}),
             Err(e) => json!({"status": "error", "ename": "HistoryError", "evalue": format!("{e:#}"), "traceback": []}),
         }
+    }
+
+    fn debug(&self, request: &Value, events: crate::protocol::DebugEvents) -> Value {
+        self.debugger.lock().unwrap_or_else(PoisonError::into_inner).handle(request, events)
     }
 
     fn interrupt(&self) {

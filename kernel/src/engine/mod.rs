@@ -71,6 +71,7 @@ impl Engine {
             }
         }
         let run = self.run_cell(&req.code, io, count);
+        *self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = self.session.variables();
         self.state.requested.store(false, Ordering::SeqCst);
         self.state.early_interrupt.store(false, Ordering::SeqCst);
         let mut user_expressions = Map::new();

@@ -110,6 +110,9 @@ pub struct ExecuteOutcome {
 /// What the protocol asks of a kernel. Execute, complete and inspect run one at a time on the
 /// worker thread, in the order they arrived on shell; the rest are called from the socket tasks
 /// at once, even while a cell runs, so they must not wait for it.
+/// Publishes a DAP event as a `debug_event` on iopub.
+pub type DebugEvents = std::sync::Arc<dyn Fn(Value) + Send + Sync>;
+
 pub trait Handler: Send + Sync + 'static {
     /// Called once on the worker thread before any request: slow start-up goes here, while the
     /// sockets already answer `kernel_info`.
@@ -133,6 +136,13 @@ pub trait Handler: Send + Sync + 'static {
     fn is_complete(&self, code: &str) -> Value;
     /// The `history_reply` content for a `history_request`'s content.
     fn history(&self, request: &Value) -> Value;
+    /// A `debug_request`'s DAP request: its DAP response (the `debug_reply`). `events`
+    /// publishes `debug_event`s on iopub, now or later, from any thread. By default there is
+    /// no debugger: a failed response that says so.
+    fn debug(&self, request: &Value, events: DebugEvents) -> Value {
+        let _ = events;
+        json!({"type": "response", "seq": 0, "request_seq": request["seq"], "command": request["command"], "success": false, "message": "this kernel has no debugger"})
+    }
     /// Stop the running cell, if any.
     fn interrupt(&self);
     /// The kernel is about to exit (after the reply and the final idle have left).

@@ -1,6 +1,7 @@
 //! The shell and control sockets (both ROUTERs, served by the same code): each message is
 //! verified before use, requests that run user code are queued for the worker, the rest
-//! (kernel_info, is_complete, history, comms, interrupt, shutdown) are answered at once.
+//! (kernel_info, is_complete, history, comms, debug requests, interrupt, shutdown) are answered
+//! at once.
 
 use super::outbox::Outbox;
 use super::wire::{Message, Signer};
@@ -44,6 +45,12 @@ impl<H: Handler> Dispatch<H> {
                 guarded(|| h.is_complete(msg.content["code"].as_str().unwrap_or("")), |e| e.reply())
             }),
             "history_request" => self.out.answer(&msg, || guarded(|| h.history(&msg.content), |e| e.reply())),
+            "debug_request" => {
+                let (out, parent) = (self.out.clone(), msg.clone());
+                let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, "debug_event", e));
+                let failed = |e: super::ErrorContent| json!({"type": "response", "seq": 0, "request_seq": msg.content["seq"], "command": msg.content["command"], "success": false, "message": e.evalue});
+                self.out.answer(&msg, || guarded(|| h.debug(&msg.content, events), failed));
+            }
             "comm_info_request" => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
             "comm_open" => {
                 // No comm targets: close it at once, as ipykernel does for unknown targets.

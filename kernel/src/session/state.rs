@@ -37,6 +37,9 @@ pub struct CellState {
     pub early_interrupt: AtomicBool,
     /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: AtomicBool,
+    /// The notebook's variables and their types as the last cell left them (the debugger's
+    /// Variables panel reads them while a cell may run).
+    pub variables: Mutex<std::collections::BTreeMap<String, String>>,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
     pub signalled: AtomicBool,
     /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.

@@ -150,6 +150,11 @@ impl Frontend {
         self.expect(Recv::Iopub)
     }
 
+    /// The next iopub message within `wait` (a real kernel's first cell builds for a while).
+    pub fn recv_iopub_within(&mut self, wait: Duration) -> Message {
+        self.recv_on(Recv::Iopub, wait).unwrap_or_else(|| panic!("nothing on iopub within {wait:?}"))
+    }
+
     pub fn recv_shell(&mut self) -> Message {
         self.expect(Recv::Shell)
     }
