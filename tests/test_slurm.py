@@ -374,6 +374,46 @@ def test_the_timed_out_cell_ends_as_sandbox_timed_out(kernel):
     assert got == '(Timeout, "TimeLimit")', got
 
 
+def test_a_training_requeued_by_slurm_resumes_from_its_checkpoint(cluster, tmp_path):
+    # A kernel of its own: its first cell names candle and linfa, so dryml is built with them
+    # (the module's kernel built dryml without frameworks).
+    d, conf = cluster
+    ckpt = tmp_path / "model.dryml"
+    with running_kernel(kernel_env(cluster)) as k:
+        ok(k, "use dryml::models::candle::CandleClassifier;\nlet _ = dryml::models::linfa::iris();", timeout=1200)
+        # Two milliseconds an element: about 0.2 s an epoch, 6 s for all 30. A checkpoint after
+        # every epoch; a run that finds one resumes from it.
+        msgs = ok(k, f"""%%compute --on slurm --detach
+use dryml::models::{{Model, TrainSpec}};
+let path = "{ckpt}";
+let data = dryml::models::linfa::iris().shuffle(150, 1).take(100).map(|e| {{ std::thread::sleep(std::time::Duration::from_millis(2)); e }});
+let resumed = std::path::Path::new(path).exists();
+let mut obj: Box<dyn dryml::Object> = if resumed {{
+    dryml::load_object(path).unwrap()
+}} else {{
+    Box::new(CandleClassifier::new(dryml::serde_json::json!({{
+        "layers": [{{"linear": 16}}, "relu", {{"linear": 3}}],
+        "training": {{"epochs": 30, "batch_size": 16, "seed": 4}}
+    }})))
+}};
+let m = obj.downcast_mut::<CandleClassifier>().unwrap();
+let from = m.train_spec().epoch;
+m.checkpoint_to(path);
+let mut spec = m.train_spec();
+m.train(&data, &mut spec).unwrap();
+format!("resumed {{resumed}} from epoch {{from}}: {{}} epochs, {{}} steps", spec.epoch, spec.step)""", timeout=600)
+        job = submitted(msgs)
+        deadline = time.time() + 120
+        while not ckpt.exists():
+            assert time.time() < deadline, "the job saved no checkpoint"
+            time.sleep(0.1)
+        time.sleep(1)
+        subprocess.run(["scontrol", "requeue", str(job)], env={**os.environ, "SLURM_CONF": conf}, check=True)
+        shown = [x.get("text/plain", "") for x in displays(ok(k, f"%jobs wait {job}", timeout=600))]
+        # 100 elements in batches of 16: 7 steps an epoch, 210 in all, as without the requeue.
+        assert any(re.fullmatch(r'"resumed true from epoch [1-9]\d*: 30 epochs, 210 steps"', x) for x in shown), shown
+
+
 def test_a_node_failure_is_named(kernel):
     # Last: taking the node down fails (or requeues) whatever else runs on it.
     # A node that goes down under a job that may not be requeued.
