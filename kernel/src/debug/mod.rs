@@ -2,6 +2,13 @@
 //! are Jupyter's own (`debugInfo`, `dumpCell`, `inspectVariables`, ...) are answered here; the
 //! rest go to [`adapter`] (lldb-dap) attached to evcxr's child, the process that runs cells,
 //! and its events come back as `debug_event`s on iopub.
+//!
+//! The panel names a cell by its own file (prefix, murmur2 of the code, `.rs`) and its lines;
+//! evcxr builds every cell from one `src/lib.rs`, the cell's lines among generated ones. While
+//! attached, cells build with debug info, and as each one's library is about to load the
+//! session tells [`Debugger::cell_built`] where its lines went: its breakpoints are set there
+//! (binding as it loads) and lifted when it ends, and the frames of its code are told back in
+//! the cell's file and lines.
 
 pub mod adapter;
 pub mod murmur2;
@@ -41,7 +48,30 @@ pub struct Debugger {
     attached: bool,
     /// Each source's breakpoints as the panel last set them.
     breakpoints: BTreeMap<String, Value>,
+    /// The last cell built while attached.
+    loaded: Option<Loaded>,
     shared: Arc<Shared>,
+}
+
+/// Where a cell's lines went: the source its library was built from (evcxr's `lib.rs`) and,
+/// for each of its lines, the cell's line it holds (0: generated code).
+struct Loaded {
+    cell: String,
+    lib: String,
+    lines: Vec<usize>,
+}
+
+impl Loaded {
+    /// The source's first line that holds the cell's line `line`.
+    fn lib_line(&self, line: u64) -> Option<usize> {
+        self.lines.iter().position(|&l| l as u64 == line).map(|i| i + 1)
+    }
+
+    /// The cell's line a source line holds (generated code: the cell's line before it).
+    fn cell_line(&self, lib_line: u64) -> Option<usize> {
+        let upto = (lib_line as usize).min(self.lines.len());
+        self.lines[..upto].iter().rev().find(|&&l| l > 0).copied()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -52,7 +82,53 @@ impl Debugger {
     /// A debugger, not started, that writes cells under `<tmp>/dryml_debug_<pid>/`.
     pub fn new(state: Arc<CellState>) -> Debugger {
         let prefix = std::env::temp_dir().join(format!("dryml_debug_{}", std::process::id()));
-        Debugger { state, prefix, adapter: None, attached: false, breakpoints: BTreeMap::new(), shared: Arc::default() }
+        Debugger { state, prefix, adapter: None, attached: false, breakpoints: BTreeMap::new(), loaded: None, shared: Arc::default() }
+    }
+
+    /// A cell's library was built (while attached) and is about to load: its breakpoints are
+    /// put where its lines went, to bind as it loads.
+    pub fn cell_built(&mut self, code: &str, lib: &Path, lines: &[usize]) {
+        let cell = self.cell_path(code).to_string_lossy().into_owned();
+        self.loaded = Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec() });
+        let bps = self.breakpoints.get(&cell).cloned().unwrap_or(json!([]));
+        if let Err(e) = self.push_breakpoints(&bps) {
+            tracing::warn!("the cell's breakpoints were not set: {e}");
+        }
+    }
+
+    /// The cell has ended: its breakpoints are lifted from the source every cell is built
+    /// from, so the hidden cells the kernel runs next (built from it too) cannot stop on them.
+    pub fn cell_ended(&mut self) {
+        if let (Some(a), Some(l)) = (self.adapter.as_ref().filter(|_| self.attached), self.loaded.take()) {
+            if let Err(e) = a.request("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": []})), ANSWER) {
+                tracing::warn!("the cell's breakpoints were not lifted: {e}");
+            }
+        }
+    }
+
+    /// Sets `bps` (the panel's, on the loaded cell's lines) on the loaded cell's source; the
+    /// panel's lines with what lldb-dap made of each.
+    fn push_breakpoints(&self, bps: &Value) -> Result<Value, String> {
+        let (Some(a), Some(l)) = (self.adapter.as_ref().filter(|_| self.attached), &self.loaded) else {
+            return Err("not attached".into());
+        };
+        let wanted: Vec<(u64, Option<usize>)> = bps.as_array().into_iter().flatten().filter_map(|b| b["line"].as_u64()).map(|line| (line, l.lib_line(line))).collect();
+        let lib_bps: Vec<Value> = wanted.iter().filter_map(|(_, at)| *at).map(|at| json!({"line": at})).collect();
+        let set = body_of(a.request("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": lib_bps})), ANSWER)?)?;
+        let mut answers = set["breakpoints"].as_array().cloned().unwrap_or_default().into_iter();
+        let out: Vec<Value> = wanted
+            .iter()
+            .map(|(line, at)| match at {
+                Some(_) => {
+                    let mut b = answers.next().unwrap_or(json!({"verified": false}));
+                    b["line"] = json!(line);
+                    b["source"] = json!({"path": l.cell});
+                    b
+                }
+                None => json!({"verified": false, "line": line, "message": "no code on this line"}),
+            })
+            .collect();
+        Ok(json!({"breakpoints": out}))
     }
 
     /// The file the panel names a cell of this code by: prefix, murmur2 of its UTF-8, suffix.
@@ -85,6 +161,8 @@ impl Debugger {
             "attach" => self.attach(),
             "setBreakpoints" => self.set_breakpoints(args),
             "disconnect" => Ok(self.disconnect()),
+            "stackTrace" if self.started() => return self.stack_trace(req),
+            "scopes" if self.started() => return self.locals_only(req),
             _ if self.started() => return self.forward(req),
             _ => Err(format!("the debugger is not started: `{command}` needs it (turn it on with the bug icon)")),
         };
@@ -167,17 +245,58 @@ impl Debugger {
             }
         }
         self.attached = true;
+        self.state.debugging.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(json!({}))
+    }
+
+    /// The stack, its frames in the running cell's library pointed at the cell's own file and
+    /// lines.
+    fn stack_trace(&self, req: &Value) -> Value {
+        let mut r = self.forward(req);
+        if let (Some(l), Some(frames)) = (&self.loaded, r["body"]["stackFrames"].as_array_mut()) {
+            for f in frames.iter_mut().filter(|f| f["source"]["path"] == json!(l.lib)) {
+                if let Some(line) = f["line"].as_u64().and_then(|n| l.cell_line(n)) {
+                    f["line"] = json!(line);
+                    f["source"] = json!({"path": l.cell, "name": Path::new(&l.cell).file_name().map(|n| n.to_string_lossy().into_owned())});
+                }
+            }
+        }
+        r
+    }
+
+    /// The frame's scopes, Locals only: the panel fetches every scope it is given, and a
+    /// process's globals and registers are many and slow.
+    fn locals_only(&self, req: &Value) -> Value {
+        let mut r = self.forward(req);
+        if let Some(scopes) = r["body"]["scopes"].as_array_mut() {
+            scopes.retain(|s| s["presentationHint"] == "locals" || s["name"] == "Locals");
+        }
+        r
     }
 
     fn set_breakpoints(&mut self, args: &Value) -> Result<Value, String> {
         let path = args["source"]["path"].as_str().ok_or("setBreakpoints: `arguments.source.path` must name the cell's file")?;
         let bps = args.get("breakpoints").cloned().unwrap_or(json!([]));
         self.breakpoints.insert(path.to_string(), bps.clone());
-        match &self.adapter {
-            Some(a) if self.attached => body_of(a.request("setBreakpoints", Some(args), ANSWER)?),
-            // Kept until the debugger starts.
-            _ => Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"]})).collect::<Vec<_>>()})),
+        if self.started() && self.loaded.as_ref().is_some_and(|l| l.cell == path) {
+            return self.push_breakpoints(&bps);
+        }
+        // Kept until the cell is built while the debugger is on.
+        Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"]})).collect::<Vec<_>>()}))
+    }
+
+    /// An interrupt came: a cell stopped in the debugger cannot take a signal, so the debugger
+    /// lets go of it (the panel hears that it goes on) and the interrupt then reaches it as
+    /// any cell's does. The debugging session ends with it.
+    pub fn interrupted(&mut self) {
+        if !self.started() || lock(&self.shared.stopped).is_empty() {
+            return;
+        }
+        let events = lock(&self.shared.events).clone();
+        self.disconnect();
+        if let Some(events) = events {
+            events(json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": 0, "allThreadsContinued": true}}));
+            events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
         }
     }
 
@@ -189,6 +308,8 @@ impl Debugger {
             }
         }
         self.attached = false;
+        self.loaded = None;
+        self.state.debugging.store(false, std::sync::atomic::Ordering::SeqCst);
         lock(&self.shared.stopped).clear();
         *lock(&self.shared.events) = None;
         json!({})

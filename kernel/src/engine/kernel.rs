@@ -25,7 +25,7 @@ pub struct Kernel {
     /// Locked by the worker thread only, so a running cell never blocks the other handlers.
     engine: Mutex<Slot>,
     /// The JupyterLab debugger's bridge, served on the control channel while cells run.
-    debugger: Mutex<crate::debug::Debugger>,
+    debugger: Arc<Mutex<crate::debug::Debugger>>,
 }
 
 impl Kernel {
@@ -39,8 +39,10 @@ impl Kernel {
             }
         };
         let state = Arc::new(CellState::default());
+        let debugger = Arc::new(Mutex::new(crate::debug::Debugger::new(state.clone())));
+        let _ = state.debug_hook.set(Box::new(DebugHook(debugger.clone())));
         Ok(Kernel {
-            debugger: Mutex::new(crate::debug::Debugger::new(state.clone())),
+            debugger,
             state,
             history: Arc::new(Mutex::new(history)),
             engine: Mutex::new(Slot::Waiting(scratch)),
@@ -149,6 +151,7 @@ impl Handler for Kernel {
     }
 
     fn interrupt(&self) {
+        self.debugger.lock().unwrap_or_else(PoisonError::into_inner).interrupted();
         crate::session::interrupt::interrupt(&self.state);
     }
 
@@ -157,6 +160,18 @@ impl Handler for Kernel {
         if pid > 0 {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
+    }
+}
+
+/// The debugger, as the session's cells reach it.
+struct DebugHook(Arc<Mutex<crate::debug::Debugger>>);
+
+impl crate::session::state::CellDebugHook for DebugHook {
+    fn built(&self, code: &str, lib: &std::path::Path, lines: &[usize]) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_built(code, lib, lines);
+    }
+    fn ended(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_ended();
     }
 }
 

@@ -18,6 +18,9 @@ use crate::child::FLUSHER_CELL;
 use dryml::__kernel::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use crate::protocol::{ErrorContent, Io};
 use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
+
+/// evcxr's build env (our patch) that builds the cell crate for the debugger.
+const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -44,6 +47,8 @@ pub struct Session {
     replaced: bool,
     /// The child has no stdout flusher yet; it rides along with the next user cell.
     flusher_pending: bool,
+    /// Cells are built for the debugger (evcxr's `EVCXR_DEBUG_CELLS` build env is 1).
+    debug_builds: bool,
     /// The start-up library every child loads (the flusher), if there is one.
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
@@ -163,6 +168,7 @@ impl Session {
             setup_pid: 0,
             replaced: false,
             flusher_pending: startup_lib.is_none(),
+            debug_builds: false,
             startup_lib,
             dryml_added: false,
             frameworks: deps::Frameworks::default(),
@@ -408,7 +414,22 @@ impl Session {
         }
         let prefix_lines = full.matches('\n').count();
         full.push_str(code);
+        let cell = code.to_string();
         let code = full;
+        // While the debugger is attached, the cell crate is built with debug info (evcxr's
+        // wrapper, the cell crate only), and the hook hears where the cell's lines went.
+        let debugging = self.state.debugging.load(Ordering::SeqCst);
+        if debugging != self.debug_builds {
+            self.ctx.set_build_env(DEBUG_CELLS_ENV, if debugging { "1" } else { "0" });
+            self.debug_builds = debugging;
+        }
+        let state_for_hook = self.state.clone();
+        let before_run = move |lib: &std::path::Path, lines: &[usize]| {
+            if let Some(hook) = state_for_hook.debug_hook.get() {
+                let cell_lines: Vec<usize> = lines.iter().map(|&l| if l > prefix_lines { l - prefix_lines } else { 0 }).collect();
+                hook.built(&cell, lib, &cell_lines);
+            }
+        };
         self.drain_syncs();
         self.state.begin_cell();
         if self.state.interrupted.load(Ordering::SeqCst) {
@@ -426,8 +447,12 @@ impl Session {
                 state.awaiting_input.store(false, Ordering::SeqCst);
                 line
             },
+            before_run: debugging.then_some(&before_run as &dyn Fn(&std::path::Path, &[usize])),
         };
         let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
+            hook.ended();
+        }
         self.state.end_cell();
         self.clean_killed_build();
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));

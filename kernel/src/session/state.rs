@@ -37,6 +37,10 @@ pub struct CellState {
     pub early_interrupt: AtomicBool,
     /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: AtomicBool,
+    /// The debugger is attached: cells are built for it, and `debug_hook` (set by the kernel)
+    /// hears of each user cell's build and end.
+    pub debugging: AtomicBool,
+    pub debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
     /// The notebook's variables and their types as the last cell left them (the debugger's
     /// Variables panel reads them while a cell may run).
     pub variables: Mutex<std::collections::BTreeMap<String, String>>,
@@ -149,4 +153,13 @@ impl CellState {
         self.cell_seq.fetch_add(1, Ordering::SeqCst);
         self.running.store(true, Ordering::SeqCst);
     }
+}
+
+/// What the debugger hears of a user cell while it is attached.
+pub trait CellDebugHook: Send + Sync {
+    /// Its library is built and about to load: its code, the source it was built from and,
+    /// for each line of that source, the cell's line it holds (0: none).
+    fn built(&self, code: &str, lib: &std::path::Path, lines: &[usize]);
+    /// It has ended (the hidden cells the kernel runs next must not stop on its breakpoints).
+    fn ended(&self);
 }

@@ -16,6 +16,8 @@ struct RealKernel {
     child: Child,
     _dir: tempfile::TempDir,
     seq: i64,
+    /// The `debug_event`s read so far, in order.
+    events: Vec<Value>,
 }
 
 impl RealKernel {
@@ -38,7 +40,7 @@ impl RealKernel {
             assert!(t0.elapsed() < Duration::from_secs(30), "the kernel did not bind its sockets");
             std::thread::sleep(Duration::from_millis(50));
         }
-        RealKernel { f: Frontend::connect(&info), child, _dir: dir, seq: 0 }
+        RealKernel { f: Frontend::connect(&info), child, _dir: dir, seq: 0, events: Vec::new() }
     }
 
     /// Runs a cell; its `execute_result` text (or stdout), and whether it went well.
@@ -47,8 +49,11 @@ impl RealKernel {
         let mut text = String::new();
         loop {
             let m = self.f.recv_iopub_within(FIRST_CELL);
+            if m.msg_type() == "debug_event" {
+                self.events.push(m.content.clone());
+            }
             if parent_id(&m) != id {
-                continue; // debug events under the latest debug request
+                continue;
             }
             match m.msg_type() {
                 "execute_result" => text.push_str(m.content["data"]["text/plain"].as_str().unwrap_or("")),
@@ -69,6 +74,9 @@ impl RealKernel {
         let reply = self.f.recv_control_reply(&id, "debug_reply");
         while states.last().map(String::as_str) != Some("idle") {
             let m = self.f.recv_iopub();
+            if m.msg_type() == "debug_event" {
+                self.events.push(m.content.clone());
+            }
             if parent_id(&m) == id && m.msg_type() == "status" {
                 states.push(m.content["execution_state"].as_str().unwrap().to_string());
             }
@@ -76,6 +84,23 @@ impl RealKernel {
         assert_eq!(states, ["busy", "idle"], "{command}: the panel waits for the idle");
         assert_eq!((reply["request_seq"].clone(), reply["command"].clone()), (json!(self.seq), json!(command)), "{reply}");
         reply
+    }
+
+    /// The next `event` lldb-dap sends (one already read counts), skipping other iopub
+    /// messages (a running cell's).
+    fn wait_event(&mut self, event: &str) -> Value {
+        if let Some(i) = self.events.iter().position(|e| e["event"] == event) {
+            return self.events.remove(i);
+        }
+        loop {
+            let m = self.f.recv_iopub_within(FIRST_CELL);
+            if m.msg_type() == "debug_event" {
+                if m.content["event"] == event {
+                    return m.content;
+                }
+                self.events.push(m.content);
+            }
+        }
     }
 
     /// Reads what iopub still holds (lldb-dap's late events), so the frontend ends drained.
@@ -137,5 +162,95 @@ fn the_panel_inspects_dumps_attaches_and_detaches_while_cells_run_and_keep_their
     assert_eq!(bye["success"], true, "{bye}");
     let (text, _) = k.run("format!(\"{} {:?}\", y, v)");
     assert_eq!(text, "\"6 [1.5, 2.5]\"", "the variables outlive the debugging session");
+    k.drain();
+}
+
+#[test]
+fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and_continues() {
+    let mut k = RealKernel::start();
+    let (_, reply) = k.run("let greeting = String::from(\"hi\");");
+    assert_eq!(reply["status"], "ok", "{reply}");
+    assert_eq!(k.debug("initialize", json!({"clientID": "jupyterlab", "adapterID": "dryml-rust", "pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true}))["success"], true);
+    assert_eq!(k.debug("attach", json!({}))["success"], true);
+
+    // The panel: the cell's file, a breakpoint in its gutter on line 3, then the cell runs.
+    let code = "let x = 5;\nlet v = vec![1.5f32, 2.5];\nlet y = x + 1;\nlet z = y * 2;\nz";
+    let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
+    let set = k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 3}], "sourceModified": false}));
+    assert_eq!(set["body"]["breakpoints"][0]["line"], 3, "{set}");
+    let id = k.f.send_execute_request(code);
+    let stopped = k.wait_event("stopped");
+    assert_eq!(stopped["body"]["reason"], "breakpoint", "{stopped}");
+    let tid = stopped["body"]["threadId"].clone();
+
+    // Where it stopped: the cell's own file and line, in the cell's function.
+    let trace = k.debug("stackTrace", json!({"threadId": tid}));
+    let top = trace["body"]["stackFrames"][0].clone();
+    assert_eq!((top["source"]["path"].as_str(), top["line"].as_u64()), (Some(path.as_str()), Some(3)), "{trace}");
+    assert!(top["name"].as_str().unwrap().contains("run_user_code"), "{top}");
+    let scopes = k.debug("scopes", json!({"frameId": top["id"]}))["body"]["scopes"].clone();
+    assert_eq!(scopes.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(), ["Locals"]);
+    let locals = k.debug("variables", json!({"variablesReference": scopes[0]["variablesReference"]}))["body"]["variables"].clone();
+    let local = |name: &str| locals.as_array().unwrap().iter().find(|v| v["name"] == name).cloned().unwrap_or_else(|| panic!("no local {name}: {locals}"));
+    assert_eq!(local("x")["value"], "5");
+    let v = local("v");
+    // LLDB names Rust types in its C-like way (`alloc::vec::Vec<float, ...>`).
+    assert!(v["type"].as_str().unwrap().contains("Vec<") && v["value"] == "size=2", "{v}");
+    let items = k.debug("variables", json!({"variablesReference": v["variablesReference"]}))["body"]["variables"].clone();
+    let values: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["value"].as_str().unwrap()).collect();
+    assert_eq!(values, ["1.5", "2.5"], "the Vec's elements, through Rust's formatters: {items}");
+
+    // A step to line 4, then on to the end.
+    assert_eq!(k.debug("next", json!({"threadId": tid}))["success"], true);
+    let stepped = k.wait_event("stopped");
+    let trace = k.debug("stackTrace", json!({"threadId": stepped["body"]["threadId"]}));
+    assert_eq!(trace["body"]["stackFrames"][0]["line"], 4, "{trace}");
+    assert_eq!(k.debug("continue", json!({"threadId": tid}))["success"], true);
+    let mut text = String::new();
+    loop {
+        let m = k.f.recv_iopub_within(FIRST_CELL);
+        if m.msg_type() == "debug_event" {
+            k.events.push(m.content.clone());
+        }
+        if parent_id(&m) == id && m.msg_type() == "execute_result" {
+            text = m.content["data"]["text/plain"].as_str().unwrap().to_string();
+        }
+        if parent_id(&m) == id && m.msg_type() == "status" && m.content["execution_state"] == "idle" {
+            break;
+        }
+    }
+    assert_eq!(k.f.recv_shell_execute_reply(&id)["status"], "ok");
+    assert_eq!(text, "12");
+
+    // Interrupted while stopped: the debugger lets go, and the cell ends.
+    let code = "let w = x * 100;\nlet w2 = w + 1;\nw2";
+    let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
+    k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 2}]}));
+    let id = k.f.send_execute_request(code);
+    k.wait_event("stopped");
+    let int = k.f.send(Sock::Control, "interrupt_request", json!({}));
+    let reply = loop {
+        let m = k.f.recv_iopub_within(FIRST_CELL);
+        if m.msg_type() == "debug_event" {
+            k.events.push(m.content.clone());
+        }
+        if parent_id(&m) == id && m.msg_type() == "status" && m.content["execution_state"] == "idle" {
+            break k.f.recv_shell_execute_reply(&id);
+        }
+    };
+    assert!(reply["status"] == "ok" || reply["ename"] == "KeyboardInterrupt", "the cell ended: {reply}");
+    let _ = k.f.recv_control_reply(&int, "interrupt_reply");
+    while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500)))) {
+        assert!(parent_id(&m) == int || m.msg_type() == "debug_event", "{:?}", m.content);
+        if m.msg_type() == "debug_event" {
+            k.events.push(m.content.clone());
+        }
+    }
+    assert!(k.events.iter().any(|e| e["event"] == "terminated"), "the panel hears that the session ended");
+    assert_eq!(k.debug("debugInfo", json!({}))["body"]["isStarted"], false);
+    // The panel may still say goodbye.
+    assert_eq!(k.debug("disconnect", json!({"restart": false, "terminateDebuggee": false}))["success"], true);
+    let (text, reply) = k.run("format!(\"{} {}\", x + z, greeting)");
+    assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "\"17 hi\""), "the variables, kept: {reply}");
     k.drain();
 }
