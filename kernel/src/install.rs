@@ -55,9 +55,12 @@ pub fn kernel_json() -> Result<String> {
     let runtime = crate::paths::runtime();
     let runtime = runtime.canonicalize().unwrap_or(runtime);
     let json_str = |p: &std::path::Path| serde_json::to_string(&p.to_string_lossy()).unwrap();
+    // JupyterLab's bug icon is on for a kernelspec that says so: where lldb-dap is found.
+    let debugger = crate::debug::adapter::find().is_some();
     Ok(TEMPLATE
         .replace("\"@KERNEL_BIN@\"", &json_str(&exe))
-        .replace("\"@RUNTIME_PATH@\"", &json_str(&runtime)))
+        .replace("\"@RUNTIME_PATH@\"", &json_str(&runtime))
+        .replace("\"@DEBUGGER@\"", if debugger { "true" } else { "false" }))
 }
 
 pub fn install(place: &Place) -> Result<PathBuf> {

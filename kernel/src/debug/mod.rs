@@ -125,7 +125,7 @@ impl Debugger {
                     b["source"] = json!({"path": l.cell});
                     b
                 }
-                None => json!({"verified": false, "line": line, "message": "no code on this line"}),
+                None => json!({"verified": false, "line": line, "source": {"path": l.cell}, "message": "no code on this line"}),
             })
             .collect();
         Ok(json!({"breakpoints": out}))
@@ -250,9 +250,14 @@ impl Debugger {
     }
 
     /// The stack, its frames in the running cell's library pointed at the cell's own file and
-    /// lines.
+    /// lines; frames with no source (the C library's) are left out, as the panel needs one.
     fn stack_trace(&self, req: &Value) -> Value {
         let mut r = self.forward(req);
+        if let Some(frames) = r["body"]["stackFrames"].as_array_mut() {
+            frames.retain(|f| f["source"]["path"].is_string());
+            let n = frames.len();
+            r["body"]["totalFrames"] = json!(n);
+        }
         if let (Some(l), Some(frames)) = (&self.loaded, r["body"]["stackFrames"].as_array_mut()) {
             for f in frames.iter_mut().filter(|f| f["source"]["path"] == json!(l.lib)) {
                 if let Some(line) = f["line"].as_u64().and_then(|n| l.cell_line(n)) {
@@ -282,7 +287,7 @@ impl Debugger {
             return self.push_breakpoints(&bps);
         }
         // Kept until the cell is built while the debugger is on.
-        Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"]})).collect::<Vec<_>>()}))
+        Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"], "source": {"path": path}})).collect::<Vec<_>>()}))
     }
 
     /// An interrupt came: a cell stopped in the debugger cannot take a signal, so the debugger

@@ -36,7 +36,7 @@ fn jupyter_requests_are_answered_here_without_a_debugger() {
 
     // Breakpoints set before the debugger starts are kept and listed.
     let set = d.handle(&request(3, "setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 2}]})), events.clone());
-    assert_eq!(set["body"]["breakpoints"], json!([{"verified": false, "line": 2}]));
+    assert_eq!(set["body"]["breakpoints"], json!([{"verified": false, "line": 2, "source": {"path": path}}]));
     let info = d.handle(&request(4, "debugInfo", json!({})), events.clone());
     assert_eq!(info["body"]["breakpoints"], json!([{"source": path, "breakpoints": [{"line": 2}]}]));
 

@@ -88,6 +88,8 @@ impl Handler for Kernel {
     }
 
     fn kernel_info(&self) -> Value {
+        static DEBUGGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let debugger = *DEBUGGER.get_or_init(|| crate::debug::adapter::find().is_some());
         json!({
             "status": "ok",
             "protocol_version": PROTOCOL_VERSION,
@@ -107,8 +109,9 @@ impl Handler for Kernel {
                 {"text": "Rust standard library", "url": "https://doc.rust-lang.org/std/"},
                 {"text": "evcxr commands", "url": "https://github.com/evcxr/evcxr/blob/main/COMMON.md"},
             ],
-            "debugger": false,
-            "supported_features": [],
+            // Protocol 5.5 says it in supported_features; older front ends read `debugger`.
+            "debugger": debugger,
+            "supported_features": if debugger { json!(["debugger"]) } else { json!([]) },
         })
     }
 

@@ -1,0 +1,112 @@
+// JupyterLab's debugger on a DRYML Rust notebook, as a user works it: the bug icon, a
+// breakpoint clicked in a cell's gutter, the cell run and stopped there, the Variables panel
+// showing its locals, the Callstack showing the cell, Continue, the cell's output. A screenshot
+// of the stopped notebook is kept (debugger.png).
+import { describe, it, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { startLab, startBrowser, ARTIFACTS } from './lab.mjs';
+
+let lab;
+let browser;
+let page;
+const consoleLog = [];
+
+async function lastCell() {
+  const cells = page.locator('.jp-Notebook .jp-Cell');
+  return cells.nth((await cells.count()) - 1);
+}
+
+const prompt = async (cell) => ((await cell.locator('.jp-InputArea-prompt').textContent()) || '').trim();
+
+async function waitDone(cell, timeout = 120_000) {
+  const until = Date.now() + timeout;
+  while (Date.now() < until) {
+    if (/^\[\d+\]:$/.test(await prompt(cell))) return;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`the cell did not finish within ${timeout / 1000} s (prompt ${await prompt(cell)})`);
+}
+
+async function type(code) {
+  const cell = await lastCell();
+  await cell.locator('.cm-content').click();
+  await page.keyboard.insertText(code);
+  return cell;
+}
+
+async function run(code, { wait = true, timeout } = {}) {
+  const cell = await type(code);
+  await page.keyboard.press('Shift+Enter');
+  if (wait) await waitDone(cell, timeout);
+  return cell;
+}
+
+const outputText = async (cell) =>
+  (await cell.locator('.jp-OutputArea-output').allInnerTexts()).map((t) => t.trim()).join('\n');
+
+describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
+  before(async () => {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    lab = await startLab();
+    browser = await startBrowser();
+    page = browser.context.pages()[0] || (await browser.context.newPage());
+    page.on('console', (m) => consoleLog.push(`${m.type()}: ${m.text()}`));
+  });
+
+  after(async () => {
+    if (page) await page.screenshot({ path: join(ARTIFACTS, 'debugger-last.png') }).catch(() => {});
+    await browser?.stop();
+    await lab?.stop();
+  });
+
+  it('stops a cell on a breakpoint clicked in its gutter, shows its locals and stack, and continues', async () => {
+    await page.goto(lab.url('/lab?reset'));
+    await page.locator('.jp-LauncherCard[data-category="Notebook"][title="DRYML Rust"]').click({ timeout: 60_000 });
+    await page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first().waitFor();
+    await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout: 600_000 });
+    await run('let base = 1;', { timeout: 600_000 });
+
+    // The bug icon is on for this kernel: click it, and the debugger's sidebar opens.
+    const bug = page.locator('.jp-NotebookPanel-toolbar .jp-DebuggerBugButton');
+    await bug.waitFor({ timeout: 60_000 });
+    assert.equal(await bug.locator('button, [aria-pressed]').first().getAttribute('aria-disabled').catch(() => null) === 'true', false, 'the bug icon is enabled');
+    await bug.click();
+    await page.locator('#jp-debugger-sidebar').waitFor({ state: 'attached', timeout: 60_000 });
+    await page.locator('.lm-TabBar-tab[data-id="jp-debugger-sidebar"]').click();
+    await page.locator('#jp-debugger-sidebar').waitFor({ timeout: 30_000 });
+
+    // A breakpoint on line 3, clicked in the gutter, then the cell runs.
+    const cell = await type('let x = 5;\nlet v = vec![1.5f32, 2.5];\nlet y = x + 1;\ny');
+    const line3 = await cell.locator('.cm-line').nth(2).boundingBox();
+    const gutter = await cell.locator('div.cm-gutter.cm-breakpoint-gutter').boundingBox();
+    await page.mouse.click(gutter.x + gutter.width / 2, line3.y + line3.height / 2);
+    await cell.locator('.cm-breakpoint-gutter .cm-gutterElement span, .cm-breakpoint-gutter .cm-gutterElement .jp-DebuggerEditor-marker').first().waitFor({ timeout: 30_000 }).catch(() => {});
+    await page.keyboard.press('Shift+Enter');
+
+    // Stopped there: the locals in the Variables panel, the cell in the Callstack.
+    const sidebar = page.locator('#jp-debugger-sidebar');
+    await page.locator('.jp-DebuggerBugButton').first().waitFor();
+    // Each local's name, then its value (or its type, for one that opens).
+    const until = Date.now() + 300_000;
+    while (!/\nx\n5\n/.test(await sidebar.innerText())) {
+      assert.ok(Date.now() < until, `no x = 5 in the Variables panel: ${await sidebar.innerText()}`);
+      await page.waitForTimeout(200);
+    }
+    assert.match(await sidebar.innerText(), /\nv\nalloc::vec::Vec</);
+    const frame = page.locator('.jp-DebuggerCallstackFrame-name', { hasText: 'run_user_code' });
+    await frame.first().waitFor({ timeout: 30_000 });
+    assert.equal(await prompt(cell), '[*]:', 'the cell waits on its breakpoint');
+    await page.screenshot({ path: join(ARTIFACTS, 'debugger.png') });
+    assert.deepEqual(consoleLog.filter((l) => l.startsWith('error')), [], 'the panel renders what the kernel gives it');
+
+    // Continue: the cell ends with its value, and the variables are the notebook's.
+    await page.locator('button[title^="Continue"], [data-command="debugger:continue"]').first().click();
+    await waitDone(cell, 120_000);
+    assert.equal(await outputText(cell), '6');
+    await bug.click();
+    const next = await run('x + y');
+    assert.equal(await outputText(next), '11');
+  });
+});
