@@ -6,45 +6,13 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startLab, startBrowser, ARTIFACTS } from './lab.mjs';
+import { startLab, startBrowser, cellsOf, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
 let page;
+let prompt, waitDone, type, run, outputText;
 const consoleLog = [];
-
-async function lastCell() {
-  const cells = page.locator('.jp-Notebook .jp-Cell');
-  return cells.nth((await cells.count()) - 1);
-}
-
-const prompt = async (cell) => ((await cell.locator('.jp-InputArea-prompt').textContent()) || '').trim();
-
-async function waitDone(cell, timeout = 120_000) {
-  const until = Date.now() + timeout;
-  while (Date.now() < until) {
-    if (/^\[\d+\]:$/.test(await prompt(cell))) return;
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`the cell did not finish within ${timeout / 1000} s (prompt ${await prompt(cell)})`);
-}
-
-async function type(code) {
-  const cell = await lastCell();
-  await cell.locator('.cm-content').click();
-  await page.keyboard.insertText(code);
-  return cell;
-}
-
-async function run(code, { wait = true, timeout } = {}) {
-  const cell = await type(code);
-  await page.keyboard.press('Shift+Enter');
-  if (wait) await waitDone(cell, timeout);
-  return cell;
-}
-
-const outputText = async (cell) =>
-  (await cell.locator('.jp-OutputArea-output').allInnerTexts()).map((t) => t.trim()).join('\n');
 
 describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
   before(async () => {
@@ -52,6 +20,7 @@ describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
     lab = await startLab();
     browser = await startBrowser();
     page = browser.context.pages()[0] || (await browser.context.newPage());
+    ({ prompt, waitDone, type, run, outputText } = cellsOf(page, assert));
     page.on('console', (m) => consoleLog.push(`${m.type()}: ${m.text()}`));
   });
 

@@ -110,3 +110,41 @@ export async function startBrowser() {
     },
   };
 }
+
+/** What both suites do to a notebook's cells in `page`: the last cell (where the next code goes,
+ * pinned by its index: a locator for "the last cell" would move to the cell Shift+Enter adds), a
+ * cell's prompt (`[*]:` while queued or running, `[N]:` once done), waiting for it, typing code
+ * into the last cell as one edit (no auto-indent or bracket closing) and running it, and the
+ * text of a cell's outputs. */
+export function cellsOf(page, assert) {
+  const lastCell = async () => {
+    const cells = page.locator('.jp-Notebook .jp-Cell');
+    return cells.nth((await cells.count()) - 1);
+  };
+  const prompt = async (cell) => ((await cell.locator('.jp-InputArea-prompt').textContent()) || '').trim();
+  const waitDone = async (cell, timeout = 120_000) => {
+    const until = Date.now() + timeout;
+    while (Date.now() < until) {
+      if (/^\[\d+\]:$/.test(await prompt(cell))) return;
+      await page.waitForTimeout(100);
+    }
+    throw new Error(`the cell did not finish within ${timeout / 1000} s (prompt ${await prompt(cell)})`);
+  };
+  const type = async (code) => {
+    const cell = await lastCell();
+    await cell.locator('.cm-content').click();
+    await page.keyboard.insertText(code);
+    const typed = await cell.locator('.cm-content').innerText();
+    assert.equal(typed.trim(), code.trim(), 'the code is in the cell');
+    return cell;
+  };
+  const run = async (code, { wait = true, timeout } = {}) => {
+    const cell = await type(code);
+    await page.keyboard.press('Shift+Enter');
+    if (wait) await waitDone(cell, timeout);
+    return cell;
+  };
+  const outputText = async (cell) =>
+    (await cell.locator('.jp-OutputArea-output').allInnerTexts()).map((t) => t.trim()).join('\n');
+  return { lastCell, prompt, waitDone, type, run, outputText };
+}

@@ -4,52 +4,18 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startLab, startBrowser, ARTIFACTS } from './lab.mjs';
+import { startLab, startBrowser, cellsOf, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
 let page;
+let lastCell, prompt, waitDone, run, outputText;
 const consoleErrors = [];
 
-/** The last cell of the notebook (where the next code goes), pinned by its index: a locator
- * for "the last cell" would move to the cell Shift+Enter adds. */
-async function lastCell() {
-  const cells = page.locator('.jp-Notebook .jp-Cell');
-  return cells.nth((await cells.count()) - 1);
-}
-
-/** The input prompt of a cell: `[*]:` while queued or running, `[N]:` once done. */
-const prompt = async (cell) => ((await cell.locator('.jp-InputArea-prompt').textContent()) || '').trim();
-
-async function waitDone(cell, timeout = 120_000) {
-  const until = Date.now() + timeout;
-  while (Date.now() < until) {
-    if (/^\[\d+\]:$/.test(await prompt(cell))) return;
-    await page.waitForTimeout(100);
-  }
-  throw new Error(`the cell did not finish within ${timeout / 1000} s (prompt ${await prompt(cell)})`);
-}
-
-/** Types `code` into the last cell and runs it with Shift+Enter; returns that cell. */
-async function run(code, { wait = true, timeout } = {}) {
-  const cell = await lastCell();
-  await cell.locator('.cm-content').click();
-  // insertText types the text as one edit: no auto-indent or bracket closing on the way.
-  await page.keyboard.insertText(code);
-  const typed = await cell.locator('.cm-content').innerText();
-  assert.equal(typed.trim(), code.trim(), 'the code is in the cell');
-  await page.keyboard.press('Shift+Enter');
-  if (wait) await waitDone(cell, timeout);
-  return cell;
-}
-
-/** The text of a cell's outputs, without their `[N]:` prompts. */
+/** Waits until the status bar says the kernel is idle. */
 async function kernelIdle(timeout) {
   await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout });
 }
-
-const outputText = async (cell) =>
-  (await cell.locator('.jp-OutputArea-output').allInnerTexts()).map((t) => t.trim()).join('\n');
 
 describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   before(async () => {
@@ -57,6 +23,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     lab = await startLab();
     browser = await startBrowser();
     page = browser.context.pages()[0] || (await browser.context.newPage());
+    ({ lastCell, prompt, waitDone, run, outputText } = cellsOf(page, assert));
     page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
     page.on('pageerror', (e) => consoleErrors.push(`page error: ${e.message}`));
   });
