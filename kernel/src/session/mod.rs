@@ -413,9 +413,10 @@ impl Session {
             full.push('\n');
         }
         let prefix_lines = full.matches('\n').count();
+        let cell_start = full.len();
         full.push_str(code);
-        let cell = code.to_string();
         let code = full;
+        let cell = &code[cell_start..];
         // While the debugger is attached, the cell crate is built with debug info (evcxr's
         // wrapper, the cell crate only), and the hook hears where the cell's lines went.
         let debugging = self.state.debugging.load(Ordering::SeqCst);
@@ -423,11 +424,11 @@ impl Session {
             self.ctx.set_build_env(DEBUG_CELLS_ENV, if debugging { "1" } else { "0" });
             self.debug_builds = debugging;
         }
-        let state_for_hook = self.state.clone();
-        let before_run = move |lib: &std::path::Path, lines: &[usize]| {
-            if let Some(hook) = state_for_hook.debug_hook.get() {
+        let hook = if debugging { self.state.debug_hook.get() } else { None };
+        let before_run = |lib: &std::path::Path, lines: &[usize]| {
+            if let Some(hook) = hook {
                 let cell_lines: Vec<usize> = lines.iter().map(|&l| if l > prefix_lines { l - prefix_lines } else { 0 }).collect();
-                hook.built(&cell, lib, &cell_lines);
+                hook.built(cell, lib, &cell_lines);
             }
         };
         self.drain_syncs();
