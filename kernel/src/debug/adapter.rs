@@ -70,11 +70,14 @@ pub struct Adapter {
     waiting: Waiting,
     /// Its output ended (it exited or crashed).
     gone: Arc<AtomicBool>,
+    /// It is being stopped (its end is no news).
+    quitting: Arc<AtomicBool>,
 }
 
 impl Adapter {
-    /// Starts `program`; its events go to `on_event`, on the reader thread.
-    pub fn start(program: &Path, on_event: impl Fn(Value) + Send + 'static) -> std::io::Result<Adapter> {
+    /// Starts `program`; its events go to `on_event`, on the reader thread, which calls
+    /// `on_exit` if it exits before it is dropped.
+    pub fn start(program: &Path, on_event: impl Fn(Value) + Send + 'static, on_exit: impl FnOnce() + Send + 'static) -> std::io::Result<Adapter> {
         let mut child = Command::new(program)
             .arg("--repl-mode=variable")
             .stdin(Stdio::piped())
@@ -85,7 +88,8 @@ impl Adapter {
         let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
         let waiting: Waiting = Arc::default();
         let gone = Arc::new(AtomicBool::new(false));
-        let (w, g) = (waiting.clone(), gone.clone());
+        let quitting = Arc::new(AtomicBool::new(false));
+        let (w, g, q) = (waiting.clone(), gone.clone(), quitting.clone());
         std::thread::Builder::new().name("lldb-dap reader".into()).spawn(move || {
             loop {
                 match read_message(&mut stdout) {
@@ -103,8 +107,16 @@ impl Adapter {
             g.store(true, Ordering::SeqCst);
             // Whoever still waits hears that no answer will come.
             w.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            if !q.load(Ordering::SeqCst) {
+                on_exit();
+            }
         })?;
-        Ok(Adapter { child, stdin: Mutex::new(stdin), seq: AtomicI64::new(1), waiting, gone })
+        Ok(Adapter { child, stdin: Mutex::new(stdin), seq: AtomicI64::new(1), waiting, gone, quitting })
+    }
+
+    /// It has exited (or crashed).
+    pub fn gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
     }
 
     /// Its process id.
@@ -145,6 +157,7 @@ pub fn wait(rx: &Receiver<Value>, command: &str, timeout: Duration) -> Result<Va
 
 impl Drop for Adapter {
     fn drop(&mut self) {
+        self.quitting.store(true, Ordering::SeqCst);
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

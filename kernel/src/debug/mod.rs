@@ -9,11 +9,17 @@
 //! session tells [`Debugger::cell_built`] where its lines went: its breakpoints are set there
 //! (binding as it loads) and lifted when it ends, and the frames of its code are told back in
 //! the cell's file and lines.
+//!
+//! lldb-dap that exits or stops answering ends the debugging session (the panel hears why), never
+//! the kernel; when evcxr replaces the process that runs cells, the next cell attaches a new
+//! lldb-dap to the new one.
 
 pub mod adapter;
 pub mod murmur2;
+mod traps;
+pub mod values;
 
-use crate::protocol::DebugEvents;
+use crate::protocol::{dap_response as response, DebugEvents};
 use crate::session::state::CellState;
 use adapter::Adapter;
 use serde_json::{json, Value};
@@ -25,8 +31,10 @@ use std::time::Duration;
 
 /// ipykernel's seed for the cell hash (JupyterLab takes whatever `debugInfo` says).
 pub const HASH_SEED: u32 = 0xC70F_6907;
-/// How long a forwarded request may take before the panel hears that lldb-dap hangs.
+/// How long a request may take before lldb-dap is taken to hang (and the session ends).
 const ANSWER: Duration = Duration::from_secs(10);
+/// How long a goodbye may take: lldb-dap is stopped after it either way.
+const GOODBYE: Duration = Duration::from_secs(2);
 
 /// What the reader thread shares with the bridge.
 #[derive(Default)]
@@ -37,6 +45,8 @@ struct Shared {
     initialized: Mutex<Option<Sender<()>>>,
     /// Where events go: `debug_event`s under the latest debug request.
     events: Mutex<Option<DebugEvents>>,
+    /// The process lldb-dap is attached to (0: none).
+    pid: std::sync::atomic::AtomicU32,
 }
 
 /// The debugger of one kernel: started by the panel's `initialize` and `attach`, ended by its
@@ -46,8 +56,14 @@ pub struct Debugger {
     prefix: PathBuf,
     adapter: Option<Adapter>,
     attached: bool,
+    /// The process lldb-dap is attached to.
+    pid: u32,
+    /// The panel's `initialize` arguments, for a new lldb-dap when evcxr replaces its child.
+    init_args: Value,
     /// Each source's breakpoints as the panel last set them.
     breakpoints: BTreeMap<String, Value>,
+    /// The file of the cell whose request runs (while its code runs in the attached process).
+    current: Option<String>,
     /// The last cell built while attached.
     loaded: Option<Loaded>,
     shared: Arc<Shared>,
@@ -82,13 +98,58 @@ impl Debugger {
     /// A debugger, not started, that writes cells under `<tmp>/dryml_debug_<pid>/`.
     pub fn new(state: Arc<CellState>) -> Debugger {
         let prefix = std::env::temp_dir().join(format!("dryml_debug_{}", std::process::id()));
-        Debugger { state, prefix, adapter: None, attached: false, breakpoints: BTreeMap::new(), loaded: None, shared: Arc::default() }
+        Debugger {
+            state,
+            prefix,
+            adapter: None,
+            attached: false,
+            pid: 0,
+            init_args: json!({}),
+            breakpoints: BTreeMap::new(),
+            current: None,
+            loaded: None,
+            shared: Arc::default(),
+        }
     }
 
-    /// A cell's library was built (while attached) and is about to load: its breakpoints are
-    /// put where its lines went, to bind as it loads.
-    pub fn cell_built(&mut self, code: &str, lib: &Path, lines: &[usize]) {
-        let cell = self.cell_path(code).to_string_lossy().into_owned();
+    /// A cell's request begins (while attached): `source` names its file.
+    pub fn cell_began(&mut self, source: &str) {
+        self.current = Some(self.cell_path(source).to_string_lossy().into_owned());
+    }
+
+    /// The running cell's body runs where the debugger is not attached (`why`): its
+    /// breakpoints are not set, and the panel and the user hear so when it has some.
+    pub fn cell_elsewhere(&mut self, why: &str) -> Option<String> {
+        let cell = self.current.take()?;
+        let bps = self.breakpoints.get(&cell).and_then(Value::as_array).filter(|b| !b.is_empty())?;
+        let message = format!("{why}, which the debugger is not attached to: its breakpoints are not set");
+        if let Some(events) = lock(&self.shared.events).clone() {
+            for b in bps {
+                events(json!({"type": "event", "seq": 0, "event": "breakpoint", "body": {"reason": "changed", "breakpoint": {"verified": false, "line": b["line"], "source": {"path": cell}, "message": message}}}));
+            }
+        }
+        Some(format!("dryml: the debugger does not stop in this cell: {message}.\n"))
+    }
+
+    /// User code of the running cell was built (while attached) and is about to load: its
+    /// breakpoints are put where its lines went, to bind as it loads. A new process that runs
+    /// cells (evcxr replaced the old one) gets a new lldb-dap first.
+    pub fn cell_built(&mut self, lib: &Path, lines: &[usize]) {
+        self.reap();
+        if !self.started() {
+            return;
+        }
+        let pid = self.state.child_pid();
+        if pid != self.pid {
+            if let Err(e) = self.reattach(pid) {
+                self.lost(&format!("the debugger could not attach to evcxr's new process {pid}: {e}"));
+                return;
+            }
+        }
+        let Some(cell) = self.current.clone() else {
+            self.loaded = None;
+            return;
+        };
         self.loaded = Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec() });
         let bps = self.breakpoints.get(&cell).cloned().unwrap_or(json!([]));
         if let Err(e) = self.push_breakpoints(&bps) {
@@ -96,36 +157,46 @@ impl Debugger {
         }
     }
 
-    /// The cell has ended: its breakpoints are lifted from the source every cell is built
-    /// from, so the hidden cells the kernel runs next (built from it too) cannot stop on them.
+    /// The cell's code has ended: its breakpoints are lifted from the source every cell is
+    /// built from, so the hidden cells the kernel runs next (built from it too) cannot stop on
+    /// them.
     pub fn cell_ended(&mut self) {
-        if let (Some(a), Some(l)) = (self.adapter.as_ref().filter(|_| self.attached), self.loaded.take()) {
-            if let Err(e) = a.request("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": []})), ANSWER) {
+        self.reap();
+        if let (true, Some(l)) = (self.started(), self.loaded.take()) {
+            if let Err(e) = self.call("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": []}))) {
                 tracing::warn!("the cell's breakpoints were not lifted: {e}");
             }
         }
     }
 
-    /// Sets `bps` (the panel's, on the loaded cell's lines) on the loaded cell's source; the
-    /// panel's lines with what lldb-dap made of each.
-    fn push_breakpoints(&self, bps: &Value) -> Result<Value, String> {
-        let (Some(a), Some(l)) = (self.adapter.as_ref().filter(|_| self.attached), &self.loaded) else {
+    /// Sets `bps` (the panel's, on the loaded cell's lines, with their conditions and log
+    /// messages) on the loaded cell's source; the panel's lines with what lldb-dap made of each.
+    fn push_breakpoints(&mut self, bps: &Value) -> Result<Value, String> {
+        let Some(l) = self.loaded.as_ref().filter(|_| self.started()) else {
             return Err("not attached".into());
         };
-        let wanted: Vec<(u64, Option<usize>)> = bps.as_array().into_iter().flatten().filter_map(|b| b["line"].as_u64()).map(|line| (line, l.lib_line(line))).collect();
-        let lib_bps: Vec<Value> = wanted.iter().filter_map(|(_, at)| *at).map(|at| json!({"line": at})).collect();
-        let set = body_of(a.request("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": lib_bps})), ANSWER)?)?;
+        let (cell, lib) = (l.cell.clone(), l.lib.clone());
+        let wanted: Vec<(Value, Option<usize>)> = bps.as_array().into_iter().flatten().filter(|b| b["line"].is_u64()).map(|b| (b.clone(), b["line"].as_u64().and_then(|line| l.lib_line(line)))).collect();
+        let lib_bps: Vec<Value> = wanted
+            .iter()
+            .filter_map(|(b, at)| {
+                let mut b = b.clone();
+                b["line"] = json!((*at)?);
+                Some(b)
+            })
+            .collect();
+        let set = body_of(self.call("setBreakpoints", Some(&json!({"source": {"path": lib}, "breakpoints": lib_bps})))?)?;
         let mut answers = set["breakpoints"].as_array().cloned().unwrap_or_default().into_iter();
         let out: Vec<Value> = wanted
             .iter()
-            .map(|(line, at)| match at {
+            .map(|(b, at)| match at {
                 Some(_) => {
-                    let mut b = answers.next().unwrap_or(json!({"verified": false}));
-                    b["line"] = json!(line);
-                    b["source"] = json!({"path": l.cell});
-                    b
+                    let mut answer = answers.next().unwrap_or(json!({"verified": false}));
+                    answer["line"] = b["line"].clone();
+                    answer["source"] = json!({"path": cell});
+                    answer
                 }
-                None => json!({"verified": false, "line": line, "source": {"path": l.cell}, "message": "no code on this line"}),
+                None => json!({"verified": false, "line": b["line"], "source": {"path": cell}, "message": "no code on this line"}),
             })
             .collect();
         Ok(json!({"breakpoints": out}))
@@ -143,6 +214,7 @@ impl Debugger {
     /// Answers one DAP request (a `debug_request`'s content) with its response.
     pub fn handle(&mut self, req: &Value, events: DebugEvents) -> Value {
         *lock(&self.shared.events) = Some(events);
+        self.reap();
         let command = req["command"].as_str().unwrap_or("");
         let args = &req["arguments"];
         let body = match command {
@@ -163,6 +235,7 @@ impl Debugger {
             "disconnect" => Ok(self.disconnect()),
             "stackTrace" if self.started() => return self.stack_trace(req),
             "scopes" if self.started() => return self.locals_only(req),
+            "variables" if self.started() => return self.without_evcxrs(req),
             _ if self.started() => return self.forward(req),
             _ => Err(format!("the debugger is not started: `{command}` needs it (turn it on with the bug icon)")),
         };
@@ -191,23 +264,35 @@ impl Debugger {
         Ok(json!({"sourcePath": path}))
     }
 
-    /// The notebook's variables as the last cell left them (names and types; values are not
-    /// read while a cell may run).
+    /// The notebook's variables as the last cell left them: names and types, and the short
+    /// values last read (blank where none was).
     fn variables(&self) -> Value {
         let vars = lock(&self.state.variables);
-        let list: Vec<Value> = vars.iter().map(|(name, ty)| json!({"name": name, "type": ty, "value": "", "variablesReference": 0})).collect();
+        let list: Vec<Value> = vars
+            .types
+            .iter()
+            .map(|(name, ty)| json!({"name": name, "type": ty, "value": vars.values.get(name).map_or("", String::as_str), "variablesReference": 0}))
+            .collect();
         json!({"variables": list})
     }
 
+    /// A new lldb-dap, its events going to the panel.
+    fn start_adapter(&mut self) -> Result<(), String> {
+        let program = adapter::find().ok_or("lldb-dap was not found: install it (Debian: apt-get install lldb-19) or set DRYML_LLDB_DAP to its path")?;
+        let (on_events, on_exit) = (self.shared.clone(), self.shared.clone());
+        let a = Adapter::start(&program, move |e| on_event(&on_events, e), move || {
+            mend(on_exit.pid.load(std::sync::atomic::Ordering::SeqCst));
+            tell_lost(&on_exit, "lldb-dap exited: the debugging session has ended (turn the debugger on again to start a new one)")
+        });
+        self.adapter = Some(a.map_err(|e| format!("{} did not start: {e}", program.display()))?);
+        Ok(())
+    }
+
     fn initialize(&mut self, req: &Value) -> Value {
+        self.init_args = req.get("arguments").cloned().unwrap_or(json!({}));
         if self.adapter.is_none() {
-            let Some(program) = adapter::find() else {
-                return response(req, Err("lldb-dap was not found: install it (Debian: apt-get install lldb-19) or set DRYML_LLDB_DAP to its path".into()));
-            };
-            let shared = self.shared.clone();
-            match Adapter::start(&program, move |e| on_event(&shared, e)) {
-                Ok(a) => self.adapter = Some(a),
-                Err(e) => return response(req, Err(format!("{} did not start: {e}", program.display()))),
+            if let Err(e) = self.start_adapter() {
+                return response(req, Err(e));
             }
         }
         let mut reply = self.forward(req);
@@ -222,7 +307,9 @@ impl Debugger {
     /// DAP handshake itself (the panel sends `attach` with no arguments and no
     /// `configurationDone`): attach, `initialized`, the breakpoints, `configurationDone`.
     fn attach(&mut self) -> Result<Value, String> {
-        let adapter = self.adapter.as_ref().ok_or("attach: send `initialize` first")?;
+        if self.adapter.is_none() {
+            return Err("attach: send `initialize` first".into());
+        }
         if self.attached {
             return Ok(json!({}));
         }
@@ -230,13 +317,19 @@ impl Debugger {
         if pid == 0 {
             return Err("attach: no process runs cells yet (the kernel is starting)".into());
         }
+        self.handshake(pid).inspect_err(|_| self.end())?;
+        Ok(json!({}))
+    }
+
+    /// The attach handshake with the started lldb-dap (initialized).
+    fn handshake(&mut self, pid: u32) -> Result<(), String> {
+        let adapter = self.adapter.as_ref().ok_or("lldb-dap is not started")?;
         let (tx, rx) = channel();
         *lock(&self.shared.initialized) = Some(tx);
-        let attach = adapter.send("attach", Some(&json!({"pid": pid, "initCommands": rust_formatters()})))?;
+        // An interrupt reaches a running cell as SIGINT, which LLDB would stop on.
+        let post = ["process handle SIGINT --pass true --stop false --notify false"];
+        let attach = adapter.send("attach", Some(&json!({"pid": pid, "initCommands": rust_formatters(), "postRunCommands": post})))?;
         rx.recv_timeout(ANSWER).map_err(|_| "attach: lldb-dap did not get ready (no `initialized` event)".to_string())?;
-        for (path, bps) in &self.breakpoints {
-            adapter.request("setBreakpoints", Some(&json!({"source": {"path": path}, "breakpoints": bps})), ANSWER)?;
-        }
         let done = adapter.send("configurationDone", None)?;
         for (rx, what) in [(attach, "attach"), (done, "configurationDone")] {
             let r = adapter::wait(&rx, what, ANSWER)?;
@@ -245,13 +338,30 @@ impl Debugger {
             }
         }
         self.attached = true;
+        self.pid = pid;
+        self.shared.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
         self.state.debugging.store(true, std::sync::atomic::Ordering::SeqCst);
-        Ok(json!({}))
+        Ok(())
+    }
+
+    /// A new lldb-dap attached to `pid`, evcxr's new process that runs cells, as the panel
+    /// started the last one (the old one's process is gone).
+    fn reattach(&mut self, pid: u32) -> Result<(), String> {
+        self.shared.pid.store(0, std::sync::atomic::Ordering::SeqCst);
+        self.adapter = None;
+        self.attached = false;
+        lock(&self.shared.stopped).clear();
+        self.start_adapter()?;
+        let init_args = self.init_args.clone();
+        body_of(self.adapter.as_ref().expect("started").request("initialize", Some(&init_args), ANSWER)?)?;
+        self.handshake(pid)?;
+        tracing::info!("the debugger follows evcxr's new process {pid}");
+        Ok(())
     }
 
     /// The stack, its frames in the running cell's library pointed at the cell's own file and
     /// lines; frames with no source (the C library's) are left out, as the panel needs one.
-    fn stack_trace(&self, req: &Value) -> Value {
+    fn stack_trace(&mut self, req: &Value) -> Value {
         let mut r = self.forward(req);
         if let Some(frames) = r["body"]["stackFrames"].as_array_mut() {
             frames.retain(|f| f["source"]["path"].is_string());
@@ -271,10 +381,19 @@ impl Debugger {
 
     /// The frame's scopes, Locals only: the panel fetches every scope it is given, and a
     /// process's globals and registers are many and slow.
-    fn locals_only(&self, req: &Value) -> Value {
+    fn locals_only(&mut self, req: &Value) -> Value {
         let mut r = self.forward(req);
         if let Some(scopes) = r["body"]["scopes"].as_array_mut() {
             scopes.retain(|s| s["presentationHint"] == "locals" || s["name"] == "Locals");
+        }
+        r
+    }
+
+    /// A scope's or a value's variables, less evcxr's own (its variable store).
+    fn without_evcxrs(&mut self, req: &Value) -> Value {
+        let mut r = self.forward(req);
+        if let Some(vars) = r["body"]["variables"].as_array_mut() {
+            vars.retain(|v| !v["name"].as_str().is_some_and(|n| n.starts_with("evcxr_")));
         }
         r
     }
@@ -307,23 +426,53 @@ impl Debugger {
 
     /// Detaches (the process that runs cells goes on, its variables kept) and stops lldb-dap.
     fn disconnect(&mut self) -> Value {
-        if let Some(a) = self.adapter.take() {
-            if self.attached {
-                let _ = a.request("disconnect", Some(&json!({"terminateDebuggee": false})), ANSWER);
-            }
+        if let (Some(a), true) = (&self.adapter, self.attached) {
+            let _ = a.request("disconnect", Some(&json!({"terminateDebuggee": false})), GOODBYE);
         }
-        self.attached = false;
-        self.loaded = None;
-        self.state.debugging.store(false, std::sync::atomic::Ordering::SeqCst);
-        lock(&self.shared.stopped).clear();
+        self.end();
         *lock(&self.shared.events) = None;
         json!({})
     }
 
-    fn forward(&self, req: &Value) -> Value {
-        let Some(a) = &self.adapter else { return response(req, Err("the debugger is not started".into())) };
+    /// Ends the debugging session: lldb-dap is stopped and cells build as without it.
+    fn end(&mut self) {
+        self.adapter = None;
+        self.shared.pid.store(0, std::sync::atomic::Ordering::SeqCst);
+        self.attached = false;
+        self.loaded = None;
+        self.state.debugging.store(false, std::sync::atomic::Ordering::SeqCst);
+        lock(&self.shared.stopped).clear();
+    }
+
+    /// Ends the session after lldb-dap failed (`why`), and the panel hears it.
+    fn lost(&mut self, why: &str) {
+        tracing::warn!("{why}");
+        let pid = if self.attached { self.pid } else { 0 };
+        self.end();
+        mend(pid);
+        tell_lost(&self.shared, why);
+    }
+
+    /// Ends the session if lldb-dap has exited (the panel heard it then).
+    fn reap(&mut self) {
+        if self.adapter.as_ref().is_some_and(Adapter::gone) {
+            self.end();
+        }
+    }
+
+    /// A request to lldb-dap; one it does not answer (it hangs or has exited) ends the session.
+    fn call(&mut self, command: &str, arguments: Option<&Value>) -> Result<Value, String> {
+        let a = self.adapter.as_ref().ok_or("the debugger is not started")?;
+        a.request(command, arguments, ANSWER).map_err(|e| {
+            let why = format!("{e}: the debugging session has ended (turn the debugger on again to start a new one)");
+            self.lost(&why);
+            why
+        })
+    }
+
+    fn forward(&mut self, req: &Value) -> Value {
         let command = req["command"].as_str().unwrap_or("");
-        match a.request(command, req.get("arguments"), ANSWER) {
+        match self.call(command, req.get("arguments")) {
             Ok(mut r) => {
                 // The panel's numbering, not lldb-dap's.
                 r["request_seq"] = req["seq"].clone();
@@ -342,20 +491,25 @@ impl Drop for Debugger {
     }
 }
 
-/// A DAP response to `req`: `success` with its body, or a failure that says why.
-fn response(req: &Value, body: Result<Value, String>) -> Value {
-    let mut r = json!({"type": "response", "seq": 0, "request_seq": req["seq"], "command": req["command"]});
-    match body {
-        Ok(b) => {
-            r["success"] = json!(true);
-            r["body"] = b;
-        }
-        Err(m) => {
-            r["success"] = json!(false);
-            r["message"] = json!(m);
-        }
+/// Mends process `pid` (0: none) after its debugger died: the breakpoints it left would kill it.
+fn mend(pid: u32) {
+    if pid == 0 {
+        return;
     }
-    r
+    match traps::lift(pid, Duration::from_secs(3)) {
+        Ok(n) => tracing::info!("process {pid}: {n} breakpoints left by the dead debugger lifted"),
+        Err(e) => tracing::warn!("process {pid}: the breakpoints left by the dead debugger were not lifted: {e}"),
+    }
+}
+
+/// Tells the panel that the session ended unasked, and why (an `output` it shows, then
+/// `terminated`).
+fn tell_lost(shared: &Shared, why: &str) {
+    lock(&shared.stopped).clear();
+    if let Some(events) = lock(&shared.events).clone() {
+        events(json!({"type": "event", "seq": 0, "event": "output", "body": {"category": "important", "output": format!("{why}\n")}}));
+        events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
+    }
 }
 
 fn body_of(r: Value) -> Result<Value, String> {
@@ -373,8 +527,10 @@ fn source(args: &Value) -> Result<Value, String> {
 }
 
 /// What lldb-dap says unasked: `stopped` and `continued` are tracked, `initialized` ends the
-/// attach handshake, its console output (the formatters' set-up) stays here; the rest goes to
-/// the panel.
+/// attach handshake; its console output (the formatters' set-up), its news of evcxr's
+/// libraries and of their breakpoints (on lines of evcxr's source, which the panel does not
+/// know) and the end of the process (evcxr starts another, which the next cell attaches to)
+/// stay here; the rest goes to the panel.
 fn on_event(shared: &Shared, e: Value) {
     match e["event"].as_str().unwrap_or("") {
         "initialized" => {
@@ -383,7 +539,11 @@ fn on_event(shared: &Shared, e: Value) {
             }
             return;
         }
-        "output" => return,
+        "exited" | "terminated" => {
+            lock(&shared.stopped).clear();
+            return;
+        }
+        "output" | "module" | "breakpoint" | "process" => return,
         "stopped" => {
             if let Some(t) = e["body"]["threadId"].as_i64() {
                 lock(&shared.stopped).insert(t);

@@ -41,9 +41,17 @@ fn jupyter_requests_are_answered_here_without_a_debugger() {
     assert_eq!(info["body"]["breakpoints"], json!([{"source": path, "breakpoints": [{"line": 2}]}]));
 
     // The variables the last cell left, read without the engine.
-    d.state.variables.lock().unwrap().insert("v".into(), "Vec<f32>".into());
+    {
+        let mut vars = d.state.variables.lock().unwrap();
+        vars.types.insert("v".into(), "Vec<f32>".into());
+        vars.types.insert("model".into(), "Net".into());
+        vars.values.insert("v".into(), "[1.5] (len 1)".into());
+    }
     let vars = d.handle(&request(5, "inspectVariables", json!({})), events.clone());
-    assert_eq!(vars["body"]["variables"], json!([{"name": "v", "type": "Vec<f32>", "value": "", "variablesReference": 0}]));
+    assert_eq!(
+        vars["body"]["variables"],
+        json!([{"name": "model", "type": "Net", "value": "", "variablesReference": 0}, {"name": "v", "type": "Vec<f32>", "value": "[1.5] (len 1)", "variablesReference": 0}])
+    );
 
     // What cannot be done says so, and what needs lldb-dap says that.
     for (command, says) in [("richInspectVariables", "not supported for Rust"), ("next", "the debugger is not started: `next` needs it"), ("dumpCell", "dumpCell: `arguments.code` must be")] {
@@ -89,4 +97,90 @@ fn lldb_dap_attaches_stops_continues_and_detaches_leaving_the_process_running() 
     std::thread::sleep(Duration::from_millis(200));
     assert!(target.try_wait().unwrap().is_none(), "the process that runs cells goes on");
     target.kill().unwrap();
+}
+
+/// Started on a `sleep` as the panel starts it; the adapter's pid.
+fn attached(d: &mut Debugger, events: &DebugEvents, target: u32) -> u32 {
+    d.state.child_pid.store(target, Ordering::SeqCst);
+    let init = d.handle(&request(1, "initialize", json!({"clientID": "jupyterlab", "adapterID": "dryml-rust", "pathFormat": "path", "linesStartAt1": true})), events.clone());
+    assert_eq!(init["success"], true, "{init}");
+    assert_eq!(d.handle(&request(2, "attach", json!({})), events.clone())["success"], true);
+    d.adapter.as_ref().unwrap().pid()
+}
+
+/// The events that came within `wait`.
+fn events_within(rx: &Receiver<Value>, wait: Duration) -> Vec<String> {
+    let t0 = std::time::Instant::now();
+    let mut got = Vec::new();
+    while let Some(left) = wait.checked_sub(t0.elapsed()) {
+        match rx.recv_timeout(left) {
+            Ok(e) => got.push(e["event"].as_str().unwrap_or("").to_string()),
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+#[test]
+fn lldb_dap_that_dies_or_hangs_ends_the_session_and_the_panel_hears_why() {
+    let mut target = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let (mut d, events, rx) = debugger();
+
+    // Killed: the panel hears it at once, and the next request says the debugger is off.
+    let dap = attached(&mut d, &events, target.id());
+    unsafe { libc::kill(dap as i32, libc::SIGKILL) };
+    let got = events_within(&rx, Duration::from_secs(3));
+    assert!(got.ends_with(&["output".to_string(), "terminated".to_string()]), "{got:?}");
+    let r = d.handle(&request(3, "threads", json!({})), events.clone());
+    assert!(r["success"] == false && r["message"].as_str().unwrap().contains("not started"), "{r}");
+    assert!(!d.state.debugging.load(Ordering::SeqCst), "cells build as without the debugger");
+
+    // Hung: a request waits its limit, fails saying so, and the session ends.
+    let dap = attached(&mut d, &events, target.id());
+    while rx.try_recv().is_ok() {}
+    unsafe { libc::kill(dap as i32, libc::SIGSTOP) };
+    let r = d.handle(&request(4, "threads", json!({})), events.clone());
+    assert_eq!(r["success"], false);
+    assert!(r["message"].as_str().unwrap().contains("did not answer `threads` within 10 s: the debugging session has ended"), "{r}");
+    assert_eq!(events_within(&rx, Duration::from_millis(500)), ["output", "terminated"]);
+    assert_eq!(d.handle(&request(5, "debugInfo", json!({})), events.clone())["body"]["isStarted"], false);
+    assert!(!Path::new(&format!("/proc/{dap}")).exists() || std::fs::read_to_string(format!("/proc/{dap}/stat")).unwrap().contains(") Z"), "the hung lldb-dap is stopped");
+    assert!(target.try_wait().unwrap().is_none(), "the process that runs cells lives on");
+
+    // Turned on again, it works.
+    attached(&mut d, &events, target.id());
+    assert_eq!(d.handle(&request(6, "threads", json!({})), events.clone())["body"]["threads"][0]["id"], i64::from(target.id()));
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
+
+#[test]
+fn a_replaced_process_gets_a_new_lldb_dap_at_the_next_cell_and_one_run_elsewhere_says_so() {
+    let mut old = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    let (mut d, events, rx) = debugger();
+    let first = attached(&mut d, &events, old.id());
+    old.kill().unwrap();
+    old.wait().unwrap();
+    let mut new = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    d.state.child_pid.store(new.id(), Ordering::SeqCst);
+    d.cell_began("let x = 1;");
+    d.cell_built(Path::new("/nonexistent/lib.rs"), &[1]);
+    assert_ne!(d.adapter.as_ref().map(Adapter::pid), Some(first), "a new lldb-dap");
+    let threads = d.handle(&request(3, "threads", json!({})), events.clone());
+    assert_eq!(threads["body"]["threads"][0]["id"], i64::from(new.id()), "{threads}");
+    assert!(!events_within(&rx, Duration::from_millis(300)).iter().any(|e| e == "terminated" || e == "exited"), "the panel's session goes on");
+    d.cell_ended();
+
+    // A %%compute cell with a breakpoint: not set, and the user hears why.
+    let code = "%%compute\nlet y = 2;";
+    d.handle(&request(4, "setBreakpoints", json!({"source": {"path": d.cell_path(code)}, "breakpoints": [{"line": 2}]})), events.clone());
+    d.cell_began(code);
+    let note = d.cell_elsewhere("a `%%compute` cell runs its body in a sandbox process").unwrap();
+    assert!(note.contains("does not stop in this cell") && note.contains("sandbox"), "{note}");
+    let bp = (0..10).find_map(|_| rx.recv_timeout(Duration::from_millis(200)).ok().filter(|e| e["event"] == "breakpoint")).expect("a breakpoint event");
+    assert_eq!((bp["body"]["breakpoint"]["verified"].clone(), bp["body"]["breakpoint"]["line"].clone()), (json!(false), json!(2)));
+    d.cell_began("let z = 3;");
+    assert_eq!(d.cell_elsewhere("elsewhere"), None, "a cell without breakpoints says nothing");
+    new.kill().unwrap();
+    new.wait().unwrap();
 }

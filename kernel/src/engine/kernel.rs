@@ -150,6 +150,15 @@ impl Handler for Kernel {
     }
 
     fn debug(&self, request: &Value, events: crate::protocol::DebugEvents) -> Value {
+        // The Variables panel's values are read while no cell runs (the engine is free); while
+        // one does, the panel gets what the last reading found.
+        if request["command"] == "inspectVariables" {
+            if let Ok(mut slot) = self.engine.try_lock() {
+                if let Slot::Ready(engine) = &mut *slot {
+                    engine.read_variable_values();
+                }
+            }
+        }
         self.debugger.lock().unwrap_or_else(PoisonError::into_inner).handle(request, events)
     }
 
@@ -170,8 +179,14 @@ impl Handler for Kernel {
 struct DebugHook(Arc<Mutex<crate::debug::Debugger>>);
 
 impl crate::session::state::CellDebugHook for DebugHook {
-    fn built(&self, code: &str, lib: &std::path::Path, lines: &[usize]) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_built(code, lib, lines);
+    fn began(&self, source: &str) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_began(source);
+    }
+    fn elsewhere(&self, why: &str) -> Option<String> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_elsewhere(why)
+    }
+    fn built(&self, lib: &std::path::Path, lines: &[usize]) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_built(lib, lines);
     }
     fn ended(&self) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).cell_ended();

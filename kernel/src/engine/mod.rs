@@ -70,8 +70,14 @@ impl Engine {
                 tracing::warn!("history not saved: {e:#}");
             }
         }
+        if self.state.debugging.load(Ordering::SeqCst) {
+            if let Some(hook) = self.state.debug_hook.get() {
+                hook.began(&req.code);
+            }
+        }
         let run = self.run_cell(&req.code, io, count);
-        *self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = self.session.variables();
+        // Names and types only (microseconds); values are read when the panel asks.
+        self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).types = self.session.variables();
         self.state.requested.store(false, Ordering::SeqCst);
         self.state.early_interrupt.store(false, Ordering::SeqCst);
         let mut user_expressions = Map::new();
@@ -129,6 +135,30 @@ impl Engine {
         }
         magics.observer().after(&mut host, &outcome);
         CellRun { payload: outcome.payload, error: outcome.error, result_text }
+    }
+
+    /// Reads the variables' short values for the debugger's Variables panel with a hidden cell
+    /// (see [`crate::debug::values`]), unless they are as of the last cell already.
+    pub fn read_variable_values(&mut self) {
+        let seq = self.state.cell_seq.load(Ordering::SeqCst);
+        if self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values_of == Some(seq) {
+            return;
+        }
+        let types = self.session.variables();
+        let values = if types.is_empty() {
+            Default::default()
+        } else {
+            let code = crate::debug::values::code(&types);
+            match self.session.capture_stdout(&code) {
+                Ok(out) => crate::debug::values::parse(&out),
+                Err(e) => {
+                    tracing::warn!("the variables' values were not read: {}", e.evalue);
+                    Default::default()
+                }
+            }
+        };
+        let mut vars = self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *vars = crate::session::state::Variables { types, values, values_of: Some(seq) };
     }
 
     /// Completion, with the session's rust-analyzer.

@@ -57,6 +57,12 @@ pub trait CellMagic {
 
     /// After the body, whether or not it failed, before its value is shown.
     fn after(&mut self, _host: &Host<'_>) {}
+
+    /// Where the body runs when not in the notebook's process (the debugger cannot stop it
+    /// there), said as "a ... cell runs its body in ...".
+    fn runs_elsewhere(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// What watches every cell: once before anything of the cell runs, once after all of it (its
@@ -114,6 +120,11 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
     if let Err(e) = handler.before(magics, host) {
         out.error = Some(e);
         return out;
+    }
+    if let (Some(why), true) = (handler.runs_elsewhere(), host.state.debugging.load(std::sync::atomic::Ordering::SeqCst)) {
+        if let Some(note) = host.state.debug_hook.get().and_then(|hook| hook.elsewhere(why)) {
+            host.state.stream("stderr", &note);
+        }
     }
     if !cell.body().trim().is_empty() {
         let ran = magics.observer().watch_body(host, cell.body(), &mut |host| {

@@ -29,6 +29,10 @@ impl CellMagic for ComputeCell<'_> {
         codegen::compute(opts, body, &host.session.variables())
             .map_err(|m| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%compute: {m}")))
     }
+
+    fn runs_elsewhere(&self) -> Option<&'static str> {
+        Some(if self.opts.slurm.is_some() { "a `%%compute --on slurm` cell runs its body in a Slurm job" } else { "a `%%compute` cell runs its body in a sandbox process" })
+    }
 }
 
 /// `%%sweep`.
@@ -48,5 +52,9 @@ impl CellMagic for SweepCell<'_> {
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
         Ok(codegen::sweep(opts, body))
+    }
+
+    fn runs_elsewhere(&self) -> Option<&'static str> {
+        Some(if self.opts.slurm.is_some() { "a `%%sweep --on slurm` cell runs its body in Slurm jobs" } else { "a `%%sweep` cell runs its body in sandbox processes" })
     }
 }

@@ -113,6 +113,22 @@ pub struct ExecuteOutcome {
 /// Publishes a DAP event as a `debug_event` on iopub.
 pub type DebugEvents = std::sync::Arc<dyn Fn(Value) + Send + Sync>;
 
+/// The DAP response to `request`: `success` with its body, or a failure that says why.
+pub fn dap_response(request: &Value, body: Result<Value, String>) -> Value {
+    let mut r = json!({"type": "response", "seq": 0, "request_seq": request["seq"], "command": request["command"]});
+    match body {
+        Ok(b) => {
+            r["success"] = json!(true);
+            r["body"] = b;
+        }
+        Err(m) => {
+            r["success"] = json!(false);
+            r["message"] = json!(m);
+        }
+    }
+    r
+}
+
 pub trait Handler: Send + Sync + 'static {
     /// Called once on the worker thread before any request: slow start-up goes here, while the
     /// sockets already answer `kernel_info`.
@@ -141,7 +157,7 @@ pub trait Handler: Send + Sync + 'static {
     /// no debugger: a failed response that says so.
     fn debug(&self, request: &Value, events: DebugEvents) -> Value {
         let _ = events;
-        json!({"type": "response", "seq": 0, "request_seq": request["seq"], "command": request["command"], "success": false, "message": "this kernel has no debugger"})
+        dap_response(request, Err("this kernel has no debugger".into()))
     }
     /// Stop the running cell, if any.
     fn interrupt(&self);

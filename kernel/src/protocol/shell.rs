@@ -48,7 +48,7 @@ impl<H: Handler> Dispatch<H> {
             "debug_request" => {
                 let (out, parent) = (self.out.clone(), msg.clone());
                 let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, "debug_event", e));
-                let failed = |e: super::ErrorContent| json!({"type": "response", "seq": 0, "request_seq": msg.content["seq"], "command": msg.content["command"], "success": false, "message": e.evalue});
+                let failed = |e: super::ErrorContent| super::dap_response(&msg.content, Err(e.evalue));
                 self.out.answer(&msg, || guarded(|| h.debug(&msg.content, events), failed));
             }
             "comm_info_request" => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),

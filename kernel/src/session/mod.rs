@@ -413,10 +413,8 @@ impl Session {
             full.push('\n');
         }
         let prefix_lines = full.matches('\n').count();
-        let cell_start = full.len();
         full.push_str(code);
         let code = full;
-        let cell = &code[cell_start..];
         // While the debugger is attached, the cell crate is built with debug info (evcxr's
         // wrapper, the cell crate only), and the hook hears where the cell's lines went.
         let debugging = self.state.debugging.load(Ordering::SeqCst);
@@ -425,10 +423,12 @@ impl Session {
             self.debug_builds = debugging;
         }
         let hook = if debugging { self.state.debug_hook.get() } else { None };
+        let in_cell = self.cell_lines;
         let before_run = |lib: &std::path::Path, lines: &[usize]| {
             if let Some(hook) = hook {
-                let cell_lines: Vec<usize> = lines.iter().map(|&l| if l > prefix_lines { l - prefix_lines } else { 0 }).collect();
-                hook.built(cell, lib, &cell_lines);
+                // evcxr's user lines count the lines put in front; the cell's count its magics.
+                let cell_lines: Vec<usize> = lines.iter().map(|&l| l.checked_sub(prefix_lines).filter(|&l| l > 0).and_then(|l| in_cell?.cell_line(l)).unwrap_or(0)).collect();
+                hook.built(lib, &cell_lines);
             }
         };
         self.drain_syncs();

@@ -41,9 +41,9 @@ pub struct CellState {
     /// hears of each user cell's build and end.
     pub debugging: AtomicBool,
     pub debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
-    /// The notebook's variables and their types as the last cell left them (the debugger's
-    /// Variables panel reads them while a cell may run).
-    pub variables: Mutex<std::collections::BTreeMap<String, String>>,
+    /// The notebook's variables as the last cell left them (the debugger's Variables panel
+    /// reads them while a cell may run).
+    pub variables: Mutex<Variables>,
     /// The running cell's child got SIGINT (a second interrupt then kills it).
     pub signalled: AtomicBool,
     /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
@@ -155,11 +155,26 @@ impl CellState {
     }
 }
 
-/// What the debugger hears of a user cell while it is attached.
+/// The notebook's variables: their types after every cell, and short values (read by a hidden
+/// cell, only when the debugger's panel asks) as of cell `values_of` (`cell_seq`).
+#[derive(Default)]
+pub struct Variables {
+    pub types: std::collections::BTreeMap<String, String>,
+    pub values: std::collections::BTreeMap<String, String>,
+    pub values_of: Option<u64>,
+}
+
+/// What the debugger hears of a cell while it is attached.
 pub trait CellDebugHook: Send + Sync {
-    /// Its library is built and about to load: its code, the source it was built from and,
-    /// for each line of that source, the cell's line it holds (0: none).
-    fn built(&self, code: &str, lib: &std::path::Path, lines: &[usize]);
-    /// It has ended (the hidden cells the kernel runs next must not stop on its breakpoints).
+    /// A cell's request begins: its source, as the panel names its file by.
+    fn began(&self, source: &str);
+    /// The cell's body runs away from the process the debugger is attached to (`why`): what to
+    /// tell the user, when the cell has breakpoints.
+    fn elsewhere(&self, why: &str) -> Option<String>;
+    /// User code of the cell was built and is about to load: the source it was built from
+    /// and, for each line of that source, the cell's line it holds (0: none).
+    fn built(&self, lib: &std::path::Path, lines: &[usize]);
+    /// That code has ended (the hidden cells the kernel runs next must not stop on its
+    /// breakpoints).
     fn ended(&self);
 }

@@ -206,21 +206,8 @@ fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and
     let trace = k.debug("stackTrace", json!({"threadId": stepped["body"]["threadId"]}));
     assert_eq!(trace["body"]["stackFrames"][0]["line"], 4, "{trace}");
     assert_eq!(k.debug("continue", json!({"threadId": tid}))["success"], true);
-    let mut text = String::new();
-    loop {
-        let m = k.f.recv_iopub_within(FIRST_CELL);
-        if m.msg_type() == "debug_event" {
-            k.events.push(m.content.clone());
-        }
-        if parent_id(&m) == id && m.msg_type() == "execute_result" {
-            text = m.content["data"]["text/plain"].as_str().unwrap().to_string();
-        }
-        if parent_id(&m) == id && m.msg_type() == "status" && m.content["execution_state"] == "idle" {
-            break;
-        }
-    }
-    assert_eq!(k.f.recv_shell_execute_reply(&id)["status"], "ok");
-    assert_eq!(text, "12");
+    let (text, reply) = k.finish(&id);
+    assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "12"));
 
     // Interrupted while stopped: the debugger lets go, and the cell ends.
     let code = "let w = x * 100;\nlet w2 = w + 1;\nw2";
@@ -252,5 +239,111 @@ fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and
     assert_eq!(k.debug("disconnect", json!({"restart": false, "terminateDebuggee": false}))["success"], true);
     let (text, reply) = k.run("format!(\"{} {}\", x + z, greeting)");
     assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "\"17 hi\""), "the variables, kept: {reply}");
+    k.drain();
+}
+
+/// The kernel's child processes whose command line starts with `name` (lldb-dap, or evcxr's
+/// child, which is the kernel's own binary).
+fn children(kernel: u32, name: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{kernel}/task")).unwrap().flatten() {
+        let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmd).split('\0').next().is_some_and(|c| Path::new(c).file_name().is_some_and(|f| f.to_string_lossy().starts_with(name))) {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+use std::path::Path;
+
+impl RealKernel {
+    fn start_debugger(&mut self) {
+        assert_eq!(self.debug("initialize", json!({"clientID": "jupyterlab", "adapterID": "dryml-rust", "pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true}))["success"], true);
+        assert_eq!(self.debug("attach", json!({}))["success"], true);
+    }
+
+    /// Runs `code` with a breakpoint on `line`: where it stopped (the top frame's file and
+    /// line), then continued; and the cell's text and reply.
+    fn run_to_breakpoint(&mut self, code: &str, line: u64) -> ((String, u64), String, Value) {
+        let path = self.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
+        self.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": line}]}));
+        let id = self.f.send_execute_request(code);
+        let stopped = self.wait_event("stopped");
+        let tid = stopped["body"]["threadId"].clone();
+        let top = self.debug("stackTrace", json!({"threadId": tid}))["body"]["stackFrames"][0].clone();
+        let at = (top["source"]["path"].as_str().unwrap_or("").replace(&path, "<the cell>"), top["line"].as_u64().unwrap_or(0));
+        assert_eq!(self.debug("continue", json!({"threadId": tid}))["success"], true);
+        let (text, reply) = self.finish(&id);
+        (at, text, reply)
+    }
+
+    /// The rest of cell `id` (sent already): its `execute_result` text and its reply.
+    fn finish(&mut self, id: &str) -> (String, Value) {
+        let mut text = String::new();
+        loop {
+            let m = self.f.recv_iopub_within(FIRST_CELL);
+            if m.msg_type() == "debug_event" {
+                self.events.push(m.content.clone());
+            }
+            if parent_id(&m) == id && m.msg_type() == "execute_result" {
+                text = m.content["data"]["text/plain"].as_str().unwrap().to_string();
+            }
+            if parent_id(&m) == id && m.msg_type() == "status" && m.content["execution_state"] == "idle" {
+                break;
+            }
+        }
+        (text, self.f.recv_shell_execute_reply(id))
+    }
+}
+
+#[test]
+fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
+    let mut k = RealKernel::start();
+    let (_, reply) = k.run("let x = 5;\nlet v: Vec<f32> = (0..1000).map(|i| i as f32).collect();\nlet name = String::from(\"hi\");\nstruct Net;\nlet net = Net;");
+    assert_eq!(reply["status"], "ok", "{reply}");
+
+    // The Variables panel shows short values (read by a hidden cell while none runs).
+    let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
+    let shown: Vec<(&str, &str)> = vars.as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap(), v["value"].as_str().unwrap())).collect();
+    let head = (0..16).map(|i| format!("{i}.0")).collect::<Vec<_>>().join(", ");
+    assert_eq!(shown, [("name", "\"hi\""), ("net", ""), ("v", format!("[{head}] (len 1000)").as_str()), ("x", "5")], "no Debug: no value");
+
+    // A cell under a magic line stops on its own line, in its own file.
+    k.start_debugger();
+    let (at, text, reply) = k.run_to_breakpoint("%%time\nlet a = x + 1;\nlet b = a * 2;\nb", 3);
+    assert_eq!((at, text.as_str(), reply["status"].as_str()), (("<the cell>".to_string(), 3), "12", Some("ok")), "{reply}");
+
+    // A %%compute cell runs in a sandbox: its breakpoints are not set, and it says so.
+    let code = "%%compute\nlet c = x * 7;\nc";
+    let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
+    k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 2}]}));
+    let (text, reply) = k.run(code);
+    assert_eq!(reply["status"], "ok", "{reply}");
+    assert!(text.contains("the debugger does not stop in this cell: a `%%compute` cell runs its body in a sandbox process") && text.ends_with("35"), "{text}");
+
+    // evcxr's child killed: the next cell's process is a new one, and the debugger follows it.
+    let old = children(k.child.id(), "dryml-kernel");
+    assert_eq!(old.len(), 1, "one process runs cells: {old:?}");
+    unsafe { libc::kill(old[0] as i32, libc::SIGKILL) };
+    let (_, reply) = k.run("1");
+    assert_eq!(reply["status"], "error", "the crash is told: {reply}");
+    let (at, text, _) = k.run_to_breakpoint("let d = 40;\nlet e = d + 2;\ne", 2);
+    assert_eq!((at, text.as_str()), (("<the cell>".to_string(), 2), "42"));
+    assert_ne!(children(k.child.id(), "dryml-kernel"), old);
+
+    // lldb-dap killed between cells: the panel hears it, the cells and their variables go on.
+    let dap = children(k.child.id(), "lldb-dap");
+    assert_eq!(dap.len(), 1, "{dap:?}");
+    unsafe { libc::kill(dap[0] as i32, libc::SIGKILL) };
+    let said = k.wait_event("output");
+    assert!(said["body"]["output"].as_str().unwrap().contains("lldb-dap exited"), "{said}");
+    k.wait_event("terminated");
+    assert_eq!(k.debug("debugInfo", json!({}))["body"]["isStarted"], false);
+    let (text, reply) = k.run("let f = 2;\nf * 3");
+    assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "6"), "{reply}");
     k.drain();
 }
