@@ -3,7 +3,9 @@ its value, so every cell builds) timed from its execute_request to its reply, wi
 debugger off, then on (the panel's `initialize` and `attach` sent on control, as its bug icon
 does: cells then build with debug info, unoptimised), then off again. Medians of --cells cells
 each; the first cell after each switch (a build through cargo, the cell crate only) is reported
-apart. One kernel, this checkout's release build. With --baseline BINARY (another checkout's
+apart. Attached, it also times what JupyterLab asks after each cell: `inspectVariables`, whose
+short values a hidden cell reads (once per cell; a second ask is answered from what it read).
+One kernel, this checkout's release build. With --baseline BINARY (another checkout's
 release build, one from before the debugger), the debugger-off cells are also run on its kernel,
 cell by cell in turn with ours, so drift hits both alike.
 Usage: .venv/bin/python tests/bench/bench_debugger.py [--cells 15] [--baseline BINARY]
@@ -78,6 +80,18 @@ def main():
             debug(kc, 2, "attach")
             attach_s = time.monotonic() - t0
             first_on, on = block(kc, "on", 100, args.cells)
+            values, again = [], []
+            for i in range(300, 301 + args.cells):
+                run(kc, f"let v_{i} = vec![{i}.5f32; 1000];\nv_{i}.len()")
+                t0 = time.monotonic()
+                shown = debug(kc, 4, "inspectVariables")["body"]["variables"]
+                values.append(time.monotonic() - t0)
+                t0 = time.monotonic()
+                debug(kc, 5, "inspectVariables")
+                again.append(time.monotonic() - t0)
+                value = next(v["value"] for v in shown if v["name"] == f"v_{i}")
+                assert value.startswith(f"[{i}.5, ") and value.endswith("(len 1000)"), value
+            variables = len(shown)
             debug(kc, 3, "disconnect", {"restart": False, "terminateDebuggee": False})
             first_off, off_again = block(kc, "again", 200, args.cells)
         finally:
@@ -91,6 +105,9 @@ def main():
         "on_over_off": round(statistics.median(on) / statistics.median(off), 3),
         "off_again_s": med(off_again),
         "attach_s": round(attach_s, 3),
+        "inspect_variables_s": med(values[1:]),
+        "inspect_variables_again_s": med(again[1:]),
+        "variables_shown": variables,
         "first_cell_on_s": round(first_on, 3),
         "first_cell_off_again_s": round(first_off, 3),
         **baseline,

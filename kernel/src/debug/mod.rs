@@ -236,6 +236,7 @@ impl Debugger {
             "stackTrace" if self.started() => return self.stack_trace(req),
             "scopes" if self.started() => return self.locals_only(req),
             "variables" if self.started() => return self.without_evcxrs(req),
+            "continue" | "next" | "stepIn" | "stepOut" if self.started() => return self.resume(req),
             _ if self.started() => return self.forward(req),
             _ => Err(format!("the debugger is not started: `{command}` needs it (turn it on with the bug icon)")),
         };
@@ -385,6 +386,22 @@ impl Debugger {
         let mut r = self.forward(req);
         if let Some(scopes) = r["body"]["scopes"].as_array_mut() {
             scopes.retain(|s| s["presentationHint"] == "locals" || s["name"] == "Locals");
+        }
+        r
+    }
+
+    /// Resumes (a continue or a step): lldb-dap sends no `continued` for what it was asked, so
+    /// the thread (or all of them) is no longer stopped once it answers.
+    fn resume(&mut self, req: &Value) -> Value {
+        let r = self.forward(req);
+        if r["success"] == true {
+            let mut stopped = lock(&self.shared.stopped);
+            match req["arguments"]["threadId"].as_i64() {
+                Some(t) if req["command"] != "continue" || r["body"]["allThreadsContinued"] == false => {
+                    stopped.remove(&t);
+                }
+                _ => stopped.clear(),
+            }
         }
         r
     }

@@ -53,16 +53,20 @@ let dryml_hook = ::std::panic::take_hook();
 let mut dryml_out = String::new();
 "#
     );
+    // One call site for the formatting and the catching: the closures' code is all that is
+    // built per variable.
+    code.push_str("let dryml_vars: &[(&str, &dyn Fn() -> Option<String>)] = &[\n");
     for (name, ty) in types.iter().take(MAX_VARS) {
         let text = if is_vec(ty) {
             format!("(&DrymlShow(&{name}[..{name}.len().min({VEC_HEAD})])).dryml_text().map(|t| format!(\"{{t}} (len {{}})\", {name}.len()))")
         } else {
             format!("(&DrymlShow(&{name})).dryml_text()")
         };
-        code.push_str(&format!(
-            "if dryml_t0.elapsed() < ::std::time::Duration::from_millis({BUDGET_MS}) {{\n    if let Ok(Some(t)) = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| {text})) {{ dryml_out.push_str(&format!(\"{name}{SEP_IN_CODE}{{t}}\\n\")); }}\n}}\n"
-        ));
+        code.push_str(&format!("    (\"{name}\", &|| {text}),\n"));
     }
+    code.push_str(&format!(
+        "];\nfor (name, text) in dryml_vars {{\n    if dryml_t0.elapsed() > ::std::time::Duration::from_millis({BUDGET_MS}) {{ break; }}\n    if let Ok(Some(t)) = ::std::panic::catch_unwind(::std::panic::AssertUnwindSafe(|| text())) {{ dryml_out.push_str(&format!(\"{{name}}{SEP_IN_CODE}{{t}}\\n\")); }}\n}}\n"
+    ));
     code.push_str("::std::panic::set_hook(dryml_hook);\nprint!(\"{dryml_out}\");\n}\n");
     code
 }
@@ -85,7 +89,7 @@ mod tests {
     fn the_output_is_read_back_and_a_vec_shows_its_head_and_length() {
         let types: BTreeMap<String, String> = [("v", "Vec<f32>"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
         let code = code(&types);
-        assert!(code.contains("&v[..v.len().min(16)]") && code.contains("(&DrymlShow(&x))"), "{code}");
+        assert!(code.contains("(\"v\", &|| (&DrymlShow(&v[..v.len().min(16)]))") && code.contains("(\"x\", &|| (&DrymlShow(&x)).dryml_text())"), "{code}");
         let out = format!("v{SEP}[1.5, 2.5] (len 2)\nx{SEP}5\nnoise without a separator\n");
         assert_eq!(parse(&out), [("v", "[1.5, 2.5] (len 2)"), ("x", "5")].map(|(n, v)| (n.to_string(), v.to_string())).into());
     }

@@ -325,6 +325,22 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     assert_eq!(reply["status"], "ok", "{reply}");
     assert!(text.contains("the debugger does not stop in this cell: a `%%compute` cell runs its body in a sandbox process") && text.ends_with("35"), "{text}");
 
+    // An interrupt stops a running cell as without the debugger: LLDB lets the SIGINT pass.
+    let id = k.f.send_execute_request("println!(\"spinning\");\nlet mut spins = 0u64;\nwhile !dryml::interrupted() { spins += 1; std::thread::sleep(std::time::Duration::from_millis(5)); }");
+    // Sent once it spins (the test's sockets send as they are read).
+    loop {
+        let m = k.f.recv_iopub_within(FIRST_CELL);
+        if parent_id(&m) == id && m.content["text"].as_str().is_some_and(|t| t.contains("spinning")) {
+            break;
+        }
+    }
+    let int = k.f.send(Sock::Control, "interrupt_request", json!({}));
+    let (_, reply) = k.finish(&id);
+    let _ = k.f.recv_control_reply(&int, "interrupt_reply");
+    assert!(reply["ename"] == "KeyboardInterrupt" && reply["evalue"].as_str().unwrap().contains("kept"), "{reply}");
+    assert!(!k.events.iter().any(|e| e["event"] == "stopped"), "LLDB did not stop on it: {:?}", k.events);
+    assert_eq!(k.run("x + 1").0, "6");
+
     // evcxr's child killed: the next cell's process is a new one, and the debugger follows it.
     let old = children(k.child.id(), "dryml-kernel");
     assert_eq!(old.len(), 1, "one process runs cells: {old:?}");
