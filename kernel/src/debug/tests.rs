@@ -82,9 +82,15 @@ fn lldb_dap_attaches_stops_continues_and_detaches_leaving_the_process_running() 
     let tid = threads["body"]["threads"][0]["id"].as_i64().unwrap();
     assert_eq!(tid, i64::from(target.id()), "lldb's thread ids are the OS's");
 
-    // Paused: a `stopped` event reaches the panel and the thread is listed as stopped.
-    assert_eq!(d.handle(&request(5, "pause", json!({"threadId": tid})), events.clone())["success"], true);
-    let stopped = (0..50).find_map(|_| rx.recv_timeout(Duration::from_millis(200)).ok().filter(|e| e["event"] == "stopped")).expect("a stopped event");
+    // Paused: a `stopped` event reaches the panel and the thread is listed as stopped. (A pause
+    // that lands before lldb-dap has resumed the process after the attach stops nothing: asked
+    // again.)
+    let stopped = (0..5)
+        .find_map(|_| {
+            assert_eq!(d.handle(&request(5, "pause", json!({"threadId": tid})), events.clone())["success"], true);
+            (0..10).find_map(|_| rx.recv_timeout(Duration::from_millis(200)).ok().filter(|e| e["event"] == "stopped"))
+        })
+        .expect("a stopped event");
     assert_eq!(stopped["body"]["threadId"], tid);
     assert_eq!(d.handle(&request(6, "debugInfo", json!({})), events.clone())["body"]["stoppedThreads"], json!([tid]));
     let trace = d.handle(&request(7, "stackTrace", json!({"threadId": tid})), events.clone());
