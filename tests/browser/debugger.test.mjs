@@ -1,7 +1,8 @@
 // JupyterLab's debugger on a DRYML Rust notebook, as a user works it: the bug icon, a
 // breakpoint clicked in a cell's gutter, the cell run and stopped there, the Variables panel
-// showing its locals, the Callstack showing the cell, Continue, the cell's output. A screenshot
-// of the stopped notebook is kept (debugger.png).
+// showing its locals, the Callstack showing the cell, Continue, the cell's output, then the
+// notebook's variables with their values. Screenshots of the stopped notebook (debugger.png) and
+// of the variables after it (debugger-variables.png) are kept.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -13,6 +14,7 @@ let browser;
 let page;
 let prompt, waitDone, type, run, outputText;
 const consoleLog = [];
+const inspected = [];
 
 describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
   before(async () => {
@@ -22,6 +24,11 @@ describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
     page = browser.context.pages()[0] || (await browser.context.newPage());
     ({ prompt, waitDone, type, run, outputText } = cellsOf(page, assert));
     page.on('console', (m) => consoleLog.push(`${m.type()}: ${m.text()}`));
+    // The kernel's debug replies to inspectVariables, as the panel receives them.
+    page.on('websocket', (ws) => ws.on('framereceived', ({ payload }) => {
+      const text = Buffer.isBuffer(payload) ? payload.toString('utf8') : String(payload);
+      if (text.includes('"debug_reply"') && text.includes('"inspectVariables"')) inspected.push(text);
+    }));
   });
 
   after(async () => {
@@ -74,6 +81,19 @@ describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
     await page.locator('button[title^="Continue"], [data-command="debugger:continue"]').first().click();
     await waitDone(cell, 120_000);
     assert.equal(await outputText(cell), '6');
+
+    // No cell stopped: the panel asks for the notebook's variables, and gets their types and
+    // short values. (JupyterLab's tree view shows a value only for Python's int, float, bool and
+    // str and the type otherwise; its table view, a canvas, shows both: screenshot.)
+    const untilShown = Date.now() + 120_000;
+    while (!inspected.some((f) => f.includes('[1.5, 2.5] (len 2)') && /"name":\s*"y"[^}]*"value":\s*"6"/.test(f))) {
+      assert.ok(Date.now() < untilShown, `no values in the panel's inspectVariables replies: ${inspected.slice(-1)}`);
+      await page.waitForTimeout(200);
+    }
+    assert.match(await sidebar.innerText(), /Globals\nbase\ni32\nv\nVec<f32>\nx\ni32\ny\ni32/);
+    await sidebar.locator('.jp-TableView-Button').first().click();
+    await page.waitForTimeout(500);
+    await page.screenshot({ path: join(ARTIFACTS, 'debugger-variables.png') });
     await bug.click();
     const next = await run('x + y');
     assert.equal(await outputText(next), '11');
