@@ -21,7 +21,7 @@ use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
 
 /// evcxr's build env (our patch) that builds the cell crate for the debugger.
 const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -47,8 +47,10 @@ pub struct Session {
     replaced: bool,
     /// The child has no stdout flusher yet; it rides along with the next user cell.
     flusher_pending: bool,
-    /// Cells are built for the debugger (evcxr's `EVCXR_DEBUG_CELLS` build env is 1).
-    debug_builds: bool,
+    /// What evcxr's `EVCXR_DEBUG_CELLS` build env is: cells are built for the debugger.
+    debug_builds: &'static str,
+    /// The user chose the optimisation level (`:opt`, `DRYML_OPT_LEVEL`): the debugger keeps it.
+    user_opt: bool,
     /// The start-up library every child loads (the flusher), if there is one.
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
@@ -168,7 +170,8 @@ impl Session {
             setup_pid: 0,
             replaced: false,
             flusher_pending: startup_lib.is_none(),
-            debug_builds: false,
+            debug_builds: "0",
+            user_opt: std::env::var_os("DRYML_OPT_LEVEL").is_some(),
             startup_lib,
             dryml_added: false,
             frameworks: deps::Frameworks::default(),
@@ -382,7 +385,7 @@ impl Session {
     /// Evaluates one of a request's `user_expressions` to its mime bundle.
     pub fn eval_expression(&mut self, expr: &str) -> Result<Value, ErrorContent> {
         let outputs = self.eval_hidden(expr)?;
-        Ok(mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
+        Ok(output::mime_bundle(outputs).unwrap_or_else(|| json!({"text/plain": ""})))
     }
 
     /// Which lines of the next user code are its cell's (`None`: generated code, whose compile
@@ -417,10 +420,12 @@ impl Session {
         let code = full;
         // While the debugger is attached, the cell crate is built with debug info (evcxr's
         // wrapper, the cell crate only), and the hook hears where the cell's lines went.
+        self.user_opt |= code.lines().any(|l| l.trim_start().starts_with(":opt"));
         let debugging = self.state.debugging.load(Ordering::SeqCst);
-        if debugging != self.debug_builds {
-            self.ctx.set_build_env(DEBUG_CELLS_ENV, if debugging { "1" } else { "0" });
-            self.debug_builds = debugging;
+        let builds = debug_builds(debugging, self.user_opt);
+        if builds != self.debug_builds {
+            self.ctx.set_build_env(DEBUG_CELLS_ENV, builds);
+            self.debug_builds = builds;
         }
         let hook = if debugging { self.state.debug_hook.get() } else { None };
         let in_cell = self.cell_lines;
@@ -483,7 +488,7 @@ impl Session {
             return Err(ErrorContent::new(&ename, evalue));
         }
         match result {
-            Ok(outputs) => Ok(mime_bundle(outputs)),
+            Ok(outputs) => Ok(output::mime_bundle(outputs)),
             Err(e) => {
                 let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
                 let err = errors::evcxr_in(e, &self.state, &vars_before, src);
@@ -526,6 +531,15 @@ fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
     }
 }
 
+/// `EVCXR_DEBUG_CELLS` for a cell: unoptimised while debugging, unless the user chose a level.
+fn debug_builds(debugging: bool, user_opt: bool) -> &'static str {
+    match (debugging, user_opt) {
+        (false, _) => "0",
+        (true, false) => "1",
+        (true, true) => "keep-opt",
+    }
+}
+
 /// Code that makes evcxr forget the variables `names`: `drop` frees a moved value at once, and
 /// the `String` re-binding makes every name a moved value when evcxr stores variables after the
 /// cell, so it forgets even `Copy` ones. No line starts with `:`, which evcxr reads as a command.
@@ -534,34 +548,6 @@ pub fn forget_code(names: &[String]) -> String {
         .iter()
         .map(|n| format!("std::mem::drop({n}); let {n} = std::string::String::new(); std::mem::drop({n});\n"))
         .collect()
-}
-
-/// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
-fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
-    // A cell ending in a loop or a call that returns nothing has no result to show (as Python's
-    // None), rather than an `()` output under every such cell.
-    let unit = outputs.content_by_mime_type.len() == 1 && outputs.get("text/plain") == Some("()");
-    if outputs.content_by_mime_type.is_empty() || unit {
-        return None;
-    }
-    let mut data = Map::new();
-    for (mime, content) in outputs.content_by_mime_type {
-        let value = if mime.ends_with("json") {
-            serde_json::from_str(&content).unwrap_or(Value::String(content))
-        } else {
-            Value::String(content)
-        };
-        data.insert(mime, value);
-    }
-    if !data.contains_key("text/plain") {
-        let fallback = data
-            .get("text/html")
-            .and_then(Value::as_str)
-            .map(dryml::__kernel::display::strip_tags)
-            .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
-        data.insert("text/plain".into(), Value::String(fallback));
-    }
-    Some(Value::Object(data))
 }
 
 /// False when a cell holds only evcxr `:` commands, which run nothing in the child (so no
@@ -573,6 +559,11 @@ fn runs_code(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_builds_are_unoptimised_unless_the_user_chose_a_level() {
+        assert_eq!([(false, false), (false, true), (true, false), (true, true)].map(|(d, u)| debug_builds(d, u)), ["0", "0", "1", "keep-opt"]);
+    }
 
     #[test]
     fn command_only_cells() {

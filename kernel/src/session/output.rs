@@ -1,6 +1,6 @@
 //! Kernel side of the child's output socket: publishes user stdout as it arrives, turns `dryml`
 //! display lines into `display_data`/`update_display_data`/`clear_output`, and signals the
-//! session when a cell's output is complete.
+//! session when a cell's output is complete; [`mime_bundle`] makes a cell's value its bundle.
 
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
@@ -119,6 +119,34 @@ fn control(line: &str, state: &CellState) {
         }
         other => tracing::warn!("unknown control line {other} from the child"),
     }
+}
+
+/// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
+pub(super) fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
+    // A cell ending in a loop or a call that returns nothing has no result to show (as Python's
+    // None), rather than an `()` output under every such cell.
+    let unit = outputs.content_by_mime_type.len() == 1 && outputs.get("text/plain") == Some("()");
+    if outputs.content_by_mime_type.is_empty() || unit {
+        return None;
+    }
+    let mut data = serde_json::Map::new();
+    for (mime, content) in outputs.content_by_mime_type {
+        let value = if mime.ends_with("json") {
+            serde_json::from_str(&content).unwrap_or(Value::String(content))
+        } else {
+            Value::String(content)
+        };
+        data.insert(mime, value);
+    }
+    if !data.contains_key("text/plain") {
+        let fallback = data
+            .get("text/html")
+            .and_then(Value::as_str)
+            .map(dryml::__kernel::display::strip_tags)
+            .unwrap_or_else(|| format!("<{}>", data.keys().cloned().collect::<Vec<_>>().join(", ")));
+        data.insert("text/plain".into(), Value::String(fallback));
+    }
+    Some(Value::Object(data))
 }
 
 #[cfg(test)]
