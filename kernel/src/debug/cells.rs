@@ -2,17 +2,27 @@
 //! is (the file the panel names it by), where its lines went in evcxr's source as its library is
 //! about to load (its breakpoints set there, with their conditions and log messages, and lifted
 //! when it ends), and the cells whose bodies run elsewhere (a sandbox, a Slurm job).
+//!
+//! evcxr builds every cell with the items (functions, types) of the cells before it, copied as
+//! written; it keeps no record of which cell each came from. A breakpoint in an earlier cell's
+//! function, and a frame in one, are placed by the text: the line of evcxr's source outside the
+//! running cell that holds the cell line's text and agrees best with its neighbours.
 
 use super::{body_of, lock, Debugger};
 use serde_json::{json, Value};
 use std::path::Path;
 
+/// Neighbours on each side compared when a line's text is looked for.
+const CONTEXT: usize = 3;
+
 /// Where a cell's lines went: the source its library was built from (evcxr's `lib.rs`) and,
-/// for each of its lines, the cell's line it holds (0: generated code).
+/// for each of its lines, the cell's line it holds (0: generated code, or an earlier cell's).
 pub(super) struct Loaded {
     pub(super) cell: String,
     pub(super) lib: String,
     lines: Vec<usize>,
+    /// The source's text, by line.
+    text: Vec<String>,
 }
 
 impl Loaded {
@@ -26,6 +36,66 @@ impl Loaded {
         let upto = (lib_line as usize).min(self.lines.len());
         self.lines[..upto].iter().rev().find(|&&l| l > 0).copied()
     }
+
+    /// The source's line (from 1) that holds line `line` of an earlier cell whose text is
+    /// `source`: outside the running cell, the same text, the neighbours agreeing best (one
+    /// best, and at least one agreeing).
+    fn earlier_lib_line(&self, source: &[&str], line: usize) -> Option<usize> {
+        let at = line.checked_sub(1)?;
+        best((0..self.text.len()).filter(|&j| self.lines[j] == 0).map(|j| (j + 1, agreement(source, at, &self.text, j))))
+    }
+
+    /// Which earlier cell (of `cells`: file and text, newest first) and line a source line (from
+    /// 1) outside the running cell holds. Between cells that agree as well (an edited cell's
+    /// versions), the newest.
+    pub(super) fn earlier_cell_line<'c>(&self, cells: &'c [(String, String)], lib_line: usize) -> Option<(&'c str, usize)> {
+        let j = lib_line.checked_sub(1).filter(|&j| self.lines.get(j) == Some(&0))?;
+        let mut top: Option<((&str, usize), usize)> = None;
+        for (path, text) in cells.iter().filter(|(path, _)| *path != self.cell) {
+            let lines: Vec<&str> = text.lines().collect();
+            let scored = (0..lines.len()).map(|i| (i, agreement(&lines, i, &self.text, j)));
+            let Some(i) = best(scored.clone()) else { continue };
+            let score = scored.filter(|(k, _)| *k == i).find_map(|(_, s)| s).unwrap_or(0);
+            if top.is_none_or(|(_, s)| score > s) {
+                top = Some(((path.as_str(), i + 1), score));
+            }
+        }
+        top.map(|(at, _)| at)
+    }
+}
+
+/// How well line `i` of `a` and line `j` of `b` agree: `None` when their texts differ (or are too
+/// bare to tell, as a lone brace), else how many of their neighbours agree too.
+fn agreement(a: &[&str], i: usize, b: &[String], j: usize) -> Option<usize> {
+    let text = a.get(i)?.trim();
+    if text.len() < 3 || text != b.get(j)?.trim() {
+        return None;
+    }
+    let same = |x: Option<&&str>, y: Option<&String>| x.zip(y).is_some_and(|(x, y)| x.trim() == y.trim());
+    Some((1..=CONTEXT).map(|d| usize::from(same(a.get(i + d), b.get(j + d))) + usize::from(same(i.checked_sub(d).and_then(|k| a.get(k)), j.checked_sub(d).and_then(|k| b.get(k))))).sum())
+}
+
+/// The one candidate that agrees best (with at least one neighbour); none on a tie.
+fn best<T>(candidates: impl Iterator<Item = (T, Option<usize>)>) -> Option<T> {
+    let mut top: Option<(T, usize)> = None;
+    let mut tied = false;
+    for (t, score) in candidates {
+        let Some(score) = score.filter(|&s| s > 0) else { continue };
+        match &top {
+            Some((_, s)) if score < *s => {}
+            Some((_, s)) if score == *s => tied = true,
+            _ => {
+                top = Some((t, score));
+                tied = false;
+            }
+        }
+    }
+    top.filter(|_| !tied).map(|(t, _)| t)
+}
+
+/// The text of a cell's file (the panel dumps each before it sets breakpoints in it).
+pub(super) fn cell_text(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
 }
 
 impl Debugger {
@@ -67,9 +137,9 @@ impl Debugger {
             self.loaded = None;
             return;
         };
-        self.loaded = Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec() });
-        let bps = self.breakpoints.get(&cell).cloned().unwrap_or(json!([]));
-        if let Err(e) = self.push_breakpoints(&bps) {
+        let text = std::fs::read_to_string(lib).unwrap_or_default().lines().map(str::to_string).collect();
+        self.loaded = Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec(), text });
+        if let Err(e) = self.push_breakpoints(&cell) {
             tracing::warn!("the cell's breakpoints were not set: {e}");
         }
     }
@@ -86,37 +156,69 @@ impl Debugger {
         }
     }
 
-    /// Sets `bps` (the panel's, on the loaded cell's lines, with their conditions and log
-    /// messages) on the loaded cell's source; the panel's lines with what lldb-dap made of each.
-    pub(super) fn push_breakpoints(&mut self, bps: &Value) -> Result<Value, String> {
+    /// Sets every cell's breakpoints (the panel's, with their conditions and log messages) on
+    /// the loaded source: the running cell's where its lines went, earlier cells' where their
+    /// items' text is; what lldb-dap made of cell `answer_for`'s, on its lines.
+    pub(super) fn push_breakpoints(&mut self, answer_for: &str) -> Result<Value, String> {
         let Some(l) = self.loaded.as_ref().filter(|_| self.started()) else {
             return Err("not attached".into());
         };
-        let (cell, lib) = (l.cell.clone(), l.lib.clone());
-        let wanted: Vec<(Value, Option<usize>)> = bps.as_array().into_iter().flatten().filter(|b| b["line"].is_u64()).map(|b| (b.clone(), b["line"].as_u64().and_then(|line| l.lib_line(line)))).collect();
+        let lib = l.lib.clone();
+        // (cell, its breakpoint, the source line it goes to)
+        let mut wanted: Vec<(&str, &Value, Option<usize>)> = Vec::new();
+        for (path, bps) in &self.breakpoints {
+            let text = if *path == l.cell { None } else { cell_text(path) };
+            let lines: Vec<&str> = text.as_deref().map(|t| t.lines().collect()).unwrap_or_default();
+            for b in bps.as_array().into_iter().flatten().filter(|b| b["line"].is_u64()) {
+                let line = b["line"].as_u64().unwrap_or(0);
+                let at = if *path == l.cell { l.lib_line(line) } else { l.earlier_lib_line(&lines, line as usize) };
+                wanted.push((path, b, at));
+            }
+        }
         let lib_bps: Vec<Value> = wanted
             .iter()
-            .filter_map(|(b, at)| {
-                let mut b = b.clone();
+            .filter_map(|(_, b, at)| {
+                let mut b = (*b).clone();
                 b["line"] = json!((*at)?);
                 Some(b)
             })
             .collect();
+        let wanted: Vec<(String, Value, bool)> = wanted.into_iter().map(|(p, b, at)| (p.to_string(), b.clone(), at.is_some())).collect();
         let set = body_of(self.call("setBreakpoints", Some(&json!({"source": {"path": lib}, "breakpoints": lib_bps})))?)?;
         let mut answers = set["breakpoints"].as_array().cloned().unwrap_or_default().into_iter();
-        let out: Vec<Value> = wanted
-            .iter()
-            .map(|(b, at)| match at {
-                Some(_) => {
-                    let mut answer = answers.next().unwrap_or(json!({"verified": false}));
-                    answer["line"] = b["line"].clone();
-                    answer["source"] = json!({"path": cell});
-                    answer
-                }
-                None => json!({"verified": false, "line": b["line"], "source": {"path": cell}, "message": "no code on this line"}),
-            })
-            .collect();
+        let mut out = Vec::new();
+        for (path, b, placed) in wanted {
+            let answer = if placed {
+                let mut answer = answers.next().unwrap_or(json!({"verified": false}));
+                answer["line"] = b["line"].clone();
+                answer["source"] = json!({"path": path});
+                answer
+            } else {
+                json!({"verified": false, "line": b["line"], "source": {"path": path}, "message": "no code on this line in the running cell's build"})
+            };
+            if path == answer_for {
+                out.push(answer);
+            }
+        }
         Ok(json!({"breakpoints": out}))
     }
+}
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_earlier_cells_line_is_found_by_its_text_and_neighbours() {
+        let cell_a = "fn step(x: f32) -> f32 {\n    let y = x * 2.0;\n    y + 1.0\n}";
+        let lib = "use std::x;\nfn other() {\n    let y = x * 2.0;\n}\nfn step(x: f32) -> f32 {\n    let y = x * 2.0;\n    y + 1.0\n}\npub fn run_user_code_3() {\nlet z = step(1.0);\n}";
+        let loaded = Loaded { cell: "b.rs".into(), lib: "lib.rs".into(), lines: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0], text: lib.lines().map(str::to_string).collect() };
+        let a: Vec<&str> = cell_a.lines().collect();
+        // `let y = x * 2.0;` is on lines 3 and 6: the one inside `step` agrees with its neighbours.
+        assert_eq!(loaded.earlier_lib_line(&a, 2), Some(6));
+        assert_eq!(loaded.earlier_lib_line(&a, 4), None, "a lone brace is too bare to place");
+        let cells = [("a.rs".to_string(), cell_a.to_string()), ("b.rs".to_string(), "let z = step(1.0);".to_string())];
+        assert_eq!(loaded.earlier_cell_line(&cells, 6), Some(("a.rs", 2)));
+        assert_eq!(loaded.earlier_cell_line(&cells, 10), None, "the running cell's own line");
+    }
 }

@@ -260,12 +260,26 @@ impl Debugger {
             let n = frames.len();
             r["body"]["totalFrames"] = json!(n);
         }
-        if let (Some(l), Some(frames)) = (&self.loaded, r["body"]["stackFrames"].as_array_mut()) {
-            for f in frames.iter_mut().filter(|f| f["source"]["path"] == json!(l.lib)) {
-                if let Some(line) = f["line"].as_u64().and_then(|n| l.cell_line(n)) {
-                    f["line"] = json!(line);
-                    f["source"] = json!({"path": l.cell, "name": Path::new(&l.cell).file_name().map(|n| n.to_string_lossy().into_owned())});
-                }
+        let Some(l) = &self.loaded else { return r };
+        // The cells the panel has dumped: where frames in earlier cells' functions are.
+        let mut dumped: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&self.prefix)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
+            .map(|e| (e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), e.path().to_string_lossy().into_owned()))
+            .collect();
+        dumped.sort_by(|a, b| b.0.cmp(&a.0));
+        let cells: Vec<(String, String)> = dumped.into_iter().filter_map(|(_, p)| cells::cell_text(&p).map(|t| (p, t))).collect();
+        for f in r["body"]["stackFrames"].as_array_mut().into_iter().flatten().filter(|f| f["source"]["path"] == json!(l.lib)) {
+            let lib_line = f["line"].as_u64().unwrap_or(0);
+            let at = match l.earlier_cell_line(&cells, lib_line as usize) {
+                Some((path, line)) => Some((path.to_string(), line)),
+                None => l.cell_line(lib_line).map(|line| (l.cell.clone(), line)),
+            };
+            if let Some((path, line)) = at {
+                f["line"] = json!(line);
+                f["source"] = json!({"path": path, "name": Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned())});
             }
         }
         r
@@ -310,8 +324,8 @@ impl Debugger {
         let path = args["source"]["path"].as_str().ok_or("setBreakpoints: `arguments.source.path` must name the cell's file")?;
         let bps = args.get("breakpoints").cloned().unwrap_or(json!([]));
         self.breakpoints.insert(path.to_string(), bps.clone());
-        if self.started() && self.loaded.as_ref().is_some_and(|l| l.cell == path) {
-            return self.push_breakpoints(&bps);
+        if self.started() && self.loaded.is_some() {
+            return self.push_breakpoints(path);
         }
         // Kept until the cell is built while the debugger is on.
         Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"], "source": {"path": path}})).collect::<Vec<_>>()}))

@@ -317,6 +317,22 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     let (at, text, reply) = k.run_to_breakpoint("%%time\nlet a = x + 1;\nlet b = a * 2;\nb", 3);
     assert_eq!((at, text.as_str(), reply["status"].as_str()), (("<the cell>".to_string(), 3), "12", Some("ok")), "{reply}");
 
+    // A breakpoint in a function an earlier cell defined stops the cell that calls it, and the
+    // frames are told in each cell's own file and line.
+    let def = "fn step(x: i32) -> i32 {\n    let doubled = x * 2;\n    doubled + 1\n}";
+    let def_path = k.debug("dumpCell", json!({"code": def}))["body"]["sourcePath"].as_str().unwrap().to_string();
+    assert_eq!(k.run(def).1["status"], "ok");
+    k.debug("setBreakpoints", json!({"source": {"path": def_path}, "breakpoints": [{"line": 2}]}));
+    let call = "let r = step(20);\nr";
+    let call_path = k.debug("dumpCell", json!({"code": call}))["body"]["sourcePath"].as_str().unwrap().to_string();
+    let id = k.f.send_execute_request(call);
+    let tid = k.wait_event("stopped")["body"]["threadId"].clone();
+    let frames = k.debug("stackTrace", json!({"threadId": tid}))["body"]["stackFrames"].clone();
+    let at: Vec<(&str, u64)> = frames.as_array().unwrap().iter().take(2).map(|f| (f["source"]["path"].as_str().unwrap(), f["line"].as_u64().unwrap())).collect();
+    assert_eq!(at, [(def_path.as_str(), 2), (call_path.as_str(), 1)], "{frames}");
+    assert_eq!(k.debug("continue", json!({"threadId": tid}))["success"], true);
+    assert_eq!(k.finish(&id).0, "41");
+
     // A %%compute cell runs in a sandbox: its breakpoints are not set, and it says so.
     let code = "%%compute\nlet c = x * 7;\nc";
     let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
