@@ -45,9 +45,9 @@ impl Loaded {
         best((0..self.text.len()).filter(|&j| self.lines[j] == 0).map(|j| (j + 1, agreement(source, at, &self.text, j))))
     }
 
-    /// Which earlier cell (of `cells`: file and text, newest first) and line a source line (from
-    /// 1) outside the running cell holds. Between cells that agree as well (an edited cell's
-    /// versions), the newest.
+    /// Which earlier cell (of `cells`: file and text, newest first) and line a source line
+    /// outside the running cell holds (lines count from 1). Between cells that agree as well
+    /// (an edited cell's versions), the newest.
     pub(super) fn earlier_cell_line<'c>(&self, cells: &'c [(String, String)], lib_line: usize) -> Option<(&'c str, usize)> {
         let j = lib_line.checked_sub(1).filter(|&j| self.lines.get(j) == Some(&0))?;
         let mut top: Option<((&str, usize), usize)> = None;

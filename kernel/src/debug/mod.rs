@@ -269,7 +269,7 @@ impl Debugger {
             .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
             .map(|e| (e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), e.path().to_string_lossy().into_owned()))
             .collect();
-        dumped.sort_by(|a, b| b.0.cmp(&a.0));
+        dumped.sort_by_key(|d| std::cmp::Reverse(d.0));
         let cells: Vec<(String, String)> = dumped.into_iter().filter_map(|(_, p)| cells::cell_text(&p).map(|t| (p, t))).collect();
         for f in r["body"]["stackFrames"].as_array_mut().into_iter().flatten().filter(|f| f["source"]["path"] == json!(l.lib)) {
             let lib_line = f["line"].as_u64().unwrap_or(0);
