@@ -209,13 +209,19 @@ impl Debugger {
         if pid == 0 {
             return Err("attach: no process runs cells yet (the kernel is starting)".into());
         }
-        self.handshake(pid).inspect_err(|_| self.end())?;
+        self.handshake(pid).inspect_err(|_| {
+            self.end();
+            mend(pid);
+        })?;
         Ok(json!({}))
     }
 
     /// The attach handshake with the started lldb-dap (initialized).
     fn handshake(&mut self, pid: u32) -> Result<(), String> {
         let adapter = self.adapter.as_ref().ok_or("lldb-dap is not started")?;
+        // The process to mend if lldb-dap fails from here on.
+        self.pid = pid;
+        self.shared.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
         let (tx, rx) = channel();
         *lock(&self.shared.initialized) = Some(tx);
         // An interrupt reaches a running cell as SIGINT, which LLDB would stop on.
@@ -230,8 +236,6 @@ impl Debugger {
             }
         }
         self.attached = true;
-        self.pid = pid;
-        self.shared.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
         self.state.debugging.store(true, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
@@ -369,9 +373,8 @@ impl Debugger {
     /// Ends the session after lldb-dap failed (`why`), and the panel hears it.
     fn lost(&mut self, why: &str) {
         tracing::warn!("{why}");
-        let pid = if self.attached { self.pid } else { 0 };
         self.end();
-        mend(pid);
+        mend(self.pid);
         tell_lost(&self.shared, why);
     }
 

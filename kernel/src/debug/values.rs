@@ -1,7 +1,9 @@
 //! The Variables panel's values while no cell is stopped: a hidden cell prints each
 //! variable's `Debug` text, cut at [`MAX_CHARS`] (the formatting stops there, as a writer that
-//! refuses more ends it), for the types that have one; a `Vec` shows its first elements and
-//! its length. Past a time budget the rest are left blank, and a panic in one is caught.
+//! refuses more ends it); a `Vec` shows its first elements and its length. Only types that
+//! print cheaply are read ([`prints_cheaply`]: the standard library's numbers, text and
+//! collections of them, tensors): a user's `Debug` could run for ever, and the panel's request
+//! waits for it. Past a time budget the rest are left blank, and a panic in one is caught.
 
 use std::collections::BTreeMap;
 
@@ -56,7 +58,7 @@ let mut dryml_out = String::new();
     // One call site for the formatting and the catching: the closures' code is all that is
     // built per variable.
     code.push_str("let dryml_vars: &[(&str, &dyn Fn() -> Option<String>)] = &[\n");
-    for (name, ty) in types.iter().take(MAX_VARS) {
+    for (name, ty) in types.iter().filter(|(_, ty)| prints_cheaply(ty)).take(MAX_VARS) {
         let text = if is_vec(ty) {
             format!("(&DrymlShow(&{name}[..{name}.len().min({VEC_HEAD})])).dryml_text().map(|t| format!(\"{{t}} (len {{}})\", {name}.len()))")
         } else {
@@ -69,6 +71,22 @@ let mut dryml_out = String::new();
     ));
     code.push_str("::std::panic::set_hook(dryml_hook);\nprint!(\"{dryml_out}\");\n}\n");
     code
+}
+
+/// The names, last path segment, of the types whose `Debug` is the standard library's (or a
+/// tensor library's, which prints its shape) and so costs what its size does.
+const CHEAP: &[&str] = &[
+    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize", "f32", "f64", "bool", "char", "str", "String",
+    "Vec", "VecDeque", "HashMap", "BTreeMap", "HashSet", "BTreeSet", "Option", "Result", "Box", "Rc", "Arc", "Duration", "PathBuf", "Path",
+    "Tensor", "mut", "dyn",
+];
+
+/// Whether a type (evcxr's name of it) is made only of [`CHEAP`] types: tuples, arrays,
+/// references and paths of them.
+pub fn prints_cheaply(ty: &str) -> bool {
+    ty.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':' || c == '\''))
+        .filter(|t| !t.is_empty() && !t.starts_with('\'') && !t.chars().all(|c| c.is_ascii_digit()))
+        .all(|t| CHEAP.contains(&t.rsplit("::").next().unwrap_or(t)))
 }
 
 /// A `Vec` by evcxr's name of its type.
@@ -92,5 +110,17 @@ mod tests {
         assert!(code.contains("(\"v\", &|| (&DrymlShow(&v[..v.len().min(16)]))") && code.contains("(\"x\", &|| (&DrymlShow(&x)).dryml_text())"), "{code}");
         let out = format!("v{SEP}[1.5, 2.5] (len 2)\nx{SEP}5\nnoise without a separator\n");
         assert_eq!(parse(&out), [("v", "[1.5, 2.5] (len 2)"), ("x", "5")].map(|(n, v)| (n.to_string(), v.to_string())).into());
+    }
+
+    #[test]
+    fn only_types_that_print_cheaply_are_read() {
+        for ty in ["i32", "Vec<f32>", "std::collections::HashMap<String, (u8, [f64; 3])>", "Option<&'static str>", "tch::Tensor", "()"] {
+            assert!(prints_cheaply(ty), "{ty}");
+        }
+        for ty in ["Net", "Vec<Net>", "dryml::models::Pipe<A, B>", "HashMap<String, Config>"] {
+            assert!(!prints_cheaply(ty), "{ty}");
+        }
+        let types: BTreeMap<String, String> = [("net", "Net"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
+        assert!(!code(&types).contains("&net"));
     }
 }
