@@ -7,7 +7,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startLab, startBrowser, cellsOf, ARTIFACTS } from './lab.mjs';
+import { startLab, startBrowser, cellsOf, openNotebook, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
@@ -38,10 +38,7 @@ describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
   });
 
   it('stops a cell on a breakpoint clicked in its gutter, shows its locals and stack, and continues', async () => {
-    await page.goto(lab.url('/lab?reset'));
-    await page.locator('.jp-LauncherCard[data-category="Notebook"][title="DRYML Rust"]').click({ timeout: 60_000 });
-    await page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first().waitFor();
-    await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout: 600_000 });
+    await openNotebook(page, lab);
     await run('let base = 1;', { timeout: 600_000 });
 
     // The bug icon is on for this kernel: click it, and the debugger's sidebar opens.

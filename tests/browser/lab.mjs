@@ -116,6 +116,20 @@ export async function startBrowser() {
  * cell's prompt (`[*]:` while queued or running, `[N]:` once done), waiting for it, typing code
  * into the last cell as one edit (no auto-indent or bracket closing) and running it, and the
  * text of a cell's outputs. */
+/** A new DRYML Rust notebook from a fresh workspace's Launcher (`?reset`: not the last
+ * notebook), once its kernel is idle (keys typed before it is up are lost). */
+export async function openNotebook(page, lab, timeout = 600_000) {
+  await page.goto(lab.url('/lab?reset'));
+  await page.locator('.jp-LauncherCard[data-category="Notebook"][title="DRYML Rust"]').click({ timeout: 60_000 });
+  await page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first().waitFor();
+  await kernelIdle(page, timeout);
+}
+
+/** Waits until the status bar says the kernel is idle. */
+export async function kernelIdle(page, timeout) {
+  await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout });
+}
+
 export function cellsOf(page, assert) {
   const lastCell = async () => {
     const cells = page.locator('.jp-Notebook .jp-Cell');

@@ -4,7 +4,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startLab, startBrowser, cellsOf, ARTIFACTS } from './lab.mjs';
+import { startLab, startBrowser, cellsOf, openNotebook, kernelIdle, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
@@ -12,10 +12,6 @@ let page;
 let lastCell, prompt, waitDone, run, outputText;
 const consoleErrors = [];
 
-/** Waits until the status bar says the kernel is idle. */
-async function kernelIdle(timeout) {
-  await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout });
-}
 
 describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   before(async () => {
@@ -35,12 +31,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   });
 
   it('opens a DRYML Rust notebook from the Launcher and runs a cell', async () => {
-    // ?reset: a fresh workspace shows the Launcher, not the last notebook.
-    await page.goto(lab.url('/lab?reset'));
-    await page.locator('.jp-LauncherCard[data-category="Notebook"][title="DRYML Rust"]').click({ timeout: 60_000 });
-    await page.locator('.jp-NotebookPanel .jp-Notebook .jp-Cell').first().waitFor();
-    // Typing before the kernel is up loses keys: wait for the status bar's "Idle".
-    await kernelIdle(600_000);
+    await openNotebook(page, lab);
     // The first cell waits for the kernel's start (evcxr's first build with a cold cache).
     const cell = await run('let xs: Vec<u64> = (1..=10).collect();\nxs.iter().sum::<u64>()', { timeout: 600_000 });
     assert.equal(await outputText(cell), '55');
@@ -183,7 +174,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     await page.locator('.lm-Menu-itemLabel', { hasText: /^Restart Kernel…$/ }).click();
     await page.locator('.jp-Dialog .jp-mod-accept', { hasText: 'Restart' }).click();
     await page.locator('#jp-main-statusbar', { hasText: /DRYML Rust \| (Restarting|Starting|Busy)/ }).waitFor({ timeout: 30_000 }).catch(() => {});
-    await kernelIdle(300_000);
+    await kernelIdle(page, 300_000);
     const cell = await run('40 + 2', { timeout: 300_000 });
     assert.equal(await outputText(cell), '42');
     const gone = await run('my_long_variable');

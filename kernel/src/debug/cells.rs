@@ -45,13 +45,13 @@ impl Loaded {
         best((0..self.text.len()).filter(|&j| self.lines[j] == 0).map(|j| (j + 1, agreement(source, at, &self.text, j))))
     }
 
-    /// Which earlier cell (of `cells`: file and text, newest first) and line a source line
+    /// Which earlier cell (of `cells`: file and text, oldest first) and line a source line
     /// outside the running cell holds (lines count from 1). Between cells that agree as well
     /// (an edited cell's versions), the newest.
     pub(super) fn earlier_cell_line<'c>(&self, cells: &'c [(String, String)], lib_line: usize) -> Option<(&'c str, usize)> {
         let j = lib_line.checked_sub(1).filter(|&j| self.lines.get(j) == Some(&0))?;
         let mut top: Option<((&str, usize), usize)> = None;
-        for (path, text) in cells.iter().filter(|(path, _)| *path != self.cell) {
+        for (path, text) in cells.iter().rev().filter(|(path, _)| *path != self.cell) {
             let lines: Vec<&str> = text.lines().collect();
             let scored = (0..lines.len()).map(|i| (i, agreement(&lines, i, &self.text, j)));
             let Some(i) = best(scored.clone()) else { continue };
@@ -91,11 +91,6 @@ fn best<T>(candidates: impl Iterator<Item = (T, Option<usize>)>) -> Option<T> {
         }
     }
     top.filter(|_| !tied).map(|(t, _)| t)
-}
-
-/// The text of a cell's file (the panel dumps each before it sets breakpoints in it).
-pub(super) fn cell_text(path: &str) -> Option<String> {
-    std::fs::read_to_string(path).ok()
 }
 
 impl Debugger {
@@ -167,8 +162,9 @@ impl Debugger {
         // (cell, its breakpoint, the source line it goes to)
         let mut wanted: Vec<(&str, &Value, Option<usize>)> = Vec::new();
         for (path, bps) in &self.breakpoints {
-            let text = if *path == l.cell { None } else { cell_text(path) };
-            let lines: Vec<&str> = text.as_deref().map(|t| t.lines().collect()).unwrap_or_default();
+            // An earlier cell's text, as the panel dumped it before setting its breakpoints.
+            let text = self.dumped.iter().find(|(p, _)| p == path && *path != l.cell).map(|(_, t)| t.as_str());
+            let lines: Vec<&str> = text.map(|t| t.lines().collect()).unwrap_or_default();
             for b in bps.as_array().into_iter().flatten().filter(|b| b["line"].is_u64()) {
                 let line = b["line"].as_u64().unwrap_or(0);
                 let at = if *path == l.cell { l.lib_line(line) } else { l.earlier_lib_line(&lines, line as usize) };
@@ -217,8 +213,9 @@ mod tests {
         // `let y = x * 2.0;` is on lines 3 and 6: the one inside `step` agrees with its neighbours.
         assert_eq!(loaded.earlier_lib_line(&a, 2), Some(6));
         assert_eq!(loaded.earlier_lib_line(&a, 4), None, "a lone brace is too bare to place");
-        let cells = [("a.rs".to_string(), cell_a.to_string()), ("b.rs".to_string(), "let z = step(1.0);".to_string())];
-        assert_eq!(loaded.earlier_cell_line(&cells, 6), Some(("a.rs", 2)));
+        let cells = [("a.rs".to_string(), cell_a.to_string()), ("b.rs".to_string(), "let z = step(1.0);".to_string()), ("a-edited.rs".to_string(), format!("// v2\n{cell_a}"))];
+        assert_eq!(loaded.earlier_cell_line(&cells[..2], 6), Some(("a.rs", 2)));
+        assert_eq!(loaded.earlier_cell_line(&cells, 6), Some(("a-edited.rs", 3)), "an edited cell's versions: the newest");
         assert_eq!(loaded.earlier_cell_line(&cells, 10), None, "the running cell's own line");
     }
 }

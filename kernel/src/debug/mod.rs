@@ -64,6 +64,8 @@ pub struct Debugger {
     init_args: Value,
     /// Each source's breakpoints as the panel last set them.
     breakpoints: BTreeMap<String, Value>,
+    /// The cells the panel dumped (file, text), oldest first: where earlier cells' functions are.
+    dumped: Vec<(String, String)>,
     /// The file of the cell whose request runs (while its code runs in the attached process).
     current: Option<String>,
     /// The last cell built while attached.
@@ -87,6 +89,7 @@ impl Debugger {
             pid: 0,
             init_args: json!({}),
             breakpoints: BTreeMap::new(),
+            dumped: Vec::new(),
             current: None,
             loaded: None,
             shared: Arc::default(),
@@ -149,10 +152,13 @@ impl Debugger {
         })
     }
 
-    fn dump_cell(&self, args: &Value) -> Result<Value, String> {
+    fn dump_cell(&mut self, args: &Value) -> Result<Value, String> {
         let code = args["code"].as_str().ok_or("dumpCell: `arguments.code` must be the cell's source (a string)")?;
         let path = self.cell_path(code);
         write_atomically(&path, code).map_err(|e| format!("dumpCell: could not write {}: {e}", path.display()))?;
+        let file = path.to_string_lossy().into_owned();
+        self.dumped.retain(|(p, _)| *p != file);
+        self.dumped.push((file, code.to_string()));
         Ok(json!({"sourcePath": path}))
     }
 
@@ -265,19 +271,9 @@ impl Debugger {
             r["body"]["totalFrames"] = json!(n);
         }
         let Some(l) = &self.loaded else { return r };
-        // The cells the panel has dumped: where frames in earlier cells' functions are.
-        let mut dumped: Vec<(std::time::SystemTime, String)> = std::fs::read_dir(&self.prefix)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "rs"))
-            .map(|e| (e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), e.path().to_string_lossy().into_owned()))
-            .collect();
-        dumped.sort_by_key(|d| std::cmp::Reverse(d.0));
-        let cells: Vec<(String, String)> = dumped.into_iter().filter_map(|(_, p)| cells::cell_text(&p).map(|t| (p, t))).collect();
         for f in r["body"]["stackFrames"].as_array_mut().into_iter().flatten().filter(|f| f["source"]["path"] == json!(l.lib)) {
             let lib_line = f["line"].as_u64().unwrap_or(0);
-            let at = match l.earlier_cell_line(&cells, lib_line as usize) {
+            let at = match l.earlier_cell_line(&self.dumped, lib_line as usize) {
                 Some((path, line)) => Some((path.to_string(), line)),
                 None => l.cell_line(lib_line).map(|line| (l.cell.clone(), line)),
             };
