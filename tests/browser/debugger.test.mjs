@@ -87,7 +87,16 @@ describe('The debugger on DRYML Rust cells', { timeout: 900_000 }, () => {
       assert.ok(Date.now() < untilShown, `no values in the panel's inspectVariables replies: ${inspected.slice(-1)}`);
       await page.waitForTimeout(200);
     }
-    assert.match(await sidebar.innerText(), /Globals\nbase\ni32\nv\nVec<f32>\nx\ni32\ny\ni32/);
+    // The panel shows them once it has rendered the reply, and keeps them: a `continued` that
+    // reached it after the cell's idle used to empty it for good.
+    const globals = /Globals\nbase\ni32\nv\nVec<f32>\nx\ni32\ny\ni32/;
+    const untilRendered = Date.now() + 60_000;
+    while (!globals.test(await sidebar.innerText())) {
+      assert.ok(Date.now() < untilRendered, `the Variables panel stayed without the notebook's variables: ${await sidebar.innerText()}`);
+      await page.waitForTimeout(100);
+    }
+    await page.waitForTimeout(1_500);
+    assert.match(await sidebar.innerText(), globals, 'the Variables panel keeps them');
     await sidebar.locator('.jp-TableView-Button').first().click();
     await page.waitForTimeout(500);
     await page.screenshot({ path: join(ARTIFACTS, 'debugger-variables.png') });

@@ -295,20 +295,41 @@ impl Debugger {
         r
     }
 
-    /// Resumes (a continue or a step): lldb-dap sends no `continued` for what it was asked, so
-    /// the thread (or all of them) is no longer stopped once it answers.
+    /// Resumes (a continue or a step). The panel hears `continued` from here, before the
+    /// process runs, so it reaches iopub ahead of anything the cell then prints and of its idle
+    /// (the panel refills its Variables after those); lldb-dap's own `continued` comes from
+    /// another thread at any time, even after the cell's idle, and would empty the panel then.
     fn resume(&mut self, req: &Value) -> Value {
-        let r = self.forward(req);
-        if r["success"] == true {
+        let thread = req["arguments"]["threadId"].as_i64();
+        // lldb-dap's continue resumes every thread; a step, the one it names.
+        let all = req["command"] == "continue" || thread.is_none();
+        let resumed: BTreeSet<i64> = {
             let mut stopped = lock(&self.shared.stopped);
-            match req["arguments"]["threadId"].as_i64() {
-                Some(t) if req["command"] != "continue" || r["body"]["allThreadsContinued"] == false => {
-                    stopped.remove(&t);
-                }
-                _ => stopped.clear(),
+            if all {
+                std::mem::take(&mut *stopped)
+            } else {
+                thread.filter(|t| stopped.remove(t)).into_iter().collect()
             }
+        };
+        let tid = thread.or(resumed.first().copied());
+        if !resumed.is_empty() {
+            self.tell(json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": tid, "allThreadsContinued": all}}));
+        }
+        let r = self.forward(req);
+        if r["success"] != true && self.started() && !resumed.is_empty() {
+            // Still stopped where it was: the panel is told so again.
+            lock(&self.shared.stopped).extend(&resumed);
+            let why = r["message"].as_str().unwrap_or("lldb-dap refused").to_string();
+            self.tell(json!({"type": "event", "seq": 0, "event": "stopped", "body": {"reason": "pause", "threadId": tid, "allThreadsStopped": true, "description": why}}));
         }
         r
+    }
+
+    /// Sends an event to the panel (a `debug_event` under the latest debug request).
+    fn tell(&self, e: Value) {
+        if let Some(events) = lock(&self.shared.events).clone() {
+            events(e);
+        }
     }
 
     /// A scope's or a value's variables, less evcxr's own (its variable store).
@@ -447,8 +468,8 @@ fn source(args: &Value) -> Result<Value, String> {
     std::fs::read_to_string(path).map(|content| json!({"content": content})).map_err(|e| format!("source {path}: {e}"))
 }
 
-/// What lldb-dap says unasked: `stopped` and `continued` are tracked, `initialized` ends the
-/// attach handshake; its console output (the formatters' set-up), its news of evcxr's
+/// What lldb-dap says unasked: `stopped` is tracked (the bridge says `continued` itself),
+/// `initialized` ends the attach handshake; its console output (the formatters' set-up), its news of evcxr's
 /// libraries and of their breakpoints (on lines of evcxr's source, which the panel does not
 /// know) and the end of the process (evcxr starts another, which the next cell attaches to)
 /// stay here; the rest goes to the panel.
@@ -470,15 +491,10 @@ fn on_event(shared: &Shared, e: Value) {
                 lock(&shared.stopped).insert(t);
             }
         }
-        "continued" => {
-            let mut stopped = lock(&shared.stopped);
-            match e["body"]["threadId"].as_i64() {
-                Some(t) if e["body"]["allThreadsContinued"] != true => {
-                    stopped.remove(&t);
-                }
-                _ => stopped.clear(),
-            }
-        }
+        // The bridge tells the panel itself when a thread goes on (see `Debugger::resume`).
+        // lldb-dap also says so after every resume of the process, its own included (the
+        // dynamic loader's stop as each cell's library loads): each one would empty the panel.
+        "continued" => return,
         _ => {}
     }
     if let Some(events) = lock(&shared.events).clone() {

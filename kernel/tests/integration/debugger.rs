@@ -379,3 +379,69 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "6"), "{reply}");
     k.drain();
 }
+
+/// The iopub messages of a continue, in order, as (`debug_event` name or message type, whose
+/// request sent it: "cell", "continue" or ""), until the cell's idle.
+fn continue_until_idle(k: &mut RealKernel, tid: &Value, id: &str) -> Vec<(String, &'static str)> {
+    k.seq += 1;
+    let req = k.f.send(Sock::Control, "debug_request", json!({"seq": k.seq, "type": "request", "command": "continue", "arguments": {"threadId": tid}}));
+    let mut seen = Vec::new();
+    loop {
+        let m = k.f.recv_iopub_within(FIRST_CELL);
+        let what = match m.msg_type() {
+            "debug_event" => m.content["event"].as_str().unwrap_or("").to_string(),
+            "status" => m.content["execution_state"].as_str().unwrap_or("").to_string(),
+            other => other.to_string(),
+        };
+        let whose = if parent_id(&m) == id { "cell" } else if parent_id(&m) == req { "continue" } else { "" };
+        let idle = whose == "cell" && what == "idle";
+        seen.push((what, whose));
+        if idle {
+            break;
+        }
+    }
+    assert_eq!(k.f.recv_control_reply(&req, "debug_reply")["success"], true);
+    let _ = k.f.recv_shell_execute_reply(id);
+    seen
+}
+
+#[test]
+fn after_continue_the_panel_hears_continued_before_the_cells_output_and_nothing_that_empties_it_after() {
+    // JupyterLab empties its Variables panel on every `continued` and fills it from
+    // inspectVariables after each iopub message of the cell. lldb-dap says `continued` from a
+    // thread of its own, so under load it reached iopub after the continue's idle, and could
+    // come after the cell's idle too, leaving the panel empty; the bridge now says it while
+    // answering the continue, before the process runs.
+    let mut k = RealKernel::start();
+    assert_eq!(k.run("let base = 1;").1["status"], "ok");
+    k.start_debugger();
+    for round in 0..6 {
+        let code = format!("let x = {round};\nlet v = vec![1.5f32, 2.5];\nlet y = x + base;\ny");
+        let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
+        k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 3}]}));
+        let id = k.f.send_execute_request(&code);
+        let tid = k.wait_event("stopped")["body"]["threadId"].clone();
+        k.events.clear();
+        let seen = continue_until_idle(&mut k, &tid, &id);
+        let at = |what: &str, whose: &str| seen.iter().position(|(w, o)| w == what && *o == whose).unwrap_or_else(|| panic!("round {round}: no {what} of the {whose:?}: {seen:?}"));
+        assert_eq!(seen.iter().filter(|(w, _)| w == "continued").count(), 1, "round {round}: one continued: {seen:?}");
+        let continued = seen.iter().position(|(w, _)| w == "continued").unwrap();
+        assert!(at("busy", "continue") < continued && continued < at("idle", "continue"), "round {round}: continued while the continue is answered: {seen:?}");
+        assert!(continued < at("execute_result", "cell"), "round {round}: continued before the cell's output: {seen:?}");
+
+        // What the panel then asks (its Variables), and all that iopub brings for a while.
+        for _ in 0..2 {
+            let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
+            assert!(vars.as_array().unwrap().iter().any(|v| v["name"] == "y" && v["value"] == json!((round + 1).to_string())), "round {round}: {vars}");
+        }
+        while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500)))) {
+            if m.msg_type() == "debug_event" {
+                k.events.push(m.content.clone());
+            }
+        }
+        let late: Vec<&Value> = k.events.iter().filter(|e| ["continued", "stopped", "terminated", "exited"].contains(&e["event"].as_str().unwrap_or(""))).collect();
+        assert!(late.is_empty(), "round {round}: after the cell's idle the panel heard {late:?}");
+        k.events.clear();
+    }
+    k.drain();
+}
