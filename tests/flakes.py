@@ -1,0 +1,173 @@
+"""The flake hunt: runs chosen end-to-end and browser tests N times, alone and under CPU load (two
+busy processes beside them, as on a loaded 2-core machine), and prints each test's failure count.
+
+    .venv/bin/python tests/flakes.py                      # the default set (TIMED, BROWSER), 20 runs
+    .venv/bin/python tests/flakes.py --runs 5 tests/test_kernel.py::test_interrupt_keeps_kernel
+    .venv/bin/python tests/flakes.py --runs 20 --modes loaded --browser browser/debugger.test.mjs
+
+Each run is one pytest session (one junit report) and one `node --test` per browser file, so a
+test that leans on an earlier one's state fails here as it would in the suite. The table goes to
+stdout and to target/test-artifacts/flakes/table.md; the log of every failed run is kept beside
+it. Needs a release build (DRYML_KERNEL_BIN) and the venv; `bash tests/run.sh` once sets up both.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "target" / "test-artifacts" / "flakes"
+
+# The end-to-end tests that wait on time or ordering: interrupts and their grace periods, output
+# that must arrive before idle, streams while a cell runs, sandboxes' timeouts, redraws and their
+# throttle, memory read while a sandbox holds it, the warm-up, the soak's figures; and the
+# browser suite (the debugger's events among them).
+TIMED = [f"tests/{t}" for t in (
+    "test_kernel.py::test_execute_output_order_and_reply",
+    "test_kernel.py::test_print_without_newline_streams_while_running",
+    "test_kernel.py::test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell",
+    "test_kernel.py::test_stderr_arrives_before_idle",
+    "test_kernel.py::test_abort_then_working_cell",
+    "test_kernel.py::test_interrupt_by_message_stops_within_2s",
+    "test_kernel.py::test_interrupt_cooperative_keeps_variables",
+    "test_kernel.py::test_stop_on_error_aborts_queued",
+    "test_never_down.py::test_an_output_flood_does_not_grow_the_kernel",
+    "test_never_down.py::test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables",
+    "test_never_down.py::test_an_interrupt_stops_a_build_and_keeps_the_variables",
+    "test_never_down.py::test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_warm_up",
+    "test_never_down.py::test_sandboxes_fork_cleanly_while_another_thread_prints",
+    "test_batching.py::test_a_slow_range_shows_one_progress_bar_updated_in_place",
+    "test_batching.py::test_interrupt_stops_range_between_steps_and_keeps_variables",
+    "test_batching.py::test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_kills",
+    "test_plots.py::test_a_training_curve_redraws_in_place_and_a_rerun_shows_it_afresh",
+    "test_plots.py::test_a_live_curve_throttles_redraws_and_draws_the_last_point",
+    "test_contexts.py::test_failing_sandboxes_release_claims_and_keep_variables",
+    "test_contexts.py::test_interrupt_stops_the_sandbox",
+    "test_contexts.py::test_sandbox_memory_is_released_as_experiments_see_it",
+    "test_soak.py",
+)]
+BROWSER = ["browser/debugger.test.mjs", "browser/notebook.test.mjs"]
+
+
+def busy(n):
+    """n processes that spin a core each until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def cases(report):
+    """(test id, passed) for every test case of a junit report (pytest's or node's)."""
+    try:
+        root = ET.parse(report).getroot()
+    except (OSError, ET.ParseError):
+        return []
+    out = []
+    for case in root.iter("testcase"):
+        cls, name = case.get("classname", ""), case.get("name", "")
+        test = f"{cls.replace('.', '/')}.py::{name}" if cls.startswith("tests.") else f"{cls}::{name}".strip(":")
+        failed = any(c.tag in ("failure", "error") for c in case)
+        if any(c.tag == "skipped" for c in case):
+            continue
+        out.append((test, not failed))
+    return out
+
+
+def run_pytest(tests, tag, timeout):
+    report = OUT / f"{tag}.pytest.xml"
+    log = OUT / f"{tag}.pytest.log"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--timeout=900",
+           f"--junitxml={report}", *tests]
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    got = cases(report)
+    if rc not in (0, 5) and not any(not ok for _, ok in got):
+        got.append(("pytest session " + " ".join(tests), False))  # collection error, crash, timeout
+    return got, log
+
+
+def run_browser(file, tag, timeout):
+    report = OUT / f"{tag}.{Path(file).stem}.xml"
+    log = OUT / f"{tag}.{Path(file).stem}.log"
+    cmd = ["node", "--test", "--test-concurrency=1", "--test-reporter=junit",
+           f"--test-reporter-destination={report}", "--test-reporter=spec", "--test-reporter-destination=stdout", file]
+    env = {**os.environ, "DRYML_ARTIFACTS": str(OUT / f"{tag}.{Path(file).stem}.shots")}
+    with open(log, "w") as f:
+        try:
+            rc = subprocess.run(cmd, cwd=ROOT / "tests", env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    # Node reports each describe as a test case too; its leaves are the tests.
+    got = [(f"tests/{file}::{name.split('::')[-1]}", ok) for name, ok in cases(report)]
+    if rc != 0 and not any(not ok for _, ok in got):
+        got.append((f"tests/{file}", False))
+    return got, log
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("tests", nargs="*", help="pytest node ids or files (default: the timed set)")
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--modes", default="alone,loaded", help="alone, loaded, or both (comma-separated)")
+    ap.add_argument("--browser", action="append", help="a browser test file under tests/ (repeatable)")
+    ap.add_argument("--no-browser", action="store_true", help="only the pytest tests")
+    ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded mode")
+    ap.add_argument("--timeout", type=int, default=3600, help="seconds one session may take")
+    args = ap.parse_args()
+    tests = args.tests or ([] if args.browser else TIMED)
+    browser = [] if args.no_browser else (args.browser or ([] if args.tests else BROWSER))
+    modes = [m for m in args.modes.split(",") if m]
+    if bad := [m for m in modes if m not in ("alone", "loaded")]:
+        ap.error(f"--modes: unknown mode {bad[0]!r} (alone, loaded)")
+    os.environ.setdefault("DRYML_KERNEL_BIN", str(ROOT / "target" / "release" / "dryml-kernel"))
+    os.environ.setdefault("VENV", str(ROOT / ".venv"))
+    OUT.mkdir(parents=True, exist_ok=True)
+
+    fails = defaultdict(lambda: defaultdict(int))   # test -> mode -> failures
+    runs = defaultdict(lambda: defaultdict(int))    # test -> mode -> runs
+    kept = []
+    started = time.time()
+    for i in range(1, args.runs + 1):
+        for mode in modes:
+            load = busy(args.load) if mode == "loaded" else []
+            try:
+                sessions = ([lambda tag: run_pytest(tests, tag, args.timeout)] if tests else []) + \
+                    [lambda tag, f=f: run_browser(f, tag, args.timeout) for f in browser]
+                for session in sessions:
+                    tag = f"run{i:02d}.{mode}"
+                    got, log = session(tag)
+                    for test, ok in got:
+                        runs[test][mode] += 1
+                        fails[test][mode] += not ok
+                    bad = [t for t, ok in got if not ok]
+                    if bad:
+                        kept.append(log)
+                        print(f"run {i} {mode}: FAILED {', '.join(bad)} (log: {log.relative_to(ROOT)})", flush=True)
+                    else:
+                        log.unlink(missing_ok=True)
+            finally:
+                for p in load:
+                    p.kill()
+                    p.wait()
+        print(f"run {i}/{args.runs} done, {time.time() - started:.0f} s", flush=True)
+
+    header = "| test | " + " | ".join(f"{m}: failed/runs" for m in modes) + " |"
+    lines = [header, "|" + " --- |" * (len(modes) + 1)]
+    for test in sorted(runs):
+        lines.append(f"| `{test}` | " + " | ".join(f"{fails[test][m]}/{runs[test][m]}" for m in modes) + " |")
+    total = sum(sum(f.values()) for f in fails.values())
+    summary = f"{len(runs)} tests, {args.runs} runs per mode ({', '.join(modes)}, load: {args.load} busy processes), " \
+              f"{total} failures, {time.time() - started:.0f} s"
+    table = "\n".join(lines + ["", summary])
+    (OUT / "table.md").write_text(table + "\n")
+    print(table)
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
