@@ -469,10 +469,10 @@ fn source(args: &Value) -> Result<Value, String> {
 }
 
 /// What lldb-dap says unasked: `stopped` is tracked (the bridge says `continued` itself),
-/// `initialized` ends the attach handshake; its console output (the formatters' set-up), its news of evcxr's
-/// libraries and of their breakpoints (on lines of evcxr's source, which the panel does not
-/// know) and the end of the process (evcxr starts another, which the next cell attaches to)
-/// stay here; the rest goes to the panel.
+/// `initialized` ends the attach handshake; its console output (the formatters' set-up), its
+/// news of evcxr's libraries and of their breakpoints (on lines of evcxr's source, which the
+/// panel does not know) and the end of the process (evcxr starts another, which the next cell
+/// attaches to) stay here; the rest goes to the panel.
 fn on_event(shared: &Shared, e: Value) {
     match e["event"].as_str().unwrap_or("") {
         "initialized" => {
@@ -491,9 +491,9 @@ fn on_event(shared: &Shared, e: Value) {
                 lock(&shared.stopped).insert(t);
             }
         }
-        // The bridge tells the panel itself when a thread goes on (see `Debugger::resume`).
-        // lldb-dap also says so after every resume of the process, its own included (the
-        // dynamic loader's stop as each cell's library loads): each one would empty the panel.
+        // The bridge tells the panel itself when a thread goes on (`Debugger::resume`). lldb-dap
+        // says it from its event thread after it has answered, under load after the cell's
+        // idle, and the panel would then empty its Variables for good.
         "continued" => return,
         _ => {}
     }
