@@ -102,7 +102,7 @@ def run_browser(file, tag, timeout):
             rc = subprocess.run(cmd, cwd=ROOT / "tests", env=env, stdout=f, stderr=subprocess.STDOUT, timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
-    # Node reports each describe as a test case too; its leaves are the tests.
+    # Node names a case by its own title (its describe is the suite around it).
     got = [(f"tests/{file}::{name.split('::')[-1]}", ok) for name, ok in cases(report)]
     if rc != 0 and not any(not ok for _, ok in got):
         got.append((f"tests/{file}", False))
@@ -113,7 +113,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("tests", nargs="*", help="pytest node ids or files (default: the timed set)")
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--modes", default="alone,loaded", help="alone, loaded, or both (comma-separated)")
+    ap.add_argument("--modes", default="alone,loaded", help="alone, loaded, or alone,loaded (the default)")
     ap.add_argument("--browser", action="append", help="a browser test file under tests/ (repeatable)")
     ap.add_argument("--no-browser", action="store_true", help="only the pytest tests")
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded mode")
