@@ -5,7 +5,8 @@ kernel's RSS, open fds and threads sampled throughout.
 
 Cells mix output (stdout, stderr floods, displays and display updates), compile errors, panics,
 interrupts at random moments (a running loop, a wait for input, a sandbox, a build), `%%compute`
-sandboxes, experiments, objects written to a repo and read back, and answered input. Between
+sandboxes, experiments, objects written to a repo and read back, answered input, variables of
+the notebook's own types, and dependencies added after them (path crates; linfa once). Between
 cells, raw garbage, wrongly signed messages and an oversized frame header go to every socket.
 Every request is collected through the tests' strict client (conftest.Kernel): a request without
 its reply, or any message nobody asked for, ends the run. At the end every kept variable must
@@ -77,6 +78,7 @@ class Soak:
         self.kept = {}                      # variable -> its text/plain value
         self.counts = collections.Counter()  # cell kind -> cells run
         self.added = 0                       # objects added to the repo
+        self.framework_named = False         # a `new_dep` cell has added linfa
         self.interrupt_waits = []            # seconds from interrupt to the cell's reply
         self.n = 0
 
@@ -119,6 +121,28 @@ class Soak:
         name, v = f"keep_{self.n}", self.rng.randrange(1 << 40)
         self.cell("keep", f"let {name}: u64 = {v};")
         self.kept[name] = str(v)
+
+    def own_type(self):
+        # A type of the notebook's own and a variable of it, read back by `check_kept` and at
+        # the end: no dependency added later (`new_dep`, `interrupt_build`) may drop it.
+        v = self.rng.randrange(1 << 40)
+        self.cell("own type", f"struct Own{self.n} {{ v: u64, tag: String }}\n"
+                              f"let own_{self.n} = Own{self.n} {{ v: {v}, tag: \"t\".into() }};")
+        self.kept[f"own_{self.n}.v"] = str(v)
+
+    def new_dep(self):
+        # A dependency the cell crate did not have: a path crate of its own each time, and in a
+        # long soak once a framework feature of dryml (linfa, built cold in the soak's cache).
+        if self.n > 300 and not self.framework_named:
+            _, msgs = self.cell("new dep", "dryml::models::linfa::iris().count().unwrap()", timeout=1800)
+            self.framework_named = True
+        else:
+            crate = self.repo_dir.parent / f"soakdep{self.n}"
+            (crate / "src").mkdir(parents=True)
+            (crate / "Cargo.toml").write_text(f'[package]\nname = "soakdep{self.n}"\nversion = "0.1.0"\nedition = "2021"\n')
+            (crate / "src" / "lib.rs").write_text(f"pub const ID: u64 = {self.n};\n")
+            _, msgs = self.cell("new dep", f':dep soakdep{self.n} = {{ path = "{crate}" }}\nsoakdep{self.n}::ID')
+        assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
 
     def check_kept(self):
         if self.kept:
@@ -233,7 +257,7 @@ class Soak:
     KINDS = [("keep", 14), ("check_kept", 6), ("prints", 14), ("flood", 1), ("displays", 7),
              ("compile_error", 7), ("panics", 5), ("interrupt_loop", 4), ("interrupt_input", 3),
              ("answered_input", 3), ("sandbox", 5), ("interrupt_sandbox", 2), ("interrupt_build", 0.4),
-             ("experiment", 4), ("repo_add", 5), ("repo_query", 2)]
+             ("experiment", 4), ("repo_add", 5), ("repo_query", 2), ("own_type", 4), ("new_dep", 1.5)]
 
     def run(self, cells, zctx, progress):
         self.cell("setup", TYPES)

@@ -13,6 +13,16 @@ pub fn identifiers(body: &str) -> BTreeSet<&str> {
         .collect()
 }
 
+/// The lines (1-based) of `code` where each copy of `body` starts: the generated code holds
+/// the body as its own lines, so its errors name the cell's lines.
+pub fn body_starts(code: &str, body: &str) -> Vec<usize> {
+    if body.trim().is_empty() {
+        return Vec::new();
+    }
+    let framed = format!("\n{body}\n");
+    code.match_indices(&framed).map(|(at, _)| code[..at].matches('\n').count() + 2).collect()
+}
+
 /// Whether the body ends with an expression (its value is shown) rather than a statement.
 pub fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
     crate::syntax::with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))))
@@ -299,6 +309,10 @@ mod tests {
         let code = compute(&opts("%%compute --use-existing"), "let x = 1;", &vars).unwrap();
         assert!(code.ends_with("};"), "{code}");
         assert!(code.contains("where_to_run(&__dryml_compute)"));
+        // Its body stands on lines of its own, twice (here and in a sandbox).
+        let starts = body_starts(&code, "let x = 1;");
+        assert_eq!(starts.len(), 2, "{code}");
+        assert!(starts.iter().all(|&l| code.lines().nth(l - 1) == Some("let x = 1;")), "{code}");
         let e = compute(&opts("%%compute --update nope"), "1", &vars).unwrap_err();
         assert_eq!(e, "--update nope: the notebook has no variable `nope` to update");
     }

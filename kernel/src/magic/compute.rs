@@ -18,7 +18,6 @@ pub struct ComputeCell<'a> {
 
 impl CellMagic for ComputeCell<'_> {
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
-        // Generated code: its compile errors keep rustc's rendering.
         host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());
         if opts.slurm.is_some() {
@@ -26,8 +25,10 @@ impl CellMagic for ComputeCell<'_> {
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
-        codegen::compute(opts, body, &host.session.variables())
-            .map_err(|m| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%compute: {m}")))
+        let code = codegen::compute(opts, body, &host.session.variables())
+            .map_err(|m| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%compute: {m}")))?;
+        body_lines(host, &code, body, cell.magic_lines);
+        Ok(code)
     }
 
     fn runs_elsewhere(&self) -> Option<&'static str> {
@@ -51,10 +52,20 @@ impl CellMagic for SweepCell<'_> {
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
-        Ok(codegen::sweep(opts, body))
+        let code = codegen::sweep(opts, body);
+        body_lines(host, &code, body, cell.magic_lines);
+        Ok(code)
     }
 
     fn runs_elsewhere(&self) -> Option<&'static str> {
         Some(if self.opts.slurm.is_some() { "a `%%sweep --on slurm` cell runs its body in Slurm jobs" } else { "a `%%sweep` cell runs its body in sandbox processes" })
     }
+}
+
+/// The body's compile errors name the cell's lines; those only in the code around it say so
+/// in a line.
+fn body_lines(host: &mut Host<'_>, code: &str, body: &str, magic_lines: usize) {
+    let starts = codegen::body_starts(code, body);
+    let count = body.lines().count().max(1);
+    host.session.set_cell_lines(Some(crate::session::errors::CellLines::within(&starts, count, magic_lines)));
 }

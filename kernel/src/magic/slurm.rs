@@ -219,7 +219,7 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
     }
     let code = codegen::Job { request: &request, body, inputs: &inputs, updates: &updates, shows, sweep: job.sweep, detach: job.slurm.detach }.code();
     // The body's compile errors name the cell's lines.
-    host.session.set_cell_lines(Some(CellLines { first: code.body_line, count: body_lines, above: magic_lines }));
+    host.session.set_cell_lines(Some(CellLines::within(&[code.body_line], body_lines, magic_lines)));
     Ok(code.code)
 }
 

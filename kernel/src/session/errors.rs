@@ -31,6 +31,12 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
         .filter(|(s, _)| src.cell.is_some_and(|c| c.cell_line(s.start_line - src.added).is_some()))
         .collect();
     let Some(cell) = src.cell.filter(|_| !spans.is_empty()) else {
+        // Only in the code the kernel wraps a `%%compute` or `%%sweep` body in: rustc's words,
+        // never that code.
+        if src.cell.is_some_and(|c| c.generated()) {
+            let code = e.code().map(|c| format!("[{c}]")).unwrap_or_default();
+            return format!("{}{code}: {} (in the code the kernel wraps the cell's body in)", e.level(), e.message());
+        }
         return e.rendered();
     };
     let mut out = String::new();
@@ -131,17 +137,68 @@ pub struct CellLines {
     pub count: usize,
     /// The cell's lines above the first (its magic lines).
     pub above: usize,
+    /// Where the same lines start a second time (0: nowhere): `%%compute --use-existing`
+    /// generates the body twice, for here and for a sandbox.
+    pub again: usize,
 }
 
 impl CellLines {
     /// The code is the cell's body, under `magic_lines` lines of magics.
     pub fn body(magic_lines: usize) -> CellLines {
-        CellLines { first: 1, count: usize::MAX, above: magic_lines }
+        CellLines { first: 1, count: usize::MAX, above: magic_lines, again: 0 }
+    }
+
+    /// A body of `count` lines that the kernel's code holds from each of `starts` (at most two).
+    pub fn within(starts: &[usize], count: usize, magic_lines: usize) -> CellLines {
+        CellLines { first: starts.first().copied().unwrap_or(0), count, above: magic_lines, again: starts.get(1).copied().unwrap_or(0) }
     }
 
     /// The cell line of line `l` of the code, if it is one of the cell's.
     pub fn cell_line(&self, l: usize) -> Option<usize> {
-        (l >= self.first && l - self.first < self.count).then(|| l - self.first + 1 + self.above)
+        [self.first, self.again]
+            .into_iter()
+            .find(|&first| first > 0 && l >= first && l - first < self.count)
+            .map(|first| l - first + 1 + self.above)
+    }
+
+    /// Whether the code around the cell's lines is the kernel's own.
+    pub fn generated(&self) -> bool {
+        self.first > 1 || self.count != usize::MAX
+    }
+}
+
+/// Where each line of a built cell's library (evcxr's `src/lib.rs`) is in the cell, so that
+/// panics and a sandbox's errors name the cell's lines as its compile errors do.
+#[derive(Debug, Clone, Default)]
+pub struct Locations {
+    /// For each line of the library, the cell's line it holds (0: none).
+    pub cell_of: Vec<usize>,
+}
+
+impl Locations {
+    /// From the user's line each library line holds (evcxr's), `added` lines the kernel put in
+    /// front, and where the cell's lines are in what evcxr was given.
+    pub fn new(user_lines: &[usize], added: usize, cell: Option<CellLines>) -> Locations {
+        let cell_of = user_lines
+            .iter()
+            .map(|&l| l.checked_sub(added).filter(|&l| l > 0).and_then(|l| cell?.cell_line(l)).unwrap_or(0))
+            .collect();
+        Locations { cell_of }
+    }
+
+    /// `text` with each `src/lib.rs:L:C` that is one of the cell's lines as `cell line N, column C`.
+    pub fn map<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        static AT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        // Not a path that ends in `src/lib.rs` (a `:dep` crate's own file).
+        let at = AT.get_or_init(|| regex::Regex::new(r"(^|[\s(])(?:\./)?src/lib\.rs:(\d+)(?::(\d+))?").expect("static regex"));
+        at.replace_all(text, |c: &regex::Captures<'_>| {
+            let line = c[2].parse::<usize>().ok().and_then(|l| self.cell_of.get(l.checked_sub(1)?)).copied().unwrap_or(0);
+            match (line, c.get(3)) {
+                (0, _) => c[0].to_string(),
+                (n, Some(col)) => format!("{}cell line {n}, column {}", &c[1], col.as_str()),
+                (n, None) => format!("{}cell line {n}", &c[1]),
+            }
+        })
     }
 }
 
@@ -159,8 +216,12 @@ pub fn evcxr_in(e: EvcxrError, state: &CellState, vars_before: &[String], src: S
             // The ename leads, as a Python traceback's last line names the exception: front ends
             // show the traceback, not `ename`.
             let mut traceback = vec![format!("CompilationError: {evalue}")];
+            // The same error twice (`%%compute --use-existing` builds the body twice) is said once.
+            let mut said = std::collections::HashSet::new();
             for e in &errors {
-                traceback.push(render(e, src, first.is_some_and(|f| std::ptr::eq(f, e))));
+                if said.insert(render(e, src, false)) {
+                    traceback.push(render(e, src, first.is_some_and(|f| std::ptr::eq(f, e))));
+                }
             }
             ErrorContent { ename: "CompilationError".into(), evalue, traceback }
         }
@@ -242,8 +303,24 @@ mod tests {
         let plain = CellLines::body(2);
         assert_eq!((plain.cell_line(1), plain.cell_line(40)), (Some(3), Some(42)));
         // A Slurm cell's body, three lines from line 10 of the generated code, under one magic line.
-        let job = CellLines { first: 10, count: 3, above: 1 };
+        let job = CellLines::within(&[10], 3, 1);
         assert_eq!([9, 10, 12, 13].map(|l| job.cell_line(l)), [None, Some(2), Some(4), None]);
+        // `%%compute --use-existing`: the body twice.
+        let twice = CellLines::within(&[5, 20], 2, 1);
+        assert_eq!([5, 6, 7, 20, 21, 22].map(|l| twice.cell_line(l)), [Some(2), Some(3), None, Some(2), Some(3), None]);
+        assert!(twice.generated() && !plain.generated());
+    }
+
+    #[test]
+    fn library_locations_become_the_cells_lines() {
+        // Two lines in front, a `%%compute` body of two lines from line 4, under one magic line.
+        let at = Locations::new(&[0, 0, 1, 2, 6, 7, 0], 2, Some(CellLines::within(&[4], 2, 1)));
+        assert_eq!(at.cell_of, [0, 0, 0, 0, 2, 3, 0]);
+        assert_eq!(at.map("panicked at src/lib.rs:6:9:\nboom"), "panicked at cell line 3, column 9:\nboom");
+        assert_eq!(at.map("boom (at src/lib.rs:5)"), "boom (at cell line 2)");
+        assert_eq!(at.map("    at ./src/lib.rs:5:1"), "    at cell line 2, column 1");
+        // Generated lines, and another crate's `src/lib.rs`, stay as they were.
+        assert_eq!(at.map("at src/lib.rs:7:1 and /dep/src/lib.rs:5:1"), "at src/lib.rs:7:1 and /dep/src/lib.rs:5:1");
     }
 
     #[test]

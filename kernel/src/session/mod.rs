@@ -143,6 +143,7 @@ impl Session {
                             let _ = stderr_sync_tx.send(());
                         }
                         None => {
+                            let line = st.in_cell(&line);
                             st.keep_stderr(&line);
                             text.push_str(&line);
                             text.push('\n');
@@ -371,6 +372,10 @@ impl Session {
             self.wait_sync(Duration::from_millis(500));
         }
         self.state.quiet.store(was_quiet, Ordering::SeqCst);
+        // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
+        for why in self.ctx.take_dropped() {
+            self.state.stream("stderr", &format!("{why}\n"));
+        }
         r.map_err(|e| errors::evcxr(e, &self.state, &[]))
     }
 
@@ -429,12 +434,14 @@ impl Session {
         }
         let hook = if debugging { self.state.debug_hook.get() } else { None };
         let in_cell = self.cell_lines;
+        let cell_state = self.state.clone();
         let before_run = |lib: &std::path::Path, lines: &[usize]| {
+            // evcxr's user lines count the lines put in front; the cell's count its magics.
+            let at = errors::Locations::new(lines, prefix_lines, in_cell);
             if let Some(hook) = hook {
-                // evcxr's user lines count the lines put in front; the cell's count its magics.
-                let cell_lines: Vec<usize> = lines.iter().map(|&l| l.checked_sub(prefix_lines).filter(|&l| l > 0).and_then(|l| in_cell?.cell_line(l)).unwrap_or(0)).collect();
-                hook.built(lib, &cell_lines);
+                hook.built(lib, &at.cell_of);
             }
+            *cell_state.locations.lock().unwrap() = Some(std::sync::Arc::new(at));
         };
         self.drain_syncs();
         self.state.begin_cell();
@@ -453,9 +460,11 @@ impl Session {
                 state.awaiting_input.store(false, Ordering::SeqCst);
                 line
             },
-            before_run: debugging.then_some(&before_run as &dyn Fn(&std::path::Path, &[usize])),
+            before_run: Some(&before_run),
         };
         let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        // The cell's own code said why it dropped any variable, before its output.
+        self.ctx.take_dropped();
         if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
             hook.ended();
         }
@@ -485,7 +494,7 @@ impl Session {
             return Err(errors::panic(&self.state));
         }
         if let Some((ename, evalue)) = self.state.raised.lock().unwrap().take() {
-            return Err(ErrorContent::new(&ename, evalue));
+            return Err(ErrorContent::new(&ename, self.state.in_cell(&evalue)));
         }
         match result {
             Ok(outputs) => Ok(output::mime_bundle(outputs)),

@@ -60,6 +60,8 @@ pub struct CellState {
     pub quiet: AtomicBool,
     /// When set, stdout is collected here instead of published.
     pub capture: Mutex<Option<String>>,
+    /// Where the running cell's library lines are in the cell, once it is built.
+    pub locations: Mutex<Option<std::sync::Arc<super::errors::Locations>>>,
     /// The current cell's last stderr lines, to explain panics and crashes.
     pub stderr_tail: Mutex<Vec<String>>,
     /// The display ids the current request has shown (its msg_id first): a display that says
@@ -118,6 +120,17 @@ impl CellState {
         }
     }
 
+    /// `text` with the running cell's library locations (`src/lib.rs:L:C`) as its own lines.
+    pub fn in_cell<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if !text.contains("src/lib.rs:") {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        match self.locations.lock().unwrap().as_ref() {
+            Some(at) => std::borrow::Cow::Owned(at.map(text).into_owned()),
+            None => std::borrow::Cow::Borrowed(text),
+        }
+    }
+
     /// Keeps one stderr line in the cell's bounded tail.
     pub fn keep_stderr(&self, line: &str) {
         let mut tail = self.stderr_tail.lock().unwrap();
@@ -143,6 +156,7 @@ impl CellState {
     /// Clears the per-cell flags before user code runs.
     pub fn begin_cell(&self) {
         self.stderr_tail.lock().unwrap().clear();
+        self.locations.lock().unwrap().take();
         self.panicked.store(false, Ordering::SeqCst);
         self.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         self.raised.lock().unwrap().take();
