@@ -134,6 +134,8 @@ fn the_panel_inspects_dumps_attaches_and_detaches_while_cells_run_and_keep_their
     let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
     let named: Vec<(String, String)> = vars.as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap().into(), v["type"].as_str().unwrap().into())).collect();
     assert_eq!(named, [("v".to_string(), "Vec<f32>".to_string()), ("x".to_string(), "i32".to_string())]);
+    // A value of the notebook's own type, to outlive the debugger's build flags.
+    assert_eq!(k.run("struct G(u32);\nlet g = G(7);").1["status"], "ok");
 
     // The cell's file where the panel looks for it.
     let code = "let y = x + 1;\ny";
@@ -157,11 +159,12 @@ fn the_panel_inspects_dumps_attaches_and_detaches_while_cells_run_and_keep_their
     let (text, reply) = k.run(code);
     assert_eq!((reply["status"].as_str(), text.as_str()), (Some("ok"), "6"), "{reply}");
     assert_eq!(k.debug("configurationDone", json!({}))["success"], true, "answered here, never resuming anything");
+    assert_eq!(k.run("g.0").0, "7", "built for the debugger, the cell reads the notebook's own type");
 
     let bye = k.debug("disconnect", json!({"restart": false, "terminateDebuggee": false}));
     assert_eq!(bye["success"], true, "{bye}");
-    let (text, _) = k.run("format!(\"{} {:?}\", y, v)");
-    assert_eq!(text, "\"6 [1.5, 2.5]\"", "the variables outlive the debugging session");
+    let (text, _) = k.run("format!(\"{} {:?} {}\", y, v, g.0)");
+    assert_eq!(text, "\"6 [1.5, 2.5] 7\"", "the variables outlive the debugging session");
     k.drain();
 }
 

@@ -5,7 +5,8 @@
 //! saves to one versioned file and loads from that file alone; loading never runs code from
 //! the file (DRYML unpickles with dill). A [`Repo`] is a directory of such files with an index
 //! of their definitions, queried with [`Selector`]s without reading any object's state. In a
-//! notebook, `%repo` browses a repo and `%%sweep` trains definitions into one.
+//! notebook, `%repo` browses a repo and `%%sweep` trains definitions into one; a [`Search`]
+//! makes those definitions (grid or seeded random), and [`Repo::best`] picks the best of them.
 //!
 //! A type opts in with [`Build`] and `#[derive(dryml::Object)]`:
 //!
@@ -48,7 +49,9 @@
 
 pub(crate) mod object;
 pub(crate) mod repo;
+pub(crate) mod search;
 
 pub use object::{load_object, register, registered, save_object, Build, Meta, Object, ObjectDef, ObjectError, State};
 pub(crate) use object::{from_record, record, uuid_v4};
 pub use repo::{Entry, Repo, RepoError, Selector};
+pub use search::{Goal, Search};
