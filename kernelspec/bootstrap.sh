@@ -34,6 +34,11 @@ if [ -z "$(compgen -c lldb-dap || true)" ]; then
         echo "note: apt-get could not install lldb-19; the debugger's tests will say that lldb-dap is missing"
 fi
 
+# Cargo's intermediate artifacts go to one directory per machine (`build.build-dir`; the final
+# ones stay in target/): a fresh clone, as CI's, rebuilds only this workspace's crates and the
+# patched ones, not the hundreds of dependencies an earlier clone built.
+export CARGO_BUILD_BUILD_DIR="${CARGO_BUILD_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dryml-rust/cargo-build}"
+
 bash "$ROOT/kernelspec/patch-deps.sh"
 echo "==> building dryml-kernel (release)"
 (cd "$ROOT" && cargo build --release --locked -p dryml-kernel)

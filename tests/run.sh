@@ -3,23 +3,27 @@
 # real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
 # short soak, a one-node Slurm cluster), then JupyterLab in a real browser. One build serves all.
 set -euo pipefail
+START=$SECONDS
+# Each phase's start, in minutes since this script started: where a slow CI run spent its time.
+phase() { printf '==> %s (at %d:%02d)\n' "$1" $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)); }
 source "$(dirname "${BASH_SOURCE[0]}")/../kernelspec/bootstrap.sh"
 cd "$ROOT"
 
-echo "==> unit tests"
+phase "unit tests"
 cargo test --release --locked --workspace
 
-echo "==> unit tests of dryml's framework features: torch (tch against the venv's libtorch), linfa, candle"
+phase "unit tests of dryml's framework features: torch (tch against the venv's libtorch), linfa, candle"
 TORCH_LIB="$(echo "$VENV"/lib/python3*/site-packages/torch/lib)"
 LIBTORCH_USE_PYTORCH=1 PATH="$VENV/bin:$PATH" LD_LIBRARY_PATH="$TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     cargo test --release --locked -p dryml --features torch,linfa,candle
 
-echo "==> fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
+phase "fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000
 
-echo "==> end-to-end tests"
+phase "end-to-end tests"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
 "$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider "$@"
 
-echo "==> browser tests (JupyterLab in headless Chromium)"
+phase "browser tests (JupyterLab in headless Chromium)"
 bash tests/browser/run.sh
+phase "done"

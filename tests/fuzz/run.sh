@@ -12,6 +12,8 @@ shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(wire is_complete magic requests selector object index)
 
+# Nightly and the sanitizer's flags build apart, in tests/fuzz/target, not in the shared build dir.
+unset CARGO_BUILD_BUILD_DIR
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 
