@@ -1,7 +1,8 @@
 """Nothing lost (issue 35), end to end: a redefined type's old value is dropped with a message,
-never read as the new type (the process and its other variables live on), and no dependency the
-kernel adds (`dryml` first named, a `%%compute` cell, a framework feature) or the user adds
-(`:dep`) drops a variable of the notebook's own types."""
+never read as the new type (the process and its other variables live on); no dependency the
+kernel adds (`dryml` first named by a cell or a `%%compute` cell, a framework feature) or the user
+adds (`:dep`) drops a variable of the notebook's own types (a trained model in one too); and
+`%%compute`/`%%sweep` errors and panics name the cell's lines, never generated code."""
 from conftest import NO_NVML, ok, running_kernel, stderr_of, value
 
 
@@ -101,9 +102,16 @@ def test_no_dependency_the_kernel_or_the_user_adds_drops_the_notebooks_own_types
         # A framework feature of dryml.
         msgs = ok(k, "use dryml::models::linfa::iris;\niris().count().unwrap()", timeout=1200)
         assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
-        # A crate the user adds.
+        # A trained model, in a type of the notebook's own.
+        ok(k, """use dryml::models::{eval, Model, TrainSpec};
+struct Run { tree: dryml::models::linfa::DecisionTree, seed: u64 }
+let mut tree = dryml::models::linfa::DecisionTree::new(dryml::serde_json::json!({"max_depth": 3}));
+tree.train(&iris().shuffle(150, 3), &mut TrainSpec::epochs(1)).unwrap();
+let run = Run { tree, seed: 3 };""", timeout=600)
+        # A crate the user adds; the build cache collected.
         msgs = ok(k, ':dep regex = "1"\nregex::Regex::new("a+").unwrap().is_match("aa")', timeout=900)
         assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
+        ok(k, "%cache gc")
         assert value(k, READ_THEM) == '(18, "Two(3)")'
         # A type holding a crate's type goes when that crate changes, and its message names the
         # crate; the notebook's other types stay.
@@ -112,6 +120,8 @@ def test_no_dependency_the_kernel_or_the_user_adds_drops_the_notebooks_own_types
         assert dropped(msgs) == ["held"], stderr_of(msgs)
         assert "`held` was a `Holds` as defined when it was made; the dependency `shapes` changed" in stderr_of(msgs), stderr_of(msgs)
         assert value(k, READ_THEM) == '(18, "Two(3)")'
+        got = value(k, "(run.seed, dryml::metrics::categorical_accuracy(&eval(&run.tree, &iris()).unwrap()).unwrap() > 0.9)")
+        assert got == "(3, true)", got
         # As the first thing after a restart, from a magic's code.
         k.restart()
         ok(k, NOTEBOOK_TYPES)
