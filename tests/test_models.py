@@ -98,7 +98,7 @@ println!("heard {}", live.history.epochs.len());""", timeout=600)
     assert "heard 5" in "".join(m["content"]["text"] for m in of_type(msgs, "stream"))
 
 
-def test_a_training_whose_sandbox_is_killed_resumes_with_the_same_steps(kernel, tmp_path):
+def test_a_training_whose_sandbox_is_killed_resumes_to_the_same_bits(kernel, tmp_path):
     # The sandbox checkpoints after every epoch; its timeout SIGKILLs it mid-training.
     ckpt = tmp_path / "model.dryml"
     ok(kernel, """use dryml::models::{Model, TrainSpec};
@@ -123,11 +123,14 @@ let mut spec = m.train_spec();
 let killed_at = spec.epoch;
 m.train(&train, &mut spec).unwrap();
 let mut whole = TrainSpec::epochs(0);
-TchClassifier::new(args.clone()).train(&train, &mut whole).unwrap();
-(killed_at > 0 && killed_at < 30, spec == whole, spec.step)
+let mut twin = TchClassifier::new(args.clone());
+twin.train(&train, &mut whole).unwrap();
+let bits = |p: dryml::models::optim::Named| p.into_iter().map(|(n, _, v)| (n, v.into_iter().map(f32::to_bits).collect::<Vec<_>>())).collect::<Vec<_>>();
+(killed_at > 0 && killed_at < 30, spec == whole, spec.step, bits(m.parameters().unwrap()) == bits(twin.parameters().unwrap()), m.placement().unwrap().to_string())
 }}""")
-    # 100 flowers in batches of 16: 7 steps an epoch.
-    assert got == "(true, true, 210)", got
+    # 100 flowers in batches of 16: 7 steps an epoch; the weights of the uninterrupted training,
+    # bit for bit (Adam's moments travel in the checkpoint).
+    assert got == '(true, true, 210, true, "cpu")', got
 
 
 def test_a_framework_named_after_dryml_is_built_is_told(kernel):

@@ -269,10 +269,14 @@ pub fn job_update(name: &str, u: &Var, d: &str) -> String {
 }
 
 /// `%repo load ID as VAR`: the object built in the notebook as `Box<dyn dryml::Object>`.
-pub fn repo_load(var: &str, dir: &str, id: &str) -> String {
+/// An object of one of dryml's framework models (`type_name`) names its path, so the kernel
+/// builds dryml with that framework's feature and the type is registered.
+pub fn repo_load(var: &str, dir: &str, id: &str, type_name: &str) -> String {
+    let model = dryml::models::FRAMEWORK_MODELS.iter().find(|m| m.0 == type_name);
+    let named = model.map_or(String::new(), |(_, path, _)| format!("use {path} as _;\n"));
     // evcxr names a variable's type from what is in scope, hence the `use`.
     format!(
-        "use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
+        "{named}use dryml::Object;\nlet {var}: Box<dyn dryml::Object> = dryml::Repo::open({dir:?}).and_then(|r| r.by_id({id:?})).unwrap_or_else(|e| panic!(\"{{e}}\"));"
     )
 }
 

@@ -1,28 +1,26 @@
 //! candle, pure Rust (no libtorch): the same network classifier as the tch one, from the
 //! same definition ([`NetDef`]), trained by the same
-//! [`Training`](super::training::Training), its weights and [`TrainSpec`] in its own file.
+//! [`Training`](super::training::Training), its weights, optimiser state and [`TrainSpec`] in
+//! its own file. This build of candle has no CUDA: a context that gives `candle` a GPU is an
+//! error, not a silent CPU.
 
 use super::net::{seeded_linear, Layer, Loss, NetDef, Network, Optimizer as Opt};
+use super::optim::{self, Named, Saved, Settings};
+use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
-use candle_core::{DType, Device, Module, Tensor};
-use candle_nn::{AdamW, Optimizer, ParamsAdamW, VarBuilder, VarMap, SGD};
+use candle_core::{DType, Device, Module, Tensor, Var};
+use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
 
 super::net::classifier!(
     /// A classifier of rows of `f32` features: a sequential network in candle. Its arguments
-    /// are the tch classifier's ([`NetDef`] and `training`), except that candle's SGD has no
-    /// momentum.
+    /// are the tch classifier's ([`NetDef`] and `training`).
     CandleClassifier,
     Net
 );
-
-enum Optim {
-    AdamW(AdamW),
-    Sgd(SGD),
-}
 
 struct Net {
     def: NetDef,
@@ -30,6 +28,91 @@ struct Net {
     layers: Vec<(Layer, Option<candle_nn::Linear>)>,
     opt: Optim,
     inputs: usize,
+}
+
+/// The optimiser ([`optim`]'s update over candle tensors): the variables sorted by name, and
+/// each one's moments where its kind keeps them.
+struct Optim {
+    settings: Settings,
+    step: u64,
+    params: Vec<(String, Var)>,
+    first: Vec<Tensor>,
+    second: Vec<Tensor>,
+}
+
+impl Optim {
+    fn new(vars: &VarMap, settings: Settings) -> candle_core::Result<Optim> {
+        let mut params: Vec<(String, Var)> = vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let zeros = |on: bool| -> candle_core::Result<Vec<Tensor>> {
+            if on { params.iter().map(|(_, p)| p.as_tensor().zeros_like()).collect() } else { Ok(Vec::new()) }
+        };
+        let (first, second) = (zeros(settings.first_moment())?, zeros(settings.second_moment())?);
+        Ok(Optim { settings, step: 0, params, first, second })
+    }
+
+    /// One step: the gradients of `loss`, then the update of every variable.
+    fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
+        let grads = loss.backward()?;
+        self.step += 1;
+        let s = self.settings;
+        let (c1, c2) = s.bias_corrections(self.step);
+        for (i, (_, p)) in self.params.iter().enumerate() {
+            let Some(g) = grads.get(p.as_tensor()) else { continue };
+            // Detached: the moments must not carry the graph from step to step.
+            let mut w = p.as_tensor().detach();
+            let mut g = g.detach();
+            if s.weight_decay > 0.0 && s.kind != Opt::AdamW {
+                g = (g + w.affine(s.weight_decay, 0.0)?)?;
+            }
+            let update = match s.kind {
+                Opt::Sgd if s.momentum > 0.0 => {
+                    self.first[i] = (self.first[i].affine(s.momentum, 0.0)? + g)?;
+                    self.first[i].affine(s.lr, 0.0)?
+                }
+                Opt::Sgd => g.affine(s.lr, 0.0)?,
+                Opt::Adam | Opt::AdamW => {
+                    if s.kind == Opt::AdamW {
+                        w = w.affine(1.0 - s.lr * s.weight_decay, 0.0)?;
+                    }
+                    self.first[i] = (self.first[i].affine(s.beta1, 0.0)? + g.affine(1.0 - s.beta1, 0.0)?)?;
+                    self.second[i] = (self.second[i].affine(s.beta2, 0.0)? + g.sqr()?.affine(1.0 - s.beta2, 0.0)?)?;
+                    let denom = self.second[i].sqrt()?.affine(1.0 / c2.sqrt(), s.eps)?;
+                    (&self.first[i] / denom)?.affine(s.lr / c1, 0.0)?
+                }
+            };
+            p.set(&(w - update)?)?;
+        }
+        Ok(())
+    }
+
+    fn save(&self) -> Result<Vec<u8>, ModelError> {
+        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
+            self.params.iter().zip(moments).map(|((name, _), t)| named(name, t)).collect()
+        };
+        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(NAME)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
+        let saved = Saved::from_bytes(bytes, NAME, &shapes)?;
+        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
+            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
+                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{NAME}: the checkpoint's optimizer state lacks `{name}`")))?;
+                *t = Tensor::from_slice(values, p.dims(), p.device()).map_err(candle_error("restoring the optimizer's state"))?;
+            }
+        }
+        self.step = saved.step;
+        Ok(())
+    }
+}
+
+const NAME: &str = "CandleClassifier";
+
+/// A tensor's name, shape and values.
+fn named(name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
+    let values = t.flatten_all().and_then(|f| f.to_vec1::<f32>()).map_err(candle_error("reading a tensor"))?;
+    Ok((name.to_string(), t.dims().to_vec(), values))
 }
 
 fn candle_error(what: &'static str) -> impl Fn(candle_core::Error) -> ModelError {
@@ -42,8 +125,10 @@ impl Network for Net {
     /// The network for `inputs` features, its weights seeded (candle cannot seed its own).
     fn build(args: &Value, inputs: usize) -> Result<Net, ModelError> {
         let def = NetDef::from_args(args, Self::NAME)?;
-        if def.optimizer == Opt::Sgd && def.momentum > 0.0 {
-            return Err(ModelError::Model("CandleClassifier: candle's SGD has no momentum (use adam, or the tch classifier)".into()));
+        if let p @ Placement::Cuda { .. } = placement("candle") {
+            return Err(ModelError::Model(format!(
+                "{NAME}: the context gives candle {p}, but dryml's candle is built without CUDA: give candle no GPU (its models then run on the CPU), or train the network with tch"
+            )));
         }
         let mut vars = VarMap::new();
         let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
@@ -65,13 +150,7 @@ impl Network for Net {
             };
             layers.push((*l, lin));
         }
-        let opt = match def.optimizer {
-            Opt::Sgd => Optim::Sgd(SGD::new(vars.all_vars(), def.lr).map_err(candle_error("building the optimizer"))?),
-            _ => {
-                let p = ParamsAdamW { lr: def.lr, weight_decay: def.weight_decay, ..ParamsAdamW::default() };
-                Optim::AdamW(AdamW::new(vars.all_vars(), p).map_err(candle_error("building the optimizer"))?)
-            }
-        };
+        let opt = Optim::new(&vars, Settings::of(&def)).map_err(candle_error("building the optimizer"))?;
         Ok(Net { def, vars, layers, opt, inputs })
     }
 
@@ -82,6 +161,22 @@ impl Network for Net {
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         let scores = self.forward(x)?.to_vec2::<f32>().map_err(candle_error("reading the scores"))?;
         Ok(scores.into_iter().map(Array1::from_vec).collect())
+    }
+
+    fn placement(&self) -> Placement {
+        Placement::Cpu
+    }
+
+    fn parameters(&self) -> Result<Named, ModelError> {
+        self.opt.params.iter().map(|(name, p)| named(name, p.as_tensor())).collect()
+    }
+
+    fn optimizer_state(&self) -> Result<Vec<u8>, ModelError> {
+        self.opt.save()
+    }
+
+    fn restore_optimizer(&mut self, state: &[u8]) -> Result<(), ModelError> {
+        self.opt.restore(state)
     }
 }
 
@@ -126,11 +221,7 @@ impl Learner for Net {
 
     fn step(&mut self, b: Xy<Array2<f32>, Array1<usize>>) -> Result<f64, ModelError> {
         let loss = self.loss_of(&b.x, &b.y)?;
-        match &mut self.opt {
-            Optim::AdamW(o) => o.backward_step(&loss),
-            Optim::Sgd(o) => o.backward_step(&loss),
-        }
-        .map_err(candle_error("the optimizer's step"))?;
+        self.opt.backward_step(&loss).map_err(candle_error("the optimizer's step"))?;
         loss.to_scalar::<f32>().map(f64::from).map_err(candle_error("reading the loss"))
     }
 
@@ -194,10 +285,22 @@ mod tests {
     }
 
     #[test]
+    fn a_killed_adamw_training_resumes_to_the_same_bits() {
+        let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adamw", "lr": 0.02},
+                          "training": {"epochs": 30, "batch_size": 16}});
+        crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_adamw_training_resumes_to_the_same_bits", args);
+    }
+
+    #[test]
+    fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
+        let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
+                          "training": {"epochs": 30, "batch_size": 16}});
+        crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
+    }
+
+    #[test]
     fn candle_errors_name_what_and_where() {
         let train = crate::models::linfa::iris().take(20);
-        let e = CandleClassifier::new(json!({"layers": [{"linear": 3}], "optimizer": {"type": "sgd", "momentum": 0.9}})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err();
-        assert!(e.to_string().contains("candle's SGD has no momentum"), "{e}");
         let mut m = CandleClassifier::new(json!({"layers": [{"linear": 3}], "training": {"epochs": 1}}));
         m.train(&train, &mut TrainSpec::epochs(0)).unwrap();
         assert_eq!(m.predict(&Array1::zeros(2)).unwrap_err().to_string(), "CandleClassifier: elements have 2 features; the network takes 4");

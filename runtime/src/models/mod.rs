@@ -59,7 +59,9 @@ pub mod candle;
 #[cfg(feature = "linfa")]
 pub mod linfa;
 pub mod net;
+pub mod optim;
 pub mod pipe;
+pub mod placement;
 #[cfg(feature = "torch")]
 pub mod tch;
 #[cfg(all(test, feature = "linfa"))]
@@ -69,6 +71,15 @@ pub mod training;
 use crate::data::{Batch as _, DataError, Dataset, Element, Xy};
 use crate::objects::{ObjectError, State};
 use std::fmt;
+
+/// dryml's own models of each framework: the type name a repo records, the path that names it,
+/// and the cargo feature it needs (a notebook gets the feature by naming the path; loading
+/// such a model where dryml was built without it says so).
+pub const FRAMEWORK_MODELS: [(&str, &str, &str); 3] = [
+    ("TchClassifier", "dryml::models::tch::TchClassifier", "torch"),
+    ("CandleClassifier", "dryml::models::candle::CandleClassifier", "candle"),
+    ("DecisionTree", "dryml::models::linfa::DecisionTree", "linfa"),
+];
 
 /// A model: trained on supervised data, it predicts a `P` for each `X`.
 pub trait Model {

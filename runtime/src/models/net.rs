@@ -4,6 +4,8 @@
 //! predictions. Each framework builds its own [`Network`] from the definition.
 
 use super::callbacks::{tell, Callback, Control};
+use super::optim::Named;
+use super::placement::Placement;
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
@@ -145,12 +147,13 @@ impl<N> Default for Trained<N> {
 }
 
 impl<N: Network> Trained<N> {
-    /// Saves the training cursor, the weights and early stopping's memory.
+    /// Saves the training cursor, the weights, the optimiser's state and early stopping's memory.
     pub fn save(&self, s: &mut State) -> Result<(), ObjectError> {
         self.spec.save(s, "train_spec")?;
         if let Some(n) = &self.net {
             s.put("inputs", &n.inputs())?;
             s.put_bytes("weights", n.snapshot().map_err(|e| ObjectError::State("weights".into(), e.to_string()))?);
+            s.put_bytes("optimizer", n.optimizer_state().map_err(|e| ObjectError::State("optimizer".into(), e.to_string()))?);
         }
         if let Some(b) = &self.best {
             s.put("early_stopping", &(b.loss, b.since))?;
@@ -166,6 +169,11 @@ impl<N: Network> Trained<N> {
             let bad = |e: ModelError| ObjectError::State("weights".into(), e.to_string());
             let mut net = N::build(args, s.get("inputs")?).map_err(bad)?;
             net.restore(s.bytes("weights")?).map_err(bad)?;
+            // Files saved before the optimiser's state was kept resume with a fresh optimiser.
+            if s.names().any(|n| n == "optimizer") {
+                let bad = |e: ModelError| ObjectError::State("optimizer".into(), e.to_string());
+                net.restore_optimizer(s.bytes("optimizer")?).map_err(bad)?;
+            }
             self.net = Some(net);
         }
         if s.names().any(|n| n == "best_weights") {
@@ -180,12 +188,21 @@ impl<N: Network> Trained<N> {
 pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
     /// The classifier's name, for errors.
     const NAME: &'static str;
-    /// The network its arguments define, for `inputs` features.
+    /// The network its arguments define, for `inputs` features, on the device its context
+    /// gives it ([`super::placement::placement`]).
     fn build(args: &Value, inputs: usize) -> Result<Self, ModelError>;
     /// The features it takes.
     fn inputs(&self) -> usize;
     /// Class scores for a batch of rows.
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError>;
+    /// Where it runs.
+    fn placement(&self) -> Placement;
+    /// Every parameter by name, sorted, with its shape and values.
+    fn parameters(&self) -> Result<Named, ModelError>;
+    /// The optimiser's state ([`super::optim::Saved`]'s bytes).
+    fn optimizer_state(&self) -> Result<Vec<u8>, ModelError>;
+    /// Puts [`Network::optimizer_state`]'s bytes back.
+    fn restore_optimizer(&mut self, state: &[u8]) -> Result<(), ModelError>;
 }
 
 /// Trains the classifier `obj` (`parts` gives its arguments and its [`Trained`]) by its
@@ -262,6 +279,18 @@ macro_rules! classifier {
             /// Where its training stands.
             pub fn train_spec(&self) -> crate::models::TrainSpec {
                 self.trained.spec
+            }
+
+            /// Where its network runs (`None` before it is built by a training or a load):
+            /// the GPU its context gives its framework, else the CPU.
+            pub fn placement(&self) -> Option<crate::models::placement::Placement> {
+                self.trained.net.as_ref().map(crate::models::net::Network::placement)
+            }
+
+            /// Every parameter of its network by name, sorted, with its shape and values
+            /// (empty before it is built): the weights, exact to the bit.
+            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+                self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
             }
 
             /// Saves it to `path` after every epoch of its training (a killed training, loaded

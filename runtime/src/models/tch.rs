@@ -1,15 +1,17 @@
 //! tch, PyTorch's part: a sequential network classifier built from its definition's
 //! components (layers, optimiser, loss: a [`NetDef`]; a training procedure), trained by the
-//! shared [`Training`](super::training::Training), its weights and [`TrainSpec`] in its own
-//! file.
+//! shared [`Training`](super::training::Training) on the device its context gives `torch`,
+//! its weights, optimiser state and [`TrainSpec`] in its own file.
 
 use super::net::{Layer, Loss, NetDef, Network, Optimizer as Opt};
+use super::optim::{self, Named, Saved, Settings};
+use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
 use serde_json::Value;
-use ::tch::nn::{self, Module, OptimizerConfig};
+use ::tch::nn::{self, Module};
 use ::tch::{Device, Kind, Tensor};
 
 super::net::classifier!(
@@ -24,10 +26,114 @@ super::net::classifier!(
 struct Net {
     vs: nn::VarStore,
     seq: nn::Sequential,
-    opt: nn::Optimizer,
+    opt: Optim,
+    placement: Placement,
     inputs: i64,
     outputs: i64,
     mse: bool,
+}
+
+/// The optimiser ([`optim`]'s update over tch tensors): the parameters sorted by name, and
+/// each one's moments where its kind keeps them.
+struct Optim {
+    settings: Settings,
+    step: u64,
+    params: Vec<(String, Tensor)>,
+    first: Vec<Tensor>,
+    second: Vec<Tensor>,
+}
+
+impl Optim {
+    fn new(vs: &nn::VarStore, settings: Settings) -> Optim {
+        let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let zeros = |on: bool| if on { params.iter().map(|(_, p)| p.zeros_like()).collect() } else { Vec::new() };
+        let (first, second) = (zeros(settings.first_moment()), zeros(settings.second_moment()));
+        Optim { settings, step: 0, params, first, second }
+    }
+
+    /// One step: the gradients of `loss`, then the update of every parameter.
+    fn backward_step(&mut self, loss: &Tensor) {
+        for (_, p) in &mut self.params {
+            p.zero_grad();
+        }
+        loss.backward();
+        self.step += 1;
+        let s = self.settings;
+        let (c1, c2) = s.bias_corrections(self.step);
+        let _guard = ::tch::no_grad_guard();
+        for (i, (_, p)) in self.params.iter_mut().enumerate() {
+            let mut g = p.grad();
+            if !g.defined() {
+                continue;
+            }
+            if s.weight_decay > 0.0 && s.kind != Opt::AdamW {
+                g = g + &*p * s.weight_decay;
+            }
+            let update = match s.kind {
+                Opt::Sgd if s.momentum > 0.0 => {
+                    let _ = self.first[i].g_mul_scalar_(s.momentum).g_add_(&g);
+                    &self.first[i] * s.lr
+                }
+                Opt::Sgd => g * s.lr,
+                Opt::Adam | Opt::AdamW => {
+                    if s.kind == Opt::AdamW {
+                        let _ = p.g_mul_scalar_(1.0 - s.lr * s.weight_decay);
+                    }
+                    let _ = self.first[i].g_mul_scalar_(s.beta1).g_add_(&(&g * (1.0 - s.beta1)));
+                    let _ = self.second[i].g_mul_scalar_(s.beta2).g_add_(&(&g * &g * (1.0 - s.beta2)));
+                    let denom = self.second[i].sqrt() / c2.sqrt() + s.eps;
+                    &self.first[i] / denom * (s.lr / c1)
+                }
+            };
+            let _ = p.g_sub_(&update);
+        }
+    }
+
+    fn save(&self) -> Result<Vec<u8>, ModelError> {
+        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
+            self.params.iter().zip(moments).map(|((name, _), t)| named(name, t)).collect()
+        };
+        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(NAME)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), dims(p))).collect();
+        let saved = Saved::from_bytes(bytes, NAME, &shapes)?;
+        let _guard = ::tch::no_grad_guard();
+        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
+            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
+                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{NAME}: the checkpoint's optimizer state lacks `{name}`")))?;
+                t.copy_(&Tensor::from_slice(values).view(p.size().as_slice()).to_device(p.device()));
+            }
+        }
+        self.step = saved.step;
+        Ok(())
+    }
+}
+
+const NAME: &str = "TchClassifier";
+
+fn dims(t: &Tensor) -> Vec<usize> {
+    t.size().iter().map(|&d| d as usize).collect()
+}
+
+/// A tensor's name, shape and values, read on the CPU.
+fn named(name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
+    let values = Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error("reading a tensor"))?;
+    Ok((name.to_string(), dims(t), values))
+}
+
+/// The tch device of a placement, if this libtorch can use it.
+fn device_of(p: Placement) -> Result<Device, ModelError> {
+    match p {
+        Placement::Cpu => Ok(Device::Cpu),
+        Placement::Cuda { cuda, .. } if (cuda as i64) < ::tch::Cuda::device_count() => Ok(Device::Cuda(cuda)),
+        Placement::Cuda { .. } => Err(ModelError::Model(format!(
+            "{NAME}: the context gives torch {p}, but libtorch sees {} CUDA devices here (a libtorch without CUDA, or CUDA started before the context was set)",
+            ::tch::Cuda::device_count()
+        ))),
+    }
 }
 
 fn model_error(what: &str) -> impl Fn(::tch::TchError) -> ModelError + '_ {
@@ -40,8 +146,11 @@ impl Network for Net {
     /// The network for `inputs` features, its weights seeded.
     fn build(args: &Value, inputs: usize) -> Result<Net, ModelError> {
         let def = NetDef::from_args(args, Self::NAME)?;
+        let placement = placement("torch");
+        let device = device_of(placement)?;
+        // Seeded on the CPU, then moved: the same initial weights on every device.
         ::tch::manual_seed(def.seed as i64);
-        let vs = nn::VarStore::new(Device::Cpu);
+        let mut vs = nn::VarStore::new(Device::Cpu);
         let mut seq = nn::seq();
         let mut width = inputs as i64;
         for (at, l) in def.layers.iter().enumerate() {
@@ -56,13 +165,9 @@ impl Network for Net {
                 Layer::Sigmoid => seq.add_fn(Tensor::sigmoid),
             };
         }
-        let opt = match def.optimizer {
-            Opt::Adam => nn::adam(0.9, 0.999, def.weight_decay).build(&vs, def.lr),
-            Opt::AdamW => nn::adamw(0.9, 0.999, def.weight_decay).build(&vs, def.lr),
-            Opt::Sgd => nn::sgd(def.momentum, 0.0, def.weight_decay, false).build(&vs, def.lr),
-        }
-        .map_err(model_error("building the optimizer"))?;
-        Ok(Net { vs, seq, opt, inputs: inputs as i64, outputs: width, mse: def.loss == Loss::Mse })
+        vs.set_device(device);
+        let opt = Optim::new(&vs, Settings::of(&def));
+        Ok(Net { vs, seq, opt, placement, inputs: inputs as i64, outputs: width, mse: def.loss == Loss::Mse })
     }
 
     fn inputs(&self) -> usize {
@@ -72,19 +177,35 @@ impl Network for Net {
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         self.check(x)?;
         let _guard = ::tch::no_grad_guard();
-        let scores = self.seq.forward(&rows(x));
-        let flat: Vec<f32> = Vec::<f32>::try_from(scores.flatten(0, -1)).map_err(model_error("reading the scores"))?;
+        let scores = self.seq.forward(&self.rows(x));
+        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).flatten(0, -1)).map_err(model_error("reading the scores"))?;
         Ok(flat.chunks(self.outputs as usize).map(|c| Array1::from_vec(c.to_vec())).collect())
+    }
+
+    fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    fn parameters(&self) -> Result<Named, ModelError> {
+        self.opt.params.iter().map(|(name, p)| named(name, p)).collect()
+    }
+
+    fn optimizer_state(&self) -> Result<Vec<u8>, ModelError> {
+        self.opt.save()
+    }
+
+    fn restore_optimizer(&mut self, state: &[u8]) -> Result<(), ModelError> {
+        self.opt.restore(state)
     }
 }
 
-/// A batch of rows as one `[n, width]` tensor.
-fn rows(x: &Array2<f32>) -> Tensor {
-    let x = x.as_standard_layout();
-    Tensor::from_slice(x.as_slice().expect("standard layout")).view([x.nrows() as i64, x.ncols() as i64])
-}
-
 impl Net {
+    /// A batch of rows as one `[n, width]` tensor on the network's device.
+    fn rows(&self, x: &Array2<f32>) -> Tensor {
+        let x = x.as_standard_layout();
+        Tensor::from_slice(x.as_slice().expect("standard layout")).view([x.nrows() as i64, x.ncols() as i64]).to_device(self.vs.device())
+    }
+
     fn check(&self, x: &Array2<f32>) -> Result<(), ModelError> {
         if x.ncols() as i64 != self.inputs {
             return Err(ModelError::Model(format!("TchClassifier: elements have {} features; the network takes {}", x.ncols(), self.inputs)));
@@ -97,8 +218,8 @@ impl Net {
         if let Some(&c) = y.iter().find(|&&c| c as i64 >= self.outputs) {
             return Err(ModelError::Model(format!("TchClassifier: class {c} is not below the network's {} outputs", self.outputs)));
         }
-        let logits = self.seq.forward(&rows(x));
-        let targets = Tensor::from_slice(&y.iter().map(|&c| c as i64).collect::<Vec<_>>());
+        let logits = self.seq.forward(&self.rows(x));
+        let targets = Tensor::from_slice(&y.iter().map(|&c| c as i64).collect::<Vec<_>>()).to_device(self.vs.device());
         Ok(if self.mse {
             logits.mse_loss(&targets.one_hot(self.outputs).to_kind(Kind::Float), ::tch::Reduction::Mean)
         } else {

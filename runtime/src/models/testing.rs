@@ -1,5 +1,6 @@
-//! What the models' tests share: iris split once, and the check every framework's model
-//! passes (trained from its definition, above a floor on held-out data, the same reloaded).
+//! What the models' tests share: iris split once, and the checks every framework's model
+//! passes (trained from its definition, above a floor on held-out data, the same reloaded; a
+//! training killed mid-way and resumed ends where an uninterrupted one does, to the bit).
 
 use super::{eval, Model, TrainSpec};
 use crate::data::ndarray::Array1;
@@ -36,4 +37,90 @@ where
     let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
     assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
     (obj, back, spec)
+}
+
+/// A network classifier as the kill test drives it.
+pub trait Resumable: Model<X = Array1<f32>, Y = usize> + Object + Sized {
+    fn of(args: Value) -> Self;
+    fn checkpoint_to(&mut self, path: std::path::PathBuf);
+    fn train_spec(&self) -> TrainSpec;
+    fn parameters(&self) -> super::optim::Named;
+}
+
+macro_rules! resumable {
+    ($t:ty) => {
+        impl Resumable for $t {
+            fn of(args: Value) -> Self {
+                <$t>::new(args)
+            }
+            fn checkpoint_to(&mut self, path: std::path::PathBuf) {
+                <$t>::checkpoint_to(self, path)
+            }
+            fn train_spec(&self) -> TrainSpec {
+                <$t>::train_spec(self)
+            }
+            fn parameters(&self) -> super::optim::Named {
+                <$t>::parameters(self).unwrap()
+            }
+        }
+    };
+}
+#[cfg(feature = "torch")]
+resumable!(super::tch::TchClassifier);
+#[cfg(feature = "candle")]
+resumable!(super::candle::CandleClassifier);
+
+const CHILD: &str = "DRYML_KILL_TEST_CHECKPOINT";
+
+/// The kill test: this test binary runs `test` again as a child, which trains `args` (on iris's
+/// 100 rows, a millisecond per element) saving after every epoch; the child is SIGKILLed once
+/// three epochs are saved, and the model loaded from its checkpoint resumes. It must end with
+/// the steps of an uninterrupted training and its very parameters, bit for bit (the optimiser's
+/// state and each epoch's order travel in the checkpoint). The child's side returns at once.
+pub fn killed_and_resumed<M: Resumable>(test: &str, args: Value) {
+    let (train, _) = iris_split(1);
+    if let Some(path) = std::env::var_os(CHILD) {
+        let slow = train.map(|e| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            e
+        });
+        let mut model = M::of(args);
+        model.checkpoint_to(std::path::PathBuf::from(path));
+        model.train(&slow, &mut TrainSpec::epochs(0)).unwrap();
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("dryml-kill-{}", crate::objects::uuid_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("model.dryml");
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture"])
+        .env(CHILD, &file)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let saved = loop {
+        let spec = crate::load_object(&file).ok().map(|o| o.downcast_ref::<M>().unwrap().train_spec());
+        if let Some(s) = spec.filter(|s| s.epoch >= 3) {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "no checkpoint of 3 epochs");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let mut obj = crate::load_object(&file).unwrap();
+    let model = obj.downcast_mut::<M>().unwrap();
+    let mut spec = model.train_spec();
+    assert!(spec.epoch >= saved.epoch && !spec.is_done(), "killed mid-way: {spec:?}");
+    model.train(&train, &mut spec).unwrap();
+    let mut whole = M::of(args);
+    let mut whole_spec = TrainSpec::epochs(0);
+    whole.train(&train, &mut whole_spec).unwrap();
+    assert_eq!(spec, whole_spec, "the same steps");
+    let bits = |named: super::optim::Named| named.into_iter().map(|(n, d, v)| (n, d, v.into_iter().map(f32::to_bits).collect::<Vec<u32>>())).collect::<Vec<_>>();
+    let (resumed, uninterrupted) = (bits(model.parameters()), bits(whole.parameters()));
+    assert!(!resumed.is_empty());
+    assert!(resumed == uninterrupted, "resumed after epoch {}: other weights than an uninterrupted training", saved.epoch);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

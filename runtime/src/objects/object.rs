@@ -323,11 +323,17 @@ impl fmt::Display for ObjectError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ObjectError::File(p, m) => write!(f, "{}: {m}", p.display()),
-            ObjectError::UnknownType(t, known) => write!(
-                f,
-                "unknown type `{t}`: no `#[derive(dryml::Object)]` type of that name in this process (registered: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            ),
+            ObjectError::UnknownType(t, known) => {
+                write!(
+                    f,
+                    "unknown type `{t}`: no `#[derive(dryml::Object)]` type of that name in this process (registered: {})",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                )?;
+                if let Some((_, path, feature)) = crate::models::FRAMEWORK_MODELS.iter().find(|m| m.0 == t) {
+                    write!(f, "; `{t}` is dryml's model of its `{feature}` feature: name `{path}` in a cell first (in a notebook the kernel then builds dryml with it)")?;
+                }
+                Ok(())
+            }
             ObjectError::Args(t, m) => write!(f, "arguments of `{t}`: {m}"),
             ObjectError::State(s, m) => write!(f, "state section `{s}`: {m}"),
             ObjectError::Format(m) => f.write_str(m),

@@ -85,7 +85,7 @@ impl RepoMagic {
             RepoCall::Load { id, var } => {
                 let e = entry(repo, id)?;
                 let dir = repo.dir().to_string_lossy().into_owned();
-                let code = super::codegen::repo_load(var, &dir, id);
+                let code = super::codegen::repo_load(var, &dir, id, &e.def.type_name);
                 host.session.set_cell_lines(None);
                 host.session.eval_user(&code, host.io)?;
                 host.print(&format!(

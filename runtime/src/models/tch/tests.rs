@@ -1,6 +1,5 @@
 use super::*;
 use crate::models::{Model, TrainSpec};
-use std::path::PathBuf;
 use crate::data::ndarray::array;
 use crate::models::eval;
 use serde_json::json;
@@ -59,60 +58,20 @@ fn bad_components_and_data_are_clear_errors() {
     assert_eq!(e, "TchClassifier: elements have 3 features; the network takes 4");
 }
 
-/// The child's side of the kill test: trains slowly, saving after every epoch.
-const CHILD: &str = "DRYML_TCH_TEST_CHECKPOINT";
-const EPOCHS: u64 = 30;
-
-fn slow_training_args() -> Value {
-    def(json!({"epochs": EPOCHS, "batch_size": 16, "validation_split": 0.2}))
+/// Killed after a few epochs and resumed from its checkpoint: the weights of an uninterrupted
+/// training, bit for bit, with Adam (and early stopping's validation split) and with SGD's
+/// momentum.
+#[test]
+fn a_killed_adam_training_resumes_to_the_same_bits() {
+    let args = def(json!({"epochs": 30, "batch_size": 16, "validation_split": 0.2}));
+    crate::models::testing::killed_and_resumed::<TchClassifier>("models::tch::tests::a_killed_adam_training_resumes_to_the_same_bits", args);
 }
 
 #[test]
-fn a_killed_training_resumes_from_its_checkpoint_with_the_same_steps() {
-    let (train, _) = iris_split();
-    if let Some(path) = std::env::var_os(CHILD) {
-        // A millisecond per element: about 80 ms an epoch.
-        let slow = train.map(|e| {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            e
-        });
-        let mut model = TchClassifier::new(slow_training_args());
-        model.checkpoint_to(PathBuf::from(path));
-        model.train(&slow, &mut TrainSpec::epochs(0)).unwrap();
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("dryml-tch-kill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("model.dryml");
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["models::tch::tests::a_killed_training_resumes_from_its_checkpoint_with_the_same_steps", "--exact", "--nocapture"])
-        .env(CHILD, &file)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Killed once a few epochs are saved, mid-way.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let saved = loop {
-        let spec = crate::load_object(&file).ok().map(|o| o.downcast_ref::<TchClassifier>().unwrap().train_spec());
-        if let Some(s) = spec.filter(|s| s.epoch >= 3) {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "no checkpoint of 3 epochs");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    };
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-    child.wait().unwrap();
-    let mut obj = crate::load_object(&file).unwrap();
-    let model = obj.downcast_mut::<TchClassifier>().unwrap();
-    let mut spec = model.train_spec();
-    assert!(spec.epoch >= saved.epoch && spec.epoch < EPOCHS, "killed mid-way: {spec:?}");
-    model.train(&train, &mut spec).unwrap();
-    // An uninterrupted training of the same definition takes the same steps.
-    let mut whole = TrainSpec::epochs(0);
-    TchClassifier::new(slow_training_args()).train(&train, &mut whole).unwrap();
-    assert_eq!(spec, whole);
-    assert_eq!(spec, TrainSpec { epochs: EPOCHS, epoch: EPOCHS, step: EPOCHS * 5 }, "80 elements in batches of 16");
-    std::fs::remove_dir_all(&dir).unwrap();
+fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
+    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001},
+                      "training": {"epochs": 30, "batch_size": 16}});
+    crate::models::testing::killed_and_resumed::<TchClassifier>("models::tch::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
 }
 
 #[test]

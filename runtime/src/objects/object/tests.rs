@@ -151,3 +151,15 @@ fn uuids_are_version_4() {
     assert_eq!(&a[14..15], "4");
     assert_ne!(a, uuid_v4());
 }
+
+#[test]
+fn an_unknown_framework_model_says_which_feature_and_path_register_it() {
+    let e = ObjectError::UnknownType("DecisionTree".into(), vec!["ArgMax".into()]).to_string();
+    assert_eq!(
+        e,
+        "unknown type `DecisionTree`: no `#[derive(dryml::Object)]` type of that name in this process (registered: ArgMax); \
+         `DecisionTree` is dryml's model of its `linfa` feature: name `dryml::models::linfa::DecisionTree` in a cell first \
+         (in a notebook the kernel then builds dryml with it)"
+    );
+    assert!(!ObjectError::UnknownType("Gone".into(), vec![]).to_string().contains("feature"));
+}
