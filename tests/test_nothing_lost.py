@@ -130,6 +130,33 @@ let run = Run { tree, seed: 3 };""", timeout=600)
         assert value(k, READ_THEM) == '(18, "Two(3)")'
 
 
+
+def test_each_magic_that_first_names_dryml_keeps_the_notebooks_own_types(tmp_path):
+    # Each trigger as the first thing after the notebook's types, in a fresh process: the code a
+    # magic generates adds `dryml` to the cell crate as a cell naming it does.
+    repo = tmp_path / "repo"
+    with running_kernel(NO_NVML) as k:
+        ok(k, f"%repo open {repo} --create")
+        ok(k, f"""use dryml::objects::{{Build, Meta}};
+let t = dryml::models::linfa::DecisionTree::build(dryml::serde_json::json!({{"max_depth": 2}}), Meta::with_id("tree-1"));
+dryml::Repo::open("{repo}").unwrap().add(&t).unwrap();""", timeout=1200)
+        triggers = [
+            ["%context default num_cpus=0"],
+            [f"%repo open {repo}", "%repo load tree-1 as loaded"],
+            ["%cell_logger plot"],
+            # (The cell making the definitions names the framework, so dryml is built once.)
+            ['use dryml::models::linfa::DecisionTree;\n'
+             'let defs = vec![dryml::ObjectDef::new("DecisionTree", &dryml::serde_json::json!({"max_depth": 2})).unwrap()];',
+             f"%%sweep defs --repo {tmp_path / 'swept'}\n|m: &mut DecisionTree| 1.0"],
+        ]
+        for cells in triggers:
+            k.restart()
+            ok(k, NOTEBOOK_TYPES)
+            for cell in cells:
+                msgs = ok(k, cell, timeout=900)
+                assert "was dropped" not in stderr_of(msgs), (cell, stderr_of(msgs))
+            assert value(k, READ_THEM) == '(18, "Two(3)")', cells
+
 def traceback_of(reply):
     return "\n".join(reply.get("traceback", []))
 
