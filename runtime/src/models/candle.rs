@@ -4,14 +4,14 @@
 //! its own file. This build of candle has no CUDA: a context that gives `candle` a GPU is an
 //! error, not a silent CPU.
 
-use super::net::{seeded_linear, Layer, Loss, NetDef, Network, Optimizer as Opt};
+use super::net::{dropout_mask, seeded_init, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
-use candle_core::{DType, Device, Module, Tensor, Var};
+use candle_core::{DType, Device, Module, ModuleT, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
 
@@ -25,9 +25,17 @@ super::net::classifier!(
 struct Net {
     def: NetDef,
     vars: VarMap,
-    layers: Vec<(Layer, Option<candle_nn::Linear>)>,
+    layers: Vec<(Layer, Built)>,
     opt: Optim,
     inputs: usize,
+}
+
+/// A layer's module, for the layers that hold weights.
+enum Built {
+    Linear(candle_nn::Linear),
+    Conv(candle_nn::Conv2d),
+    Norm(candle_nn::BatchNorm),
+    Plain,
 }
 
 /// The optimiser ([`optim`]'s update over candle tensors): the variables sorted by name, and
@@ -133,22 +141,36 @@ impl Network for Net {
         let mut vars = VarMap::new();
         let vb = VarBuilder::from_varmap(&vars, DType::F32, &Device::Cpu);
         let mut rng = fastrand::Rng::with_seed(def.seed);
-        let mut width = inputs;
+        let shapes = def.shapes(inputs, Self::NAME)?;
         let mut layers = Vec::new();
-        for (at, l) in def.layers.iter().enumerate() {
-            let lin = match *l {
-                Layer::Linear(n) => {
-                    let lin = candle_nn::linear(width, n, vb.pp(format!("layer{at}"))).map_err(candle_error("building a layer"))?;
-                    let (w, b) = seeded_linear(width, n, &mut rng);
-                    let set = |vars: &mut VarMap, name: String, t: candle_core::Result<Tensor>| t.and_then(|t| vars.set_one(name, t));
-                    set(&mut vars, format!("layer{at}.weight"), Tensor::from_vec(w, (n, width), &Device::Cpu)).map_err(candle_error("seeding a layer"))?;
-                    set(&mut vars, format!("layer{at}.bias"), Tensor::from_vec(b, n, &Device::Cpu)).map_err(candle_error("seeding a layer"))?;
-                    width = n;
-                    Some(lin)
-                }
-                _ => None,
+        for (at, (l, s)) in def.layers.iter().zip(&shapes).enumerate() {
+            let vb = vb.pp(format!("layer{at}"));
+            // Weights of `dims`, seeded for `fan_in` inputs, with a bias per output.
+            let mut seed = |dims: Vec<usize>, fan_in: usize| {
+                let outputs = dims[0];
+                let (w, b) = seeded_init(fan_in, dims.iter().product(), outputs, &mut rng);
+                let set = |vars: &mut VarMap, name: String, t: candle_core::Result<Tensor>| t.and_then(|t| vars.set_one(name, t));
+                set(&mut vars, format!("layer{at}.weight"), Tensor::from_vec(w, dims, &Device::Cpu))?;
+                set(&mut vars, format!("layer{at}.bias"), Tensor::from_vec(b, outputs, &Device::Cpu))
             };
-            layers.push((*l, lin));
+            let built = match (*l, *s) {
+                (Layer::Linear(n), _) => {
+                    let lin = candle_nn::linear(s.len(), n, vb).map_err(candle_error("building a layer"))?;
+                    seed(vec![n, s.len()], s.len()).map_err(candle_error("seeding a layer"))?;
+                    Built::Linear(lin)
+                }
+                (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([c, _, _])) => {
+                    let config = candle_nn::Conv2dConfig { padding, stride, ..Default::default() };
+                    let conv = candle_nn::conv2d(c, channels, kernel, config, vb).map_err(candle_error("building a layer"))?;
+                    seed(vec![channels, c, kernel, kernel], c * kernel * kernel).map_err(candle_error("seeding a layer"))?;
+                    Built::Conv(conv)
+                }
+                (Layer::BatchNorm, Shape::Image([c, _, _]) | Shape::Flat(c)) => {
+                    Built::Norm(candle_nn::batch_norm(c, candle_nn::BatchNormConfig::default(), vb).map_err(candle_error("building a layer"))?)
+                }
+                _ => Built::Plain,
+            };
+            layers.push((*l, built));
         }
         let opt = Optim::new(&vars, Settings::of(&def)).map_err(candle_error("building the optimizer"))?;
         Ok(Net { def, vars, layers, opt, inputs })
@@ -159,7 +181,7 @@ impl Network for Net {
     }
 
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
-        let scores = self.forward(x)?.to_vec2::<f32>().map_err(candle_error("reading the scores"))?;
+        let scores = self.forward(x, false)?.to_vec2::<f32>().map_err(candle_error("reading the scores"))?;
         Ok(scores.into_iter().map(Array1::from_vec).collect())
     }
 
@@ -181,31 +203,42 @@ impl Network for Net {
 }
 
 impl Net {
-    fn forward(&self, x: &Array2<f32>) -> Result<Tensor, ModelError> {
+    /// The layers over a batch; `train`: dropout drops and batch norm learns its statistics.
+    fn forward(&self, x: &Array2<f32>, train: bool) -> Result<Tensor, ModelError> {
         if x.ncols() != self.inputs {
             return Err(ModelError::Model(format!("CandleClassifier: elements have {} features; the network takes {}", x.ncols(), self.inputs)));
         }
         let x = x.as_standard_layout();
         let mut t = Tensor::from_slice(x.as_slice().expect("standard layout"), (x.nrows(), x.ncols()), &Device::Cpu).map_err(candle_error("reading the features"))?;
-        for (l, lin) in &self.layers {
-            t = match (l, lin) {
-                (Layer::Linear(_), Some(lin)) => lin.forward(&t),
+        for (at, (l, built)) in self.layers.iter().enumerate() {
+            t = match (*l, built) {
+                (Layer::Reshape([c, h, w]), _) => t.dim(0).and_then(|n| t.reshape((n, c, h, w))),
+                (_, Built::Linear(m)) => m.forward(&t),
+                (_, Built::Conv(m)) => m.forward(&t),
+                (_, Built::Norm(m)) => m.forward_t(&t, train),
+                (Layer::MaxPool(k), _) => t.max_pool2d(k),
+                (Layer::AvgPool(k), _) => t.avg_pool2d(k),
+                (Layer::Flatten, _) => t.flatten_from(1),
+                (Layer::Dropout(p), _) if train && p > 0.0 => {
+                    let mask = dropout_mask(self.def.seed, at, self.opt.step, t.elem_count(), p);
+                    Tensor::from_vec(mask, t.shape(), t.device()).and_then(|m| &t * m)
+                }
                 (Layer::Relu, _) => t.relu(),
                 (Layer::Tanh, _) => t.tanh(),
                 (Layer::Sigmoid, _) => candle_nn::ops::sigmoid(&t),
-                (Layer::Linear(_), None) => unreachable!("every linear layer is built"),
+                (Layer::Dropout(_) | Layer::Linear(_) | Layer::Conv2d { .. } | Layer::BatchNorm, _) => Ok(t.clone()),
             }
             .map_err(candle_error("the forward pass"))?;
         }
         Ok(t)
     }
 
-    fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>) -> Result<Tensor, ModelError> {
+    fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>, train: bool) -> Result<Tensor, ModelError> {
         let outputs = self.def.outputs();
         if let Some(&c) = y.iter().find(|&&c| c >= outputs) {
             return Err(ModelError::Model(format!("CandleClassifier: class {c} is not below the network's {outputs} outputs")));
         }
-        let logits = self.forward(x)?;
+        let logits = self.forward(x, train)?;
         let targets = Tensor::from_vec(y.iter().map(|&c| c as u32).collect::<Vec<_>>(), y.len(), &Device::Cpu).map_err(candle_error("reading the targets"))?;
         match self.def.loss {
             Loss::CrossEntropy => candle_nn::loss::cross_entropy(&logits, &targets),
@@ -220,7 +253,7 @@ impl Learner for Net {
     type Y = usize;
 
     fn step(&mut self, b: Xy<Array2<f32>, Array1<usize>>) -> Result<f64, ModelError> {
-        let loss = self.loss_of(&b.x, &b.y)?;
+        let loss = self.loss_of(&b.x, &b.y, true)?;
         self.opt.backward_step(&loss).map_err(candle_error("the optimizer's step"))?;
         loss.to_scalar::<f32>().map(f64::from).map_err(candle_error("reading the loss"))
     }
@@ -229,7 +262,7 @@ impl Learner for Net {
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
             let b = b?;
-            let l = self.loss_of(&b.x, &b.y)?.to_scalar::<f32>().map_err(candle_error("reading the loss"))?;
+            let l = self.loss_of(&b.x, &b.y, false)?.to_scalar::<f32>().map_err(candle_error("reading the loss"))?;
             sum += f64::from(l) * b.y.len() as f64;
             n += b.y.len();
         }
@@ -296,6 +329,18 @@ mod tests {
         let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
                           "training": {"epochs": 30, "batch_size": 16}});
         crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
+    }
+
+    #[test]
+    fn a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits() {
+        let cnn = |training| json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
+                                              {"max_pool": 1}, {"avg_pool": 1}, "flatten", {"dropout": 0.1}, {"linear": 16}, "tanh", {"linear": 3}],
+                                   "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
+        let test = "models::candle::tests::a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits";
+        if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
+            crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &cnn(json!({"epochs": 40, "batch_size": 16})), 1, 0.85);
+        }
+        crate::models::testing::killed_and_resumed::<CandleClassifier>(test, cnn(json!({"epochs": 30, "batch_size": 16})));
     }
 
     #[test]

@@ -18,14 +18,71 @@ use std::path::PathBuf;
 /// One layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Layer {
+    /// Each element's flat features as an image: `[channels, height, width]`.
+    Reshape([usize; 3]),
     /// A fully connected layer with this many outputs.
     Linear(usize),
+    /// A 2-D convolution: output channels, a square kernel, its stride and zero padding.
+    Conv2d {
+        /// Output channels.
+        channels: usize,
+        /// The kernel's side.
+        kernel: usize,
+        /// The step between windows.
+        stride: usize,
+        /// Zeros added on each side.
+        padding: usize,
+    },
+    /// Max pooling over square windows of this side (and stride).
+    MaxPool(usize),
+    /// Average pooling over square windows of this side (and stride).
+    AvgPool(usize),
+    /// Each element's features as one flat vector.
+    Flatten,
+    /// Zeroes each value with this probability while training (scaling the rest), seeded by the
+    /// definition's seed and the step, so a resumed training draws the same masks.
+    Dropout(f64),
+    /// Batch normalisation (of the channels of images, or of flat features).
+    BatchNorm,
     /// ReLU.
     Relu,
     /// tanh.
     Tanh,
     /// The logistic function.
     Sigmoid,
+}
+
+/// What one element is at some layer: flat features, or an image.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// `n` features.
+    Flat(usize),
+    /// `[channels, height, width]`.
+    Image([usize; 3]),
+}
+
+impl Shape {
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        match *self {
+            Shape::Flat(n) => n,
+            Shape::Image([c, h, w]) => c * h * w,
+        }
+    }
+
+    /// Whether it holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::Flat(n) => write!(f, "{n} features"),
+            Shape::Image([c, h, w]) => write!(f, "images of {c}×{h}×{w}"),
+        }
+    }
 }
 
 /// What training minimises.
@@ -69,23 +126,16 @@ pub struct NetDef {
 
 impl NetDef {
     /// The definition in a classifier's arguments (`who` names it in errors): `layers`
-    /// (`[{"linear": 64}, "relu", {"linear": 3}]`, also `tanh`, `sigmoid`), `optimizer`
+    /// (`[{"linear": 64}, "relu", {"linear": 3}]`, also `tanh`, `sigmoid`; for images
+    /// `{"reshape": [1, 8, 8]}`, `{"conv2d": {"channels": 16, "kernel": 3, "stride": 1,
+    /// "padding": 1}}`, `{"max_pool": 2}`, `{"avg_pool": 2}`, `"flatten"`; and
+    /// `{"dropout": 0.5}`, `"batch_norm"`), `optimizer`
     /// (`{"type": "adam" | "adamw" | "sgd", "lr": 0.001, "momentum": 0.0, "weight_decay": 0.0}`),
     /// `loss` (`"cross_entropy"`, the default, or `"mse"`) and `seed` (0).
     pub fn from_args(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         let err = |m: String| ModelError::Model(format!("{who}: {m}"));
         let list = args["layers"].as_array().ok_or_else(|| err(format!("`layers` must be a list, as [{{\"linear\": 64}}, \"relu\", {{\"linear\": 3}}], not {}", args["layers"])))?;
-        let layers = list
-            .iter()
-            .enumerate()
-            .map(|(at, l)| match (l.as_str(), l.get("linear").and_then(Value::as_u64)) {
-                (Some("relu"), _) => Ok(Layer::Relu),
-                (Some("tanh"), _) => Ok(Layer::Tanh),
-                (Some("sigmoid"), _) => Ok(Layer::Sigmoid),
-                (_, Some(n)) if n > 0 && l.as_object().is_some_and(|o| o.len() == 1) => Ok(Layer::Linear(n as usize)),
-                _ => Err(err(format!("layer {at} ({l}) is not one of {{\"linear\": N}}, \"relu\", \"tanh\", \"sigmoid\""))),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let layers = list.iter().enumerate().map(|(at, l)| layer(at, l).map_err(&err)).collect::<Result<Vec<_>, _>>()?;
         if !matches!(layers.last(), Some(Layer::Linear(_))) {
             return Err(err("the last layer must be {\"linear\": N}, N the number of classes".into()));
         }
@@ -117,14 +167,103 @@ impl NetDef {
             _ => unreachable!("checked by from_args"),
         }
     }
+
+    /// What each layer takes, for elements of `inputs` features, then what the last gives:
+    /// one more shape than layers. An error names the first layer that cannot take what the
+    /// one before gives.
+    pub fn shapes(&self, inputs: usize, who: &str) -> Result<Vec<Shape>, ModelError> {
+        let mut out = vec![Shape::Flat(inputs)];
+        for (at, l) in self.layers.iter().enumerate() {
+            let s = *out.last().expect("one at least");
+            let bad = |m: String| ModelError::Model(format!("{who}: layer {at} ({l:?}) {m}"));
+            let flat = || bad(format!("takes flat features, and gets {s}: add \"flatten\" before it"));
+            let image = || bad(format!("takes images, and gets {s}: add {{\"reshape\": [channels, height, width]}} before it"));
+            let next = match (*l, s) {
+                (Layer::Reshape([c, h, w]), Shape::Flat(n)) if c * h * w == n => Shape::Image([c, h, w]),
+                (Layer::Reshape(to), _) => return Err(bad(format!("makes images of {to:?} ({} values) from {s}", to.iter().product::<usize>()))),
+                (Layer::Linear(n), Shape::Flat(_)) => Shape::Flat(n),
+                (Layer::Linear(_), _) => return Err(flat()),
+                (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([_, h, w])) => {
+                    if kernel > h + 2 * padding || kernel > w + 2 * padding {
+                        return Err(bad(format!("has a kernel of {kernel} for {s} padded by {padding}")));
+                    }
+                    Shape::Image([channels, (h + 2 * padding - kernel) / stride + 1, (w + 2 * padding - kernel) / stride + 1])
+                }
+                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image([c, h, w])) if k <= h && k <= w => Shape::Image([c, h / k, w / k]),
+                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image(_)) => return Err(bad(format!("pools windows of {k} over {s}"))),
+                (Layer::Conv2d { .. } | Layer::MaxPool(_) | Layer::AvgPool(_), Shape::Flat(_)) => return Err(image()),
+                (Layer::Flatten, s) => Shape::Flat(s.len()),
+                (Layer::Dropout(_) | Layer::BatchNorm | Layer::Relu | Layer::Tanh | Layer::Sigmoid, s) => s,
+            };
+            out.push(next);
+        }
+        Ok(out)
+    }
 }
 
-/// PyTorch's default initialisation of a linear layer, seeded: weights `[outputs, inputs]` and
-/// biases uniform in ±1/√inputs. Frameworks whose own initialisation cannot be seeded use it.
-pub fn seeded_linear(inputs: usize, outputs: usize, rng: &mut fastrand::Rng) -> (Vec<f32>, Vec<f32>) {
-    let bound = 1.0 / (inputs as f32).sqrt();
+/// One layer of a definition's `layers`, the `at`-th.
+fn layer(at: usize, l: &Value) -> Result<Layer, String> {
+    let unknown = || {
+        format!(
+            "layer {at} ({l}) is not one of {{\"linear\": N}}, \"relu\", \"tanh\", \"sigmoid\", {{\"reshape\": [C, H, W]}}, \
+             {{\"conv2d\": {{\"channels\": N, \"kernel\": K}}}}, {{\"max_pool\": K}}, {{\"avg_pool\": K}}, \"flatten\", {{\"dropout\": P}}, \"batch_norm\""
+        )
+    };
+    if let Some(name) = l.as_str() {
+        return match name {
+            "relu" => Ok(Layer::Relu),
+            "tanh" => Ok(Layer::Tanh),
+            "sigmoid" => Ok(Layer::Sigmoid),
+            "flatten" => Ok(Layer::Flatten),
+            "batch_norm" => Ok(Layer::BatchNorm),
+            _ => Err(unknown()),
+        };
+    }
+    let Some((kind, v)) = l.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else { return Err(unknown()) };
+    let positive = |v: &Value, what: &str| v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(|| format!("layer {at} ({l}): {what} must be a positive integer, not {v}"));
+    match kind.as_str() {
+        "linear" => Ok(Layer::Linear(positive(v, "its outputs")?)),
+        "max_pool" => Ok(Layer::MaxPool(positive(v, "its window")?)),
+        "avg_pool" => Ok(Layer::AvgPool(positive(v, "its window")?)),
+        "dropout" => v.as_f64().filter(|p| (0.0..1.0).contains(p)).map(Layer::Dropout).ok_or_else(|| format!("layer {at} ({l}): the dropout probability must be a number from 0 up to 1, not {v}")),
+        "reshape" => match v.as_array().map(|a| a.iter().map(|d| positive(d, "each side")).collect::<Result<Vec<_>, _>>()) {
+            Some(Ok(d)) if d.len() == 3 => Ok(Layer::Reshape([d[0], d[1], d[2]])),
+            Some(Err(e)) => Err(e),
+            _ => Err(format!("layer {at} ({l}): reshape takes [channels, height, width]")),
+        },
+        "conv2d" => {
+            let o = v.as_object().ok_or_else(|| format!("layer {at} ({l}): conv2d takes {{\"channels\": N, \"kernel\": K, \"stride\": 1, \"padding\": 0}}"))?;
+            if let Some(k) = o.keys().find(|k| !["channels", "kernel", "stride", "padding"].contains(&k.as_str())) {
+                return Err(format!("layer {at} ({l}): conv2d has no `{k}` (it takes channels, kernel, stride, padding)"));
+            }
+            let need = |k: &str| o.get(k).ok_or_else(|| format!("layer {at} ({l}): conv2d needs `{k}`")).and_then(|v| positive(v, k));
+            let padding = match o.get("padding") {
+                None => 0,
+                Some(v) => v.as_u64().ok_or_else(|| format!("layer {at} ({l}): padding must be a non-negative integer, not {v}"))? as usize,
+            };
+            let stride = o.get("stride").map_or(Ok(1), |v| positive(v, "stride"))?;
+            Ok(Layer::Conv2d { channels: need("channels")?, kernel: need("kernel")?, stride, padding })
+        }
+        _ => Err(unknown()),
+    }
+}
+
+/// A dropout mask for `n` values, seeded by the definition's seed, the layer and the step:
+/// 0 with probability `p`, else `1 / (1 - p)`. Drawn by dryml rather than the framework, so
+/// the masks of a resumed training are the uninterrupted one's.
+pub fn dropout_mask(seed: u64, layer: usize, step: u64, n: usize, p: f64) -> Vec<f32> {
+    let mut rng = fastrand::Rng::with_seed(seed ^ (layer as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step.wrapping_mul(0xc2b2_ae3d_27d4_eb4f));
+    let keep = (1.0 / (1.0 - p)) as f32;
+    (0..n).map(|_| if rng.f64() < p { 0.0 } else { keep }).collect()
+}
+
+/// PyTorch's default initialisation of a linear or convolution layer, seeded: `weights` values
+/// and `outputs` biases uniform in ±1/√fan_in (the inputs feeding one output). Frameworks whose
+/// own initialisation cannot be seeded use it.
+pub fn seeded_init(fan_in: usize, weights: usize, outputs: usize, rng: &mut fastrand::Rng) -> (Vec<f32>, Vec<f32>) {
+    let bound = 1.0 / (fan_in as f32).sqrt();
     let mut draw = |n: usize| (0..n).map(|_| (rng.f32() * 2.0 - 1.0) * bound).collect::<Vec<f32>>();
-    (draw(inputs * outputs), draw(outputs))
+    (draw(weights), draw(outputs))
 }
 
 /// What a network classifier of any framework keeps besides its definition: its network (once
@@ -353,3 +492,61 @@ macro_rules! classifier {
 }
 #[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use classifier;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn shapes(layers: Value, inputs: usize) -> Result<Vec<Shape>, String> {
+        NetDef::from_args(&json!({ "layers": layers }), "M").and_then(|d| d.shapes(inputs, "M")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_cnn_definition_gives_each_layer_its_shape() {
+        let cnn = json!([{"reshape": [1, 8, 8]}, {"conv2d": {"channels": 8, "kernel": 3, "padding": 1}}, "batch_norm", "relu",
+                         {"max_pool": 2}, {"conv2d": {"channels": 16, "kernel": 3, "stride": 2}}, {"avg_pool": 1}, "flatten",
+                         {"dropout": 0.25}, {"linear": 10}]);
+        let got = shapes(cnn, 64).unwrap();
+        use Shape::{Flat, Image};
+        assert_eq!(got, vec![Flat(64), Image([1, 8, 8]), Image([8, 8, 8]), Image([8, 8, 8]), Image([8, 8, 8]), Image([8, 4, 4]),
+                             Image([16, 1, 1]), Image([16, 1, 1]), Flat(16), Flat(16), Flat(10)]);
+    }
+
+    #[test]
+    fn a_layer_that_cannot_take_what_it_gets_is_named() {
+        let cases = [
+            (json!([{"reshape": [1, 8, 8]}, {"linear": 10}]), 64, "M: layer 1 (Linear(10)) takes flat features, and gets images of 1×8×8: add \"flatten\" before it"),
+            (json!([{"conv2d": {"channels": 4, "kernel": 3}}, {"linear": 2}]), 64, "takes images, and gets 64 features: add {\"reshape\": [channels, height, width]} before it"),
+            (json!([{"reshape": [1, 8, 7]}, "flatten", {"linear": 2}]), 64, "makes images of [1, 8, 7] (56 values) from 64 features"),
+            (json!([{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 1, "kernel": 5}}, "flatten", {"linear": 2}]), 4, "has a kernel of 5 for images of 1×2×2 padded by 0"),
+            (json!([{"reshape": [1, 2, 2]}, {"max_pool": 3}, "flatten", {"linear": 2}]), 4, "pools windows of 3 over images of 1×2×2"),
+        ];
+        for (layers, inputs, want) in cases {
+            let e = shapes(layers.clone(), inputs).unwrap_err();
+            assert!(e.contains(want), "{layers}: {e}");
+        }
+        let parse = [
+            (json!([{"conv2d": {"channels": 4}}, {"linear": 2}]), "layer 0 ({\"conv2d\":{\"channels\":4}}): conv2d needs `kernel`"),
+            (json!([{"conv2d": {"channels": 4, "kernel": 3, "dilation": 2}}, {"linear": 2}]), "conv2d has no `dilation`"),
+            (json!([{"dropout": 1.5}, {"linear": 2}]), "the dropout probability must be a number from 0 up to 1, not 1.5"),
+            (json!([{"reshape": [1, 8]}, {"linear": 2}]), "reshape takes [channels, height, width]"),
+            (json!([{"max_pool": 0}, {"linear": 2}]), "its window must be a positive integer, not 0"),
+        ];
+        for (layers, want) in parse {
+            let e = shapes(layers.clone(), 64).unwrap_err();
+            assert!(e.contains(want), "{layers}: {e}");
+        }
+    }
+
+    #[test]
+    fn dropout_masks_are_a_function_of_seed_layer_and_step() {
+        let m = dropout_mask(7, 2, 10, 10_000, 0.25);
+        assert_eq!(m, dropout_mask(7, 2, 10, 10_000, 0.25));
+        assert_ne!(m, dropout_mask(7, 2, 11, 10_000, 0.25));
+        assert_ne!(m, dropout_mask(7, 3, 10, 10_000, 0.25));
+        let dropped = m.iter().filter(|&&v| v == 0.0).count();
+        assert!((2_300..2_700).contains(&dropped), "{dropped} of 10000 dropped at p = 0.25");
+        assert!(m.iter().all(|&v| v == 0.0 || (v - 4.0 / 3.0).abs() < 1e-6));
+    }
+}

@@ -3,7 +3,7 @@
 //! shared [`Training`](super::training::Training) on the device its context gives `torch`,
 //! its weights, optimiser state and [`TrainSpec`] in its own file.
 
-use super::net::{Layer, Loss, NetDef, Network, Optimizer as Opt};
+use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
@@ -11,7 +11,7 @@ use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
 use serde_json::Value;
-use ::tch::nn::{self, Module};
+use ::tch::nn::{self, Module, ModuleT};
 use ::tch::{Device, Kind, Tensor};
 
 super::net::classifier!(
@@ -25,12 +25,21 @@ super::net::classifier!(
 
 struct Net {
     vs: nn::VarStore,
-    seq: nn::Sequential,
+    layers: Vec<(Layer, Built)>,
+    seed: u64,
     opt: Optim,
     placement: Placement,
     inputs: i64,
     outputs: i64,
     mse: bool,
+}
+
+/// A layer's module, for the layers that hold weights.
+enum Built {
+    Linear(nn::Linear),
+    Conv(nn::Conv2D),
+    Norm(nn::BatchNorm),
+    Plain,
 }
 
 /// The optimiser ([`optim`]'s update over tch tensors): the parameters sorted by name, and
@@ -151,23 +160,26 @@ impl Network for Net {
         // Seeded on the CPU, then moved: the same initial weights on every device.
         ::tch::manual_seed(def.seed as i64);
         let mut vs = nn::VarStore::new(Device::Cpu);
-        let mut seq = nn::seq();
-        let mut width = inputs as i64;
-        for (at, l) in def.layers.iter().enumerate() {
-            seq = match *l {
-                Layer::Linear(n) => {
-                    let lin = nn::linear(vs.root() / format!("layer{at}"), width, n as i64, Default::default());
-                    width = n as i64;
-                    seq.add(lin)
+        let shapes = def.shapes(inputs, Self::NAME)?;
+        let mut layers = Vec::new();
+        for (at, (l, s)) in def.layers.iter().zip(&shapes).enumerate() {
+            let path = vs.root() / format!("layer{at}");
+            let built = match (*l, *s) {
+                (Layer::Linear(n), _) => Built::Linear(nn::linear(path, s.len() as i64, n as i64, Default::default())),
+                (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([c, _, _])) => {
+                    let config = nn::ConvConfig { stride: stride as i64, padding: padding as i64, ..Default::default() };
+                    Built::Conv(nn::conv2d(path, c as i64, channels as i64, kernel as i64, config))
                 }
-                Layer::Relu => seq.add_fn(Tensor::relu),
-                Layer::Tanh => seq.add_fn(Tensor::tanh),
-                Layer::Sigmoid => seq.add_fn(Tensor::sigmoid),
+                (Layer::BatchNorm, Shape::Image([c, _, _])) => Built::Norm(nn::batch_norm2d(path, c as i64, Default::default())),
+                (Layer::BatchNorm, Shape::Flat(n)) => Built::Norm(nn::batch_norm1d(path, n as i64, Default::default())),
+                _ => Built::Plain,
             };
+            layers.push((*l, built));
         }
         vs.set_device(device);
         let opt = Optim::new(&vs, Settings::of(&def));
-        Ok(Net { vs, seq, opt, placement, inputs: inputs as i64, outputs: width, mse: def.loss == Loss::Mse })
+        let outputs = def.outputs() as i64;
+        Ok(Net { vs, layers, seed: def.seed, opt, placement, inputs: inputs as i64, outputs, mse: def.loss == Loss::Mse })
     }
 
     fn inputs(&self) -> usize {
@@ -177,7 +189,7 @@ impl Network for Net {
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         self.check(x)?;
         let _guard = ::tch::no_grad_guard();
-        let scores = self.seq.forward(&self.rows(x));
+        let scores = self.forward(&self.rows(x), false);
         let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).flatten(0, -1)).map_err(model_error("reading the scores"))?;
         Ok(flat.chunks(self.outputs as usize).map(|c| Array1::from_vec(c.to_vec())).collect())
     }
@@ -200,6 +212,31 @@ impl Network for Net {
 }
 
 impl Net {
+    /// The layers over a batch; `train`: dropout drops and batch norm learns its statistics.
+    fn forward(&self, x: &Tensor, train: bool) -> Tensor {
+        let mut t = x.shallow_clone();
+        for (at, (l, built)) in self.layers.iter().enumerate() {
+            t = match (*l, built) {
+                (Layer::Reshape([c, h, w]), _) => t.view([-1, c as i64, h as i64, w as i64]),
+                (_, Built::Linear(m)) => m.forward(&t),
+                (_, Built::Conv(m)) => m.forward(&t),
+                (_, Built::Norm(m)) => m.forward_t(&t, train),
+                (Layer::MaxPool(k), _) => t.max_pool2d_default(k as i64),
+                (Layer::AvgPool(k), _) => t.avg_pool2d_default(k as i64),
+                (Layer::Flatten, _) => t.flatten(1, -1),
+                (Layer::Dropout(p), _) if train && p > 0.0 => {
+                    let mask = dropout_mask(self.seed, at, self.opt.step, t.numel(), p);
+                    &t * Tensor::from_slice(&mask).view(t.size().as_slice()).to_device(t.device())
+                }
+                (Layer::Relu, _) => t.relu(),
+                (Layer::Tanh, _) => t.tanh(),
+                (Layer::Sigmoid, _) => t.sigmoid(),
+                (Layer::Dropout(_) | Layer::Linear(_) | Layer::Conv2d { .. } | Layer::BatchNorm, _) => t,
+            };
+        }
+        t
+    }
+
     /// A batch of rows as one `[n, width]` tensor on the network's device.
     fn rows(&self, x: &Array2<f32>) -> Tensor {
         let x = x.as_standard_layout();
@@ -213,12 +250,12 @@ impl Net {
         Ok(())
     }
 
-    fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>) -> Result<Tensor, ModelError> {
+    fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>, train: bool) -> Result<Tensor, ModelError> {
         self.check(x)?;
         if let Some(&c) = y.iter().find(|&&c| c as i64 >= self.outputs) {
             return Err(ModelError::Model(format!("TchClassifier: class {c} is not below the network's {} outputs", self.outputs)));
         }
-        let logits = self.seq.forward(&self.rows(x));
+        let logits = self.forward(&self.rows(x), train);
         let targets = Tensor::from_slice(&y.iter().map(|&c| c as i64).collect::<Vec<_>>()).to_device(self.vs.device());
         Ok(if self.mse {
             logits.mse_loss(&targets.one_hot(self.outputs).to_kind(Kind::Float), ::tch::Reduction::Mean)
@@ -233,7 +270,7 @@ impl Learner for Net {
     type Y = usize;
 
     fn step(&mut self, b: Xy<Array2<f32>, Array1<usize>>) -> Result<f64, ModelError> {
-        let loss = self.loss_of(&b.x, &b.y)?;
+        let loss = self.loss_of(&b.x, &b.y, true)?;
         self.opt.backward_step(&loss);
         Ok(loss.double_value(&[]))
     }
@@ -243,7 +280,7 @@ impl Learner for Net {
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
             let b = b?;
-            sum += self.loss_of(&b.x, &b.y)?.double_value(&[]) * b.y.len() as f64;
+            sum += self.loss_of(&b.x, &b.y, false)?.double_value(&[]) * b.y.len() as f64;
             n += b.y.len();
         }
         Ok(sum / n.max(1) as f64)

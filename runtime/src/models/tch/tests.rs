@@ -67,6 +67,26 @@ fn a_killed_adam_training_resumes_to_the_same_bits() {
     crate::models::testing::killed_and_resumed::<TchClassifier>("models::tch::tests::a_killed_adam_training_resumes_to_the_same_bits", args);
 }
 
+/// A small CNN on iris's four features as 2×2 images, with every kind of layer.
+pub(crate) fn cnn(training: Value) -> Value {
+    json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
+                      {"max_pool": 1}, {"avg_pool": 1}, "flatten", {"dropout": 0.1}, {"linear": 16}, "tanh", {"linear": 3}],
+           "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
+}
+
+#[test]
+fn a_cnn_definition_trains_and_scores_the_same_reloaded() {
+    crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &cnn(json!({"epochs": 40, "batch_size": 16})), 1, 0.85);
+}
+
+#[test]
+fn a_killed_cnn_with_dropout_and_batch_norm_resumes_to_the_same_bits() {
+    crate::models::testing::killed_and_resumed::<TchClassifier>(
+        "models::tch::tests::a_killed_cnn_with_dropout_and_batch_norm_resumes_to_the_same_bits",
+        cnn(json!({"epochs": 30, "batch_size": 16})),
+    );
+}
+
 #[test]
 fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
     let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001},
