@@ -140,3 +140,40 @@ def test_a_framework_named_after_dryml_is_built_is_told(kernel):
     err = stderr_of(msgs)
     assert err.startswith("dryml: this cell adds the framework linfa, so dryml is built again with it."), err
     assert "150" in of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+
+
+DIGITS = ROOT / "target" / "data" / "digits.csv"
+
+
+def test_a_cnn_definition_learns_real_digits_in_tch_and_candle_and_a_bad_one_is_named(kernel, tmp_path):
+    # scikit-learn's 1,797 handwritten 8×8 digits (kernelspec/bootstrap.sh exports them).
+    assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
+    ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
+use dryml::models::{{tch::TchClassifier, candle::CandleClassifier}};
+use dryml::data::{{CsvOptions, Dataset, Xy}};
+let digits = Dataset::from_csv_xy("{DIGITS}", "label", &CsvOptions::default()).unwrap()
+    .map(|e| Xy {{ x: e.x.mapv(|v| v as f32 / 16.0), y: e.y as usize }}).shuffle(1797, 5);
+let (train, test) = (digits.take(1400), digits.skip(1400));
+let cnn = dryml::serde_json::json!({{
+    "layers": [{{"reshape": [1, 8, 8]}}, {{"conv2d": {{"channels": 8, "kernel": 3, "padding": 1}}}}, "relu", {{"max_pool": 2}},
+               "flatten", {{"dropout": 0.1}}, {{"linear": 10}}],
+    "optimizer": {{"type": "adam", "lr": 0.01}},
+    "training": {{"epochs": 8, "batch_size": 32}}
+}});""", timeout=1200)
+    for name in ("TchClassifier", "CandleClassifier"):
+        got = value(kernel, f"""{{
+let mut m = {name}::new(cnn.clone());
+m.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+let scored = eval(&m, &test).unwrap();
+dryml::save_object(&m, "{tmp_path}/{name}.dryml").unwrap();
+let back = dryml::load_object("{tmp_path}/{name}.dryml").unwrap();
+let again = eval(back.downcast_ref::<{name}>().unwrap(), &test).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&scored).unwrap();
+(acc >= 0.9, again.collect().unwrap() == scored.collect().unwrap(), m.placement().unwrap().to_string(), format!("{{acc:.3}}"))
+}}""", timeout=600)
+        assert got.startswith('(true, true, "cpu", '), (name, got)
+    # Images that do not fit the definition: the layer is named, and the kernel goes on.
+    got = value(kernel, """let mut bad = TchClassifier::new(dryml::serde_json::json!({"layers": [{"reshape": [1, 7, 7]}, "flatten", {"linear": 10}]}));
+bad.train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string()""")
+    assert got == '"TchClassifier: layer 0 (Reshape([1, 7, 7])) makes images of [1, 7, 7] (49 values) from 64 features"', got
+    assert value(kernel, "train.count().unwrap()") == "1400"
