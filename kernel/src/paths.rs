@@ -33,8 +33,9 @@ pub fn venv() -> PathBuf {
 /// `EVCXR_TMPDIR`, evcxr's build directory. Only this user may enter it (see
 /// [`dryml::__kernel::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
 /// says so and works in `<tmp>/dryml-kernel-<uid>-<pid>` instead. Directories left by kernels
-/// that were killed (their pid is gone) are removed here, since a SIGKILL leaves no chance to
-/// clean.
+/// that were killed are removed here, since a SIGKILL leaves no chance to clean: each kernel
+/// holds a lock in its directory while it lives, so a kernel in another pid namespace (a
+/// container sharing `/tmp`), which sees none of this one's pids, removes none of the living.
 pub fn scratch() -> anyhow::Result<PathBuf> {
     let uid = unsafe { libc::getuid() };
     let tmp = std::env::temp_dir();
@@ -47,11 +48,14 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
     }
     if let Ok(entries) = std::fs::read_dir(&base) {
         for e in entries.flatten() {
-            let stale = e
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-                .is_some_and(|pid| !dryml::__kernel::procfs::exists(pid));
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let stale = match std::fs::File::open(e.path().join(ALIVE)) {
+                // Its kernel holds the lock while it lives, in whatever pid namespace: a pid
+                // this process cannot see (a kernel in a container, or outside ours) proves nothing.
+                Ok(f) => (unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) }) == 0,
+                // A directory being made, or one of a kernel from before the lock: its pid decides.
+                Err(_) => !dryml::__kernel::procfs::exists(pid),
+            };
             if stale {
                 let _ = std::fs::remove_dir_all(e.path());
             }
@@ -59,5 +63,43 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
     }
     let dir = base.join(std::process::id().to_string());
     dryml::__kernel::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+    hold(&dir)?;
     Ok(dir)
+}
+
+/// The file in a scratch directory its kernel keeps flocked for its whole life.
+const ALIVE: &str = ".alive";
+static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+/// Takes `dir`'s lock for the rest of this process.
+fn hold(dir: &std::path::Path) -> anyhow::Result<()> {
+    let f = std::fs::File::create(dir.join(ALIVE)).with_context(|| format!("{}", dir.join(ALIVE).display()))?;
+    if unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        anyhow::bail!("{} is locked by another kernel", dir.display());
+    }
+    let _ = HELD.set(f);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::io::AsRawFd;
+
+    #[test]
+    fn only_the_directories_whose_lock_is_free_are_swept() {
+        let base = std::env::temp_dir().join(format!("dryml-kernel-{}", unsafe { libc::getuid() }));
+        // Above any pid this machine gives (pid_max is at most 4194304).
+        let (dead, alive) = (base.join("4194401"), base.join("4194402"));
+        for d in [&dead, &alive] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(dead.join(super::ALIVE), b"").unwrap();
+        let held = std::fs::File::create(alive.join(super::ALIVE)).unwrap();
+        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        // A living kernel whose pid this process cannot see: its directory stays.
+        let mine = super::scratch().unwrap();
+        assert!(!dead.exists() && alive.exists() && mine.join(super::ALIVE).exists());
+        drop(held);
+        std::fs::remove_dir_all(&alive).unwrap();
+    }
 }
