@@ -177,3 +177,51 @@ let acc = dryml::metrics::categorical_accuracy(&scored).unwrap();
 bad.train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string()""")
     assert got == '"TchClassifier: layer 0 (Reshape([1, 7, 7])) makes images of [1, 7, 7] (49 values) from 64 features"', got
     assert value(kernel, "train.count().unwrap()") == "1400"
+
+
+def test_a_users_own_tch_cnn_trains_through_dryml_on_real_digits(kernel, tmp_path):
+    # The user writes only the network; dryml gives it the training, the checkpoint and resume,
+    # the repo, and its arguments as its definition.
+    assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
+    ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
+use dryml::models::tch::{{TchModel, TchNet}};
+use dryml::data::{{CsvOptions, Dataset, Xy}};
+use tch::{{nn, Tensor}};
+struct Cnn {{ conv: nn::Conv2D, out: nn::Linear }}
+impl TchNet for Cnn {{
+    const NAME: &'static str = "Cnn";
+    fn build(p: &nn::Path, args: &dryml::serde_json::Value) -> Result<Cnn, String> {{
+        let ch = args["channels"].as_i64().ok_or("`channels` must be a number")?;
+        let conv = nn::conv2d(p / "conv", 1, ch, 3, nn::ConvConfig {{ padding: 1, ..Default::default() }});
+        Ok(Cnn {{ conv, out: nn::linear(p / "out", ch * 16, 10, Default::default()) }})
+    }}
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {{
+        xs.view([-1, 1, 8, 8]).apply(&self.conv).relu().max_pool2d_default(2).flatten(1, -1).apply(&self.out)
+    }}
+}}
+let digits = Dataset::from_csv_xy("{DIGITS}", "label", &CsvOptions::default()).unwrap()
+    .map(|e| Xy {{ x: e.x.mapv(|v| v as f32 / 16.0), y: e.y as usize }}).shuffle(1797, 5);
+let (train, test) = (digits.take(1400), digits.skip(1400));
+let mut cnn = TchModel::<Cnn>::new(dryml::serde_json::json!({{"channels": 8, "optimizer": {{"lr": 0.01}}, "training": {{"epochs": 8, "batch_size": 32}}}}));
+cnn.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwrap();""", timeout=1200)
+    got = value(kernel, "(acc >= 0.9, cnn.train_spec().epoch, cnn.placement().unwrap().to_string(), format!(\"{acc:.3}\"))")
+    assert got.startswith('(true, 8, "cpu", '), got
+    # Into a repo and back as its type: the same predictions; a selector reaches its own argument.
+    got = value(kernel, f"""use dryml::Object;
+let mut repo = dryml::Repo::create("{tmp_path / 'repo'}").unwrap();
+let id = repo.add(&cnn).unwrap();
+let back = repo.by_id_as::<TchModel<Cnn>>(&id).unwrap();
+let same = eval(&back, &test).unwrap().collect().unwrap() == eval(&cnn, &test).unwrap().collect().unwrap();
+(same, repo.find(&dryml::Selector::of("Cnn").arg("channels", 8.into())).len(), back.type_name(), back.train_spec().epoch)""")
+    assert got == '(true, 1, "Cnn", 8)', got
+    # A sweep over its own argument, in sandboxes: each definition built as the closure's type.
+    ok(kernel, """let defs: Vec<dryml::ObjectDef> = [4, 8].iter().map(|c| dryml::ObjectDef::new("Cnn", &dryml::serde_json::json!({
+    "channels": c, "optimizer": {"lr": 0.01}, "training": {"epochs": 3, "batch_size": 32}})).unwrap()).collect();""")
+    msgs = ok(kernel, f"""%%sweep defs --repo {tmp_path / 'swept'}
+|m: &mut TchModel<Cnn>| {{
+    m.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+    dryml::metrics::categorical_accuracy(&eval(&*m, &test).unwrap()).unwrap()
+}}""", timeout=600)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "Sweep of 2 definitions: 2 trained, 0 failed" in report, report

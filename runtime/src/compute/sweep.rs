@@ -29,7 +29,7 @@
 
 use crate::compute::{Compute, ComputeError};
 use crate::compute::context::ContextError;
-use crate::objects::{Object, ObjectDef};
+use crate::objects::{Build, Object, ObjectDef, ObjectError};
 use crate::objects::Repo;
 use serde::Serialize;
 use serde_json::Value;
@@ -112,19 +112,20 @@ impl fmt::Debug for SweepReport {
 /// Trains one definition: builds it, moves it into compute (`load_compute`), runs `f`, moves
 /// the trained state back (`save_compute`) and adds it to the repo at `repo` with `f`'s value
 /// as its metrics.
-pub(crate) fn train<T: Object, M: Serialize>(def: &ObjectDef, repo: &Path, f: impl FnOnce(&mut T) -> M) -> Result<Trained, String> {
+pub(crate) fn train<T: Object + Build, M: Serialize>(def: &ObjectDef, repo: &Path, f: impl FnOnce(&mut T) -> M) -> Result<Trained, String> {
     let t0 = Instant::now();
-    let built = def.build().map_err(|e| e.to_string())?;
-    let mut obj = built.downcast::<T>().map_err(|o| {
-        format!("{def} builds a {}, not the {} the closure takes", o.type_name(), std::any::type_name::<T>())
+    // Built as the closure's type: a generic model of a notebook's network is in no registry.
+    let mut obj = def.build_as::<T>().map_err(|e| match e {
+        ObjectError::Args(_, m) if m.starts_with("the definition is a") => format!("{def}: {m}, which the closure takes"),
+        e => e.to_string(),
     })?;
-    obj.load_compute().map_err(|e| format!("load_compute: {e}"))?;
+    Object::load_compute(&mut obj).map_err(|e| format!("load_compute: {e}"))?;
     let metrics = f(&mut obj);
-    obj.save_compute().map_err(|e| format!("save_compute: {e}"))?;
+    Object::save_compute(&mut obj).map_err(|e| format!("save_compute: {e}"))?;
     let metrics = serde_json::to_value(&metrics).map_err(|e| format!("the metrics do not serialize: {e}"))?;
     obj.meta_mut().metrics = Some(metrics.clone());
     let mut repo = Repo::open(repo).map_err(|e| e.to_string())?;
-    let id = repo.add(&*obj).map_err(|e| e.to_string())?;
+    let id = repo.add(&obj).map_err(|e| e.to_string())?;
     Ok(Trained { id, metrics, seconds: t0.elapsed().as_secs_f64() })
 }
 
@@ -171,7 +172,7 @@ impl Compute {
     /// call is `.on(Slurm::new()).sweep(defs, repo, f)`.
     pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
-        T: Object,
+        T: Object + Build,
         M: Serialize,
         F: Fn(&mut T) -> M + Sync,
     {

@@ -139,6 +139,13 @@ impl NetDef {
         if !matches!(layers.last(), Some(Layer::Linear(_))) {
             return Err(err("the last layer must be {\"linear\": N}, N the number of classes".into()));
         }
+        Ok(NetDef { layers, ..NetDef::training_parts(args, who)? })
+    }
+
+    /// The parts of a definition besides its layers (`optimizer`, `loss`, `seed`), for a network
+    /// whose layers its own code builds; `layers` is left empty.
+    pub fn training_parts(args: &Value, who: &str) -> Result<NetDef, ModelError> {
+        let err = |m: String| ModelError::Model(format!("{who}: {m}"));
         let loss = match &args["loss"] {
             Value::Null => Loss::CrossEntropy,
             v if v == "cross_entropy" => Loss::CrossEntropy,
@@ -157,7 +164,7 @@ impl NetDef {
             other => return Err(err(format!("optimizer `{other}` is not adam, adamw or sgd"))),
         };
         let weight_decay = number("weight_decay", if optimizer == Optimizer::AdamW { 0.01 } else { 0.0 })?;
-        Ok(NetDef { layers, loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
+        Ok(NetDef { layers: Vec::new(), loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
     }
 
     /// The number of outputs (classes).

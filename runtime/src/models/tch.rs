@@ -1,13 +1,17 @@
 //! tch, PyTorch's part: a sequential network classifier built from its definition's
-//! components (layers, optimiser, loss: a [`NetDef`]; a training procedure), trained by the
-//! shared [`Training`](super::training::Training) on the device its context gives `torch`,
-//! its weights, optimiser state and [`TrainSpec`] in its own file.
+//! components (layers, optimiser, loss: a [`NetDef`]; a training procedure), and
+//! [`TchModel`], the same classifier around a network of the user's own ([`TchNet`]). Both are
+//! trained by the shared [`Training`](super::training::Training) on the device its context
+//! gives `torch`, their weights, optimiser state and [`TrainSpec`] in their own file.
 
 use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
+use super::callbacks::Callback;
+use super::net::Trained;
 use super::training::Learner;
-use super::ModelError;
+use super::{Model, ModelError, TrainSpec};
+use crate::objects::{Build, Meta, Object, ObjectDef, ObjectError, State};
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
 use serde_json::Value;
@@ -20,18 +24,35 @@ super::net::classifier!(
     /// `training`, [`Training`](super::training::Training)'s settings. Each is reachable by
     /// selectors and sweeps: `optimizer.lr=0.01`, `layers=[...]`.
     TchClassifier,
-    Net
+    Net<Layers>
 );
 
-struct Net {
+/// The network, its optimiser and where it runs, around a body: the definition's layers or
+/// the user's own network.
+struct Net<B> {
     vs: nn::VarStore,
-    layers: Vec<(Layer, Built)>,
-    seed: u64,
+    body: B,
     opt: Optim,
     placement: Placement,
     inputs: i64,
-    outputs: i64,
     mse: bool,
+}
+
+/// What computes a [`Net`]'s scores.
+trait Body: Sized {
+    const NAME: &'static str;
+    /// The definition in a model's arguments.
+    fn definition(args: &Value) -> Result<NetDef, ModelError>;
+    /// Its layers under `p`, for `inputs` features.
+    fn make(p: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize) -> Result<Self, ModelError>;
+    /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
+    fn forward(&self, x: &Tensor, train: bool, step: u64) -> Tensor;
+}
+
+/// A definition's layers.
+struct Layers {
+    layers: Vec<(Layer, Built)>,
+    seed: u64,
 }
 
 /// A layer's module, for the layers that hold weights.
@@ -45,6 +66,7 @@ enum Built {
 /// The optimiser ([`optim`]'s update over tch tensors): the parameters sorted by name, and
 /// each one's moments where its kind keeps them.
 struct Optim {
+    who: &'static str,
     settings: Settings,
     step: u64,
     params: Vec<(String, Tensor)>,
@@ -53,12 +75,12 @@ struct Optim {
 }
 
 impl Optim {
-    fn new(vs: &nn::VarStore, settings: Settings) -> Optim {
+    fn new(vs: &nn::VarStore, settings: Settings, who: &'static str) -> Optim {
         let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let zeros = |on: bool| if on { params.iter().map(|(_, p)| p.zeros_like()).collect() } else { Vec::new() };
         let (first, second) = (zeros(settings.first_moment()), zeros(settings.second_moment()));
-        Optim { settings, step: 0, params, first, second }
+        Optim { who, settings, step: 0, params, first, second }
     }
 
     /// One step: the gradients of `loss`, then the update of every parameter.
@@ -103,16 +125,17 @@ impl Optim {
         let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
             self.params.iter().zip(moments).map(|((name, _), t)| named(name, t)).collect()
         };
-        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(NAME)
+        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(self.who)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
         let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), dims(p))).collect();
-        let saved = Saved::from_bytes(bytes, NAME, &shapes)?;
+        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
+        let who = self.who;
         let _guard = ::tch::no_grad_guard();
         for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
             for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
-                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{NAME}: the checkpoint's optimizer state lacks `{name}`")))?;
+                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`")))?;
                 t.copy_(&Tensor::from_slice(values).view(p.size().as_slice()).to_device(p.device()));
             }
         }
@@ -121,7 +144,10 @@ impl Optim {
     }
 }
 
-const NAME: &str = "TchClassifier";
+/// What a panic said (tch panics on a shape its kernels cannot take).
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "(no message)".into())
+}
 
 fn dims(t: &Tensor) -> Vec<usize> {
     t.size().iter().map(|&d| d as usize).collect()
@@ -134,12 +160,12 @@ fn named(name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), Model
 }
 
 /// The tch device of a placement, if this libtorch can use it.
-fn device_of(p: Placement) -> Result<Device, ModelError> {
+fn device_of(p: Placement, who: &str) -> Result<Device, ModelError> {
     match p {
         Placement::Cpu => Ok(Device::Cpu),
         Placement::Cuda { cuda, .. } if (cuda as i64) < ::tch::Cuda::device_count() => Ok(Device::Cuda(cuda)),
         Placement::Cuda { .. } => Err(ModelError::Model(format!(
-            "{NAME}: the context gives torch {p}, but libtorch sees {} CUDA devices here (a libtorch without CUDA, or CUDA started before the context was set)",
+            "{who}: the context gives torch {p}, but libtorch sees {} CUDA devices here (a libtorch without CUDA, or CUDA started before the context was set)",
             ::tch::Cuda::device_count()
         ))),
     }
@@ -149,21 +175,19 @@ fn model_error(what: &str) -> impl Fn(::tch::TchError) -> ModelError + '_ {
     move |e| ModelError::Model(format!("TchClassifier: {what}: {e}"))
 }
 
-impl Network for Net {
+impl Body for Layers {
     const NAME: &'static str = "TchClassifier";
 
-    /// The network for `inputs` features, its weights seeded.
-    fn build(args: &Value, inputs: usize) -> Result<Net, ModelError> {
-        let def = NetDef::from_args(args, Self::NAME)?;
-        let placement = placement("torch");
-        let device = device_of(placement)?;
-        // Seeded on the CPU, then moved: the same initial weights on every device.
-        ::tch::manual_seed(def.seed as i64);
-        let mut vs = nn::VarStore::new(Device::Cpu);
+    fn definition(args: &Value) -> Result<NetDef, ModelError> {
+        NetDef::from_args(args, Self::NAME)
+    }
+
+    fn make(root: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize) -> Result<Layers, ModelError> {
+        let _ = args;
         let shapes = def.shapes(inputs, Self::NAME)?;
         let mut layers = Vec::new();
         for (at, (l, s)) in def.layers.iter().zip(&shapes).enumerate() {
-            let path = vs.root() / format!("layer{at}");
+            let path = root / format!("layer{at}");
             let built = match (*l, *s) {
                 (Layer::Linear(n), _) => Built::Linear(nn::linear(path, s.len() as i64, n as i64, Default::default())),
                 (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([c, _, _])) => {
@@ -176,10 +200,105 @@ impl Network for Net {
             };
             layers.push((*l, built));
         }
+        Ok(Layers { layers, seed: def.seed })
+    }
+
+    fn forward(&self, x: &Tensor, train: bool, step: u64) -> Tensor {
+        let mut t = x.shallow_clone();
+        for (at, (l, built)) in self.layers.iter().enumerate() {
+            t = match (*l, built) {
+                (Layer::Reshape([c, h, w]), _) => t.view([-1, c as i64, h as i64, w as i64]),
+                (_, Built::Linear(m)) => m.forward(&t),
+                (_, Built::Conv(m)) => m.forward(&t),
+                (_, Built::Norm(m)) => m.forward_t(&t, train),
+                (Layer::MaxPool(k), _) => t.max_pool2d_default(k as i64),
+                (Layer::AvgPool(k), _) => t.avg_pool2d_default(k as i64),
+                (Layer::Flatten, _) => t.flatten(1, -1),
+                (Layer::Dropout(p), _) if train && p > 0.0 => {
+                    let mask = dropout_mask(self.seed, at, step, t.numel(), p);
+                    &t * Tensor::from_slice(&mask).view(t.size().as_slice()).to_device(t.device())
+                }
+                (Layer::Relu, _) => t.relu(),
+                (Layer::Tanh, _) => t.tanh(),
+                (Layer::Sigmoid, _) => t.sigmoid(),
+                (Layer::Dropout(_) | Layer::Linear(_) | Layer::Conv2d { .. } | Layer::BatchNorm, _) => t,
+            };
+        }
+        t
+    }
+}
+
+/// A network of your own, in tch: its layers, built from its model's arguments, and its
+/// forward pass. [`TchModel`] gives it everything [`TchClassifier`] has.
+///
+/// ```no_run
+/// use dryml::models::tch::{TchModel, TchNet};
+/// use tch::{nn, nn::Module, Tensor};
+///
+/// struct Cnn { conv: nn::Conv2D, out: nn::Linear }
+///
+/// impl TchNet for Cnn {
+///     const NAME: &'static str = "Cnn";
+///     fn build(p: &nn::Path<'_>, args: &dryml::serde_json::Value) -> Result<Cnn, String> {
+///         let ch = args["channels"].as_i64().ok_or("`channels` must be a number")?;
+///         let conv = nn::conv2d(p / "conv", 1, ch, 3, nn::ConvConfig { padding: 1, ..Default::default() });
+///         Ok(Cnn { conv, out: nn::linear(p / "out", ch * 16, 10, Default::default()) })
+///     }
+///     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+///         xs.view([-1, 1, 8, 8]).apply(&self.conv).relu().max_pool2d_default(2).flatten(1, -1).apply(&self.out)
+///     }
+/// }
+///
+/// let model = TchModel::<Cnn>::new(dryml::serde_json::json!({"channels": 8, "training": {"epochs": 5}}));
+/// ```
+pub trait TchNet: 'static {
+    /// The name its models are saved under (a repo's type name), one per network.
+    const NAME: &'static str;
+    /// The layers, their weights made under `p` (so dryml saves, moves and optimises them),
+    /// from the model's arguments (all of them: its own keys beside `optimizer`, `loss`,
+    /// `seed` and `training`).
+    fn build(p: &nn::Path<'_>, args: &Value) -> Result<Self, String>
+    where
+        Self: Sized;
+    /// The scores (logits, or values for `"loss": "mse"`) of a batch of rows `[n, features]`;
+    /// `train` while training (dropout, batch norm).
+    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor;
+}
+
+/// A [`TchNet`] as a [`Net`]'s body.
+struct Own<N>(N);
+
+impl<N: TchNet> Body for Own<N> {
+    const NAME: &'static str = N::NAME;
+
+    fn definition(args: &Value) -> Result<NetDef, ModelError> {
+        NetDef::training_parts(args, Self::NAME)
+    }
+
+    fn make(p: &nn::Path<'_>, args: &Value, _: &NetDef, _: usize) -> Result<Own<N>, ModelError> {
+        N::build(p, args).map(Own).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))
+    }
+
+    fn forward(&self, x: &Tensor, train: bool, _: u64) -> Tensor {
+        self.0.forward_t(x, train)
+    }
+}
+
+impl<B: Body> Network for Net<B> {
+    const NAME: &'static str = B::NAME;
+
+    /// The network for `inputs` features, its weights seeded.
+    fn build(args: &Value, inputs: usize) -> Result<Net<B>, ModelError> {
+        let def = B::definition(args)?;
+        let placement = placement("torch");
+        let device = device_of(placement, B::NAME)?;
+        // Seeded on the CPU, then moved: the same initial weights on every device.
+        ::tch::manual_seed(def.seed as i64);
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let body = B::make(&vs.root(), args, &def, inputs)?;
         vs.set_device(device);
-        let opt = Optim::new(&vs, Settings::of(&def));
-        let outputs = def.outputs() as i64;
-        Ok(Net { vs, layers, seed: def.seed, opt, placement, inputs: inputs as i64, outputs, mse: def.loss == Loss::Mse })
+        let opt = Optim::new(&vs, Settings::of(&def), B::NAME);
+        Ok(Net { vs, body, opt, placement, inputs: inputs as i64, mse: def.loss == Loss::Mse })
     }
 
     fn inputs(&self) -> usize {
@@ -189,9 +308,10 @@ impl Network for Net {
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
         self.check(x)?;
         let _guard = ::tch::no_grad_guard();
-        let scores = self.forward(&self.rows(x), false);
-        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).flatten(0, -1)).map_err(model_error("reading the scores"))?;
-        Ok(flat.chunks(self.outputs as usize).map(|c| Array1::from_vec(c.to_vec())).collect())
+        let scores = self.forward(&self.rows(x), false)?;
+        let width = scores.size()[1].max(1) as usize;
+        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error("reading the scores"))?;
+        Ok(flat.chunks(width).map(|c| Array1::from_vec(c.to_vec())).collect())
     }
 
     fn placement(&self) -> Placement {
@@ -211,30 +331,17 @@ impl Network for Net {
     }
 }
 
-impl Net {
-    /// The layers over a batch; `train`: dropout drops and batch norm learns its statistics.
-    fn forward(&self, x: &Tensor, train: bool) -> Tensor {
-        let mut t = x.shallow_clone();
-        for (at, (l, built)) in self.layers.iter().enumerate() {
-            t = match (*l, built) {
-                (Layer::Reshape([c, h, w]), _) => t.view([-1, c as i64, h as i64, w as i64]),
-                (_, Built::Linear(m)) => m.forward(&t),
-                (_, Built::Conv(m)) => m.forward(&t),
-                (_, Built::Norm(m)) => m.forward_t(&t, train),
-                (Layer::MaxPool(k), _) => t.max_pool2d_default(k as i64),
-                (Layer::AvgPool(k), _) => t.avg_pool2d_default(k as i64),
-                (Layer::Flatten, _) => t.flatten(1, -1),
-                (Layer::Dropout(p), _) if train && p > 0.0 => {
-                    let mask = dropout_mask(self.seed, at, self.opt.step, t.numel(), p);
-                    &t * Tensor::from_slice(&mask).view(t.size().as_slice()).to_device(t.device())
-                }
-                (Layer::Relu, _) => t.relu(),
-                (Layer::Tanh, _) => t.tanh(),
-                (Layer::Sigmoid, _) => t.sigmoid(),
-                (Layer::Dropout(_) | Layer::Linear(_) | Layer::Conv2d { .. } | Layer::BatchNorm, _) => t,
-            };
+impl<B: Body> Net<B> {
+    /// The body over a batch, its scores `[n, outputs]` (a user's network is checked); `train`:
+    /// dropout drops and batch norm learns its statistics.
+    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, ModelError> {
+        let n = x.size()[0];
+        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.body.forward(x, train, self.opt.step)))
+            .map_err(|p| ModelError::Model(format!("{}: the forward pass panicked: {}", B::NAME, panic_text(&*p))))?;
+        match out.size().as_slice() {
+            [rows, _] if *rows == n => Ok(out),
+            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", B::NAME))),
         }
-        t
     }
 
     /// A batch of rows as one `[n, width]` tensor on the network's device.
@@ -245,27 +352,28 @@ impl Net {
 
     fn check(&self, x: &Array2<f32>) -> Result<(), ModelError> {
         if x.ncols() as i64 != self.inputs {
-            return Err(ModelError::Model(format!("TchClassifier: elements have {} features; the network takes {}", x.ncols(), self.inputs)));
+            return Err(ModelError::Model(format!("{}: elements have {} features; the network takes {}", B::NAME, x.ncols(), self.inputs)));
         }
         Ok(())
     }
 
     fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>, train: bool) -> Result<Tensor, ModelError> {
         self.check(x)?;
-        if let Some(&c) = y.iter().find(|&&c| c as i64 >= self.outputs) {
-            return Err(ModelError::Model(format!("TchClassifier: class {c} is not below the network's {} outputs", self.outputs)));
+        let logits = self.forward(&self.rows(x), train)?;
+        let outputs = logits.size()[1];
+        if let Some(&c) = y.iter().find(|&&c| c as i64 >= outputs) {
+            return Err(ModelError::Model(format!("{}: class {c} is not below the network's {outputs} outputs", B::NAME)));
         }
-        let logits = self.forward(&self.rows(x), train);
         let targets = Tensor::from_slice(&y.iter().map(|&c| c as i64).collect::<Vec<_>>()).to_device(self.vs.device());
         Ok(if self.mse {
-            logits.mse_loss(&targets.one_hot(self.outputs).to_kind(Kind::Float), ::tch::Reduction::Mean)
+            logits.mse_loss(&targets.one_hot(outputs).to_kind(Kind::Float), ::tch::Reduction::Mean)
         } else {
             logits.cross_entropy_for_logits(&targets)
         })
     }
 }
 
-impl Learner for Net {
+impl<B: Body> Learner for Net<B> {
     type X = Array1<f32>;
     type Y = usize;
 
@@ -294,6 +402,122 @@ impl Learner for Net {
 
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
         self.vs.load_from_stream(std::io::Cursor::new(weights)).map_err(model_error("restoring the weights"))
+    }
+}
+
+/// A classifier around a network of your own ([`TchNet`]), with everything [`TchClassifier`]
+/// has: the shared training by its `training` argument, the optimiser, loss and seed of its
+/// `optimizer`, `loss` and `seed`, checkpoints and a resume to the bit, the context's device,
+/// [`eval`](super::eval), the repo, sweeps, `%%compute` and Slurm. The network's own arguments sit
+/// beside those, so selectors and sweeps reach them. Saved under [`TchNet::NAME`]; a process
+/// that has made none registers the type with [`TchModel::register`] before loading one by name.
+pub struct TchModel<N: TchNet> {
+    args: Value,
+    meta: Meta,
+    trained: Trained<Net<Own<N>>>,
+}
+
+impl<N: TchNet> TchModel<N> {
+    /// A model of these arguments (the type is registered for loading by name).
+    pub fn new(args: Value) -> TchModel<N> {
+        Self::register();
+        <TchModel<N> as Build>::build(args, Meta::new())
+    }
+
+    /// Registers the type under [`TchNet::NAME`], so `load_object`, `%repo load` and
+    /// `ObjectDef::build` can make it (done by [`TchModel::new`]).
+    pub fn register() {
+        crate::objects::register::<TchModel<N>>(N::NAME);
+    }
+
+    /// Where its training stands.
+    pub fn train_spec(&self) -> TrainSpec {
+        self.trained.spec
+    }
+
+    /// Saves it to `path` after every epoch of its training.
+    pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
+        self.trained.checkpoint = Some(path.into());
+    }
+
+    /// Where its network runs (`None` before it is built by a training or a load).
+    pub fn placement(&self) -> Option<Placement> {
+        self.trained.net.as_ref().map(Network::placement)
+    }
+
+    /// Every parameter of its network by name, sorted, with its shape and values.
+    pub fn parameters(&self) -> Result<Named, ModelError> {
+        self.trained.net.as_ref().map_or(Ok(Vec::new()), Network::parameters)
+    }
+
+    /// The network, once built.
+    pub fn net(&self) -> Option<&N> {
+        self.trained.net.as_ref().map(|n| &n.body.0)
+    }
+}
+
+impl<N: TchNet> Build for TchModel<N> {
+    type Args = Value;
+    fn build(args: Value, meta: Meta) -> Self {
+        TchModel { args, meta, trained: Trained::default() }
+    }
+    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
+        self.trained.save(s)
+    }
+    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
+        self.trained.load(&self.args, s)
+    }
+}
+
+impl<N: TchNet> Object for TchModel<N> {
+    fn type_name(&self) -> &'static str {
+        N::NAME
+    }
+    fn definition(&self) -> ObjectDef {
+        ObjectDef::new(N::NAME, &self.args).expect("a JSON value serializes")
+    }
+    fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> &mut Meta {
+        &mut self.meta
+    }
+    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
+        Build::save_state(self, s)
+    }
+    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
+        Build::load_state(self, s)
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+        self
+    }
+}
+
+impl<N: TchNet> Model for TchModel<N> {
+    type X = Array1<f32>;
+    type Y = usize;
+    type P = Array1<f32>;
+
+    fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
+        self.train_with(data, spec, &mut [])
+    }
+
+    fn train_with(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
+        super::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
+    }
+
+    fn predict(&self, x: &Array1<f32>) -> Result<Array1<f32>, ModelError> {
+        Ok(self.predict_batch(x.clone().insert_axis(crate::data::ndarray::Axis(0)))?.remove(0))
+    }
+
+    fn predict_batch(&self, xs: Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
+        super::net::predict(&self.trained, &xs)
     }
 }
 

@@ -49,22 +49,23 @@ pub trait Resumable: Model<X = Array1<f32>, Y = usize> + Object + Sized {
 
 macro_rules! resumable {
     ($t:ty) => {
-        impl Resumable for $t {
-            fn of(args: Value) -> Self {
+        impl $crate::models::testing::Resumable for $t {
+            fn of(args: serde_json::Value) -> Self {
                 <$t>::new(args)
             }
             fn checkpoint_to(&mut self, path: std::path::PathBuf) {
                 <$t>::checkpoint_to(self, path)
             }
-            fn train_spec(&self) -> TrainSpec {
+            fn train_spec(&self) -> $crate::models::TrainSpec {
                 <$t>::train_spec(self)
             }
-            fn parameters(&self) -> super::optim::Named {
+            fn parameters(&self) -> $crate::models::optim::Named {
                 <$t>::parameters(self).unwrap()
             }
         }
     };
 }
+pub(crate) use resumable;
 #[cfg(feature = "torch")]
 resumable!(super::tch::TchClassifier);
 #[cfg(feature = "candle")]

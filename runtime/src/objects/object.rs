@@ -98,6 +98,13 @@ impl ObjectDef {
         build(self, Meta::new())
     }
 
+    /// Builds it as a `T`, without the registry: for types registered only where one was made
+    /// (a generic model of a notebook's network, as `TchModel<Cnn>`). An error says when the
+    /// definition is of another type.
+    pub fn build_as<T: Build + Object>(&self) -> Result<T, ObjectError> {
+        build_as(self, Meta::new())
+    }
+
     /// The positional arguments (empty when the arguments are named).
     pub fn positional(&self) -> Vec<&Value> {
         match &self.args {
@@ -461,6 +468,28 @@ impl<'a> Reader<'a> {
     }
 }
 
+fn build_as<T: Build + Object>(def: &ObjectDef, meta: Meta) -> Result<T, ObjectError> {
+    let args: T::Args = serde_json::from_value(def.args.clone())
+        .map_err(|e| ObjectError::Args(def.type_name.clone(), format!("they do not make a `{}`: {e}", std::any::type_name::<T>())))?;
+    let obj = T::build(args, meta);
+    if obj.type_name() != def.type_name {
+        return Err(ObjectError::Args(def.type_name.clone(), format!("the definition is a `{}`, not a `{}`", def.type_name, obj.type_name())));
+    }
+    Ok(obj)
+}
+
+/// The object a file's bytes describe, as a `T` (built without the registry), its state loaded.
+pub fn from_bytes_as<T: Build + Object>(bytes: &[u8], path: Option<&Path>) -> Result<T, ObjectError> {
+    let at = |e: ObjectError| match path {
+        Some(p) => ObjectError::File(p.to_path_buf(), e.to_string()),
+        None => e,
+    };
+    let (def, meta, state) = parse(bytes).map_err(at)?;
+    let mut obj = build_as::<T>(&def, meta).map_err(at)?;
+    Object::load_state(&mut obj, &state).map_err(at)?;
+    Ok(obj)
+}
+
 /// Builds the object a file's bytes describe and loads its state. `path` names the file in
 /// errors.
 pub fn from_bytes(bytes: &[u8], path: Option<&Path>) -> Result<Box<dyn Object>, ObjectError> {
@@ -485,6 +514,13 @@ pub fn save_object(obj: &dyn Object, path: impl AsRef<Path>) -> Result<(), Objec
     let path = path.as_ref();
     let bytes = to_bytes(obj)?;
     write_atomic(path, &bytes, Durability::Fsync).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))
+}
+
+/// Loads the object saved in `path` as a `T` (see [`ObjectDef::build_as`]).
+pub fn load_object_as<T: Build + Object>(path: impl AsRef<Path>) -> Result<T, ObjectError> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| ObjectError::File(path.to_path_buf(), e.to_string()))?;
+    from_bytes_as(&bytes, Some(path))
 }
 
 /// Loads the object saved in `path`, whatever its (registered) type.

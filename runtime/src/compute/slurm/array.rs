@@ -19,7 +19,7 @@ fn task_file(dir: &JobDir, index: usize, what: &str) -> PathBuf {
 
 /// A Slurm sweep task's program: trains definition `$SLURM_ARRAY_TASK_ID` of the sweep in
 /// `$DRYML_JOB_DIR` and records the outcome there (`tasks/<i>.done.json` or `.failed.json`).
-pub fn task_main<T: Object, M: Serialize>(f: impl FnOnce(&mut T) -> M) {
+pub fn task_main<T: Object + crate::objects::Build, M: Serialize>(f: impl FnOnce(&mut T) -> M) {
     let fail = |m: String| -> ! {
         eprintln!("dryml: {m}");
         std::process::exit(2)

@@ -176,7 +176,7 @@ impl OnSlurm<'_> {
     /// the sweep later.
     pub fn sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
-        T: Object,
+        T: Object + crate::objects::Build,
         M: Serialize,
         F: Fn(&mut T) -> M,
     {
@@ -186,7 +186,7 @@ impl OnSlurm<'_> {
     /// [`OnSlurm::sweep`], returning once the array is submitted (its report has the job id).
     pub fn submit_sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
     where
-        T: Object,
+        T: Object + crate::objects::Build,
         M: Serialize,
         F: Fn(&mut T) -> M,
     {
@@ -195,7 +195,7 @@ impl OnSlurm<'_> {
 
     fn sweep_job<T, M, F>(&self, defs: &[ObjectDef], repo: &Path, f: F, detach: bool) -> Result<SweepReport, ComputeError>
     where
-        T: Object,
+        T: Object + crate::objects::Build,
         M: Serialize,
         F: Fn(&mut T) -> M,
     {
@@ -356,7 +356,7 @@ where
 /// The node's entry for [`OnSlurm::sweep`]: trains this array task's definition.
 extern "C" fn sweep_entry<T, M, F>()
 where
-    T: Object,
+    T: Object + crate::objects::Build,
     M: Serialize,
     F: Fn(&mut T) -> M,
 {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::models::placement::Placement;
 use crate::models::{Model, TrainSpec};
 use crate::data::ndarray::array;
 use crate::models::eval;
@@ -148,4 +149,73 @@ fn early_stopping_keeps_its_memory_in_the_checkpoint() {
     assert!(spec.is_done() && spec.epoch == spec.epochs && spec.epoch < 500, "{spec:?}");
     assert!(back.trained.best.is_none());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A network of the user's own: two linear layers, its width from its arguments.
+struct Mlp {
+    hidden: nn::Linear,
+    out: nn::Linear,
+}
+
+impl TchNet for Mlp {
+    const NAME: &'static str = "tests.Mlp";
+    fn build(p: &nn::Path<'_>, args: &Value) -> Result<Mlp, String> {
+        let width = args["width"].as_i64().ok_or_else(|| format!("`width` must be a number, not {}", args["width"]))?;
+        Ok(Mlp { hidden: nn::linear(p / "hidden", 4, width, Default::default()), out: nn::linear(p / "out", width, 3, Default::default()) })
+    }
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        xs.apply(&self.hidden).relu().apply(&self.out)
+    }
+}
+
+crate::models::testing::resumable!(TchModel<Mlp>);
+
+fn own(training: Value) -> Value {
+    json!({"width": 16, "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
+}
+
+#[test]
+fn a_users_own_network_trains_reloads_and_resumes_to_the_same_bits() {
+    TchModel::<Mlp>::register();
+    if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
+        let (obj, back, _) = crate::models::testing::floor_and_reload::<TchModel<Mlp>>("tests.Mlp", &own(json!({"epochs": 40, "batch_size": 16})), 1, 0.9);
+        assert_eq!(obj.definition().args["width"], 16, "its own arguments are its definition's");
+        let back = back.downcast_ref::<TchModel<Mlp>>().unwrap();
+        assert_eq!(back.placement(), Some(Placement::Cpu));
+        assert_eq!(back.net().unwrap().out.ws.size(), vec![3, 16]);
+    }
+    crate::models::testing::killed_and_resumed::<TchModel<Mlp>>(
+        "models::tch::tests::a_users_own_network_trains_reloads_and_resumes_to_the_same_bits",
+        own(json!({"epochs": 30, "batch_size": 16})),
+    );
+}
+
+/// Gives one score per element whatever it is asked, or panics in tch.
+struct Broken(nn::Linear, bool);
+
+impl TchNet for Broken {
+    const NAME: &'static str = "tests.Broken";
+    fn build(p: &nn::Path<'_>, args: &Value) -> Result<Broken, String> {
+        Ok(Broken(nn::linear(p / "l", 4, 1, Default::default()), args["panic"] == true))
+    }
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        if self.1 {
+            xs.view([-1, 3]).apply(&self.0)
+        } else {
+            xs.apply(&self.0).flatten(0, -1)
+        }
+    }
+}
+
+#[test]
+fn a_users_network_that_errs_is_named_and_nothing_panics_through() {
+    let (train, _) = iris_split();
+    let e = TchModel::<Mlp>::new(json!({})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert_eq!(e, "tests.Mlp: `width` must be a number, not null");
+    let e = TchModel::<Broken>::new(json!({})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert_eq!(e, "tests.Broken: the forward pass gave a tensor of shape [32] for 32 elements; it must give [32, outputs]");
+    let e = TchModel::<Broken>::new(json!({"panic": true})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert!(e.starts_with("tests.Broken: the forward pass panicked: "), "{e}");
+    let e = TchModel::<Mlp>::new(json!({"width": 4, "optimizer": {"type": "lbfgs"}})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert_eq!(e, "tests.Mlp: optimizer `lbfgs` is not adam, adamw or sgd");
 }

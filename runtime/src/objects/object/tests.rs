@@ -163,3 +163,21 @@ fn an_unknown_framework_model_says_which_feature_and_path_register_it() {
     );
     assert!(!ObjectError::UnknownType("Gone".into(), vec![]).to_string().contains("feature"));
 }
+
+#[test]
+fn an_object_built_and_loaded_as_its_type_needs_no_registry_and_a_wrong_type_is_named() {
+    let m = ObjectDef::new("Mlp", &(0.5, vec![2, 1])).unwrap().build_as::<Mlp>().unwrap();
+    assert_eq!(m.weights, vec![0.0; 3]);
+    let path = tmp("typed.dry");
+    let mut saved = m;
+    saved.weights = vec![1.0, 2.0, 3.0];
+    save_object(&saved, &path).unwrap();
+    let back = load_object_as::<Mlp>(&path).unwrap();
+    assert_eq!((back.weights.clone(), back.meta().id.clone()), (saved.weights.clone(), saved.meta().id.clone()));
+    let e = load_object_as::<Named>(&path).err().unwrap().to_string();
+    assert!(e.contains("arguments of `Mlp`: they do not make a `dryml::objects::object::tests::Named`"), "{e}");
+    let def = ObjectDef::new("models.Named", &Cfg { lr: 0.1, data: "d".into() }).unwrap();
+    save_object(&def.build_as::<Named>().unwrap(), &path).unwrap();
+    let e = ObjectDef::new("Other", &def.args).unwrap().build_as::<Named>().err().unwrap().to_string();
+    assert_eq!(e, "arguments of `Other`: the definition is a `Other`, not a `models.Named`");
+}

@@ -386,6 +386,14 @@ impl Repo {
         self.load(id)
     }
 
+    /// Loads the object with this id as a `T` (see [`ObjectDef::build_as`](crate::ObjectDef::build_as)).
+    pub fn by_id_as<T: crate::objects::Build + Object>(&self, id: &str) -> Result<T, RepoError> {
+        if !self.entries.contains_key(id) {
+            return Err(RepoError::NoSuchId(id.to_string()));
+        }
+        Ok(crate::objects::load_object_as(self.file(id))?)
+    }
+
     fn load(&self, id: &str) -> Result<Box<dyn Object>, RepoError> {
         Ok(crate::objects::load_object(self.file(id))?)
     }
