@@ -143,6 +143,11 @@ def test_a_framework_named_after_dryml_is_built_is_told(kernel):
 
 
 DIGITS = ROOT / "target" / "data" / "digits.csv"
+# scikit-learn's 1,797 digits as pixels in [0, 1]: 1,400 to train on, 397 held out.
+DIGITS_SPLIT = f"""use dryml::data::{{CsvOptions, Dataset, Xy}};
+let digits = Dataset::from_csv_xy("{DIGITS}", "label", &CsvOptions::default()).unwrap()
+    .map(|e| Xy {{ x: e.x.mapv(|v| v as f32 / 16.0), y: e.y as usize }}).shuffle(1797, 5);
+let (train, test) = (digits.take(1400), digits.skip(1400));"""
 
 
 def test_a_cnn_definition_learns_real_digits_in_tch_and_candle_and_a_bad_one_is_named(kernel, tmp_path):
@@ -150,10 +155,7 @@ def test_a_cnn_definition_learns_real_digits_in_tch_and_candle_and_a_bad_one_is_
     assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
     ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
 use dryml::models::{{tch::TchClassifier, candle::CandleClassifier}};
-use dryml::data::{{CsvOptions, Dataset, Xy}};
-let digits = Dataset::from_csv_xy("{DIGITS}", "label", &CsvOptions::default()).unwrap()
-    .map(|e| Xy {{ x: e.x.mapv(|v| v as f32 / 16.0), y: e.y as usize }}).shuffle(1797, 5);
-let (train, test) = (digits.take(1400), digits.skip(1400));
+{DIGITS_SPLIT}
 let cnn = dryml::serde_json::json!({{
     "layers": [{{"reshape": [1, 8, 8]}}, {{"conv2d": {{"channels": 8, "kernel": 3, "padding": 1}}}}, "relu", {{"max_pool": 2}},
                "flatten", {{"dropout": 0.1}}, {{"linear": 10}}],
@@ -185,7 +187,6 @@ def test_a_users_own_tch_cnn_trains_through_dryml_on_real_digits(kernel, tmp_pat
     assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
     ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
 use dryml::models::tch::{{TchModel, TchNet}};
-use dryml::data::{{CsvOptions, Dataset, Xy}};
 use tch::{{nn, Tensor}};
 struct Cnn {{ conv: nn::Conv2D, out: nn::Linear }}
 impl TchNet for Cnn {{
@@ -199,9 +200,7 @@ impl TchNet for Cnn {{
         xs.view([-1, 1, 8, 8]).apply(&self.conv).relu().max_pool2d_default(2).flatten(1, -1).apply(&self.out)
     }}
 }}
-let digits = Dataset::from_csv_xy("{DIGITS}", "label", &CsvOptions::default()).unwrap()
-    .map(|e| Xy {{ x: e.x.mapv(|v| v as f32 / 16.0), y: e.y as usize }}).shuffle(1797, 5);
-let (train, test) = (digits.take(1400), digits.skip(1400));
+{DIGITS_SPLIT}
 let mut cnn = TchModel::<Cnn>::new(dryml::serde_json::json!({{"channels": 8, "optimizer": {{"lr": 0.01}}, "training": {{"epochs": 8, "batch_size": 32}}}}));
 cnn.train(&train, &mut TrainSpec::epochs(0)).unwrap();
 let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwrap();""", timeout=1200)
@@ -225,3 +224,32 @@ let same = eval(&back, &test).unwrap().collect().unwrap() == eval(&cnn, &test).u
 }}""", timeout=600)
     report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
     assert "Sweep of 2 definitions: 2 trained, 0 failed" in report, report
+
+
+def test_a_users_own_candle_cnn_trains_through_dryml_on_real_digits(kernel, tmp_path):
+    assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
+    ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
+use dryml::models::candle::{{CandleModel, CandleNet}};
+use candle_core::{{Module, Tensor}};
+struct Cnn {{ conv: candle_nn::Conv2d, out: candle_nn::Linear }}
+impl CandleNet for Cnn {{
+    const NAME: &'static str = "CandleCnn";
+    fn build(vb: candle_nn::VarBuilder, args: &dryml::serde_json::Value) -> Result<Cnn, String> {{
+        let ch = args["channels"].as_u64().ok_or("`channels` must be a number")? as usize;
+        let cfg = candle_nn::Conv2dConfig {{ padding: 1, ..Default::default() }};
+        let conv = candle_nn::conv2d(1, ch, 3, cfg, vb.pp("conv")).map_err(|e| e.to_string())?;
+        Ok(Cnn {{ conv, out: candle_nn::linear(ch * 16, 10, vb.pp("out")).map_err(|e| e.to_string())? }})
+    }}
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> candle_core::Result<Tensor> {{
+        let n = xs.dim(0)?;
+        self.out.forward(&self.conv.forward(&xs.reshape((n, 1, 8, 8))?)?.relu()?.max_pool2d(2)?.flatten_from(1)?)
+    }}
+}}
+{DIGITS_SPLIT}
+let mut cnn = CandleModel::<Cnn>::new(dryml::serde_json::json!({{"channels": 8, "optimizer": {{"lr": 0.01}}, "training": {{"epochs": 8, "batch_size": 32}}}}));
+cnn.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwrap();""", timeout=1200)
+    got = value(kernel, f"""dryml::save_object(&cnn, "{tmp_path}/cnn.dryml").unwrap();
+let back = dryml::objects::load_object_as::<CandleModel<Cnn>>("{tmp_path}/cnn.dryml").unwrap();
+(acc >= 0.9, eval(&back, &test).unwrap().collect().unwrap() == eval(&cnn, &test).unwrap().collect().unwrap(), format!("{{acc:.3}}"))""")
+    assert got.startswith("(true, true, "), got

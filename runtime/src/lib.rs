@@ -58,6 +58,6 @@ pub use compute::{Compute, ComputeError};
 pub use display::{clear_output, html, input, interrupted, Html};
 // The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.
 pub use dryml_derive::Object;
-pub use objects::{load_object, save_object, Build, Meta, Object, ObjectDef, Repo, Selector, State};
+pub use objects::{load_object, load_object_as, save_object, Build, Meta, Object, ObjectDef, Repo, Selector, State};
 // For `json!` in selectors and arguments without another dependency.
 pub use serde_json;

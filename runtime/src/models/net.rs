@@ -167,11 +167,11 @@ impl NetDef {
         Ok(NetDef { layers: Vec::new(), loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
     }
 
-    /// The number of outputs (classes).
+    /// The number of outputs (classes) of a definition with layers ([`NetDef::from_args`]'s).
     pub fn outputs(&self) -> usize {
         match self.layers.last() {
             Some(Layer::Linear(n)) => *n,
-            _ => unreachable!("checked by from_args"),
+            _ => panic!("a definition without layers (NetDef::training_parts) says nothing of its outputs"),
         }
     }
 
@@ -499,6 +499,130 @@ macro_rules! classifier {
 }
 #[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use classifier;
+
+/// Declares a framework's model around a network of the user's own (`$name<N>`, for `N` of the
+/// framework's trait `$trait`, its network `$net`): the object (its arguments, a [`Trained`]
+/// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
+/// `net`, and its [`Model`](super::Model) impl, the same for every framework. Written by hand,
+/// not derived: the derive takes no generic types, and the type is registered under the
+/// network's `NAME` when a model is made.
+#[cfg(any(feature = "torch", feature = "candle"))]
+macro_rules! own_model {
+    ($(#[$doc:meta])* $name:ident, $trait:ident, $net:ty) => {
+        $(#[$doc])*
+        pub struct $name<N: $trait> {
+            args: serde_json::Value,
+            meta: crate::objects::Meta,
+            trained: crate::models::net::Trained<$net>,
+        }
+
+        impl<N: $trait> $name<N> {
+            /// A model of these arguments (the type is registered for loading by name).
+            pub fn new(args: serde_json::Value) -> $name<N> {
+                Self::register();
+                <$name<N> as crate::objects::Build>::build(args, crate::objects::Meta::new())
+            }
+
+            /// Registers the type under its network's `NAME`, so `load_object`, `%repo load` and
+            /// `ObjectDef::build` can make it (done by `new`).
+            pub fn register() {
+                crate::objects::register::<$name<N>>(N::NAME);
+            }
+
+            /// Where its training stands.
+            pub fn train_spec(&self) -> crate::models::TrainSpec {
+                self.trained.spec
+            }
+
+            /// Saves it to `path` after every epoch of its training.
+            pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
+                self.trained.checkpoint = Some(path.into());
+            }
+
+            /// Where its network runs (`None` before it is built by a training or a load).
+            pub fn placement(&self) -> Option<crate::models::placement::Placement> {
+                self.trained.net.as_ref().map(crate::models::net::Network::placement)
+            }
+
+            /// Every parameter of its network by name, sorted, with its shape and values.
+            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+                self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
+            }
+
+            /// The network, once built.
+            pub fn net(&self) -> Option<&N> {
+                self.trained.net.as_ref().map(|n| &n.body.0)
+            }
+        }
+
+        impl<N: $trait> crate::objects::Build for $name<N> {
+            type Args = serde_json::Value;
+            fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
+                $name { args, meta, trained: Default::default() }
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.save(s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.load(&self.args, s)
+            }
+        }
+
+        impl<N: $trait> crate::objects::Object for $name<N> {
+            fn type_name(&self) -> &'static str {
+                N::NAME
+            }
+            fn definition(&self) -> crate::objects::ObjectDef {
+                crate::objects::ObjectDef::new(N::NAME, &self.args).expect("a JSON value serializes")
+            }
+            fn meta(&self) -> &crate::objects::Meta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut crate::objects::Meta {
+                &mut self.meta
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                crate::objects::Build::save_state(self, s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                crate::objects::Build::load_state(self, s)
+            }
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
+            fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+                self
+            }
+        }
+
+        impl<N: $trait> crate::models::Model for $name<N> {
+            type X = crate::data::ndarray::Array1<f32>;
+            type Y = usize;
+            type P = crate::data::ndarray::Array1<f32>;
+
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+                self.train_with(data, spec, &mut [])
+            }
+
+            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
+                crate::models::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
+            }
+
+            fn predict(&self, x: &crate::data::ndarray::Array1<f32>) -> Result<crate::data::ndarray::Array1<f32>, crate::models::ModelError> {
+                Ok(crate::models::Model::predict_batch(self, x.clone().insert_axis(crate::data::ndarray::Axis(0)))?.remove(0))
+            }
+
+            fn predict_batch(&self, xs: crate::data::ndarray::Array2<f32>) -> Result<Vec<crate::data::ndarray::Array1<f32>>, crate::models::ModelError> {
+                crate::models::net::predict(&self.trained, &xs)
+            }
+        }
+    };
+}
+#[cfg(any(feature = "torch", feature = "candle"))]
+pub(crate) use own_model;
 
 #[cfg(test)]
 mod tests {

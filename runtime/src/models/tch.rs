@@ -7,11 +7,8 @@
 use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
-use super::callbacks::Callback;
-use super::net::Trained;
 use super::training::Learner;
-use super::{Model, ModelError, TrainSpec};
-use crate::objects::{Build, Meta, Object, ObjectDef, ObjectError, State};
+use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
 use crate::data::{Dataset, Xy};
 use serde_json::Value;
@@ -405,121 +402,18 @@ impl<B: Body> Learner for Net<B> {
     }
 }
 
-/// A classifier around a network of your own ([`TchNet`]), with everything [`TchClassifier`]
-/// has: the shared training by its `training` argument, the optimiser, loss and seed of its
-/// `optimizer`, `loss` and `seed`, checkpoints and a resume to the bit, the context's device,
-/// [`eval`](super::eval), the repo, sweeps, `%%compute` and Slurm. The network's own arguments sit
-/// beside those, so selectors and sweeps reach them. Saved under [`TchNet::NAME`]; a process
-/// that has made none registers the type with [`TchModel::register`] before loading one by name.
-pub struct TchModel<N: TchNet> {
-    args: Value,
-    meta: Meta,
-    trained: Trained<Net<Own<N>>>,
-}
-
-impl<N: TchNet> TchModel<N> {
-    /// A model of these arguments (the type is registered for loading by name).
-    pub fn new(args: Value) -> TchModel<N> {
-        Self::register();
-        <TchModel<N> as Build>::build(args, Meta::new())
-    }
-
-    /// Registers the type under [`TchNet::NAME`], so `load_object`, `%repo load` and
-    /// `ObjectDef::build` can make it (done by [`TchModel::new`]).
-    pub fn register() {
-        crate::objects::register::<TchModel<N>>(N::NAME);
-    }
-
-    /// Where its training stands.
-    pub fn train_spec(&self) -> TrainSpec {
-        self.trained.spec
-    }
-
-    /// Saves it to `path` after every epoch of its training.
-    pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
-        self.trained.checkpoint = Some(path.into());
-    }
-
-    /// Where its network runs (`None` before it is built by a training or a load).
-    pub fn placement(&self) -> Option<Placement> {
-        self.trained.net.as_ref().map(Network::placement)
-    }
-
-    /// Every parameter of its network by name, sorted, with its shape and values.
-    pub fn parameters(&self) -> Result<Named, ModelError> {
-        self.trained.net.as_ref().map_or(Ok(Vec::new()), Network::parameters)
-    }
-
-    /// The network, once built.
-    pub fn net(&self) -> Option<&N> {
-        self.trained.net.as_ref().map(|n| &n.body.0)
-    }
-}
-
-impl<N: TchNet> Build for TchModel<N> {
-    type Args = Value;
-    fn build(args: Value, meta: Meta) -> Self {
-        TchModel { args, meta, trained: Trained::default() }
-    }
-    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
-        self.trained.save(s)
-    }
-    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
-        self.trained.load(&self.args, s)
-    }
-}
-
-impl<N: TchNet> Object for TchModel<N> {
-    fn type_name(&self) -> &'static str {
-        N::NAME
-    }
-    fn definition(&self) -> ObjectDef {
-        ObjectDef::new(N::NAME, &self.args).expect("a JSON value serializes")
-    }
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn meta_mut(&mut self) -> &mut Meta {
-        &mut self.meta
-    }
-    fn save_state(&self, s: &mut State) -> Result<(), ObjectError> {
-        Build::save_state(self, s)
-    }
-    fn load_state(&mut self, s: &State) -> Result<(), ObjectError> {
-        Build::load_state(self, s)
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
-        self
-    }
-}
-
-impl<N: TchNet> Model for TchModel<N> {
-    type X = Array1<f32>;
-    type Y = usize;
-    type P = Array1<f32>;
-
-    fn train(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec) -> Result<(), ModelError> {
-        self.train_with(data, spec, &mut [])
-    }
-
-    fn train_with(&mut self, data: &Dataset<Xy<Array1<f32>, usize>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
-        super::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
-    }
-
-    fn predict(&self, x: &Array1<f32>) -> Result<Array1<f32>, ModelError> {
-        Ok(self.predict_batch(x.clone().insert_axis(crate::data::ndarray::Axis(0)))?.remove(0))
-    }
-
-    fn predict_batch(&self, xs: Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
-        super::net::predict(&self.trained, &xs)
-    }
-}
+super::net::own_model!(
+    /// A classifier around a network of your own ([`TchNet`]), with everything
+    /// [`TchClassifier`] has: the shared training by its `training` argument, the optimiser,
+    /// loss and seed of its `optimizer`, `loss` and `seed`, checkpoints and a resume to the
+    /// bit, the context's device, [`eval`](super::eval), the repo, sweeps, `%%compute` and
+    /// Slurm. The network's own arguments sit beside those, so selectors and sweeps reach them.
+    /// Saved under [`TchNet::NAME`]; a process that has made none registers the type with
+    /// [`TchModel::register`] before loading one by name.
+    TchModel,
+    TchNet,
+    Net<Own<N>>
+);
 
 #[cfg(all(test, feature = "linfa"))]
 mod tests;
