@@ -20,7 +20,7 @@ TORCH_DIR="$(echo "$VENV"/lib/python3*/site-packages/torch)"
 CXX11_ABI="$("$VENV/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)"
 env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
     LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    cargo test --release --locked -p dryml --features torch,linfa,candle
+    cargo test --release --locked -p dryml --features torch,linfa,candle,numpy
 
 phase "fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000

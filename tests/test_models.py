@@ -253,3 +253,28 @@ let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwr
 let back = dryml::objects::load_object_as::<CandleModel<Cnn>>("{tmp_path}/cnn.dryml").unwrap();
 (acc >= 0.9, eval(&back, &test).unwrap().collect().unwrap() == eval(&cnn, &test).unwrap().collect().unwrap(), format!("{{acc:.3}}"))""")
     assert got.startswith("(true, true, "), got
+
+
+def test_numpys_files_are_datasets_and_a_bad_one_is_named(kernel, tmp_path):
+    # The digits as numpy's archive (uint8 images, int64 classes): a cell naming
+    # dryml::data::numpy gets dryml's numpy feature.
+    npz = DIGITS.with_suffix(".npz")
+    assert npz.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
+    got = value(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
+use dryml::models::candle::CandleClassifier;
+let digits = dryml::data::numpy::xy("{npz}", "x", "y").unwrap().apply_x(|x| x / 16.0).shuffle(1797, 5);
+let (train, test) = (digits.take(1400), digits.skip(1400));
+let mut cnn = CandleClassifier::new(dryml::serde_json::json!({{
+    "layers": [{{"reshape": [1, 8, 8]}}, {{"conv2d": {{"channels": 8, "kernel": 3, "padding": 1}}}}, "relu", {{"max_pool": 2}}, "flatten", {{"linear": 10}}],
+    "optimizer": {{"lr": 0.01}}, "training": {{"epochs": 6, "batch_size": 32}}
+}}));
+cnn.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwrap();
+(digits.count().unwrap(), acc >= 0.9, format!("{{acc:.3}}"))""", timeout=1200)
+    assert got.startswith("(1797, true, "), got
+    # A file cut short: the file is named, the cell fails, the kernel and its variables live on.
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes(npz.read_bytes()[:1000])
+    got = value(kernel, f'dryml::data::numpy::xy("{cut}", "x", "y").map(|_| ()).unwrap_err().to_string()')
+    assert f"{cut}" in got and "not a .npz archive" in got, got
+    assert value(kernel, "train.count().unwrap()") == "1400"

@@ -1,6 +1,7 @@
 //! The dependencies a cell needs, added the first time code names them: `dryml` (from the
 //! runtime's sources) and, with dryml's feature for it, each framework a cell names (`tch`,
-//! where the venv has libtorch; `linfa`; candle); and the torch preload of `--preload torch`.
+//! where the venv has libtorch; `linfa`; candle; `dryml::data::numpy`'s readers); and the
+//! torch preload of `--preload torch`.
 
 use super::Session;
 use crate::protocol::ErrorContent;
@@ -18,6 +19,7 @@ pub struct Frameworks {
     pub torch: bool,
     pub linfa: bool,
     pub candle: bool,
+    pub numpy: bool,
 }
 
 impl Session {
@@ -44,13 +46,14 @@ impl Session {
             torch: self.frameworks.torch || (named.tch && crate::torch::available().is_some()),
             linfa: self.frameworks.linfa || named.linfa,
             candle: self.frameworks.candle || named.candle,
+            numpy: self.frameworks.numpy || named.numpy,
         };
         if want == self.frameworks && (self.dryml_added || !named.dryml) {
             return None;
         }
         let path = crate::paths::runtime();
         let path = path.to_string_lossy();
-        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa), ("candle", want.candle)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
+        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa), ("candle", want.candle), ("numpy", want.numpy)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
         let mut deps = if features.is_empty() {
             format!(":dep dryml = {{ path = {path:?} }}")
         } else {
@@ -107,7 +110,12 @@ impl Session {
 /// The notice for a cell that adds frameworks to a notebook whose `dryml` is already built
 /// (`None` when it adds none, or dryml is not built yet).
 fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Option<String> {
-    let added: Vec<&str> = [("torch", !had.torch && want.torch), ("linfa", !had.linfa && want.linfa), ("candle", !had.candle && want.candle)]
+    let added: Vec<&str> = [
+        ("torch", !had.torch && want.torch),
+        ("linfa", !had.linfa && want.linfa),
+        ("candle", !had.candle && want.candle),
+        ("numpy", !had.numpy && want.numpy),
+    ]
         .into_iter()
         .filter(|f| f.1)
         .map(|f| f.0)
@@ -138,6 +146,8 @@ pub struct Named {
     pub linfa: bool,
     /// candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
     pub candle: bool,
+    /// dryml's numpy readers (`dryml::data::numpy`, or `numpy::` once imported).
+    pub numpy: bool,
     /// `dryml`, so the dependency is added only for cells that name it.
     pub dryml: bool,
 }
@@ -152,11 +162,12 @@ impl Named {
                 r"\blinfa\w*\s*::|\buse\s+linfa",
                 r"\bcandle(_core|_nn)?\s*::|\buse\s+candle",
                 r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b",
+                r"\bdata\s*::\s*numpy\b|\bnumpy\s*::",
             ])
             .expect("static regexes")
         });
         let m = set.matches(code);
-        Named { tch: m.matched(0), linfa: m.matched(1), candle: m.matched(2), dryml: m.matched(3) }
+        Named { tch: m.matched(0), linfa: m.matched(1), candle: m.matched(2), dryml: m.matched(3), numpy: m.matched(4) }
     }
 }
 
@@ -173,7 +184,9 @@ mod tests {
         assert!(!named("let linfa = 1;").linfa);
         assert!(named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle);
         assert!(!named("let candles = 3;").candle);
-        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, linfa: false, candle: false, dryml: true });
+        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, linfa: false, candle: false, dryml: true, numpy: false });
+        assert!(named("let d = dryml::data::numpy::rows(\"x.npy\");").numpy && named("use dryml::data::numpy;\nnumpy::xy(p, \"x\", \"y\")").numpy);
+        assert!(!named("let numpy_rows = 3;").numpy);
         assert!(!named("let tchotchke = 1;").tch);
     }
 
@@ -181,7 +194,7 @@ mod tests {
     fn adding_a_framework_after_dryml_is_built_is_told() {
         let none = Frameworks::default();
         let linfa = Frameworks { linfa: true, ..none };
-        let all = Frameworks { torch: true, linfa: true, candle: true };
+        let all = Frameworks { torch: true, linfa: true, candle: true, numpy: false };
         assert_eq!(rebuild_notice(false, none, linfa), None, "the first build");
         assert_eq!(rebuild_notice(true, linfa, linfa), None, "nothing added");
         let n = rebuild_notice(true, linfa, all).unwrap();
@@ -189,7 +202,7 @@ mod tests {
         assert!(n.contains("do not mix") && n.ends_with("or restart.\n"), "{n}");
         // The advice's line names every framework so that the kernel sees them.
         let advice = n.split('`').nth(1).unwrap();
-        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true }, "{advice}");
+        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true, numpy: false }, "{advice}");
         assert!(rebuild_notice(true, none, linfa).unwrap().contains("the framework linfa, so dryml is built again with it."));
     }
 }

@@ -42,6 +42,8 @@ mod candle;
 mod convert;
 mod dataset;
 mod element;
+#[cfg(feature = "numpy")]
+pub mod numpy;
 mod source;
 #[cfg(feature = "torch")]
 mod torch;
