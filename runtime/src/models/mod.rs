@@ -72,14 +72,7 @@ use crate::data::{Batch as _, DataError, Dataset, Element, Xy};
 use crate::objects::{ObjectError, State};
 use std::fmt;
 
-/// dryml's own models of each framework: the type name a repo records, the path that names it,
-/// and the cargo feature it needs (a notebook gets the feature by naming the path; loading
-/// such a model where dryml was built without it says so).
-pub const FRAMEWORK_MODELS: [(&str, &str, &str); 3] = [
-    ("TchClassifier", "dryml::models::tch::TchClassifier", "torch"),
-    ("CandleClassifier", "dryml::models::candle::CandleClassifier", "candle"),
-    ("DecisionTree", "dryml::models::linfa::DecisionTree", "linfa"),
-];
+pub use crate::objects::FRAMEWORK_MODELS;
 
 /// A model: trained on supervised data, it predicts a `P` for each `X`.
 pub trait Model {

@@ -161,6 +161,16 @@ pub trait Build: Sized + 'static {
     }
 }
 
+/// dryml's own models of each framework: the type name a repo records, the path that names it,
+/// and the cargo feature it needs (a notebook gets the feature by naming the path; loading
+/// such a model where dryml was built without it says so). Here, below `models`, so that
+/// errors of this layer can name them.
+pub const FRAMEWORK_MODELS: [(&str, &str, &str); 3] = [
+    ("TchClassifier", "dryml::models::tch::TchClassifier", "torch"),
+    ("CandleClassifier", "dryml::models::candle::CandleClassifier", "candle"),
+    ("DecisionTree", "dryml::models::linfa::DecisionTree", "linfa"),
+];
+
 /// An object of a registered type, as a trait object. `#[derive(dryml::Object)]` implements it
 /// from [`Build`].
 pub trait Object: Any {
@@ -336,7 +346,7 @@ impl fmt::Display for ObjectError {
                     "unknown type `{t}`: no `#[derive(dryml::Object)]` type of that name in this process (registered: {})",
                     if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 )?;
-                if let Some((_, path, feature)) = crate::models::FRAMEWORK_MODELS.iter().find(|m| m.0 == t) {
+                if let Some((_, path, feature)) = FRAMEWORK_MODELS.iter().find(|m| m.0 == t) {
                     write!(f, "; `{t}` is dryml's model of its `{feature}` feature: name `{path}` in a cell first (in a notebook the kernel then builds dryml with it)")?;
                 }
                 Ok(())

@@ -1,0 +1,221 @@
+//! The shells every framework's network models share, as macros: a classifier of a network
+//! definition (`classifier!`) and a model around a user's own network (`own_model!`), each
+//! expanded in its framework's module with that framework's network.
+
+/// Declares a framework's network classifier (`$name`, of the framework's [`Network`](super::Network) `$net`):
+/// the object (its arguments, a [`Trained`](super::Trained) network), `new`, `train_spec`, `checkpoint_to`,
+/// its state and its [`Model`](crate::models::Model) impl, the same for every framework.
+macro_rules! classifier {
+    ($(#[$doc:meta])* $name:ident, $net:ty) => {
+        $(#[$doc])*
+        #[derive(crate::Object)]
+        pub struct $name {
+            args: serde_json::Value,
+            meta: crate::objects::Meta,
+            trained: crate::models::net::Trained<$net>,
+        }
+
+        impl $name {
+            /// A classifier of these arguments (as `ObjectDef::new(..)?.build()` makes).
+            pub fn new(args: serde_json::Value) -> $name {
+                <$name as crate::objects::Build>::build(args, crate::objects::Meta::new())
+            }
+
+            /// Where its training stands.
+            pub fn train_spec(&self) -> crate::models::TrainSpec {
+                self.trained.spec
+            }
+
+            /// Where its network runs (`None` before it is built by a training or a load):
+            /// the GPU its context gives its framework, else the CPU.
+            pub fn placement(&self) -> Option<crate::models::placement::Placement> {
+                self.trained.net.as_ref().map(crate::models::net::Network::placement)
+            }
+
+            /// Every parameter of its network by name, sorted, with its shape and values
+            /// (empty before it is built): the weights, exact to the bit.
+            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+                self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
+            }
+
+            /// Saves it to `path` after every epoch of its training (a killed training, loaded
+            /// from there, resumes at the next epoch).
+            pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
+                self.trained.checkpoint = Some(path.into());
+            }
+        }
+
+        impl crate::objects::Build for $name {
+            type Args = serde_json::Value;
+            fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
+                $name { args, meta, trained: Default::default() }
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.save(s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.load(&self.args, s)
+            }
+        }
+
+        impl crate::models::Model for $name {
+            type X = crate::data::ndarray::Array1<f32>;
+            type Y = usize;
+            type P = crate::data::ndarray::Array1<f32>;
+
+            /// Trains by its `training` procedure from where its [`TrainSpec`](crate::models::TrainSpec)
+            /// stands, saving itself to its checkpoint (if set) after every epoch.
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+                self.train_with(data, spec, &mut [])
+            }
+
+            /// Trains as `train` does, telling `callbacks` of every epoch (its losses).
+            fn train_with(
+                &mut self,
+                data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>,
+                spec: &mut crate::models::TrainSpec,
+                callbacks: &mut [&mut dyn crate::models::callbacks::Callback],
+            ) -> Result<(), crate::models::ModelError> {
+                crate::models::net::train(self, |c| (&c.args, &mut c.trained), data, spec, callbacks)
+            }
+
+            fn predict(&self, x: &Self::X) -> Result<Self::P, crate::models::ModelError> {
+                Ok(self.predict_all(vec![x.clone()])?.remove(0))
+            }
+
+            fn predict_all(&self, xs: Vec<Self::X>) -> Result<Vec<Self::P>, crate::models::ModelError> {
+                if xs.is_empty() {
+                    return Ok(Vec::new());
+                }
+                self.predict_batch(crate::data::Element::stack(xs)?)
+            }
+
+            fn predict_batch(&self, xs: crate::data::ndarray::Array2<f32>) -> Result<Vec<Self::P>, crate::models::ModelError> {
+                crate::models::net::predict(&self.trained, &xs)
+            }
+        }
+    };
+}
+pub(crate) use classifier;
+
+/// Declares a framework's model around a network of the user's own (`$name<N>`, for `N` of the
+/// framework's trait `$trait`, its network `$net`): the object (its arguments, a [`Trained`](super::Trained)
+/// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
+/// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
+/// not derived: the derive takes no generic types, and the type is registered under the
+/// network's `NAME` when a model is made.
+macro_rules! own_model {
+    ($(#[$doc:meta])* $name:ident, $trait:ident, $net:ty) => {
+        $(#[$doc])*
+        pub struct $name<N: $trait> {
+            args: serde_json::Value,
+            meta: crate::objects::Meta,
+            trained: crate::models::net::Trained<$net>,
+        }
+
+        impl<N: $trait> $name<N> {
+            /// A model of these arguments (the type is registered for loading by name).
+            pub fn new(args: serde_json::Value) -> $name<N> {
+                Self::register();
+                <$name<N> as crate::objects::Build>::build(args, crate::objects::Meta::new())
+            }
+
+            /// Registers the type under its network's `NAME`, so `load_object`, `%repo load` and
+            /// `ObjectDef::build` can make it (done by `new`).
+            pub fn register() {
+                crate::objects::register::<$name<N>>(N::NAME);
+            }
+
+            /// Where its training stands.
+            pub fn train_spec(&self) -> crate::models::TrainSpec {
+                self.trained.spec
+            }
+
+            /// Saves it to `path` after every epoch of its training.
+            pub fn checkpoint_to(&mut self, path: impl Into<std::path::PathBuf>) {
+                self.trained.checkpoint = Some(path.into());
+            }
+
+            /// Where its network runs (`None` before it is built by a training or a load).
+            pub fn placement(&self) -> Option<crate::models::placement::Placement> {
+                self.trained.net.as_ref().map(crate::models::net::Network::placement)
+            }
+
+            /// Every parameter of its network by name, sorted, with its shape and values.
+            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+                self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
+            }
+
+            /// The network, once built.
+            pub fn net(&self) -> Option<&N> {
+                self.trained.net.as_ref().map(|n| &n.body.0)
+            }
+        }
+
+        impl<N: $trait> crate::objects::Build for $name<N> {
+            type Args = serde_json::Value;
+            fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
+                $name { args, meta, trained: Default::default() }
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.save(s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                self.trained.load(&self.args, s)
+            }
+        }
+
+        impl<N: $trait> crate::objects::Object for $name<N> {
+            fn type_name(&self) -> &'static str {
+                N::NAME
+            }
+            fn definition(&self) -> crate::objects::ObjectDef {
+                crate::objects::ObjectDef::new(N::NAME, &self.args).expect("a JSON value serializes")
+            }
+            fn meta(&self) -> &crate::objects::Meta {
+                &self.meta
+            }
+            fn meta_mut(&mut self) -> &mut crate::objects::Meta {
+                &mut self.meta
+            }
+            fn save_state(&self, s: &mut crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                crate::objects::Build::save_state(self, s)
+            }
+            fn load_state(&mut self, s: &crate::objects::State) -> Result<(), crate::objects::ObjectError> {
+                crate::objects::Build::load_state(self, s)
+            }
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+            fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+                self
+            }
+            fn into_any(self: Box<Self>) -> Box<dyn std::any::Any> {
+                self
+            }
+        }
+
+        impl<N: $trait> crate::models::Model for $name<N> {
+            type X = crate::data::ndarray::Array1<f32>;
+            type Y = usize;
+            type P = crate::data::ndarray::Array1<f32>;
+
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+                self.train_with(data, spec, &mut [])
+            }
+
+            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
+                crate::models::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
+            }
+
+            fn predict(&self, x: &crate::data::ndarray::Array1<f32>) -> Result<crate::data::ndarray::Array1<f32>, crate::models::ModelError> {
+                Ok(crate::models::Model::predict_batch(self, x.clone().insert_axis(crate::data::ndarray::Axis(0)))?.remove(0))
+            }
+
+            fn predict_batch(&self, xs: crate::data::ndarray::Array2<f32>) -> Result<Vec<crate::data::ndarray::Array1<f32>>, crate::models::ModelError> {
+                crate::models::net::predict(&self.trained, &xs)
+            }
+        }
+    };
+}
+pub(crate) use own_model;
