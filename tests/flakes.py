@@ -118,6 +118,8 @@ def main():
     ap.add_argument("--no-browser", action="store_true", help="only the pytest tests")
     ap.add_argument("--load", type=int, default=2, help="busy processes in the loaded mode")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds one session may take")
+    ap.add_argument("--budget", type=int, help="seconds in all: no run starts that would likely end past it "
+                    "(the table counts the runs done)")
     args = ap.parse_args()
     tests = args.tests or ([] if args.browser else TIMED)
     browser = [] if args.no_browser else (args.browser or ([] if args.tests else BROWSER))
@@ -132,7 +134,12 @@ def main():
     runs = defaultdict(lambda: defaultdict(int))    # test -> mode -> runs
     kept = []
     started = time.time()
+    done = 0
     for i in range(1, args.runs + 1):
+        spent = time.time() - started
+        if args.budget and done and spent + spent / done > args.budget:
+            print(f"stopping after {done} runs: another would end past the {args.budget} s budget", flush=True)
+            break
         for mode in modes:
             load = busy(args.load) if mode == "loaded" else []
             try:
@@ -154,6 +161,7 @@ def main():
                 for p in load:
                     p.kill()
                     p.wait()
+        done = i
         print(f"run {i}/{args.runs} done, {time.time() - started:.0f} s", flush=True)
 
     header = "| test | " + " | ".join(f"{m}: failed/runs" for m in modes) + " |"
@@ -161,7 +169,7 @@ def main():
     for test in sorted(runs):
         lines.append(f"| `{test}` | " + " | ".join(f"{fails[test][m]}/{runs[test][m]}" for m in modes) + " |")
     total = sum(sum(f.values()) for f in fails.values())
-    summary = f"{len(runs)} tests, {args.runs} runs per mode ({', '.join(modes)}, load: {args.load} busy processes), " \
+    summary = f"{len(runs)} tests, {done} runs per mode ({', '.join(modes)}, load: {args.load} busy processes), " \
               f"{total} failures, {time.time() - started:.0f} s"
     table = "\n".join(lines + ["", summary])
     (OUT / "table.md").write_text(table + "\n")
