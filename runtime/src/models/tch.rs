@@ -60,69 +60,116 @@ enum Built {
     Plain,
 }
 
-/// The optimiser ([`optim`]'s update over tch tensors): the parameters sorted by name, and
-/// each one's moments where its kind keeps them.
+/// The optimiser ([`optim`]'s update over tch tensors). The moments of all the parameters it
+/// moves lie in one flat tensor each, so a step is a few kernels over all of them rather than a
+/// dozen per parameter (elementwise, so the values are the same as parameter by parameter).
 struct Optim {
     who: &'static str,
     settings: Settings,
     step: u64,
+    /// Every variable, sorted by name (batch norm's running statistics too).
     params: Vec<(String, Tensor)>,
-    first: Vec<Tensor>,
-    second: Vec<Tensor>,
+    /// Those it moves (the ones that require a gradient), each with its place in the moments.
+    moved: Vec<(usize, i64, i64)>,
+    first: Tensor,
+    second: Tensor,
 }
 
 impl Optim {
     fn new(vs: &nn::VarStore, settings: Settings, who: &'static str) -> Optim {
         let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
-        let zeros = |on: bool| if on { params.iter().map(|(_, p)| p.zeros_like()).collect() } else { Vec::new() };
+        let mut moved = Vec::new();
+        let mut at = 0;
+        for (i, (_, p)) in params.iter().enumerate() {
+            if p.requires_grad() {
+                let n = p.numel() as i64;
+                moved.push((i, at, n));
+                at += n;
+            }
+        }
+        let zeros = |on: bool| Tensor::zeros([if on { at } else { 0 }], (Kind::Float, vs.device()));
         let (first, second) = (zeros(settings.first_moment()), zeros(settings.second_moment()));
-        Optim { who, settings, step: 0, params, first, second }
+        Optim { who, settings, step: 0, params, moved, first, second }
     }
 
-    /// One step: the gradients of `loss`, then the update of every parameter.
+    /// One step: the gradients of `loss`, then the update of every parameter it moves. A
+    /// parameter the loss did not reach (no gradient) is left as it is, as PyTorch leaves it.
     fn backward_step(&mut self, loss: &Tensor) {
-        for (_, p) in &mut self.params {
-            p.zero_grad();
+        for &(i, _, _) in &self.moved {
+            self.params[i].1.zero_grad();
         }
         loss.backward();
         self.step += 1;
-        let s = self.settings;
-        let (c1, c2) = s.bias_corrections(self.step);
         let _guard = ::tch::no_grad_guard();
-        for (i, (_, p)) in self.params.iter_mut().enumerate() {
-            let mut g = p.grad();
-            if !g.defined() {
-                continue;
+        let grads: Vec<Tensor> = self.moved.iter().map(|&(i, _, _)| self.params[i].1.grad()).collect();
+        let flat = |ts: &[&Tensor]| Tensor::cat(&ts.iter().map(|t| t.flatten(0, -1)).collect::<Vec<_>>(), 0);
+        let needs_weights = self.settings.weight_decay > 0.0 && self.settings.kind != Opt::AdamW;
+        if grads.iter().all(Tensor::defined) {
+            let total: i64 = self.moved.iter().map(|m| m.2).sum();
+            let weights = needs_weights.then(|| flat(&self.moved.iter().map(|&(i, _, _)| &self.params[i].1).collect::<Vec<_>>()));
+            let update = self.update(&flat(&grads.iter().collect::<Vec<_>>()), weights.as_ref(), 0, total);
+            for &(i, at, n) in &self.moved.clone() {
+                self.apply(i, &update.narrow(0, at, n));
             }
-            if s.weight_decay > 0.0 && s.kind != Opt::AdamW {
-                g = g + &*p * s.weight_decay;
+        } else {
+            for (k, &(i, at, n)) in self.moved.clone().iter().enumerate() {
+                if grads[k].defined() {
+                    let weights = needs_weights.then(|| self.params[i].1.flatten(0, -1));
+                    let update = self.update(&grads[k].flatten(0, -1), weights.as_ref(), at, n);
+                    self.apply(i, &update);
+                }
             }
-            let update = match s.kind {
-                Opt::Sgd if s.momentum > 0.0 => {
-                    let _ = self.first[i].g_mul_scalar_(s.momentum).g_add_(&g);
-                    &self.first[i] * s.lr
-                }
-                Opt::Sgd => g * s.lr,
-                Opt::Adam | Opt::AdamW => {
-                    if s.kind == Opt::AdamW {
-                        let _ = p.g_mul_scalar_(1.0 - s.lr * s.weight_decay);
-                    }
-                    let _ = self.first[i].g_mul_scalar_(s.beta1).g_add_(&(&g * (1.0 - s.beta1)));
-                    let _ = self.second[i].g_mul_scalar_(s.beta2).g_add_(&(&g * &g * (1.0 - s.beta2)));
-                    let denom = self.second[i].sqrt() / c2.sqrt() + s.eps;
-                    &self.first[i] / denom * (s.lr / c1)
-                }
-            };
-            let _ = p.g_sub_(&update);
         }
     }
 
-    fn save(&self) -> Result<Vec<u8>, ModelError> {
-        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
-            self.params.iter().zip(moments).map(|((name, _), t)| named(name, t)).collect()
+    /// The step's update of the values at `at..at + n` of the moments, whose gradients are `g`
+    /// (and weights `weights`, for Adam's and SGD's L2 decay).
+    fn update(&mut self, g: &Tensor, weights: Option<&Tensor>, at: i64, n: i64) -> Tensor {
+        let s = self.settings;
+        let g = match weights {
+            Some(w) => g + w * s.weight_decay,
+            None => g.shallow_clone(),
         };
-        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(self.who)
+        match s.kind {
+            Opt::Sgd if s.momentum > 0.0 => {
+                let mut m = self.first.narrow(0, at, n);
+                let _ = m.g_mul_scalar_(s.momentum).g_add_(&g);
+                m * s.lr
+            }
+            Opt::Sgd => g * s.lr,
+            Opt::Adam | Opt::AdamW => {
+                let (c1, c2) = s.bias_corrections(self.step);
+                let (mut m, mut v) = (self.first.narrow(0, at, n), self.second.narrow(0, at, n));
+                let _ = m.g_mul_scalar_(s.beta1).g_add_(&(&g * (1.0 - s.beta1)));
+                let _ = v.g_mul_scalar_(s.beta2).g_add_(&(&g * &g * (1.0 - s.beta2)));
+                let denom = v.sqrt() / c2.sqrt() + s.eps;
+                m / denom * (s.lr / c1)
+            }
+        }
+    }
+
+    /// Moves parameter `i` by a flat update (AdamW decays it first, as PyTorch does).
+    fn apply(&mut self, i: usize, update: &Tensor) {
+        let s = self.settings;
+        let p = &mut self.params[i].1;
+        if s.kind == Opt::AdamW && s.weight_decay > 0.0 {
+            let _ = p.g_mul_scalar_(1.0 - s.lr * s.weight_decay);
+        }
+        let _ = p.g_sub_(&update.view(p.size().as_slice()));
+    }
+
+    /// Each moved parameter's slice of `moments`, by the parameter's name (none when the kind
+    /// keeps no such moment).
+    fn named_moments(&self, moments: &Tensor) -> Result<Named, ModelError> {
+        if moments.numel() == 0 {
+            return Ok(Vec::new());
+        }
+        self.moved.iter().map(|&(i, at, n)| named(&self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))).collect()
+    }
+
+    fn save(&self) -> Result<Vec<u8>, ModelError> {
+        Saved { step: self.step, first: self.named_moments(&self.first)?, second: self.named_moments(&self.second)? }.to_bytes(self.who)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
@@ -131,9 +178,13 @@ impl Optim {
         let who = self.who;
         let _guard = ::tch::no_grad_guard();
         for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
-            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
+            if moments.numel() == 0 {
+                continue;
+            }
+            for &(i, at, n) in &self.moved {
+                let name = &self.params[i].0;
                 let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`")))?;
-                t.copy_(&Tensor::from_slice(values).view(p.size().as_slice()).to_device(p.device()));
+                moments.narrow(0, at, n).copy_(&Tensor::from_slice(values).to_device(moments.device()));
             }
         }
         self.step = saved.step;
