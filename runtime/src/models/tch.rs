@@ -141,10 +141,14 @@ impl Optim {
             Opt::Adam | Opt::AdamW => {
                 let (c1, c2) = s.bias_corrections(self.step);
                 let (mut m, mut v) = (self.first.narrow(0, at, n), self.second.narrow(0, at, n));
-                let _ = m.g_mul_scalar_(s.beta1).g_add_(&(&g * (1.0 - s.beta1)));
-                let _ = v.g_mul_scalar_(s.beta2).g_add_(&(&g * &g * (1.0 - s.beta2)));
-                let denom = v.sqrt() / c2.sqrt() + s.eps;
-                m / denom * (s.lr / c1)
+                // PyTorch's forms, in place where they can be: each call is a kernel.
+                let _ = m.lerp_(&g, 1.0 - s.beta1);
+                let _ = v.g_mul_scalar_(s.beta2).addcmul_(&(&g * (1.0 - s.beta2)), &g);
+                let mut denom = v.sqrt();
+                let _ = denom.g_div_scalar_(c2.sqrt()).g_add_scalar_(s.eps);
+                let mut update = &m / &denom;
+                let _ = update.g_mul_scalar_(s.lr / c1);
+                update
             }
         }
     }
