@@ -18,7 +18,7 @@ if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupy
     "$VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt"
 fi
 
-# Real images with no network: scikit-learn's digits, as target/data/digits.csv.
+# Real images with no network: scikit-learn's digits, as target/data/digits.csv and digits.npz.
 "$VENV/bin/python" "$ROOT/tests/data/digits.py" "$ROOT/target/data"
 
 # PyTorch's wheel carries libtorch 2.13.0, which tch 0.26 (dryml's `torch` feature) builds against.

@@ -12,7 +12,7 @@ cd "$ROOT"
 phase "unit tests"
 cargo test --release --locked --workspace
 
-phase "unit tests of dryml's framework features: torch (tch against the venv's libtorch), linfa, candle"
+phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy"
 # LIBTORCH names the wheel's directory, a variable torch-sys's build script watches: asked through
 # LIBTORCH_USE_PYTORCH, it finds the path with python and watches nothing, so the build directory
 # every clone shares (bootstrap.sh) kept the first clone's path and a later clone failed to link.
