@@ -109,14 +109,16 @@ impl Optim {
             let total: i64 = self.moved.iter().map(|m| m.2).sum();
             let weights = needs_weights.then(|| flat(&self.moved.iter().map(|&(i, _, _)| &self.params[i].1).collect::<Vec<_>>()));
             let update = self.update(&flat(&grads.iter().collect::<Vec<_>>()), weights.as_ref(), 0, total);
-            for &(i, at, n) in &self.moved.clone() {
+            for k in 0..self.moved.len() {
+                let (i, at, n) = self.moved[k];
                 self.apply(i, &update.narrow(0, at, n));
             }
         } else {
-            for (k, &(i, at, n)) in self.moved.clone().iter().enumerate() {
-                if grads[k].defined() {
+            for (k, grad) in grads.iter().enumerate() {
+                let (i, at, n) = self.moved[k];
+                if grad.defined() {
                     let weights = needs_weights.then(|| self.params[i].1.flatten(0, -1));
-                    let update = self.update(&grads[k].flatten(0, -1), weights.as_ref(), at, n);
+                    let update = self.update(&grad.flatten(0, -1), weights.as_ref(), at, n);
                     self.apply(i, &update);
                 }
             }
@@ -234,8 +236,7 @@ impl Body for Layers {
         NetDef::from_args(args, Self::NAME)
     }
 
-    fn make(root: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize) -> Result<Layers, ModelError> {
-        let _ = args;
+    fn make(root: &nn::Path<'_>, _: &Value, def: &NetDef, inputs: usize) -> Result<Layers, ModelError> {
         let shapes = def.shapes(inputs, Self::NAME)?;
         let mut layers = Vec::new();
         for (at, (l, s)) in def.layers.iter().zip(&shapes).enumerate() {
