@@ -357,3 +357,17 @@ impl Drop for Tracked {
         writeln!(f, "{} {}", std::process::id(), self.1).unwrap();
     }
 }"""
+
+
+# Values of the notebook's own types (struct, enum, generic, Vec), and a cell reading them all:
+# no build the kernel or the user starts may drop them (issue 35).
+NOTEBOOK_TYPES = """struct G(u32);
+#[derive(Debug)]
+enum K { One, Two(u8) }
+struct W<T>(T);
+let g = G(7);
+let k = K::Two(3);
+let gs = vec![G(1), G(2)];
+let w = W(G(9));"""
+
+READ_THEM = "(g.0 + gs[1].0 + (w.0).0, format!(\"{:?}\", k))"

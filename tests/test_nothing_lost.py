@@ -3,7 +3,7 @@ never read as the new type (the process and its other variables live on); no dep
 kernel adds (`dryml` first named by a cell or a `%%compute` cell, a framework feature) or the user
 adds (`:dep`) drops a variable of the notebook's own types (a trained model in one too); and
 `%%compute`/`%%sweep` errors and panics name the cell's lines, never generated code."""
-from conftest import NO_NVML, ok, running_kernel, stderr_of, value
+from conftest import NO_NVML, NOTEBOOK_TYPES, READ_THEM, ok, running_kernel, stderr_of, value
 
 
 def dropped(msgs):
@@ -71,18 +71,6 @@ let u = Unrelated(6);""")
     assert reply["status"] == "error" and "cannot find value `va`" in "\n".join(reply["traceback"]), reply
 
 
-NOTEBOOK_TYPES = """struct G(u32);
-#[derive(Debug)]
-enum K { One, Two(u8) }
-struct W<T>(T);
-let g = G(7);
-let k = K::Two(3);
-let gs = vec![G(1), G(2)];
-let w = W(G(9));"""
-
-READ_THEM = "(g.0 + gs[1].0 + (w.0).0, format!(\"{:?}\", k))"
-
-
 def test_no_dependency_the_kernel_or_the_user_adds_drops_the_notebooks_own_types(tmp_path):
     # A path crate whose type's layout depends on a feature.
     shapes = tmp_path / "shapes"
@@ -130,7 +118,6 @@ let run = Run { tree, seed: 3 };""", timeout=600)
         assert value(k, READ_THEM) == '(18, "Two(3)")'
 
 
-
 def test_each_magic_that_first_names_dryml_keeps_the_notebooks_own_types(tmp_path):
     # Each trigger as the first thing after the notebook's types, in a fresh process: the code a
     # magic generates adds `dryml` to the cell crate as a cell naming it does.
@@ -144,6 +131,8 @@ dryml::Repo::open("{repo}").unwrap().add(&t).unwrap();""", timeout=1200)
             ["%context default num_cpus=0"],
             [f"%repo open {repo}", "%repo load tree-1 as loaded"],
             ["%cell_logger plot"],
+            # A new profile: cargo's metadata for the cell crate hashes it, the pin does not.
+            [":opt 1"],
             # (The cell making the definitions names the framework, so dryml is built once.)
             ['use dryml::models::linfa::DecisionTree;\n'
              'let defs = vec![dryml::ObjectDef::new("DecisionTree", &dryml::serde_json::json!({"max_depth": 2})).unwrap()];',

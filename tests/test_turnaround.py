@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import (NOTEBOOK_TYPES, READ_THEM, ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of,
+                      value, wait_for)
 
 DRYML_CELL = "(!dryml::interrupted())"
 
@@ -75,11 +76,15 @@ def test_cache_magic_shows_collects_and_clears(cache):
         assert "evicted 0 B" in stdout_of(ok(k, "%cache gc"))
         reply, _ = k.execute("%cache everything")
         assert reply["status"] == "error" and "unknown subcommand `everything`" in reply["evalue"], reply
+        ok(k, NOTEBOOK_TYPES)
         cleared = stdout_of(ok(k, "%cache clear"))
         assert cleared.startswith("cleared ") and "MiB" in cleared, cleared
         assert rlibs(cache) == {}
-        # Cargo notices what is gone and builds it again; the kernel goes on.
-        assert value(k, DRYML_CELL) == "true"
+        # Cargo notices what is gone and builds it again; the kernel goes on, and the notebook's
+        # own types keep their values through the cold build.
+        msgs = ok(k, DRYML_CELL, timeout=900)
+        assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
+        assert value(k, READ_THEM) == '(18, "Two(3)")'
         assert len(rlibs(cache)) == 1
 
 
