@@ -11,14 +11,15 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
     rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, sklearn" 2>/dev/null; then
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, sklearn, pyarrow" 2>/dev/null; then
     echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
     "$VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt"
 fi
 
-# Real images with no network: scikit-learn's digits, as target/data/digits.csv and digits.npz.
+# Real images with no network: scikit-learn's digits, in target/data as CSV, .npz, Parquet and
+# folders of PNG files by class.
 "$VENV/bin/python" "$ROOT/tests/data/digits.py" "$ROOT/target/data"
 
 # PyTorch's wheel carries libtorch 2.13.0, which tch 0.26 (dryml's `torch` feature) builds against.

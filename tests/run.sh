@@ -12,7 +12,7 @@ cd "$ROOT"
 phase "unit tests"
 cargo test --release --locked --workspace
 
-phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy"
+phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy, images, parquet"
 # LIBTORCH names the wheel's directory, a variable torch-sys's build script watches: asked through
 # LIBTORCH_USE_PYTORCH, it finds the path with python and watches nothing, so the build directory
 # every clone shares (bootstrap.sh) kept the first clone's path and a later clone failed to link.
@@ -20,7 +20,7 @@ TORCH_DIR="$(echo "$VENV"/lib/python3*/site-packages/torch)"
 CXX11_ABI="$("$VENV/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))' 2>/dev/null)"
 env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
     LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    cargo test --release --locked -p dryml --features torch,linfa,candle,numpy
+    cargo test --release --locked -p dryml --features torch,linfa,candle,numpy,images,parquet
 
 phase "fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000

@@ -9,6 +9,8 @@
 //! By hand: `LIBTORCH_USE_PYTORCH=1 cargo run --release -p dryml --features torch,candle,linfa
 //! --example bench_train -- 7` (with the venv's Python on the path).
 
+mod shared;
+
 use dryml::data::ndarray::{Array1, Array2, Axis};
 use dryml::data::{Dataset, Element, Xy};
 use dryml::metrics::categorical_accuracy;
@@ -17,7 +19,6 @@ use dryml::models::linfa::{winequality, DecisionTree};
 use dryml::models::tch::TchClassifier;
 use dryml::models::{eval, Model, TrainSpec};
 use serde_json::{json, Value};
-use std::time::Instant;
 
 const EPOCHS: usize = 20;
 const BATCH: usize = 32;
@@ -32,13 +33,6 @@ fn definition() -> Value {
         "training": {"epochs": EPOCHS, "batch_size": BATCH, "seed": 1},
         "seed": 1
     })
-}
-
-/// The batches of one epoch, as a hand-written loop makes them.
-fn epoch_batches(rows: usize, seed: u64) -> Vec<Vec<usize>> {
-    let mut order: Vec<usize> = (0..rows).collect();
-    fastrand::Rng::with_seed(seed).shuffle(&mut order);
-    order.chunks(BATCH).map(<[usize]>::to_vec).collect()
 }
 
 fn accuracy(scores: &Array2<f32>, y: &Array1<usize>) -> f64 {
@@ -67,7 +61,7 @@ mod by_hand {
         let mut opt = nn::adam(0.9, 0.999, 0.0).build(&vs, LR).expect("adam");
         let mut losses = 0.0;
         for epoch in 0..EPOCHS {
-            for idx in epoch_batches(x.nrows(), epoch as u64) {
+            for idx in shared::epoch_batches(x.nrows(), BATCH, epoch as u64) {
                 let xb = x.select(Axis(0), &idx);
                 let yb: Vec<i64> = idx.iter().map(|&i| y[i] as i64).collect();
                 let loss = net.forward(&rows(&xb)).cross_entropy_for_logits(&Tensor::from_slice(&yb));
@@ -92,7 +86,7 @@ mod by_hand {
             let mut opt = AdamW::new(vars.all_vars(), ParamsAdamW { lr: LR, weight_decay: 0.0, ..ParamsAdamW::default() })?;
             let mut losses = 0.0;
             for epoch in 0..EPOCHS {
-                for idx in epoch_batches(x.nrows(), epoch as u64) {
+                for idx in shared::epoch_batches(x.nrows(), BATCH, epoch as u64) {
                     let xb = x.select(Axis(0), &idx);
                     let yb: Vec<u32> = idx.iter().map(|&i| y[i] as u32).collect();
                     let t = CTensor::from_slice(xb.as_slice().expect("standard layout"), (xb.nrows(), xb.ncols()), &dev)?;
@@ -147,17 +141,6 @@ mod through_dryml {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn timed(f: impl FnOnce() -> f64) -> (f64, f64) {
-    let t0 = Instant::now();
-    let acc = f();
-    (t0.elapsed().as_secs_f64(), acc)
-}
-
 fn main() {
     let rounds: usize = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(7);
     tch::set_num_threads(1);
@@ -172,24 +155,11 @@ fn main() {
     out.insert("epochs".into(), json!(EPOCHS));
     out.insert("batch".into(), json!(BATCH));
     out.insert("rounds".into(), json!(rounds));
-    type Pair = (&'static str, Box<dyn Fn() -> f64>, Box<dyn Fn() -> f64>);
-    let pairs: Vec<Pair> = vec![
+    let pairs: Vec<shared::Pair> = vec![
         ("tch", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::tch(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::tch(&d) })),
         ("candle", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::candle(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::candle(&d) })),
         ("linfa", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::linfa(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::linfa(&d) })),
     ];
-    for (name, hand, ours) in &pairs {
-        let (mut th, mut to, mut ah, mut ao) = (Vec::new(), Vec::new(), 0.0, 0.0);
-        for _ in 0..rounds {
-            let (t, a) = timed(hand);
-            th.push(t);
-            ah = a;
-            let (t, a) = timed(ours);
-            to.push(t);
-            ao = a;
-        }
-        let (h, o) = (median(th), median(to));
-        out.insert((*name).into(), json!({"by_hand_s": (h * 1e4).round() / 1e4, "dryml_s": (o * 1e4).round() / 1e4, "ratio": (o / h * 1000.0).round() / 1000.0, "accuracy_by_hand": (ah * 1000.0f64).round() / 1000.0, "accuracy_dryml": (ao * 1000.0f64).round() / 1000.0}));
-    }
+    shared::compare(&mut out, rounds, &pairs);
     println!("{}", Value::Object(out));
 }

@@ -1,7 +1,7 @@
 //! The dependencies a cell needs, added the first time code names them: `dryml` (from the
 //! runtime's sources) and, with dryml's feature for it, each framework a cell names (`tch`,
-//! where the venv has libtorch; `linfa`; candle; `dryml::data::numpy`'s readers); and the
-//! torch preload of `--preload torch`.
+//! where the venv has libtorch; `linfa`; candle; the readers of `dryml::data::numpy`,
+//! `::images` and `::parquet`); and the torch preload of `--preload torch`.
 
 use super::Session;
 use crate::protocol::ErrorContent;
@@ -20,6 +20,22 @@ pub struct Frameworks {
     pub linfa: bool,
     pub candle: bool,
     pub numpy: bool,
+    pub images: bool,
+    pub parquet: bool,
+}
+
+impl Frameworks {
+    /// Each of dryml's features, and whether it is in.
+    fn features(self) -> [(&'static str, bool); 6] {
+        [
+            ("torch", self.torch),
+            ("linfa", self.linfa),
+            ("candle", self.candle),
+            ("numpy", self.numpy),
+            ("images", self.images),
+            ("parquet", self.parquet),
+        ]
+    }
 }
 
 impl Session {
@@ -47,13 +63,15 @@ impl Session {
             linfa: self.frameworks.linfa || named.linfa,
             candle: self.frameworks.candle || named.candle,
             numpy: self.frameworks.numpy || named.numpy,
+            images: self.frameworks.images || named.images,
+            parquet: self.frameworks.parquet || named.parquet,
         };
         if want == self.frameworks && (self.dryml_added || !named.dryml) {
             return None;
         }
         let path = crate::paths::runtime();
         let path = path.to_string_lossy();
-        let features: Vec<&str> = [("torch", want.torch), ("linfa", want.linfa), ("candle", want.candle), ("numpy", want.numpy)].into_iter().filter(|f| f.1).map(|f| f.0).collect();
+        let features: Vec<&str> = want.features().into_iter().filter(|f| f.1).map(|f| f.0).collect();
         let mut deps = if features.is_empty() {
             format!(":dep dryml = {{ path = {path:?} }}")
         } else {
@@ -110,16 +128,7 @@ impl Session {
 /// The notice for a cell that adds frameworks to a notebook whose `dryml` is already built
 /// (`None` when it adds none, or dryml is not built yet).
 fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Option<String> {
-    let added: Vec<&str> = [
-        ("torch", !had.torch && want.torch),
-        ("linfa", !had.linfa && want.linfa),
-        ("candle", !had.candle && want.candle),
-        ("numpy", !had.numpy && want.numpy),
-    ]
-        .into_iter()
-        .filter(|f| f.1)
-        .map(|f| f.0)
-        .collect();
+    let added: Vec<&str> = had.features().into_iter().zip(want.features()).filter(|(h, w)| w.1 && !h.1).map(|(_, w)| w.0).collect();
     if !dryml_added || added.is_empty() {
         return None;
     }
@@ -148,6 +157,10 @@ pub struct Named {
     pub candle: bool,
     /// dryml's numpy readers (`dryml::data::numpy`, or `numpy::` once imported).
     pub numpy: bool,
+    /// dryml's image folders (`dryml::data::images`, or `images::` once imported).
+    pub images: bool,
+    /// dryml's Parquet reader (`dryml::data::parquet`, or `parquet::` once imported).
+    pub parquet: bool,
     /// `dryml`, so the dependency is added only for cells that name it.
     pub dryml: bool,
 }
@@ -163,11 +176,21 @@ impl Named {
                 r"\bcandle(_core|_nn)?\s*::|\buse\s+candle",
                 r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b",
                 r"\bdata\s*::\s*numpy\b|\bnumpy\s*::",
+                r"\bdata\s*::\s*images\b|\bimages\s*::",
+                r"\bdata\s*::\s*parquet\b|\bparquet\s*::",
             ])
             .expect("static regexes")
         });
         let m = set.matches(code);
-        Named { tch: m.matched(0), linfa: m.matched(1), candle: m.matched(2), dryml: m.matched(3), numpy: m.matched(4) }
+        Named {
+            tch: m.matched(0),
+            linfa: m.matched(1),
+            candle: m.matched(2),
+            dryml: m.matched(3),
+            numpy: m.matched(4),
+            images: m.matched(5),
+            parquet: m.matched(6),
+        }
     }
 }
 
@@ -184,9 +207,11 @@ mod tests {
         assert!(!named("let linfa = 1;").linfa);
         assert!(named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle);
         assert!(!named("let candles = 3;").candle);
-        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, linfa: false, candle: false, dryml: true, numpy: false });
+        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, dryml: true, ..Named::default() });
         assert!(named("let d = dryml::data::numpy::rows(\"x.npy\");").numpy && named("use dryml::data::numpy;\nnumpy::xy(p, \"x\", \"y\")").numpy);
         assert!(!named("let numpy_rows = 3;").numpy);
+        assert!(named("dryml::data::images::folder(p, &o)").images && named("use dryml::data::parquet;\nparquet::xy::<usize>(p, &[], \"y\")").parquet);
+        assert!(!named("let images = 3; let parquet_file = p;").images && !named("let parquet_file = p;").parquet);
         assert!(!named("let tchotchke = 1;").tch);
     }
 
@@ -194,7 +219,7 @@ mod tests {
     fn adding_a_framework_after_dryml_is_built_is_told() {
         let none = Frameworks::default();
         let linfa = Frameworks { linfa: true, ..none };
-        let all = Frameworks { torch: true, linfa: true, candle: true, numpy: false };
+        let all = Frameworks { torch: true, linfa: true, candle: true, ..none };
         assert_eq!(rebuild_notice(false, none, linfa), None, "the first build");
         assert_eq!(rebuild_notice(true, linfa, linfa), None, "nothing added");
         let n = rebuild_notice(true, linfa, all).unwrap();
@@ -202,7 +227,7 @@ mod tests {
         assert!(n.contains("do not mix") && n.ends_with("or restart.\n"), "{n}");
         // The advice's line names every framework so that the kernel sees them.
         let advice = n.split('`').nth(1).unwrap();
-        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true, numpy: false }, "{advice}");
+        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true, ..Named::default() }, "{advice}");
         assert!(rebuild_notice(true, none, linfa).unwrap().contains("the framework linfa, so dryml is built again with it."));
     }
 }

@@ -1,4 +1,5 @@
-//! Random access to a dataset held in memory (a vector, an array's rows): a shuffle permutes
+//! Random access to a dataset held in memory (a vector, an array's rows) or read on demand (a
+//! folder's files, [`super::images`]): a shuffle permutes
 //! positions, `take` and `skip` narrow them, and a batch gathers its rows straight from the
 //! source, as a hand-written loop does, instead of stacking elements made one by one.
 
@@ -14,7 +15,8 @@ pub(super) type Gather<B> = dyn Fn(&[usize]) -> Result<B, DataError> + Send + Sy
 /// The element at each position, the positions a pass visits, and (for array sources) how a
 /// batch is gathered.
 pub(super) struct Access<E> {
-    get: Arc<dyn Fn(usize) -> E + Send + Sync>,
+    /// Fallible for sources read on demand (a folder's files); in memory, always `Ok`.
+    get: Arc<dyn Fn(usize) -> Result<E, DataError> + Send + Sync>,
     /// An `Arc<Gather<B>>` for the elements' batch type `B`, behind `Any` (the dataset's
     /// element type has no batch type until `batch` asks for one).
     gather: Option<Arc<dyn Any + Send + Sync>>,
@@ -31,6 +33,15 @@ impl<E> Clone for Access<E> {
 impl<E: Send + 'static> Access<E> {
     /// Positions `0..len` of `get`, gathered in batches by `gather` if given.
     pub(super) fn new<B: 'static>(len: usize, get: impl Fn(usize) -> E + Send + Sync + 'static, gather: Option<Arc<Gather<B>>>) -> Access<E> {
+        Access::fallible(len, move |i| Ok(get(i)), gather)
+    }
+
+    /// As [`Access::new`], for a source whose elements may fail to read (a file each).
+    pub(super) fn fallible<B: 'static>(
+        len: usize,
+        get: impl Fn(usize) -> Result<E, DataError> + Send + Sync + 'static,
+        gather: Option<Arc<Gather<B>>>,
+    ) -> Access<E> {
         let gather = gather.map(|g| Arc::new(g) as Arc<dyn Any + Send + Sync>);
         Access { get: Arc::new(get), gather, order: Arc::new((0..len).collect()), range: 0..len }
     }
@@ -47,7 +58,7 @@ impl<E: Send + 'static> Access<E> {
     /// One pass.
     pub(super) fn elements(&self) -> Elements<E> {
         let this = self.clone();
-        Box::new(this.range.clone().map(move |i| Ok((this.get)(this.order[i]))))
+        Box::new(this.range.clone().map(move |i| (this.get)(this.order[i])))
     }
 
     /// The same source, visited in `order` (positions of the source).
@@ -66,7 +77,7 @@ impl<E: Send + 'static> Access<E> {
     /// Each element through `f`: still random access, but no longer gathered in batches.
     pub(super) fn mapped<T: Send + 'static>(&self, f: Arc<dyn Fn(E) -> T + Send + Sync>) -> Access<T> {
         let get = self.get.clone();
-        Access { get: Arc::new(move |i| f(get(i))), gather: None, order: self.order.clone(), range: self.range.clone() }
+        Access { get: Arc::new(move |i| get(i).map(&*f)), gather: None, order: self.order.clone(), range: self.range.clone() }
     }
 
     /// Batches of `size` positions, each gathered from the source, if the source can.

@@ -42,8 +42,12 @@ mod candle;
 mod convert;
 mod dataset;
 mod element;
+#[cfg(feature = "images")]
+pub mod images;
 #[cfg(feature = "numpy")]
 pub mod numpy;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 mod source;
 #[cfg(feature = "torch")]
 mod torch;

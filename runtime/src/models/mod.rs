@@ -5,10 +5,11 @@
 //! A model is also an [`Object`](crate::Object): it is built from its definition, saved to a
 //! repo with its weights and its [`TrainSpec`], and trained in sandboxes, sweeps and Slurm jobs
 //! as any object is. Models of the frameworks come with their cargo features: `linfa` (a
-//! decision tree), `torch` and `candle` (network classifiers, `tch::TchClassifier` and
-//! `candle::CandleClassifier`, built from one definition of components: a [`net::NetDef`] of
-//! layers, optimiser and loss, and a [`training::Training`] procedure written once for every
-//! framework). [`pipe`] chains steps: a transform before a model or after it, each trained on
+//! decision tree), `torch` and `candle` (network classifiers and regressors,
+//! `tch::TchClassifier`, `tch::TchRegressor` and candle's two, built from one definition of
+//! components: a [`net::NetDef`] of layers, optimiser and loss, and a [`training::Training`]
+//! procedure written once for every framework; and a network of one's own, `tch::TchModel`
+//! and `candle::CandleModel`, learning classes or values, [`net::Target`]). [`pipe`] chains steps: a transform before a model or after it, each trained on
 //! what the step before gives (`Standardize`, `ArgMax`). [`callbacks`] hear of every epoch of a
 //! training ([`Model::train_with`]): its loss curves, drawn as it runs, or a reason to stop.
 //!

@@ -1,7 +1,8 @@
-//! A sequential network classifier's definition as its object's arguments give it, the same
-//! for every framework (its layers, loss, optimiser and seed), and what the classifiers share:
-//! their training by the shared procedure, with a checkpoint after every epoch, and their
-//! predictions. Each framework builds its own [`Network`] from the definition.
+//! A sequential network's definition as its object's arguments give it, the same for every
+//! framework (its layers, loss, optimiser and seed), what it learns to give ([`Target`]: a
+//! class, or values), and what the network models share: their training by the shared
+//! procedure, with a checkpoint after every epoch, and their predictions. Each framework builds
+//! its own [`Network`] from the definition.
 
 use super::callbacks::{tell, Callback, Control};
 use super::optim::Named;
@@ -9,7 +10,7 @@ use super::placement::Placement;
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Dataset, Xy};
+use crate::data::{Dataset, Element, Xy};
 use crate::objects::{ObjectError, State};
 use crate::Object;
 use serde_json::Value;
@@ -52,6 +53,28 @@ pub enum Layer {
     Sigmoid,
 }
 
+/// As the definition's JSON writes it (`{"linear":10}`, `"relu"`), for errors.
+impl std::fmt::Display for Layer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = match *self {
+            Layer::Reshape(to) => serde_json::json!({ "reshape": to }),
+            Layer::Linear(n) => serde_json::json!({ "linear": n }),
+            Layer::Conv2d { channels, kernel, stride, padding } => {
+                serde_json::json!({"conv2d": {"channels": channels, "kernel": kernel, "stride": stride, "padding": padding}})
+            }
+            Layer::MaxPool(k) => serde_json::json!({ "max_pool": k }),
+            Layer::AvgPool(k) => serde_json::json!({ "avg_pool": k }),
+            Layer::Dropout(p) => serde_json::json!({ "dropout": p }),
+            Layer::Flatten => "flatten".into(),
+            Layer::BatchNorm => "batch_norm".into(),
+            Layer::Relu => "relu".into(),
+            Layer::Tanh => "tanh".into(),
+            Layer::Sigmoid => "sigmoid".into(),
+        };
+        write!(f, "{v}")
+    }
+}
+
 /// What one element is at some layer: flat features, or an image.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Shape {
@@ -90,8 +113,72 @@ impl std::fmt::Display for Shape {
 pub enum Loss {
     /// Cross-entropy of the outputs as logits against the class.
     CrossEntropy,
-    /// Mean squared error of the outputs against the one-hot class.
+    /// Mean squared error of the outputs against the values (or the one-hot class).
     Mse,
+}
+
+/// What a network learns to give for each element: a class (`usize`: a classifier), one value
+/// (`f32`) or several (`Array1<f32>`: a regression, one output per value).
+pub trait Target: Element {
+    /// Whether it is a class (the loss then defaults to cross-entropy, else to MSE).
+    const CLASS: bool;
+    /// A batch of them, as the loss takes them.
+    fn targets(batch: &Self::Batch) -> Targets;
+}
+
+/// A batch's targets.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Targets {
+    /// One class each.
+    Classes(Vec<usize>),
+    /// `width` values each, element after element.
+    Values {
+        /// The values.
+        values: Vec<f32>,
+        /// How many each element has.
+        width: usize,
+    },
+}
+
+impl Target for usize {
+    const CLASS: bool = true;
+    fn targets(batch: &Array1<usize>) -> Targets {
+        Targets::Classes(batch.to_vec())
+    }
+}
+
+impl Target for f32 {
+    const CLASS: bool = false;
+    fn targets(batch: &Array1<f32>) -> Targets {
+        Targets::Values { values: batch.to_vec(), width: 1 }
+    }
+}
+
+impl Target for Array1<f32> {
+    const CLASS: bool = false;
+    fn targets(batch: &Array2<f32>) -> Targets {
+        Targets::Values { values: batch.iter().copied().collect(), width: batch.ncols() }
+    }
+}
+
+impl Targets {
+    /// Whether a network of `outputs` outputs, trained by `loss`, can learn them (`who` names
+    /// it in the error).
+    pub fn check(&self, outputs: usize, loss: Loss, who: &str) -> Result<(), ModelError> {
+        match self {
+            Targets::Classes(c) => match c.iter().find(|&&c| c >= outputs) {
+                Some(c) => Err(ModelError::Model(format!("{who}: class {c} is not below the network's {outputs} outputs"))),
+                None => Ok(()),
+            },
+            Targets::Values { .. } if loss == Loss::CrossEntropy => Err(ModelError::Model(format!(
+                "{who}: the targets are values, and cross-entropy scores classes: give the model \"loss\": \"mse\" (the default for values)"
+            ))),
+            Targets::Values { width, .. } if *width != outputs => Err(ModelError::Model(format!(
+                "{who}: each target has {width} value(s) and the network gives {outputs} outputs: make its last layer {{\"linear\": {width}}}"
+            ))),
+            Targets::Values { .. } => Ok(()),
+        }
+    }
 }
 
 /// The optimiser's kind.
@@ -125,19 +212,20 @@ pub struct NetDef {
 }
 
 impl NetDef {
-    /// The definition in a classifier's arguments (`who` names it in errors): `layers`
+    /// The definition in a network model's arguments (`who` names it in errors): `layers`
     /// (`[{"linear": 64}, "relu", {"linear": 3}]`, also `tanh`, `sigmoid`; for images
     /// `{"reshape": [1, 8, 8]}`, `{"conv2d": {"channels": 16, "kernel": 3, "stride": 1,
     /// "padding": 1}}`, `{"max_pool": 2}`, `{"avg_pool": 2}`, `"flatten"`; and
     /// `{"dropout": 0.5}`, `"batch_norm"`), `optimizer`
     /// (`{"type": "adam" | "adamw" | "sgd", "lr": 0.001, "momentum": 0.0, "weight_decay": 0.0}`),
-    /// `loss` (`"cross_entropy"`, the default, or `"mse"`) and `seed` (0).
+    /// `loss` (`"cross_entropy"` or `"mse"`; by default the first for classes, the second for
+    /// values, [`NetDef::for_target`]) and `seed` (0).
     pub fn from_args(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         let err = |m: String| ModelError::Model(format!("{who}: {m}"));
         let list = args["layers"].as_array().ok_or_else(|| err(format!("`layers` must be a list, as [{{\"linear\": 64}}, \"relu\", {{\"linear\": 3}}], not {}", args["layers"])))?;
         let layers = list.iter().enumerate().map(|(at, l)| layer(at, l).map_err(&err)).collect::<Result<Vec<_>, _>>()?;
         if !matches!(layers.last(), Some(Layer::Linear(_))) {
-            return Err(err("the last layer must be {\"linear\": N}, N the number of classes".into()));
+            return Err(err("the last layer must be {\"linear\": N}, N the number of classes (or of values)".into()));
         }
         Ok(NetDef { layers, ..NetDef::training_parts(args, who)? })
     }
@@ -167,6 +255,14 @@ impl NetDef {
         Ok(NetDef { layers: Vec::new(), loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
     }
 
+    /// With the loss its targets call for where `args` names none: MSE for values.
+    pub fn for_target<Y: Target>(mut self, args: &Value) -> NetDef {
+        if args["loss"].is_null() && !Y::CLASS {
+            self.loss = Loss::Mse;
+        }
+        self
+    }
+
     /// The number of outputs (classes) of a definition with layers ([`NetDef::from_args`]'s).
     pub fn outputs(&self) -> usize {
         match self.layers.last() {
@@ -182,7 +278,7 @@ impl NetDef {
         let mut out = vec![Shape::Flat(inputs)];
         for (at, l) in self.layers.iter().enumerate() {
             let s = *out.last().expect("one at least");
-            let bad = |m: String| ModelError::Model(format!("{who}: layer {at} ({l:?}) {m}"));
+            let bad = |m: String| ModelError::Model(format!("{who}: layer {at} ({l}) {m}"));
             let flat = || bad(format!("takes flat features, and gets {s}: add \"flatten\" before it"));
             let image = || bad(format!("takes images, and gets {s}: add {{\"reshape\": [channels, height, width]}} before it"));
             let next = match (*l, s) {
@@ -273,7 +369,7 @@ pub fn seeded_init(fan_in: usize, weights: usize, outputs: usize, rng: &mut fast
     (draw(weights), draw(outputs))
 }
 
-/// What a network classifier of any framework keeps besides its definition: its network (once
+/// What a network model of any framework keeps besides its definition: its network (once
 /// trained or loaded), its training cursor and where it saves itself after every epoch.
 pub struct Trained<N> {
     /// The network, built on the first training (its inputs are the data's) or loaded.
@@ -330,16 +426,16 @@ impl<N: Network> Trained<N> {
     }
 }
 
-/// What each framework's network gives its classifier.
-pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
-    /// The classifier's name, for errors.
+/// What each framework's network gives its model.
+pub trait Network: Learner<X = Array1<f32>, Y: Target> + Sized {
+    /// The model's name, for errors.
     const NAME: &'static str;
     /// The network its arguments define, for `inputs` features, on the device its context
     /// gives it ([`super::placement::placement`]).
     fn build(args: &Value, inputs: usize) -> Result<Self, ModelError>;
     /// The features it takes.
     fn inputs(&self) -> usize;
-    /// Class scores for a batch of rows.
+    /// The outputs for a batch of rows (class scores, or values).
     fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError>;
     /// Where it runs.
     fn placement(&self) -> Placement;
@@ -351,13 +447,13 @@ pub trait Network: Learner<X = Array1<f32>, Y = usize> + Sized {
     fn restore_optimizer(&mut self, state: &[u8]) -> Result<(), ModelError>;
 }
 
-/// Trains the classifier `obj` (`parts` gives its arguments and its [`Trained`]) by its
+/// Trains the network model `obj` (`parts` gives its arguments and its [`Trained`]) by its
 /// `training` argument from where `spec` stands, saving it to its checkpoint and telling
 /// `callbacks` after every epoch (one that says stop ends the training there).
 pub fn train<O: Object, N: Network>(
     obj: &mut O,
     parts: fn(&mut O) -> (&Value, &mut Trained<N>),
-    data: &Dataset<Xy<Array1<f32>, usize>>,
+    data: &Dataset<Xy<Array1<f32>, N::Y>>,
     spec: &mut TrainSpec,
     callbacks: &mut [&mut dyn Callback],
 ) -> Result<(), ModelError> {
@@ -393,7 +489,7 @@ pub fn train<O: Object, N: Network>(
     Ok(())
 }
 
-/// Class scores for the rows of `xs`, by a trained network.
+/// The outputs (class scores, or values) for the rows of `xs`, by a trained network.
 pub fn predict<N: Network>(t: &Trained<N>, xs: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
     let net = t.net.as_ref().ok_or(ModelError::NotTrained(N::NAME))?;
     if xs.nrows() == 0 {
@@ -405,7 +501,7 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: &Array2<f32>) -> Result<Vec<Array
 #[cfg(any(feature = "torch", feature = "candle"))]
 mod shells;
 #[cfg(any(feature = "torch", feature = "candle"))]
-pub(crate) use shells::{classifier, own_model};
+pub(crate) use shells::{defined_model, own_model};
 
 #[cfg(test)]
 mod tests;

@@ -1,47 +1,63 @@
-//! tch, PyTorch's part: a sequential network classifier built from its definition's
-//! components (layers, optimiser, loss: a [`NetDef`]; a training procedure), and
-//! [`TchModel`], the same classifier around a network of the user's own ([`TchNet`]). Both are
-//! trained by the shared [`Training`](super::training::Training) on the device its context
-//! gives `torch`, their weights, optimiser state and [`TrainSpec`] in their own file.
+//! tch, PyTorch's part: a sequential network built from its definition's components (layers,
+//! optimiser, loss: a [`NetDef`]; a training procedure), as a classifier ([`TchClassifier`]) or
+//! a regressor ([`TchRegressor`]), and [`TchModel`], the same model around a network of the
+//! user's own ([`TchNet`]). All are trained by the shared [`Training`](super::training::Training)
+//! on the device its context gives `torch`, their weights, optimiser state and [`TrainSpec`] in
+//! their own file.
 
-use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape};
+use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Dataset, Xy};
+use crate::data::{Batch as _, Dataset, Element, Xy};
 use serde_json::Value;
+use std::marker::PhantomData;
 use ::tch::nn::{self, Module, ModuleT};
 use ::tch::{Device, Kind, Tensor};
 
-super::net::classifier!(
+super::net::defined_model!(
     /// A classifier of rows of `f32` features: a sequential network. Its arguments are a
     /// [`NetDef`] (`layers`, `optimizer`, `loss`, `seed`; the inputs are the data's) and
     /// `training`, [`Training`](super::training::Training)'s settings. Each is reachable by
     /// selectors and sweeps: `optimizer.lr=0.01`, `layers=[...]`.
     TchClassifier,
-    Net<Layers>
+    Net<Layers>,
+    usize
 );
 
-/// The network, its optimiser and where it runs, around a body: the definition's layers or
-/// the user's own network.
-struct Net<B> {
+super::net::defined_model!(
+    /// A regression of rows of `f32` features to a value (`f32` targets): the classifier's
+    /// network and arguments, its last layer `{"linear": 1}`, its loss MSE unless `loss` says
+    /// otherwise. It predicts the network's outputs (one value each).
+    TchRegressor,
+    Net<Layers, f32>,
+    f32
+);
+
+/// The network, its optimiser and where it runs, around a body (the definition's layers or the
+/// user's own network), learning targets `Y`.
+struct Net<B, Y = usize> {
     vs: nn::VarStore,
     body: B,
     opt: Optim,
     placement: Placement,
     inputs: i64,
-    mse: bool,
+    loss: Loss,
+    target: PhantomData<fn() -> Y>,
 }
 
 /// What computes a [`Net`]'s scores.
 trait Body: Sized {
+    /// Its model's name, as a classifier.
     const NAME: &'static str;
-    /// The definition in a model's arguments.
-    fn definition(args: &Value) -> Result<NetDef, ModelError>;
+    /// Its model's name, learning values.
+    const VALUES_NAME: &'static str = Self::NAME;
+    /// The definition in a model's arguments (`who`: the model, in errors).
+    fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError>;
     /// Its layers under `p`, for `inputs` features.
-    fn make(p: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize) -> Result<Self, ModelError>;
+    fn make(p: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize, who: &str) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
     fn forward(&self, x: &Tensor, train: bool, step: u64) -> Tensor;
 }
@@ -171,7 +187,7 @@ impl Optim {
         if moments.numel() == 0 {
             return Ok(Vec::new());
         }
-        self.moved.iter().map(|&(i, at, n)| named(&self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))).collect()
+        self.moved.iter().map(|&(i, at, n)| named(self.who, &self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))).collect()
     }
 
     fn save(&self) -> Result<Vec<u8>, ModelError> {
@@ -208,8 +224,8 @@ fn dims(t: &Tensor) -> Vec<usize> {
 }
 
 /// A tensor's name, shape and values, read on the CPU.
-fn named(name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
-    let values = Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error("reading a tensor"))?;
+fn named(who: &str, name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
+    let values = Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error(who, "reading a tensor"))?;
     Ok((name.to_string(), dims(t), values))
 }
 
@@ -225,19 +241,20 @@ fn device_of(p: Placement, who: &str) -> Result<Device, ModelError> {
     }
 }
 
-fn model_error(what: &str) -> impl Fn(::tch::TchError) -> ModelError + '_ {
-    move |e| ModelError::Model(format!("TchClassifier: {what}: {e}"))
+fn model_error<'a>(who: &'a str, what: &'a str) -> impl Fn(::tch::TchError) -> ModelError + 'a {
+    move |e| ModelError::Model(format!("{who}: {what}: {e}"))
 }
 
 impl Body for Layers {
     const NAME: &'static str = "TchClassifier";
+    const VALUES_NAME: &'static str = "TchRegressor";
 
-    fn definition(args: &Value) -> Result<NetDef, ModelError> {
-        NetDef::from_args(args, Self::NAME)
+    fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError> {
+        NetDef::from_args(args, who)
     }
 
-    fn make(root: &nn::Path<'_>, _: &Value, def: &NetDef, inputs: usize) -> Result<Layers, ModelError> {
-        let shapes = def.shapes(inputs, Self::NAME)?;
+    fn make(root: &nn::Path<'_>, _: &Value, def: &NetDef, inputs: usize, who: &str) -> Result<Layers, ModelError> {
+        let shapes = def.shapes(inputs, who)?;
         let mut layers = Vec::new();
         for (at, (l, s)) in def.layers.iter().zip(&shapes).enumerate() {
             let path = root / format!("layer{at}");
@@ -324,11 +341,11 @@ struct Own<N>(N);
 impl<N: TchNet> Body for Own<N> {
     const NAME: &'static str = N::NAME;
 
-    fn definition(args: &Value) -> Result<NetDef, ModelError> {
-        NetDef::training_parts(args, Self::NAME)
+    fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError> {
+        NetDef::training_parts(args, who)
     }
 
-    fn make(p: &nn::Path<'_>, args: &Value, _: &NetDef, _: usize) -> Result<Own<N>, ModelError> {
+    fn make(p: &nn::Path<'_>, args: &Value, _: &NetDef, _: usize, _: &str) -> Result<Own<N>, ModelError> {
         N::build(p, args).map(Own).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))
     }
 
@@ -337,21 +354,21 @@ impl<N: TchNet> Body for Own<N> {
     }
 }
 
-impl<B: Body> Network for Net<B> {
-    const NAME: &'static str = B::NAME;
+impl<B: Body, Y: Target> Network for Net<B, Y> {
+    const NAME: &'static str = if Y::CLASS { B::NAME } else { B::VALUES_NAME };
 
     /// The network for `inputs` features, its weights seeded.
-    fn build(args: &Value, inputs: usize) -> Result<Net<B>, ModelError> {
-        let def = B::definition(args)?;
+    fn build(args: &Value, inputs: usize) -> Result<Net<B, Y>, ModelError> {
+        let def = B::definition(args, Self::NAME)?.for_target::<Y>(args);
         let placement = placement("torch");
-        let device = device_of(placement, B::NAME)?;
+        let device = device_of(placement, Self::NAME)?;
         // Seeded on the CPU, then moved: the same initial weights on every device.
         ::tch::manual_seed(def.seed as i64);
         let mut vs = nn::VarStore::new(Device::Cpu);
-        let body = B::make(&vs.root(), args, &def, inputs)?;
+        let body = B::make(&vs.root(), args, &def, inputs, Self::NAME)?;
         vs.set_device(device);
-        let opt = Optim::new(&vs, Settings::of(&def), B::NAME);
-        Ok(Net { vs, body, opt, placement, inputs: inputs as i64, mse: def.loss == Loss::Mse })
+        let opt = Optim::new(&vs, Settings::of(&def), Self::NAME);
+        Ok(Net { vs, body, opt, placement, inputs: inputs as i64, loss: def.loss, target: PhantomData })
     }
 
     fn inputs(&self) -> usize {
@@ -363,7 +380,7 @@ impl<B: Body> Network for Net<B> {
         let _guard = ::tch::no_grad_guard();
         let scores = self.forward(&self.rows(x), false)?;
         let width = scores.size()[1].max(1) as usize;
-        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error("reading the scores"))?;
+        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error(Self::NAME, "reading the scores"))?;
         Ok(flat.chunks(width).map(|c| Array1::from_vec(c.to_vec())).collect())
     }
 
@@ -372,7 +389,7 @@ impl<B: Body> Network for Net<B> {
     }
 
     fn parameters(&self) -> Result<Named, ModelError> {
-        self.opt.params.iter().map(|(name, p)| named(name, p)).collect()
+        self.opt.params.iter().map(|(name, p)| named(Self::NAME, name, p)).collect()
     }
 
     fn optimizer_state(&self) -> Result<Vec<u8>, ModelError> {
@@ -384,16 +401,16 @@ impl<B: Body> Network for Net<B> {
     }
 }
 
-impl<B: Body> Net<B> {
+impl<B: Body, Y: Target> Net<B, Y> {
     /// The body over a batch, its scores `[n, outputs]` (a user's network is checked); `train`:
     /// dropout drops and batch norm learns its statistics.
     fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, ModelError> {
         let n = x.size()[0];
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.body.forward(x, train, self.opt.step)))
-            .map_err(|p| ModelError::Model(format!("{}: the forward pass panicked: {}", B::NAME, panic_text(&*p))))?;
+            .map_err(|p| ModelError::Model(format!("{}: the forward pass panicked: {}", Self::NAME, panic_text(&*p))))?;
         match out.size().as_slice() {
             [rows, _] if *rows == n => Ok(out),
-            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", B::NAME))),
+            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", Self::NAME))),
         }
     }
 
@@ -405,62 +422,69 @@ impl<B: Body> Net<B> {
 
     fn check(&self, x: &Array2<f32>) -> Result<(), ModelError> {
         if x.ncols() as i64 != self.inputs {
-            return Err(ModelError::Model(format!("{}: elements have {} features; the network takes {}", B::NAME, x.ncols(), self.inputs)));
+            return Err(ModelError::Model(format!("{}: elements have {} features; the network takes {}", Self::NAME, x.ncols(), self.inputs)));
         }
         Ok(())
     }
 
-    fn loss_of(&self, x: &Array2<f32>, y: &Array1<usize>, train: bool) -> Result<Tensor, ModelError> {
+    fn loss_of(&self, x: &Array2<f32>, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
         self.check(x)?;
-        let logits = self.forward(&self.rows(x), train)?;
-        let outputs = logits.size()[1];
-        if let Some(&c) = y.iter().find(|&&c| c as i64 >= outputs) {
-            return Err(ModelError::Model(format!("{}: class {c} is not below the network's {outputs} outputs", B::NAME)));
-        }
-        let targets = Tensor::from_slice(&y.iter().map(|&c| c as i64).collect::<Vec<_>>()).to_device(self.vs.device());
-        Ok(if self.mse {
-            logits.mse_loss(&targets.one_hot(outputs).to_kind(Kind::Float), ::tch::Reduction::Mean)
-        } else {
-            logits.cross_entropy_for_logits(&targets)
+        let out = self.forward(&self.rows(x), train)?;
+        let outputs = out.size()[1];
+        let targets = Y::targets(y);
+        targets.check(outputs as usize, self.loss, Self::NAME)?;
+        let device = self.vs.device();
+        Ok(match (targets, self.loss) {
+            (Targets::Classes(c), loss) => {
+                let c = Tensor::from_slice(&c.iter().map(|&c| c as i64).collect::<Vec<_>>()).to_device(device);
+                match loss {
+                    Loss::Mse => out.mse_loss(&c.one_hot(outputs).to_kind(Kind::Float), ::tch::Reduction::Mean),
+                    Loss::CrossEntropy => out.cross_entropy_for_logits(&c),
+                }
+            }
+            (Targets::Values { values, width }, _) => {
+                let v = Tensor::from_slice(&values).view([-1, width as i64]).to_device(device);
+                out.mse_loss(&v, ::tch::Reduction::Mean)
+            }
         })
     }
 }
 
-impl<B: Body> Learner for Net<B> {
+impl<B: Body, Y: Target> Learner for Net<B, Y> {
     type X = Array1<f32>;
-    type Y = usize;
+    type Y = Y;
 
-    fn step(&mut self, b: Xy<Array2<f32>, Array1<usize>>) -> Result<f64, ModelError> {
+    fn step(&mut self, b: Xy<Array2<f32>, <Y as Element>::Batch>) -> Result<f64, ModelError> {
         let loss = self.loss_of(&b.x, &b.y, true)?;
         self.opt.backward_step(&loss);
         Ok(loss.double_value(&[]))
     }
 
-    fn loss(&mut self, batches: &Dataset<Xy<Array2<f32>, Array1<usize>>>) -> Result<f64, ModelError> {
+    fn loss(&mut self, batches: &Dataset<Xy<Array2<f32>, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
         let _guard = ::tch::no_grad_guard();
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
             let b = b?;
-            sum += self.loss_of(&b.x, &b.y, false)?.double_value(&[]) * b.y.len() as f64;
-            n += b.y.len();
+            sum += self.loss_of(&b.x, &b.y, false)?.double_value(&[]) * b.y.batch_len() as f64;
+            n += b.y.batch_len();
         }
         Ok(sum / n.max(1) as f64)
     }
 
     fn snapshot(&self) -> Result<Vec<u8>, ModelError> {
         let mut buf = Vec::new();
-        self.vs.save_to_stream(&mut buf).map_err(model_error("copying the weights"))?;
+        self.vs.save_to_stream(&mut buf).map_err(model_error(Self::NAME, "copying the weights"))?;
         Ok(buf)
     }
 
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
-        self.vs.load_from_stream(std::io::Cursor::new(weights)).map_err(model_error("restoring the weights"))
+        self.vs.load_from_stream(std::io::Cursor::new(weights)).map_err(model_error(Self::NAME, "restoring the weights"))
     }
 }
 
 super::net::own_model!(
-    /// A classifier around a network of your own ([`TchNet`]), with everything
-    /// [`TchClassifier`] has: the shared training by its `training` argument, the optimiser,
+    /// A model around a network of your own ([`TchNet`]): a classifier, or a regression with
+    /// `Y` values (`f32`, `Array1<f32>`). It has everything [`TchClassifier`] has: the shared training by its `training` argument, the optimiser,
     /// loss and seed of its `optimizer`, `loss` and `seed`, checkpoints and a resume to the
     /// bit, the context's device, [`eval`](super::eval), the repo, sweeps, `%%compute` and
     /// Slurm. The network's own arguments sit beside those, so selectors and sweeps reach them.
@@ -468,7 +492,7 @@ super::net::own_model!(
     /// [`TchModel::register`] before loading one by name.
     TchModel,
     TchNet,
-    Net<Own<N>>
+    Net<Own<N>, Y>
 );
 
 #[cfg(all(test, feature = "linfa"))]

@@ -1,11 +1,12 @@
-//! What the models' tests share: iris split once, and the checks every framework's model
-//! passes (trained from its definition, above a floor on held-out data, the same reloaded; a
-//! training killed mid-way and resumed ends where an uninterrupted one does, to the bit).
+//! What the models' tests share: iris and diabetes split once, and the checks every framework's
+//! model passes (trained from its definition, above a floor (or below a ceiling) on held-out
+//! data, the same reloaded; a training killed mid-way and resumed ends where an uninterrupted
+//! one does, to the bit).
 
 use super::{eval, Model, TrainSpec};
 use crate::data::ndarray::Array1;
 use crate::data::{Dataset, Xy};
-use crate::metrics::{categorical_accuracy, Classes};
+use crate::metrics::{categorical_accuracy, mean_squared_error, Classes, Values};
 use crate::objects::object::{from_bytes, to_bytes};
 use crate::Object;
 use serde_json::Value;
@@ -37,6 +38,36 @@ where
     let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
     assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
     (obj, back, spec)
+}
+
+/// Diabetes (442 patients), rows shuffled by `seed`: 342 to train on, 100 held out. Its
+/// features come scaled to a norm of 1 per column, its targets in the disease's units (mean
+/// 152, spread 77): both are brought to about a spread of 1, as one would for a network.
+pub fn diabetes_split(seed: u64) -> (Dataset<Xy<Array1<f32>, f32>>, Dataset<Xy<Array1<f32>, f32>>) {
+    let data = super::linfa::diabetes().apply(|x, y| (x * 21.0, (y - 152.0) / 77.0)).shuffle(442, seed);
+    (data.take(342), data.skip(342))
+}
+
+/// Builds the regressor `name` from `args` as a definition would, trains it on diabetes (split
+/// by `seed`) and checks its mean squared error on the 100 held out (in spreads: 1 is the
+/// mean's) against `ceiling`, and that a copy saved and loaded predicts the same, bit for bit.
+/// Gives the error.
+pub fn ceiling_and_reload<M>(name: &str, args: &Value, seed: u64, ceiling: f64) -> f64
+where
+    M: Model<X = Array1<f32>, Y = f32> + Object,
+    M::P: Values + PartialEq + std::fmt::Debug + Sync,
+{
+    let (train, test) = diabetes_split(seed);
+    let mut obj = crate::ObjectDef::new(name, args).unwrap().build().unwrap();
+    let model = obj.downcast_mut::<M>().unwrap();
+    model.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+    let scored = eval(&*model, &test).unwrap();
+    let mse = mean_squared_error(&scored).unwrap();
+    assert!(mse <= ceiling, "{name}: mean squared error {mse} on 100 held-out patients, ceiling {ceiling}");
+    let back = from_bytes(&to_bytes(&*obj).unwrap(), None).unwrap();
+    let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
+    assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
+    mse
 }
 
 /// A network classifier as the kill test drives it.

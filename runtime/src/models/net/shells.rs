@@ -1,12 +1,14 @@
-//! The shells every framework's network models share, as macros: a classifier of a network
-//! definition (`classifier!`) and a model around a user's own network (`own_model!`), each
-//! expanded in its framework's module with that framework's network.
+//! The shells every framework's network models share, as macros: a model of a network
+//! definition (`defined_model!`: a classifier, or a regressor) and a model around a user's own
+//! network (`own_model!`), each expanded in its framework's module with that framework's network.
 
-/// Declares a framework's network classifier (`$name`, of the framework's [`Network`](super::Network) `$net`):
-/// the object (its arguments, a [`Trained`](super::Trained) network), `new`, `train_spec`, `checkpoint_to`,
-/// its state and its [`Model`](crate::models::Model) impl, the same for every framework.
-macro_rules! classifier {
-    ($(#[$doc:meta])* $name:ident, $net:ty) => {
+/// Declares a framework's model of a network definition (`$name`, of the framework's
+/// [`Network`](super::Network) `$net` learning [`Target`](super::Target)s `$y`: a classifier or a
+/// regressor): the object (its arguments, a [`Trained`](super::Trained) network), `new`,
+/// `train_spec`, `checkpoint_to`, its state and its [`Model`](crate::models::Model) impl, the
+/// same for every framework.
+macro_rules! defined_model {
+    ($(#[$doc:meta])* $name:ident, $net:ty, $y:ty) => {
         $(#[$doc])*
         #[derive(crate::Object)]
         pub struct $name {
@@ -16,7 +18,7 @@ macro_rules! classifier {
         }
 
         impl $name {
-            /// A classifier of these arguments (as `ObjectDef::new(..)?.build()` makes).
+            /// A model of these arguments (as `ObjectDef::new(..)?.build()` makes).
             pub fn new(args: serde_json::Value) -> $name {
                 <$name as crate::objects::Build>::build(args, crate::objects::Meta::new())
             }
@@ -60,19 +62,19 @@ macro_rules! classifier {
 
         impl crate::models::Model for $name {
             type X = crate::data::ndarray::Array1<f32>;
-            type Y = usize;
+            type Y = $y;
             type P = crate::data::ndarray::Array1<f32>;
 
             /// Trains by its `training` procedure from where its [`TrainSpec`](crate::models::TrainSpec)
             /// stands, saving itself to its checkpoint (if set) after every epoch.
-            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<Self::X, Self::Y>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
                 self.train_with(data, spec, &mut [])
             }
 
             /// Trains as `train` does, telling `callbacks` of every epoch (its losses).
             fn train_with(
                 &mut self,
-                data: &crate::data::Dataset<crate::data::Xy<Self::X, usize>>,
+                data: &crate::data::Dataset<crate::data::Xy<Self::X, Self::Y>>,
                 spec: &mut crate::models::TrainSpec,
                 callbacks: &mut [&mut dyn crate::models::callbacks::Callback],
             ) -> Result<(), crate::models::ModelError> {
@@ -96,10 +98,11 @@ macro_rules! classifier {
         }
     };
 }
-pub(crate) use classifier;
+pub(crate) use defined_model;
 
-/// Declares a framework's model around a network of the user's own (`$name<N>`, for `N` of the
-/// framework's trait `$trait`, its network `$net`): the object (its arguments, a [`Trained`](super::Trained)
+/// Declares a framework's model around a network of the user's own (`$name<N, Y>`, for `N` of
+/// the framework's trait `$trait`, learning targets `Y` (classes by default), its network
+/// `$net`): the object (its arguments, a [`Trained`](super::Trained)
 /// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
 /// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
 /// not derived: the derive takes no generic types, and the type is registered under the
@@ -107,23 +110,23 @@ pub(crate) use classifier;
 macro_rules! own_model {
     ($(#[$doc:meta])* $name:ident, $trait:ident, $net:ty) => {
         $(#[$doc])*
-        pub struct $name<N: $trait> {
+        pub struct $name<N: $trait, Y: crate::models::net::Target = usize> {
             args: serde_json::Value,
             meta: crate::objects::Meta,
             trained: crate::models::net::Trained<$net>,
         }
 
-        impl<N: $trait> $name<N> {
+        impl<N: $trait, Y: crate::models::net::Target> $name<N, Y> {
             /// A model of these arguments (the type is registered for loading by name).
-            pub fn new(args: serde_json::Value) -> $name<N> {
+            pub fn new(args: serde_json::Value) -> $name<N, Y> {
                 Self::register();
-                <$name<N> as crate::objects::Build>::build(args, crate::objects::Meta::new())
+                <$name<N, Y> as crate::objects::Build>::build(args, crate::objects::Meta::new())
             }
 
             /// Registers the type under its network's `NAME`, so `load_object`, `%repo load` and
             /// `ObjectDef::build` can make it (done by `new`).
             pub fn register() {
-                crate::objects::register::<$name<N>>(N::NAME);
+                crate::objects::register::<$name<N, Y>>(N::NAME);
             }
 
             /// Where its training stands.
@@ -152,7 +155,7 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait> crate::objects::Build for $name<N> {
+        impl<N: $trait, Y: crate::models::net::Target> crate::objects::Build for $name<N, Y> {
             type Args = serde_json::Value;
             fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
                 $name { args, meta, trained: Default::default() }
@@ -165,7 +168,7 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait> crate::objects::Object for $name<N> {
+        impl<N: $trait, Y: crate::models::net::Target> crate::objects::Object for $name<N, Y> {
             fn type_name(&self) -> &'static str {
                 N::NAME
             }
@@ -195,16 +198,16 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait> crate::models::Model for $name<N> {
+        impl<N: $trait, Y: crate::models::net::Target> crate::models::Model for $name<N, Y> {
             type X = crate::data::ndarray::Array1<f32>;
-            type Y = usize;
+            type Y = Y;
             type P = crate::data::ndarray::Array1<f32>;
 
-            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, Y>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
                 self.train_with(data, spec, &mut [])
             }
 
-            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, usize>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
+            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, Y>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
                 crate::models::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
             }
 

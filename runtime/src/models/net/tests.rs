@@ -21,7 +21,7 @@ fn a_cnn_definition_gives_each_layer_its_shape() {
 #[test]
 fn a_layer_that_cannot_take_what_it_gets_is_named() {
     let cases = [
-        (json!([{"reshape": [1, 8, 8]}, {"linear": 10}]), 64, "M: layer 1 (Linear(10)) takes flat features, and gets images of 1×8×8: add \"flatten\" before it"),
+        (json!([{"reshape": [1, 8, 8]}, {"linear": 10}]), 64, "M: layer 1 ({\"linear\":10}) takes flat features, and gets images of 1×8×8: add \"flatten\" before it"),
         (json!([{"conv2d": {"channels": 4, "kernel": 3}}, {"linear": 2}]), 64, "takes images, and gets 64 features: add {\"reshape\": [channels, height, width]} before it"),
         (json!([{"reshape": [1, 8, 7]}, "flatten", {"linear": 2}]), 64, "makes images of [1, 8, 7] (56 values) from 64 features"),
         (json!([{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 1, "kernel": 5}}, "flatten", {"linear": 2}]), 4, "has a kernel of 5 for images of 1×2×2 padded by 0"),
