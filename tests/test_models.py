@@ -318,12 +318,14 @@ let mse = in_units(&eval(&m, &test).unwrap());
 
 def test_image_folders_and_parquet_files_are_datasets_and_bad_ones_are_named(kernel, tmp_path):
     # The digits as folders of PNG files by class, and as a Parquet file (kernelspec/bootstrap.sh
-    # exports both); a cell naming dryml::data::{images, parquet} gets dryml's two features.
+    # exports both); a cell naming dryml::data::{images, parquet} gets dryml's two features (both
+    # in the first cell: a feature added later builds dryml again, and its earlier values go).
     pngs, table = DIGITS.parent / "digits-png", DIGITS.with_suffix(".parquet")
     assert pngs.is_dir() and table.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
     got = value(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
 use dryml::models::candle::CandleClassifier;
 use dryml::data::images::{{folder, ImageOptions}};
+use dryml::data::parquet;
 let digits = folder("{pngs}", &ImageOptions::default()).unwrap();
 let [c, h, w] = digits.shape();
 let mixed = digits.data.shuffle(1797, 5);
@@ -336,7 +338,7 @@ cnn.train(&train, &mut TrainSpec::epochs(0)).unwrap();
 let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwrap();
 (digits.classes.join(""), [c, h, w], acc >= 0.9, format!("{{acc:.3}}"))""", timeout=1200)
     assert got.startswith('("0123456789", [1, 8, 8], true, '), got
-    got = value(kernel, f"""let rows = dryml::data::parquet::xy::<usize>("{table}", &[], "label").unwrap().apply_x(|x| x / 16.0).shuffle(1797, 5);
+    got = value(kernel, f"""let rows = parquet::xy::<usize>("{table}", &[], "label").unwrap().apply_x(|x| x / 16.0).shuffle(1797, 5);
 let mut mlp = CandleClassifier::new(dryml::serde_json::json!({{"layers": [{{"linear": 32}}, "relu", {{"linear": 10}}], "optimizer": {{"lr": 0.01}}, "training": {{"epochs": 10}}}}));
 mlp.train(&rows.take(1400), &mut TrainSpec::epochs(0)).unwrap();
 let acc = dryml::metrics::categorical_accuracy(&eval(&mlp, &rows.skip(1400)).unwrap()).unwrap();

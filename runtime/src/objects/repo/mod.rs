@@ -476,7 +476,8 @@ impl Selector {
         self.kwargs.get_or_insert_with(Default::default).extend(map);
         self
     }
-    /// One named argument; `path` may be dotted for nested ones (`data.name`).
+    /// One named argument; `path` may be dotted for nested ones (`data.name`), and a number in
+    /// it indexes a list (`layers.0.linear`).
     pub fn arg(self, path: &str, value: Value) -> Selector {
         let nested = path.rsplit('.').fold(value, |v, k| json!({ k: v }));
         self.kwargs(nested)
@@ -555,6 +556,10 @@ fn value_matches(want: &Value, have: &Value) -> bool {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
         (Value::Object(w), Value::Object(h)) => w.iter().all(|(k, wv)| h.get(k).is_some_and(|hv| value_matches(wv, hv))),
         (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| value_matches(a, b)),
+        // A dotted path's number reaches into a list (`layers.1.conv2d.channels`), as in a search.
+        (Value::Object(w), Value::Array(h)) => {
+            w.iter().all(|(k, wv)| k.parse::<usize>().ok().and_then(|i| h.get(i)).is_some_and(|hv| value_matches(wv, hv)))
+        }
         (a, b) => a == b,
     }
 }

@@ -82,6 +82,11 @@ fn selectors_follow_dryml() {
         (Selector::of("Mlp").arg("layers", json!([64, 10])), &mlp, true),
         (Selector::of("Mlp").arg("layers", json!([64])), &mlp, false),
         (Selector::of("Mlp").arg("missing", json!(1)), &mlp, false),
+        // A number in a path indexes a list, as a search's paths do.
+        (Selector::of("Mlp").arg("layers.1", json!(10)), &mlp, true),
+        (Selector::of("Mlp").arg("layers.0", json!(10)), &mlp, false),
+        (Selector::of("Mlp").arg("layers.2", json!(10)), &mlp, false),
+        (Selector::of("Mlp").arg("data.0", json!("mnist")), &mlp, false),
         (Selector::of("Data").args(vec![json!(2)]), &pos, true),
         (Selector::of("Data").args(vec![json!(2.0), json!("x")]), &pos, true),
         (Selector::of("Data").args(vec![json!(3)]), &pos, false),
@@ -98,6 +103,7 @@ fn selectors_follow_dryml() {
     }
     let sel = Selector::parse(&["Mlp", "lr=0.1", "data.name=mnist", "layers=[64,10]"]).unwrap();
     assert!(sel.matches(&mlp, &meta), "{sel}");
+    assert!(Selector::parse(&["Mlp", "layers.0=64"]).unwrap().matches(&mlp, &meta));
     let sel = Selector::parse(&["Data", "0=2", "1=x"]).unwrap();
     assert!(sel.matches(&pos, &meta), "{sel}");
     for (words, msg, at) in [
