@@ -152,10 +152,14 @@ impl<E: Send + 'static> Dataset<E> {
         self.batching.last().map(|b| b.size)
     }
 
-    /// Counts the elements by a pass.
+    /// Counts the elements: by a pass, unless the dataset has random access (its positions are
+    /// its elements: a pass over a folder of images would decode every one to count them).
     pub fn count(&self) -> Result<usize, DataError> {
         if self.len == Len::Infinite {
             return Err(DataError::Infinite("count"));
+        }
+        if let Some(a) = &self.access {
+            return Ok(a.len());
         }
         self.iter().try_fold(0, |n, e| e.map(|_| n + 1))
     }

@@ -80,15 +80,24 @@ fn is_image(path: &Path) -> bool {
     matches!(ext.as_deref(), Some("png" | "jpg" | "jpeg"))
 }
 
-/// The entries of `dir`, sorted by name, hidden ones left out.
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, DataError> {
+/// The entries of `dir` that are folders (`dirs`) or files, sorted by name, hidden ones left
+/// out. The kind comes from the listing itself (no `stat` per file, which a folder of a million
+/// images would pay for), following a link where the listing says only that.
+fn sorted_entries(dir: &Path, dirs: bool) -> Result<Vec<PathBuf>, DataError> {
     let bad = |e: std::io::Error| file_error(dir, None, e.to_string());
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(bad)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()
-        .map_err(bad)?;
-    out.retain(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')));
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(bad)? {
+        let entry = entry.map_err(bad)?;
+        if entry.file_name().to_str().is_some_and(|n| n.starts_with('.')) {
+            continue;
+        }
+        let kind = entry.file_type().map_err(bad)?;
+        let path = entry.path();
+        let is_dir = if kind.is_symlink() { path.is_dir() } else { kind.is_dir() };
+        if is_dir == dirs {
+            out.push(path);
+        }
+    }
     out.sort();
     Ok(out)
 }
@@ -106,10 +115,10 @@ pub fn folder(root: impl AsRef<Path>, options: &ImageOptions) -> Result<ImageFol
     let root = root.as_ref();
     let mut classes = Vec::new();
     let mut files: Vec<(PathBuf, usize)> = Vec::new();
-    for dir in sorted_entries(root)?.into_iter().filter(|p| p.is_dir()) {
+    for dir in sorted_entries(root, true)? {
         let class = classes.len();
         classes.push(dir.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string());
-        files.extend(sorted_entries(&dir)?.into_iter().filter(|p| p.is_file() && is_image(p)).map(|p| (p, class)));
+        files.extend(sorted_entries(&dir, false)?.into_iter().filter(|p| is_image(p)).map(|p| (p, class)));
     }
     if files.is_empty() {
         let found = if classes.is_empty() { "no class folders".to_string() } else { format!("no .png or .jpg files in its {} class folders", classes.len()) };
@@ -147,11 +156,8 @@ impl Reader {
     /// Decodes file `i` into `out` (its pixels in [0, 1], channels first).
     fn read(&self, i: usize, out: &mut [f32]) -> Result<(), DataError> {
         let path = &self.files[i].0;
-        let img = image::ImageReader::open(path)
-            .and_then(|r| r.with_guessed_format())
-            .map_err(|e| file_error(path, Some(i), e.to_string()))?
-            .decode()
-            .map_err(|e| file_error(path, Some(i), e.to_string()))?;
+        // The format by the file's extension (only .png, .jpg and .jpeg are listed).
+        let img = image::open(path).map_err(|e| file_error(path, Some(i), e.to_string()))?;
         let (w, h) = (img.width(), img.height());
         if (w, h) != self.size {
             let (fw, fh) = self.size;

@@ -12,28 +12,20 @@
 //! let labelled = numpy::xy("digits.npz", "x", "y").unwrap();      // Dataset<Xy<Array1<f32>, usize>>
 //! ```
 
-use super::ndarray::{Array1, ArrayD, Axis, IxDyn, OwnedRepr};
+use super::ndarray::{Array1, Array2, ArrayD, Axis};
 use super::{DataError, Dataset, Xy};
-use ndarray_npy::{NpzReader, ReadNpyError, ReadNpyExt, ReadNpzError};
+use ndarray_npy::ReadNpyExt;
+use num_traits::AsPrimitive;
+use std::io::Read;
 use std::path::Path;
 
 /// The rows of the array in the `.npy` file at `path`.
 pub fn rows(path: impl AsRef<Path>) -> Result<Dataset<Array1<f32>>, DataError> {
     let path = path.as_ref();
     let bad = |m: String| file_error(path, m);
-    let a = read_any(|kind| {
-        let f = std::fs::File::open(path).map_err(Failure::Open)?;
-        match kind {
-            Dtype::F32 => ArrayD::<f32>::read_npy(f).map(|a| a.mapv(f64::from)),
-            Dtype::F64 => ArrayD::<f64>::read_npy(f),
-            Dtype::U8 => ArrayD::<u8>::read_npy(f).map(|a| a.mapv(f64::from)),
-            Dtype::I64 => ArrayD::<i64>::read_npy(f).map(|a| a.mapv(|v| v as f64)),
-            Dtype::I32 => ArrayD::<i32>::read_npy(f).map(|a| a.mapv(f64::from)),
-        }
-        .map_err(Failure::Npy)
-    })
-    .map_err(bad)?;
-    Ok(Dataset::from_vec(split_rows(a).map_err(bad)?))
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let a = read_any::<f32>(file).map_err(bad)?;
+    Ok(Dataset::from_rows(to_rows(a).map_err(bad)?))
 }
 
 /// The features in array `x` and the classes in array `y` of the `.npz` archive at `path`
@@ -42,98 +34,102 @@ pub fn xy(path: impl AsRef<Path>, x: &str, y: &str) -> Result<Dataset<Xy<Array1<
     let path = path.as_ref();
     let bad = |m: String| file_error(path, m);
     let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let mut reader = NpzReader::new(file).map_err(|e| bad(format!("not a .npz archive: {e}")))?;
-    let names = reader.names().map_err(|e| bad(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| bad(format!("not a .npz archive: {e}")))?;
+    let names: Vec<String> = zip.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect();
     for name in [x, y] {
         if !names.iter().any(|n| n == name.strip_suffix(".npy").unwrap_or(name)) {
             return Err(bad(format!("has no array `{name}` (it holds {})", names.join(", "))));
         }
     }
-    let mut member = |name: &str| {
-        read_any(|kind| {
-            match kind {
-                Dtype::F32 => reader.by_name::<OwnedRepr<f32>, IxDyn>(name).map(|a| a.mapv(f64::from)),
-                Dtype::F64 => reader.by_name::<OwnedRepr<f64>, IxDyn>(name),
-                Dtype::U8 => reader.by_name::<OwnedRepr<u8>, IxDyn>(name).map(|a| a.mapv(f64::from)),
-                Dtype::I64 => reader.by_name::<OwnedRepr<i64>, IxDyn>(name).map(|a| a.mapv(|v| v as f64)),
-                Dtype::I32 => reader.by_name::<OwnedRepr<i32>, IxDyn>(name).map(|a| a.mapv(f64::from)),
-            }
-            .map_err(Failure::Npz)
-        })
-        .map_err(|e| bad(format!("array `{name}`: {e}")))
-    };
-    let xs = member(x)?;
-    let ys = member(y)?;
-    let xs = split_rows(xs).map_err(|e| bad(format!("array `{x}`: {e}")))?;
+    // Each member decompressed once, straight into its array.
+    let stems: Vec<String> = [x, y].iter().map(|n| n.strip_suffix(".npy").unwrap_or(n)).map(|stem| {
+        if zip.index_for_name(&format!("{stem}.npy")).is_some() { format!("{stem}.npy") } else { stem.to_string() }
+    }).collect();
+    let xs = zip.by_name(&stems[0]).map_err(|e| e.to_string()).and_then(read_any::<f32>).map_err(|e| bad(format!("array `{x}`: {e}")))?;
+    // Classes as f64: every integer a class can be is exact there.
+    let ys = zip.by_name(&stems[1]).map_err(|e| e.to_string()).and_then(read_any::<f64>).map_err(|e| bad(format!("array `{y}`: {e}")))?;
+    let xs = to_rows(xs).map_err(|e| bad(format!("array `{x}`: {e}")))?;
     if ys.ndim() != 1 {
         return Err(bad(format!("array `{y}` holds the classes, one per row: it must have one axis, not shape {:?}", ys.shape())));
     }
-    if ys.len() != xs.len() {
-        return Err(bad(format!("array `{x}` has {} rows and `{y}` {} classes", xs.len(), ys.len())));
+    if ys.len() != xs.nrows() {
+        return Err(bad(format!("array `{x}` has {} rows and `{y}` {} classes", xs.nrows(), ys.len())));
     }
     let classes = ys
         .iter()
         .enumerate()
         .map(|(i, &c)| (c >= 0.0 && c.fract() == 0.0).then_some(c as usize).ok_or_else(|| bad(format!("array `{y}`, element {i}: {c} is not a class (a whole number, 0 or more)"))))
         .collect::<Result<Vec<usize>, _>>()?;
-    Ok(Dataset::from_vec(xs.into_iter().zip(classes).map(|(x, y)| Xy { x, y }).collect()))
+    // Held as arrays: a batch gathers its rows, as a hand-written loader does.
+    Dataset::from_xy(xs, Array1::from_vec(classes))
 }
 
 fn file_error(path: &Path, message: String) -> DataError {
     DataError::File { path: path.display().to_string(), at: None, message }
 }
 
-/// The dtypes read, in the order tried.
-#[derive(Clone, Copy)]
-enum Dtype {
-    F32,
-    F64,
-    U8,
-    I64,
-    I32,
-}
-
-/// Why a read failed.
-enum Failure {
-    Open(std::io::Error),
-    Npy(ReadNpyError),
-    Npz(ReadNpzError),
-}
-
-impl Failure {
-    fn wrong_dtype(&self) -> bool {
-        matches!(self, Failure::Npy(ReadNpyError::WrongDescriptor(_)) | Failure::Npz(ReadNpzError::Npy(ReadNpyError::WrongDescriptor(_))))
+/// The array a `.npy` file's bytes hold, as `T`s, of any of the dtypes float32, float64,
+/// uint8, int64, int32 (little-endian, as numpy writes them on the machines it runs on).
+fn read_any<T: Copy + 'static>(mut from: impl Read) -> Result<ArrayD<T>, String>
+where
+    f32: AsPrimitive<T>,
+    f64: AsPrimitive<T>,
+    u8: AsPrimitive<T>,
+    i64: AsPrimitive<T>,
+    i32: AsPrimitive<T>,
+{
+    // The dtype from the header's text, so that only the right reader parses it (each parse of
+    // a header costs more than the copy of a small array), then the header again and the rest.
+    let mut head = Vec::with_capacity(HEAD);
+    (&mut from).take(HEAD as u64).read_to_end(&mut head).map_err(|e| e.to_string())?;
+    let kind = descr(&head).map(str::to_string);
+    let bytes = std::io::Cursor::new(head).chain(from);
+    macro_rules! read_as {
+        ($t:ty) => {
+            ArrayD::<$t>::read_npy(bytes).map(|a| a.mapv(|v| v.as_())).map_err(|e| e.to_string())
+        };
     }
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Open(e) => write!(f, "{e}"),
-            Failure::Npy(e) => write!(f, "{e}"),
-            Failure::Npz(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-/// The array as `f64`s, read as the first dtype the file has: float32, float64, uint8, int64,
-/// int32.
-fn read_any(mut read: impl FnMut(Dtype) -> Result<ArrayD<f64>, Failure>) -> Result<ArrayD<f64>, String> {
-    for kind in [Dtype::F32, Dtype::F64, Dtype::U8, Dtype::I64, Dtype::I32] {
-        match read(kind) {
-            Err(e) if e.wrong_dtype() => continue,
-            r => return r.map_err(|e| e.to_string()),
-        }
+    match kind.as_deref() {
+        Some("<f4") => return read_as!(f32),
+        Some("<f8") => return read_as!(f64),
+        Some("|u1" | "<u1") => return read_as!(u8),
+        Some("<i8") => return read_as!(i64),
+        Some("<i4") => return read_as!(i32),
+        Some(_) => {}
+        // Not numpy's header: ndarray-npy's error says what is wrong with it.
+        None => return read_as!(f32),
     }
     Err("its dtype is none of float32, float64, uint8, int64, int32".into())
 }
 
-/// Each row along the first axis, flattened to `f32`s.
-fn split_rows(a: ArrayD<f64>) -> Result<Vec<Array1<f32>>, String> {
+/// How much of a file is read for its header's dtype.
+const HEAD: usize = 4096;
+
+/// The `descr` of a `.npy` header (`'<f4'`), if the bytes start with one.
+fn descr(bytes: &[u8]) -> Option<&str> {
+    if !bytes.starts_with(b"\x93NUMPY") {
+        return None;
+    }
+    let head = &bytes[..bytes.len().min(HEAD)];
+    let key = b"'descr'";
+    let after = head.windows(key.len()).position(|w| w == key)? + key.len();
+    let rest = &head[after..];
+    let open = rest.iter().position(|&b| b == b'\'')? + 1;
+    let len = rest[open..].iter().position(|&b| b == b'\'')?;
+    std::str::from_utf8(&rest[open..open + len]).ok()
+}
+
+/// Each row along the first axis, flattened to `f32`s: the rows of one array.
+fn to_rows(a: ArrayD<f32>) -> Result<Array2<f32>, String> {
     if a.ndim() < 1 {
         return Err("holds a single value, not rows".into());
     }
-    Ok(a.axis_iter(Axis(0)).map(|row| row.iter().map(|&v| v as f32).collect()).collect())
+    let n = a.len_of(Axis(0));
+    let width = if n == 0 { a.shape()[1..].iter().product() } else { a.len() / n };
+    // In logical order, whatever the file's (C or Fortran) order; a C-ordered file's values as
+    // they are (a dynamic-rank array's iterator costs several times a copy).
+    let values: Vec<f32> = if a.is_standard_layout() { a.into_raw_vec_and_offset().0 } else { a.iter().copied().collect() };
+    Ok(Array2::from_shape_vec((n, width), values).expect("n rows of the rest"))
 }
 
 #[cfg(test)]

@@ -75,7 +75,7 @@ fn a_bad_file_or_folder_is_named() {
     assert_eq!(e, format!("{size}: element 4: the image is 5×4 pixels; the folder's images are 4×4"));
     // The same error through a batch, and through the elements before it nothing fails.
     assert_eq!(f.data.batch(6, false).unwrap().collect().unwrap_err().to_string(), e);
-    assert_eq!(f.data.take(4).count().unwrap(), 4);
+    assert_eq!(f.data.take(4).collect().unwrap().len(), 4);
     let corrupt = f.data.skip(5).collect().unwrap_err().to_string();
     assert!(corrupt.starts_with(&format!("{}: element 5: ", root.join("b/2.png").display())), "{corrupt}");
     // A size asked for that no file has.
