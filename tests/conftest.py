@@ -123,6 +123,13 @@ class Kernel:
         """Sends a request and collects it: (reply content, [(arrival time, iopub msg)])."""
         return self.collect(self.send(method, *args, **kw), timeout)
 
+    def debug(self, seq, command, arguments=None, timeout=120):
+        """Sends a DAP request on control, as JupyterLab's debugger does; returns (reply content,
+        [(arrival time, iopub msg)])."""
+        msg = self.kc.session.msg("debug_request", {"seq": seq, "type": "request", "command": command, "arguments": arguments or {}})
+        self.kc.control_channel.send(msg)
+        return self.collect(self.expect(msg["header"]["msg_id"], "control"), timeout)
+
     def execute(self, code, timeout=120, stdin_answers=None, **kw):
         """Runs code; returns (reply content, [(arrival time, iopub msg)])."""
         msg_id = self.send("execute", code, allow_stdin=stdin_answers is not None, **kw)

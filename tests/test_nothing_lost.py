@@ -146,6 +146,26 @@ dryml::Repo::open("{repo}").unwrap().add(&t).unwrap();""", timeout=1200)
                 assert "was dropped" not in stderr_of(msgs), (cell, stderr_of(msgs))
             assert value(k, READ_THEM) == '(18, "Two(3)")', cells
 
+def test_the_debugger_switching_build_flags_keeps_the_notebooks_own_types():
+    # JupyterLab's bug icon: cells are built for the debugger (no optimisation, full debug
+    # information) from the next cell on, and as before once it is turned off.
+    with running_kernel(NO_NVML) as k:
+        ok(k, NOTEBOOK_TYPES)
+        reply, _ = k.debug(1, "initialize", {"clientID": "jupyterlab", "adapterID": "dryml-rust", "pathFormat": "path",
+                                             "linesStartAt1": True, "columnsStartAt1": True})
+        assert reply["success"], reply
+        reply, _ = k.debug(2, "attach")
+        assert reply["success"], reply
+        msgs = ok(k, "let on = 1u32;")
+        assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
+        assert value(k, READ_THEM) == '(18, "Two(3)")'
+        reply, _ = k.debug(3, "disconnect", {"restart": False, "terminateDebuggee": False})
+        assert reply["success"], reply
+        msgs = ok(k, "let off = 2u32;")
+        assert "was dropped" not in stderr_of(msgs), stderr_of(msgs)
+        assert value(k, READ_THEM + ".0 + on + off") == "21"
+
+
 def traceback_of(reply):
     return "\n".join(reply.get("traceback", []))
 
