@@ -69,7 +69,7 @@ fn file_error(path: &Path, message: String) -> DataError {
 }
 
 /// The array a `.npy` file's bytes hold, as `T`s, of any of the dtypes float32, float64,
-/// uint8, int64, int32 (little-endian, as numpy writes them on the machines it runs on).
+/// uint8, int64, int32.
 fn read_any<T: Copy + 'static>(mut from: impl Read) -> Result<ArrayD<T>, String>
 where
     f32: AsPrimitive<T>,
@@ -89,12 +89,13 @@ where
             ArrayD::<$t>::read_npy(bytes).map(|a| a.mapv(|v| v.as_())).map_err(|e| e.to_string())
         };
     }
-    match kind.as_deref() {
-        Some("<f4") => return read_as!(f32),
-        Some("<f8") => return read_as!(f64),
-        Some("|u1" | "<u1") => return read_as!(u8),
-        Some("<i8") => return read_as!(i64),
-        Some("<i4") => return read_as!(i32),
+    // The byte order (`<`, `>`, `|`, `=`) is ndarray-npy's to follow.
+    match kind.as_deref().map(|d| d.trim_start_matches(['<', '>', '|', '='])) {
+        Some("f4") => return read_as!(f32),
+        Some("f8") => return read_as!(f64),
+        Some("u1") => return read_as!(u8),
+        Some("i8") => return read_as!(i64),
+        Some("i4") => return read_as!(i32),
         Some(_) => {}
         // Not numpy's header: ndarray-npy's error says what is wrong with it.
         None => return read_as!(f32),

@@ -19,6 +19,17 @@ fn an_npy_of_images_gives_a_row_of_pixels_per_image_whatever_its_dtype() {
     assert_eq!(got, vec![arr1(&[0.0f32, 1.0, 2.0, 3.0]), arr1(&[4.0, 5.0, 6.0, 7.0]), arr1(&[8.0, 9.0, 10.0, 11.0])]);
     Array2::<f64>::from_elem((2, 3), 0.5).write_npy(std::fs::File::create(d.join("f64.npy")).unwrap()).unwrap();
     assert_eq!(rows(d.join("f64.npy")).unwrap().collect().unwrap(), vec![arr1(&[0.5f32; 3]); 2]);
+    // Big-endian, as numpy writes `astype('>f4')`: the header's dtype says so.
+    let header = "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }";
+    let pad = 64 - (10 + header.len() + 1) % 64;
+    let mut big = b"\x93NUMPY\x01\x00".to_vec();
+    big.extend(((header.len() + pad + 1) as u16).to_le_bytes());
+    big.extend(header.bytes().chain(std::iter::repeat_n(b' ', pad)).chain([b'\n']));
+    for v in [1.5f32, 2.0, -3.0, 4.25] {
+        big.extend(v.to_be_bytes());
+    }
+    std::fs::write(d.join("big.npy"), big).unwrap();
+    assert_eq!(rows(d.join("big.npy")).unwrap().collect().unwrap(), vec![arr1(&[1.5f32, 2.0]), arr1(&[-3.0, 4.25])]);
     std::fs::remove_dir_all(&d).unwrap();
 }
 
