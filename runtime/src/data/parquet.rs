@@ -71,43 +71,14 @@ fn file_error(path: &Path, message: String) -> DataError {
 pub fn xy<Y: FromColumn>(path: impl AsRef<Path>, features: &[&str], target: &str) -> Result<Dataset<Xy<Array1<f32>, Y>>, DataError> {
     let path = path.as_ref().to_path_buf();
     let plan = Plan::new(&path, features, Some((target, Y::WANTS, Y::fits)))?;
-    let rows = plan.rows;
-    Ok(Dataset::from_source(Len::Known(rows), move || {
-        let plan = plan.clone();
-        let mut from = 0usize;
-        Box::new(plan.batches().flat_map(move |b| {
-            let out: Vec<Result<Xy<Array1<f32>, Y>, DataError>> = match b.and_then(|b| plan.read::<Y>(&b, from)) {
-                Ok(elements) => {
-                    from += elements.len();
-                    elements.into_iter().map(Ok).collect()
-                }
-                Err(e) => vec![Err(e)],
-            };
-            out
-        }))
-    }))
+    Ok(plan.stream(Plan::read::<Y>))
 }
 
 /// The rows of the Parquet file at `path`, the columns `features` (every column when empty) as
 /// `f32` features.
 pub fn rows(path: impl AsRef<Path>, features: &[&str]) -> Result<Dataset<Array1<f32>>, DataError> {
     let path = path.as_ref().to_path_buf();
-    let plan = Plan::new(&path, features, None)?;
-    let rows = plan.rows;
-    Ok(Dataset::from_source(Len::Known(rows), move || {
-        let plan = plan.clone();
-        let mut from = 0usize;
-        Box::new(plan.batches().flat_map(move |b| {
-            let out: Vec<Result<Array1<f32>, DataError>> = match b.and_then(|b| plan.features(&b, from)) {
-                Ok(rows) => {
-                    from += rows.len();
-                    rows.into_iter().map(Ok).collect()
-                }
-                Err(e) => vec![Err(e)],
-            };
-            out
-        }))
-    }))
+    Ok(Plan::new(&path, features, None)?.stream(Plan::features))
 }
 
 /// What a pass reads: the file, its feature columns and target, checked against its schema.
@@ -160,6 +131,22 @@ impl Plan {
         columns.dedup();
         let rows = builder.metadata().file_metadata().num_rows() as usize;
         Ok(Plan { path: path.to_path_buf(), features, target: target.map(|t| t.0.to_string()), columns, rows })
+    }
+
+    /// The dataset whose passes read the file a record batch at a time, each batch's elements
+    /// made by `read` (given the batch's first row in the file).
+    fn stream<T: Send + 'static>(self, read: fn(&Plan, &RecordBatch, usize) -> Result<Vec<T>, DataError>) -> Dataset<T> {
+        Dataset::from_source(Len::Known(self.rows), move || {
+            let plan = self.clone();
+            let mut from = 0usize;
+            Box::new(plan.batches().flat_map(move |b| match b.and_then(|b| read(&plan, &b, from)) {
+                Ok(elements) => {
+                    from += elements.len();
+                    elements.into_iter().map(Ok).collect::<Vec<_>>()
+                }
+                Err(e) => vec![Err(e)],
+            }))
+        })
     }
 
     /// The file's record batches, of the columns read.

@@ -17,6 +17,32 @@ pub fn iris_split(seed: u64) -> (Dataset<Xy<Array1<f32>, usize>>, Dataset<Xy<Arr
     (data.take(100), data.skip(100))
 }
 
+/// A model trained on `train` from its definition (`name`, `args`), its predictions on `test`
+/// scored by `metric`, and a copy saved and loaded checked to predict the same, bit for bit.
+/// Gives the trained object, the loaded copy, where the training ended and the score.
+#[allow(clippy::type_complexity)]
+fn trained_and_reloaded<M: Model + Object>(
+    name: &str,
+    args: &Value,
+    (train, test): (Dataset<Xy<M::X, M::Y>>, Dataset<Xy<M::X, M::Y>>),
+    metric: fn(&Dataset<Xy<M::P, M::Y>>) -> Result<f64, crate::data::DataError>,
+) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec, f64)
+where
+    M::Y: Sync + PartialEq + std::fmt::Debug,
+    M::P: PartialEq + std::fmt::Debug + Sync,
+{
+    let mut obj = crate::ObjectDef::new(name, args).unwrap().build().unwrap();
+    let model = obj.downcast_mut::<M>().unwrap();
+    let mut spec = TrainSpec::epochs(0);
+    model.train(&train, &mut spec).unwrap();
+    let scored = eval(&*model, &test).unwrap();
+    let score = metric(&scored).unwrap();
+    let back = from_bytes(&to_bytes(&*obj).unwrap(), None).unwrap();
+    let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
+    assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
+    (obj, back, spec, score)
+}
+
 /// Builds the model `name` from `args` as a definition would, trains it on iris's 100 rows
 /// (split by `seed`) and checks its accuracy on the 50 held out against `floor`, and that a
 /// copy saved and loaded predicts the same, bit for bit. Gives the trained object, the loaded
@@ -26,17 +52,8 @@ where
     M: Model<X = Array1<f32>, Y = usize> + Object,
     M::P: Classes + PartialEq + std::fmt::Debug + Sync,
 {
-    let (train, test) = iris_split(seed);
-    let mut obj = crate::ObjectDef::new(name, args).unwrap().build().unwrap();
-    let model = obj.downcast_mut::<M>().unwrap();
-    let mut spec = TrainSpec::epochs(0);
-    model.train(&train, &mut spec).unwrap();
-    let scored = eval(&*model, &test).unwrap();
-    let acc = categorical_accuracy(&scored).unwrap();
+    let (obj, back, spec, acc) = trained_and_reloaded::<M>(name, args, iris_split(seed), categorical_accuracy);
     assert!(acc >= floor, "{name}: accuracy {acc} on 50 held-out flowers, floor {floor}");
-    let back = from_bytes(&to_bytes(&*obj).unwrap(), None).unwrap();
-    let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
-    assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
     (obj, back, spec)
 }
 
@@ -57,16 +74,8 @@ where
     M: Model<X = Array1<f32>, Y = f32> + Object,
     M::P: Values + PartialEq + std::fmt::Debug + Sync,
 {
-    let (train, test) = diabetes_split(seed);
-    let mut obj = crate::ObjectDef::new(name, args).unwrap().build().unwrap();
-    let model = obj.downcast_mut::<M>().unwrap();
-    model.train(&train, &mut TrainSpec::epochs(0)).unwrap();
-    let scored = eval(&*model, &test).unwrap();
-    let mse = mean_squared_error(&scored).unwrap();
+    let (_, _, _, mse) = trained_and_reloaded::<M>(name, args, diabetes_split(seed), mean_squared_error);
     assert!(mse <= ceiling, "{name}: mean squared error {mse} on 100 held-out patients, ceiling {ceiling}");
-    let back = from_bytes(&to_bytes(&*obj).unwrap(), None).unwrap();
-    let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
-    assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
     mse
 }
 
