@@ -1,9 +1,13 @@
 """Never down (issue 14), end to end: input that used to kill the kernel gets an answer, and the
 kernel, its variables and the next cell survive. Deep nesting first: `is_complete` (sent on every
-Enter by consoles) and cells whose code the kernel or evcxr parses recursively."""
+Enter by consoles) and cells whose code the kernel or evcxr parses recursively. Last, nothing
+left behind: a kernel whose server is killed goes, with its child (issue 39)."""
 import os
 import re
+import signal
 import stat
+import subprocess
+import sys
 import threading
 import time
 
@@ -256,3 +260,52 @@ def test_a_scratch_directory_another_user_made_is_not_used(tmp_path):
         own = tmp_path / f"dryml-kernel-{os.getuid()}-{k.km.provisioner.process.pid}"
         assert own.is_dir() and stat.S_IMODE(own.stat().st_mode) == 0o700
         assert list(hostile.iterdir()) == [], "nothing was written into the other user's directory"
+
+
+SERVER = """
+import sys, time
+from jupyter_client.manager import KernelManager
+km = KernelManager(kernel_name="dryml-rust")
+km.start_kernel()
+kc = km.client()
+kc.start_channels()
+kc.wait_for_ready(timeout=120)
+out = []
+kc.execute_interactive("println!(\\"{}\\", std::process::id());", timeout=300,
+                       output_hook=lambda m: out.append(m["content"].get("text", "")))
+print(km.provisioner.process.pid, "".join(out).strip(), flush=True)
+time.sleep(3600)
+"""
+
+
+def test_a_kernel_whose_server_is_killed_exits_with_its_child():
+    # A real client process (jupyter_client, as a server launches kernels: JPY_PARENT_PID set,
+    # a session of their own) starts the kernel and runs a cell, then dies by SIGKILL with no
+    # shutdown request. The kernel and the child its cells ran in must not outlive it.
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    pids = []
+    try:
+        line = server.stdout.readline()
+        pids = [int(p) for p in line.split()]
+        assert len(pids) == 2, f"the server printed {line!r}"
+
+        def alive(pid):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                return False
+
+        assert all(alive(p) for p in pids), "the kernel and its child run while their server does"
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        t0 = time.time()
+        wait_for(lambda: not any(alive(p) for p in pids), 10, "the kernel and its child to exit after their server's SIGKILL")
+        print(f"kernel and child gone {time.time() - t0:.1f} s after the server's SIGKILL")
+    finally:
+        server.kill()
+        for p in pids:
+            try:
+                os.kill(p, 9)
+            except ProcessLookupError:
+                pass

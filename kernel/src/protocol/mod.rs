@@ -4,13 +4,15 @@
 //!
 //! One task per socket, as ark's amalthea has it: [`shell`] (and control, the same code on its
 //! own socket) receive, verify and dispatch; [`iopub`] publishes and greets subscribers;
-//! [`stdin`] carries `input_request`/`input_reply`; [`heartbeat`] echoes. Requests that run
-//! user code go, in order, to one worker thread ([`worker`]); the rest are answered at once.
+//! [`stdin`] carries `input_request`/`input_reply`; [`heartbeat`] echoes; [`parent`] ends the
+//! kernel when the process that started it is gone. Requests that run user code go, in order,
+//! to one worker thread ([`worker`]); the rest are answered at once.
 
 pub mod flow;
 pub mod heartbeat;
 pub mod iopub;
 pub mod outbox;
+pub mod parent;
 pub mod shell;
 pub mod stdin;
 pub mod wire;
@@ -178,7 +180,8 @@ pub fn endpoint(info: &ConnectionInfo, port: u16) -> String {
     }
 }
 
-/// Binds the five sockets and serves until a `shutdown_request`; then calls
+/// Binds the five sockets and serves until a `shutdown_request` (or until the process that
+/// started the kernel is gone: [`parent`]); then calls
 /// [`Handler::shutdown`] and returns. Blocks the calling thread (it runs its own tokio runtime).
 pub fn serve<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -222,6 +225,9 @@ async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Resu
     tokio::spawn(interrupt_on_sigint(handler.clone(), out.clone(), work.clone()));
 
     let (exit_tx, mut exit_rx) = unbounded_channel::<bool>();
+    if let Some(parent) = parent::from_env() {
+        tokio::spawn(parent::watch(parent, exit_tx.clone()));
+    }
     let shell_side = shell::Dispatch::new(handler.clone(), out.clone(), shell::Channel::Shell, work.clone());
     let control_side = shell::Dispatch::new(handler.clone(), out.with_shell(control_tx), shell::Channel::Control, work);
     shell::spawn(shell, shell_rx, shell_side, signer.clone(), exit_tx.clone());
