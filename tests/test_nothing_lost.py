@@ -183,6 +183,11 @@ def test_compute_and_sweep_errors_name_the_cells_lines_never_generated_code(kern
     reply, _ = kernel.execute("%%compute default --update a\na = \"s\".to_string();")
     tb = traceback_of(reply)
     assert "--> cell line 2, column 5" in tb and "expected `u32`, found `String`" in tb and "ptr::read" not in tb, tb
+    # A link error is about no code: what the linker said is kept.
+    reply, _ = kernel.execute('%%compute default\n#[link(name = "dryml_no_such_lib")]\nunsafe extern "C" { fn dryml_nowhere(); }\nunsafe { dryml_nowhere() };')
+    tb = traceback_of(reply)
+    said = ("unable to find library -ldryml_no_such_lib", "cannot find -ldryml_no_such_lib")  # lld's, GNU ld's
+    assert "linking with `cc` failed" in tb and any(w in tb for w in said) and "the kernel wraps" not in tb, tb
     ok(kernel, TYPES)
     ok(kernel, 'let defs = vec![dryml::ObjectDef::new("soak.Run", &(1u64, "a".to_string())).unwrap()];')
     reply, _ = kernel.execute("%%sweep defs --repo /nonexistent\n|m: &mut SoakRun| {\n    let y: String = m.args.0;\n    0.0\n}")

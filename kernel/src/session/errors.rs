@@ -32,8 +32,10 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
         .collect();
     let Some(cell) = src.cell.filter(|_| !spans.is_empty()) else {
         // Only in the code the kernel wraps a `%%compute` or `%%sweep` body in: rustc's words,
-        // never that code.
-        if src.cell.is_some_and(|c| c.generated()) {
+        // never that code. An error with no span at all (the linker's) is about no code: its
+        // notes (what the linker said) are what the user needs.
+        let spanned = e.spanned_messages().iter().any(|m| m.span.is_some());
+        if spanned && src.cell.is_some_and(|c| c.generated()) {
             let code = e.code().map(|c| format!("[{c}]")).unwrap_or_default();
             return format!("{}{code}: {} (in the code the kernel wraps the cell's body in)", e.level(), e.message());
         }
