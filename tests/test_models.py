@@ -282,6 +282,18 @@ let acc = dryml::metrics::categorical_accuracy(&eval(&cnn, &test).unwrap()).unwr
     got = value(kernel, f'dryml::data::numpy::xy("{cut}", "x", "y").map(|_| ()).unwrap_err().to_string()')
     assert f"{cut}" in got and "not a .npz archive" in got, got
     assert value(kernel, "train.count().unwrap()") == "1400"
+    # The images alone as a `.npy`, read where it lies (as a file beyond memory is): the same
+    # rows as read whole; a cut one is named with what its header promised.
+    npy = DIGITS.parent / "digits_x.npy"
+    got = value(kernel, f"""let lies = dryml::data::numpy::rows_on_disk("{npy}").unwrap();
+let whole = dryml::data::numpy::rows("{npy}").unwrap();
+(lies.count().unwrap(), lies.shuffle(1797, 2).batch(64, false).unwrap().collect().unwrap() == whole.shuffle(1797, 2).batch(64, false).unwrap().collect().unwrap())""")
+    assert got == "(1797, true)", got
+    cut = tmp_path / "cut.npy"
+    cut.write_bytes(npy.read_bytes()[:5000])
+    got = value(kernel, f'dryml::data::numpy::rows_on_disk("{cut}").map(|_| ()).unwrap_err().to_string()')
+    assert got == f'"{cut}: the file is cut: its header promises 115008 bytes of values (shape [1797, 8, 8]) and it holds 4872"', got
+    assert value(kernel, "train.count().unwrap()") == "1400"
 
 
 def test_a_regression_network_learns_diabetes_to_a_stated_error(kernel, tmp_path):

@@ -4,7 +4,10 @@
 //! (`images::folder`, whose batches decode their files straight into rows, against a loop that
 //! lists the folders, shuffles the file list and decodes each batch's files with the `image`
 //! crate) and numpy's `.npz` (`numpy::xy`, against `ndarray-npy` and a gather of each batch's
-//! rows). Each round reads the files again (the folder: every image decoded once an epoch).
+//! rows), and the images alone as a `.npy`, read whole (`numpy::rows`, against `ndarray-npy`
+//! and a gather) and where it lies (`numpy::rows_on_disk`, against a loop that reads each
+//! batch's rows from their places in the file). Each round reads the files again (the folder:
+//! every image decoded once an epoch).
 //! Rounds interleaved so drift hits both alike; prints one JSON object.
 //!
 //! By hand: `cargo run --release -p dryml --features images,numpy --example bench_load -- 15
@@ -15,7 +18,8 @@ mod shared;
 use dryml::data::images::{folder, ImageOptions};
 use dryml::data::ndarray::{Array1, Array2, ArrayD, Axis, Ix3};
 use dryml::data::{numpy, Dataset, Xy};
-use ndarray_npy::NpzReader;
+use ndarray_npy::{NpzReader, ReadNpyExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 const BATCH: usize = 32;
@@ -79,6 +83,55 @@ fn npz_by_dryml(path: &Path, seed: u64) -> f64 {
     passes(&data.shuffle(data.count().expect("known"), seed))
 }
 
+/// The hand-written `.npy` loader, read whole: the array, flattened to rows, each batch's rows
+/// gathered.
+fn npy_by_hand(path: &Path, seed: u64) -> f64 {
+    let x = ArrayD::<u8>::read_npy(std::fs::File::open(path).expect("the array")).expect("npy");
+    let n = x.len_of(Axis(0));
+    let rows = x.into_shape_with_order((n, 64)).expect("rows").mapv(f32::from);
+    let mut order: Vec<usize> = (0..n).collect();
+    fastrand::Rng::with_seed(seed).shuffle(&mut order);
+    order.chunks(BATCH).map(|idx| rows.select(Axis(0), idx).sum() as f64).sum()
+}
+
+fn npy_by_dryml(path: &Path, seed: u64) -> f64 {
+    x_passes(&numpy::rows(path).expect("the digits' images"), seed)
+}
+
+/// The hand-written `.npy` loader that leaves the file where it lies: the header's length
+/// read (version 1, as `np.save` writes it), then each batch's rows read from their places.
+fn npy_on_disk_by_hand(path: &Path, seed: u64) -> f64 {
+    let file = std::fs::File::open(path).expect("the array");
+    let mut start = [0u8; 10];
+    file.read_exact_at(&mut start, 0).expect("a header");
+    let data_at = 10 + u16::from_le_bytes([start[8], start[9]]) as u64;
+    let n = ((file.metadata().expect("a file").len() - data_at) / 64) as usize;
+    let mut order: Vec<usize> = (0..n).collect();
+    fastrand::Rng::with_seed(seed).shuffle(&mut order);
+    let mut row = [0u8; 64];
+    let mut total = 0.0;
+    for idx in order.chunks(BATCH) {
+        let mut x = Array2::<f32>::zeros((idx.len(), 64));
+        for (mut out, &i) in x.rows_mut().into_iter().zip(idx) {
+            file.read_exact_at(&mut row, data_at + i as u64 * 64).expect("a row");
+            for (o, &p) in out.iter_mut().zip(&row) {
+                *o = f32::from(p);
+            }
+        }
+        total += x.sum() as f64;
+    }
+    total
+}
+
+fn npy_on_disk_by_dryml(path: &Path, seed: u64) -> f64 {
+    x_passes(&numpy::rows_on_disk(path).expect("the digits' images"), seed)
+}
+
+fn x_passes(data: &Dataset<Array1<f32>>, seed: u64) -> f64 {
+    let data = data.shuffle(data.count().expect("known"), seed);
+    data.batch(BATCH, false).expect("batch size").iter().map(|b| b.expect("a pass").sum() as f64).sum()
+}
+
 fn passes(data: &Dataset<Xy<Array1<f32>, usize>>) -> f64 {
     let mut total = 0.0;
     for b in data.batch(BATCH, false).expect("batch size").iter() {
@@ -97,9 +150,11 @@ fn main() {
     let mut out = serde_json::Map::new();
     out.insert("rounds".into(), rounds.into());
     out.insert("batch".into(), BATCH.into());
-    let cases: [(&str, PathBuf, Loader, Loader); 2] = [
+    let cases: [(&str, PathBuf, Loader, Loader); 4] = [
         ("png_folder", dir.join("digits-png"), folder_by_hand, folder_by_dryml),
         ("npz", dir.join("digits.npz"), npz_by_hand, npz_by_dryml),
+        ("npy", dir.join("digits_x.npy"), npy_by_hand, npy_by_dryml),
+        ("npy_on_disk", dir.join("digits_x.npy"), npy_on_disk_by_hand, npy_on_disk_by_dryml),
     ];
     for (name, path, hand, ours) in cases {
         let (mut th, mut to) = (Vec::new(), Vec::new());

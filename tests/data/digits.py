@@ -1,7 +1,8 @@
 """Exports scikit-learn's 8×8 digits (1,797 real handwritten digits, shipped in its wheel, no
 network) for the tests and notebooks: `digits.csv`, 64 pixel columns `p0`..`p63` (0 to 16)
 and the class in `label`; `digits.npz`, numpy's archive of the images `x` (uint8, 1797×8×8)
-and the classes `y` (int64); `digits.parquet`, the CSV's columns (pixels as uint8, the label
+and the classes `y` (int64); `digits_x.npy`, the images alone, as `np.save` writes them;
+`digits.parquet`, the CSV's columns (pixels as uint8, the label
 as int64) written by pyarrow; `digits-png/<class>/<n>.png`, each image as an 8-bit grey PNG
 (levels 0 to 16 times 15). Each written to a temporary name and renamed, so a reader never
 sees half.
@@ -37,6 +38,11 @@ def main(out_dir):
     if not target.exists():
         tmp = out / f".digits.{os.getpid()}.npz"
         np.savez_compressed(tmp, x=d.images.astype(np.uint8), y=d.target.astype(np.int64))
+        os.replace(tmp, target)
+    target = out / "digits_x.npy"
+    if not target.exists():
+        tmp = out / f".digits_x.{os.getpid()}.npy"
+        np.save(tmp, d.images.astype(np.uint8))
         os.replace(tmp, target)
     target = out / "digits.parquet"
     if not target.exists():

@@ -2,30 +2,58 @@
 //! `dryml::data::numpy`): a `.npy` array's rows, and a `.npz` archive's features and targets.
 //! Each element is one row along the first axis, flattened to `f32`s, so images `[n, 8, 8]`
 //! become rows of 64 features that a definition's `{"reshape": [1, 8, 8]}` makes images again.
-//! Read whole (`ndarray-npy`), of any of numpy's usual dtypes; a bad file is a
-//! [`DataError::File`] naming the file, the array and what is wrong.
+//! Of any of numpy's usual dtypes; a bad file is a [`DataError::File`] naming the file, the
+//! array and what is wrong. A `.npy` file larger than a quarter of the memory free is read
+//! where it lies, a batch's rows at a time ([`rows_on_disk`]); the rest is read whole
+//! (`ndarray-npy`), a `.npz` archive too (its members are compressed).
 //!
 //! ```no_run
 //! use dryml::data::numpy;
 //!
 //! let images = numpy::rows("digits_x.npy").unwrap();              // Dataset<Array1<f32>>
+//! let huge = numpy::rows_on_disk("frames.npy").unwrap();          // read as passes reach rows
 //! let labelled = numpy::xy("digits.npz", "x", "y").unwrap();      // Dataset<Xy<Array1<f32>, usize>>
 //! ```
 
 use super::ndarray::{Array1, Array2, ArrayD, Axis};
 use super::{DataError, Dataset, Xy};
+use disk::Kind;
 use ndarray_npy::ReadNpyExt;
 use num_traits::AsPrimitive;
 use std::io::Read;
 use std::path::Path;
 
-/// The rows of the array in the `.npy` file at `path`.
+/// The rows of the array in the `.npy` file at `path`: read whole, or where it lies
+/// ([`rows_on_disk`]) if the file is larger than a quarter of the memory free and in C order.
 pub fn rows(path: impl AsRef<Path>) -> Result<Dataset<Array1<f32>>, DataError> {
     let path = path.as_ref();
     let bad = |m: String| file_error(path, m);
     let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let len = file.metadata().map_err(|e| bad(e.to_string()))?.len();
+    // Memory is looked up (a few files under /proc and /sys) only for a file that could matter.
+    if len > SMALL && len > crate::sys::procfs::memory().0 / 4 {
+        // (Read at its offset: the file's cursor stays at the start for `read_any`.)
+        match disk::Header::read(&file) {
+            Ok(head) if !head.fortran => return disk::rows(path, file, head),
+            _ => {}
+        }
+    }
     let a = read_any::<f32>(file).map_err(bad)?;
     Ok(Dataset::from_rows(to_rows(a).map_err(bad)?))
+}
+
+/// A file size no machine dryml runs on lacks four times over.
+const SMALL: u64 = 64 << 20;
+
+/// The rows of the C-ordered array in the `.npy` file at `path`, read from the file as a pass
+/// reaches them (neighbouring rows in one read), whatever its size: only the header is read
+/// now, and the file's length checked against it.
+pub fn rows_on_disk(path: impl AsRef<Path>) -> Result<Dataset<Array1<f32>>, DataError> {
+    let path = path.as_ref();
+    let bad = |m: String| file_error(path, m);
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let head = disk::Header::read(&file).map_err(bad)?;
+    disk::rows(path, file, head)
 }
 
 /// The features in array `x` and the classes in array `y` of the `.npz` archive at `path`
@@ -80,44 +108,25 @@ where
 {
     // The dtype from the header's text, so that only the right reader parses it (each parse of
     // a header costs more than the copy of a small array), then the header again and the rest.
-    let mut head = Vec::with_capacity(HEAD);
-    (&mut from).take(HEAD as u64).read_to_end(&mut head).map_err(|e| e.to_string())?;
-    let kind = descr(&head).map(str::to_string);
+    let mut head = Vec::with_capacity(disk::HEAD);
+    (&mut from).take(disk::HEAD as u64).read_to_end(&mut head).map_err(|e| e.to_string())?;
+    let dtype = disk::descr(&head).map(|d| disk::Dtype::parse(d).ok_or_else(|| format!("its dtype `{d}` is {}", disk::NOT_READ)));
     let bytes = std::io::Cursor::new(head).chain(from);
     macro_rules! read_as {
         ($t:ty) => {
             ArrayD::<$t>::read_npy(bytes).map(|a| a.mapv(|v| v.as_())).map_err(|e| e.to_string())
         };
     }
-    // The byte order (`<`, `>`, `|`, `=`) is ndarray-npy's to follow.
-    match kind.as_deref().map(|d| d.trim_start_matches(['<', '>', '|', '='])) {
-        Some("f4") => return read_as!(f32),
-        Some("f8") => return read_as!(f64),
-        Some("u1") => return read_as!(u8),
-        Some("i8") => return read_as!(i64),
-        Some("i4") => return read_as!(i32),
-        Some(_) => {}
+    // The byte order is ndarray-npy's to follow.
+    match dtype.transpose()?.map(|d| d.kind) {
+        Some(Kind::F4) => read_as!(f32),
+        Some(Kind::F8) => read_as!(f64),
+        Some(Kind::U1) => read_as!(u8),
+        Some(Kind::I8) => read_as!(i64),
+        Some(Kind::I4) => read_as!(i32),
         // Not numpy's header: ndarray-npy's error says what is wrong with it.
-        None => return read_as!(f32),
+        None => read_as!(f32),
     }
-    Err("its dtype is none of float32, float64, uint8, int64, int32".into())
-}
-
-/// How much of a file is read for its header's dtype.
-const HEAD: usize = 4096;
-
-/// The `descr` of a `.npy` header (`'<f4'`), if the bytes start with one.
-fn descr(bytes: &[u8]) -> Option<&str> {
-    if !bytes.starts_with(b"\x93NUMPY") {
-        return None;
-    }
-    let head = &bytes[..bytes.len().min(HEAD)];
-    let key = b"'descr'";
-    let after = head.windows(key.len()).position(|w| w == key)? + key.len();
-    let rest = &head[after..];
-    let open = rest.iter().position(|&b| b == b'\'')? + 1;
-    let len = rest[open..].iter().position(|&b| b == b'\'')?;
-    std::str::from_utf8(&rest[open..open + len]).ok()
 }
 
 /// Each row along the first axis, flattened to `f32`s: the rows of one array.
@@ -132,6 +141,8 @@ fn to_rows(a: ArrayD<f32>) -> Result<Array2<f32>, String> {
     let values: Vec<f32> = if a.is_standard_layout() { a.into_raw_vec_and_offset().0 } else { a.iter().copied().collect() };
     Ok(Array2::from_shape_vec((n, width), values).expect("n rows of the rest"))
 }
+
+mod disk;
 
 #[cfg(test)]
 mod tests;
