@@ -122,6 +122,8 @@ pub enum Loss {
 pub trait Target: Element {
     /// Whether it is a class (the loss then defaults to cross-entropy, else to MSE).
     const CLASS: bool;
+    /// Its Rust type, in the name a model of a user's network learning it is saved under.
+    const TYPE: &'static str;
     /// A batch of them, as the loss takes them.
     fn targets(batch: &Self::Batch) -> Targets;
 }
@@ -142,6 +144,7 @@ pub enum Targets {
 
 impl Target for usize {
     const CLASS: bool = true;
+    const TYPE: &'static str = "usize";
     fn targets(batch: &Array1<usize>) -> Targets {
         Targets::Classes(batch.to_vec())
     }
@@ -149,6 +152,7 @@ impl Target for usize {
 
 impl Target for f32 {
     const CLASS: bool = false;
+    const TYPE: &'static str = "f32";
     fn targets(batch: &Array1<f32>) -> Targets {
         Targets::Values { values: batch.to_vec(), width: 1 }
     }
@@ -156,9 +160,25 @@ impl Target for f32 {
 
 impl Target for Array1<f32> {
     const CLASS: bool = false;
+    const TYPE: &'static str = "Array1<f32>";
     fn targets(batch: &Array2<f32>) -> Targets {
         Targets::Values { values: batch.iter().copied().collect(), width: batch.ncols() }
     }
+}
+
+/// The name a model of the user's network `name` learning `Y` is saved and registered under:
+/// `name` for classes, `name<f32>` or `name<Array1<f32>>` for values (as the model's type
+/// reads), so one network used both ways loads as what it was saved as.
+pub fn own_name<Y: Target>(name: &'static str) -> &'static str {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    if Y::CLASS {
+        return name;
+    }
+    // Made once per network and target type, so leaked once.
+    static NAMES: OnceLock<Mutex<HashMap<(&'static str, &'static str), &'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    names.entry((name, Y::TYPE)).or_insert_with(|| Box::leak(format!("{name}<{}>", Y::TYPE).into_boxed_str()))
 }
 
 impl Targets {

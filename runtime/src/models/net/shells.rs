@@ -106,7 +106,7 @@ pub(crate) use defined_model;
 /// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
 /// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
 /// not derived: the derive takes no generic types, and the type is registered under the
-/// network's `NAME` when a model is made.
+/// network's `NAME` (with its target type where that is not a class) when a model is made.
 macro_rules! own_model {
     ($(#[$doc:meta])* $name:ident, $trait:ident, $net:ty) => {
         $(#[$doc])*
@@ -123,10 +123,16 @@ macro_rules! own_model {
                 <$name<N, Y> as crate::objects::Build>::build(args, crate::objects::Meta::new())
             }
 
-            /// Registers the type under its network's `NAME`, so `load_object`, `%repo load` and
-            /// `ObjectDef::build` can make it (done by `new`).
+            /// Registers the type under its network's `NAME` (`NAME<f32>` where it learns values,
+            /// see [`own_name`](crate::models::net::own_name)), so `load_object`, `%repo load`
+            /// and `ObjectDef::build` can make it (done by `new`).
             pub fn register() {
-                crate::objects::register::<$name<N, Y>>(N::NAME);
+                crate::objects::register::<$name<N, Y>>(Self::saved_name());
+            }
+
+            /// The name it is saved and registered under.
+            fn saved_name() -> &'static str {
+                crate::models::net::own_name::<Y>(N::NAME)
             }
 
             /// Where its training stands.
@@ -170,10 +176,10 @@ macro_rules! own_model {
 
         impl<N: $trait, Y: crate::models::net::Target> crate::objects::Object for $name<N, Y> {
             fn type_name(&self) -> &'static str {
-                N::NAME
+                Self::saved_name()
             }
             fn definition(&self) -> crate::objects::ObjectDef {
-                crate::objects::ObjectDef::new(N::NAME, &self.args).expect("a JSON value serializes")
+                crate::objects::ObjectDef::new(Self::saved_name(), &self.args).expect("a JSON value serializes")
             }
             fn meta(&self) -> &crate::objects::Meta {
                 &self.meta

@@ -261,3 +261,19 @@ fn a_users_own_regression_network_learns_values_and_mismatches_are_named() {
     assert!(e.starts_with("TchRegressor: the targets are values"), "{e}");
 }
 
+#[test]
+fn one_network_as_a_classifier_and_as_a_regression_loads_as_each() {
+    use crate::objects::object::{from_bytes, to_bytes};
+    use crate::Object;
+    let classes = TchModel::<Reg>::new(json!({"outputs": 3}));
+    let mut values = TchModel::<Reg, f32>::new(json!({"training": {"epochs": 1}}));
+    let several = TchModel::<Reg, Array1<f32>>::new(json!({"outputs": 2}));
+    assert_eq!([classes.type_name(), values.type_name(), several.type_name()], ["tests.Reg", "tests.Reg<f32>", "tests.Reg<Array1<f32>>"]);
+    values.train(&crate::models::testing::diabetes_split(1).0, &mut TrainSpec::epochs(0)).unwrap();
+    // Each loads as what it was saved as, whichever was registered last.
+    let back = from_bytes(&to_bytes(&values).unwrap(), None).unwrap();
+    assert_eq!(back.downcast_ref::<TchModel<Reg, f32>>().unwrap().parameters().unwrap(), values.parameters().unwrap());
+    assert!(from_bytes(&to_bytes(&classes).unwrap(), None).unwrap().downcast_ref::<TchModel<Reg>>().is_some());
+    assert_eq!(classes.definition().type_name, "tests.Reg");
+}
+
