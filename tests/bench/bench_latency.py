@@ -15,11 +15,9 @@ Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--
        .venv/bin/python tests/bench/bench_latency.py --tch [--rounds 9]
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +26,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
-from kernelspec import TCH_DEP, private_kernelspec, torch_env
+from kernelspec import TCH_DEP, install_baseline, private_kernelspec, torch_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -74,19 +72,6 @@ def run_all(rows, n, idle=0.0):
             km.shutdown_kernel(now=True)
     return {label: {"start": live[label][2], "first": t[0], "median": statistics.median(t[1:]),
                     "p90": sorted(t)[int(0.9 * len(t)) - 1]} for label, t in times.items()}
-
-
-def install_baseline(binary, prefix):
-    """The kernelspec `dryml-rust-baseline`: the one `binary` installs (so its cells link its own
-    checkout's runtime), under another name."""
-    own = Path(tempfile.mkdtemp(prefix="dryml-baseline-"))
-    subprocess.run([str(binary), "install", "--prefix", str(own)], check=True, stdout=subprocess.DEVNULL)
-    spec = prefix / "share" / "jupyter" / "kernels" / "dryml-rust-baseline"
-    shutil.copytree(own / "share" / "jupyter" / "kernels" / "dryml-rust", spec)
-    shutil.rmtree(own, ignore_errors=True)
-    data = json.loads((spec / "kernel.json").read_text())
-    data["display_name"] += " (baseline)"
-    (spec / "kernel.json").write_text(json.dumps(data, indent=1))
 
 
 def measure(args, jdir):

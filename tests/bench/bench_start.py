@@ -1,7 +1,8 @@
 """What a user waits for right after a start: "Restart Kernel and Run All Cells" of evcxr_jupyter's
 own tour, and one cell sent 0, 3, 6 or 12 s after the kernel started, against the same cell once
 the kernel has settled. Runs DRYML Rust and, when its kernelspec ("rust") is installed,
-evcxr_jupyter, one kernel at a time, alternating, with medians over `--reps` runs.
+evcxr_jupyter, one kernel at a time, alternating, with medians over `--reps` runs. `--baseline BIN`
+runs another build of dryml-kernel (an earlier commit's, say) in the same rotation.
 
 The tour is read from evcxr_jupyter's published crate in cargo's registry (`cargo install
 evcxr_jupyter` or `cargo fetch` puts it there): its code cells that need no network and succeed
@@ -9,6 +10,7 @@ evcxr_jupyter` or `cargo fetch` puts it there): its code cells that need no netw
 Run All as JupyterLab does it: every cell is sent once the kernel answers kernel_info, each
 after the previous one's reply.
 Usage: .venv/bin/python tests/bench/bench_start.py [--reps 3] [--delays 0,3,6,12] [--only tour|delays]
+       [--baseline BIN]
 """
 import argparse
 import glob
@@ -21,7 +23,7 @@ from pathlib import Path
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-from kernelspec import private_kernelspec
+from kernelspec import install_baseline, private_kernelspec
 
 CELL = "let a = 1u64; a + 1"
 SETTLED_CELL = "let b = 2u64; b + 1"
@@ -100,9 +102,13 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--delays", default="0,3,6,12")
     ap.add_argument("--only", choices=["tour", "delays"])
+    ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     args = ap.parse_args()
-    with private_kernelspec():
+    with private_kernelspec() as jdir:
         kernels = [("dryml-rust", "dryml-rust")]
+        if args.baseline:
+            install_baseline(args.baseline, jdir)
+            kernels.append(("baseline", "dryml-rust-baseline"))
         if "rust" in KernelSpecManager().find_kernel_specs():
             kernels.append(("evcxr_jupyter", "rust"))
         else:
@@ -119,9 +125,9 @@ def main():
                 print(f"  {label:14} ready {med([r['ready'] for r in runs]):.2f} s, first reply "
                       f"{med([r['first'] for r in runs]):.2f} s, last reply {med([r['last'] for r in runs]):.2f} s  "
                       "(last: " + ", ".join(f"{r['last']:.2f}" for r in runs) + ")")
-            if len(got) == 2:
-                a, b = (med([r["last"] for r in got[label]]) for label, _ in kernels)
-                print(f"  ratio dryml-rust / evcxr_jupyter, start to last reply: {a / b:.2f}")
+            ours = med([r["last"] for r in got["dryml-rust"]])
+            for label, _ in kernels[1:]:
+                print(f"  ratio dryml-rust / {label}, start to last reply: {ours / med([r['last'] for r in got[label]]):.2f}")
         if args.only != "tour":
             delays = [float(d) for d in args.delays.split(",")]
             print(f"`{CELL}` sent N s after the start, or once kernel_info is answered if later (then "
@@ -135,10 +141,9 @@ def main():
                 for label, runs in got.items():
                     line.append(f"{label} {med([r['cell'] for r in runs]):.2f} s, {med([r['from_start'] for r in runs]):.2f} s "
                                 f"from the start (settled {med([r['settled'] for r in runs]):.2f} s)")
-                ratio = ""
-                if len(got) == 2:
-                    a, b = (med([r["from_start"] for r in got[label]]) for label, _ in kernels)
-                    ratio = f"  ratio from the start {a / b:.2f}"
+                ours = med([r["from_start"] for r in got["dryml-rust"]])
+                ratio = "".join(f"  ratio from the start / {label} {ours / med([r['from_start'] for r in got[label]]):.2f}"
+                                for label, _ in kernels[1:])
                 print(f"  {d:>4.0f} s: " + ", ".join(line) + ratio)
 
 

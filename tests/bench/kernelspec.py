@@ -1,8 +1,10 @@
 """The benchmarks' private Jupyter prefix: this checkout's release build installed as the
-`dryml-rust` kernelspec in a temporary directory, found first, with history kept there too; and
+`dryml-rust` kernelspec in a temporary directory, found first, with history kept there too, and
+another build beside it as `dryml-rust-baseline` (`install_baseline`); and
 `run`, a timed cell that must succeed; `torch_env`, what a kernel without our set-up (evcxr_jupyter,
 a plain program) needs to build and load tch; `TCH_DEP`, the `:dep` line that brings it."""
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -37,6 +39,19 @@ def private_kernelspec():
         yield Path(jdir)
     finally:
         shutil.rmtree(jdir, ignore_errors=True)
+
+
+def install_baseline(binary, prefix):
+    """The kernelspec `dryml-rust-baseline`: the one `binary` installs (so its cells link its own
+    checkout's runtime), under another name."""
+    own = Path(tempfile.mkdtemp(prefix="dryml-baseline-"))
+    subprocess.run([str(binary), "install", "--prefix", str(own)], check=True, stdout=subprocess.DEVNULL)
+    spec = prefix / "share" / "jupyter" / "kernels" / "dryml-rust-baseline"
+    shutil.copytree(own / "share" / "jupyter" / "kernels" / "dryml-rust", spec)
+    shutil.rmtree(own, ignore_errors=True)
+    data = json.loads((spec / "kernel.json").read_text())
+    data["display_name"] += " (baseline)"
+    (spec / "kernel.json").write_text(json.dumps(data, indent=1))
 
 
 def run(kc, code, timeout=600):
