@@ -259,6 +259,46 @@ let back = dryml::objects::load_object_as::<CandleModel<Cnn>>("{tmp_path}/cnn.dr
     assert got.startswith("(true, true, "), got
 
 
+def test_a_users_own_network_takes_an_image_and_a_row_as_two_inputs(kernel, tmp_path):
+    # A network of two inputs: each digit as a 1×8×8 image through a convolution, and its eight
+    # row sums through a layer, joined. dryml batches the pair into a pair of tensors.
+    assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
+    ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
+use dryml::models::tch::{{TchModel, TchNet}};
+use dryml::data::ndarray::{{Array1, Array3, Axis}};
+use tch::{{nn, Tensor}};
+struct Both {{ conv: nn::Conv2D, row: nn::Linear, out: nn::Linear }}
+impl TchNet<(Array3<f32>, Array1<f32>)> for Both {{
+    const NAME: &'static str = "Both";
+    fn build(p: &nn::Path, _: &dryml::serde_json::Value) -> Result<Both, String> {{
+        let conv = nn::conv2d(p / "conv", 1, 8, 3, nn::ConvConfig {{ padding: 1, ..Default::default() }});
+        Ok(Both {{ conv, row: nn::linear(p / "row", 8, 16, Default::default()), out: nn::linear(p / "out", 8 * 16 + 16, 10, Default::default()) }})
+    }}
+    fn forward_t(&self, (images, sums): &(Tensor, Tensor), _train: bool) -> Tensor {{
+        let seen = images.apply(&self.conv).relu().max_pool2d_default(2).flatten(1, -1);
+        Tensor::cat(&[seen, sums.apply(&self.row).relu()], 1).apply(&self.out)
+    }}
+}}
+fn both(x: Array1<f32>) -> (Array3<f32>, Array1<f32>) {{
+    let image = x.into_shape_with_order((1, 8, 8)).unwrap();
+    let sums = image.sum_axis(Axis(2)).index_axis(Axis(0), 0).to_owned();
+    (image, sums)
+}}
+{DIGITS_SPLIT}
+let (train2, test2) = (train.apply_x(both), test.apply_x(both));
+let mut two = TchModel::<Both, usize, (Array3<f32>, Array1<f32>)>::new(dryml::serde_json::json!({{"optimizer": {{"lr": 0.01}}, "training": {{"epochs": 8, "batch_size": 32}}}}));
+two.train(&train2, &mut TrainSpec::epochs(0)).unwrap();
+let acc2 = dryml::metrics::categorical_accuracy(&eval(&two, &test2).unwrap()).unwrap();""", timeout=1200)
+    got = value(kernel, f"""dryml::save_object(&two, "{tmp_path}/two.dryml").unwrap();
+let back2 = dryml::objects::load_object_as::<TchModel<Both, usize, (Array3<f32>, Array1<f32>)>>("{tmp_path}/two.dryml").unwrap();
+(acc2 >= 0.9, eval(&back2, &test2).unwrap().collect().unwrap() == eval(&two, &test2).unwrap().collect().unwrap(), format!("{{acc2:.3}}"))""")
+    assert got.startswith("(true, true, "), got
+    # Rows where the pair is wanted: a compile error in the cell, not a wrong training.
+    reply, _ = kernel.execute("two.predict(&Array1::<f32>::zeros(64))")
+    assert reply["status"] == "error" and reply["ename"] == "CompilationError", reply
+    assert value(kernel, "test2.count().unwrap()") == "397"
+
+
 def test_numpys_files_are_datasets_and_a_bad_one_is_named(kernel, tmp_path):
     # The digits as numpy's archive (uint8 images, int64 classes): a cell naming
     # dryml::data::numpy gets dryml's numpy feature.

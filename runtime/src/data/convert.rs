@@ -1,10 +1,11 @@
 //! What the tensor conversions of every framework share (`torch.rs`, `candle.rs`): the impls
-//! for single scalars (a rank-0 tensor) and for the structures `Xy` and `Indexed`, written once
-//! for any pair of to/from traits.
+//! for single scalars (a rank-0 tensor) and for the structures `Xy`, `Indexed`, pairs, triples
+//! and maps by name (a network's several inputs), written once for any pair of to/from traits.
 
 /// Implements a framework's `To`/`From` traits (each with `type Tensors` and one method) for the
-/// scalars `$t` (made by `$make` from `$v`, read back as a rank-0 array) and for `Xy` and
-/// `Indexed` of convertible parts. `Tensor` and the trait names resolve where it is called.
+/// scalars `$t` (made by `$make` from `$v`, read back as a rank-0 array) and for `Xy`,
+/// `Indexed`, tuples of two and three and `BTreeMap<String, _>` of convertible parts. `Tensor`
+/// and the trait names resolve where it is called.
 macro_rules! tensor_conversions {
     ($to:ident :: $to_fn:ident, $from:ident :: $from_fn:ident, |$v:ident| $make:expr, [$($t:ty),*]) => {
         $(
@@ -28,6 +29,34 @@ macro_rules! tensor_conversions {
         )*
         $crate::data::convert::tensor_conversions!(@pair $to::$to_fn, $from::$from_fn, Xy, x, y);
         $crate::data::convert::tensor_conversions!(@pair $to::$to_fn, $from::$from_fn, Indexed, i, e);
+        $crate::data::convert::tensor_conversions!(@tuple $to::$to_fn, $from::$from_fn, A 0, B 1);
+        $crate::data::convert::tensor_conversions!(@tuple $to::$to_fn, $from::$from_fn, A 0, B 1, C 2);
+        impl<A: $to> $to for std::collections::BTreeMap<String, A> {
+            type Tensors = std::collections::BTreeMap<String, A::Tensors>;
+            fn $to_fn(&self) -> Result<Self::Tensors, DataError> {
+                self.iter().map(|(k, v)| Ok((k.clone(), v.$to_fn()?))).collect()
+            }
+        }
+        impl<A: $from> $from for std::collections::BTreeMap<String, A> {
+            type Tensors = std::collections::BTreeMap<String, A::Tensors>;
+            fn $from_fn(t: &Self::Tensors) -> Result<Self, DataError> {
+                t.iter().map(|(k, v)| Ok((k.clone(), A::$from_fn(v)?))).collect()
+            }
+        }
+    };
+    (@tuple $to:ident :: $to_fn:ident, $from:ident :: $from_fn:ident, $($t:ident $i:tt),*) => {
+        impl<$($t: $to),*> $to for ($($t,)*) {
+            type Tensors = ($($t::Tensors,)*);
+            fn $to_fn(&self) -> Result<Self::Tensors, DataError> {
+                Ok(($(self.$i.$to_fn()?,)*))
+            }
+        }
+        impl<$($t: $from),*> $from for ($($t,)*) {
+            type Tensors = ($($t::Tensors,)*);
+            fn $from_fn(t: &Self::Tensors) -> Result<Self, DataError> {
+                Ok(($($t::$from_fn(&t.$i)?,)*))
+            }
+        }
     };
     (@pair $to:ident :: $to_fn:ident, $from:ident :: $from_fn:ident, $name:ident, $a:ident, $b:ident) => {
         impl<A: $to, B: $to> $to for $name<A, B> {

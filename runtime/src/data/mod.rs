@@ -60,7 +60,7 @@ pub use element::{Batch, Element, Indexed, Layout, Scalar, ScalarFn, Supervised,
 pub use ndarray;
 pub use source::CsvOptions;
 #[cfg(feature = "torch")]
-pub use torch::{FromTch, TchScalar, ToTch};
+pub use torch::{FromTch, Onto, TchScalar, ToTch};
 
 use std::fmt;
 

@@ -23,6 +23,36 @@ pub trait FromTch: Sized {
     fn from_tch(t: &Self::Tensors) -> Result<Self, DataError>;
 }
 
+/// A tensor, or a structure of them, moved to a device as a whole.
+pub trait Onto {
+    /// The same on `device` (the tensors a batch gives, moved once).
+    fn onto(self, device: ::tch::Device) -> Self;
+}
+
+impl Onto for Tensor {
+    fn onto(self, device: ::tch::Device) -> Tensor {
+        if self.device() == device { self } else { self.to_device(device) }
+    }
+}
+
+impl<A: Onto, B: Onto> Onto for (A, B) {
+    fn onto(self, device: ::tch::Device) -> Self {
+        (self.0.onto(device), self.1.onto(device))
+    }
+}
+
+impl<A: Onto, B: Onto, C: Onto> Onto for (A, B, C) {
+    fn onto(self, device: ::tch::Device) -> Self {
+        (self.0.onto(device), self.1.onto(device), self.2.onto(device))
+    }
+}
+
+impl<A: Onto> Onto for std::collections::BTreeMap<String, A> {
+    fn onto(self, device: ::tch::Device) -> Self {
+        self.into_iter().map(|(k, v)| (k, v.onto(device))).collect()
+    }
+}
+
 /// The scalar types tensors hold, with their tch kind.
 pub trait TchScalar: ::tch::kind::Element + Copy + 'static {}
 impl TchScalar for f32 {}

@@ -4,13 +4,13 @@
 //! weights, optimiser state and [`TrainSpec`] in their own file. This build of candle has no
 //! CUDA: a context that gives `candle` a GPU is an error, not a silent CPU.
 
-use super::net::{dropout_mask, seeded_init, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
+use super::net::{dropout_mask, seeded_init, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
-use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Batch as _, Dataset, Element, Xy};
+use crate::data::ndarray::Array1;
+use crate::data::{Batch as _, Dataset, Element, ToCandle, Xy};
 use std::marker::PhantomData;
 use candle_core::{DType, Device, Module, ModuleT, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
@@ -44,8 +44,18 @@ struct Net<B, Y = usize> {
     target: PhantomData<fn() -> Y>,
 }
 
+/// What a network of your own takes per element, in candle: any [`Input`] (rows, images, a
+/// pair, a triple or a map of them), its batches made tensors.
+pub trait CandleInput: Input<Batch: ToCandle> {}
+impl<X: Input<Batch: ToCandle>> CandleInput for X {}
+
+/// The tensors a batch of `X` becomes: a tensor, or a tuple or map of them.
+pub type Tensors<X> = <<X as Element>::Batch as ToCandle>::Tensors;
+
 /// What computes a [`Net`]'s scores.
 trait Body: Sized {
+    /// What it takes per element.
+    type X: CandleInput;
     /// Its model's name, as a classifier.
     const NAME: &'static str;
     /// Its model's name, learning values.
@@ -55,7 +65,7 @@ trait Body: Sized {
     /// Its layers in `vars`, for `inputs` features, seeded from the definition's seed.
     fn make(vars: &mut VarMap, args: &Value, def: &NetDef, inputs: usize, who: &'static str) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
-    fn forward(&self, x: &Tensor, train: bool, def: &NetDef, step: u64) -> candle_core::Result<Tensor>;
+    fn forward(&self, x: &Tensors<Self::X>, train: bool, def: &NetDef, step: u64) -> candle_core::Result<Tensor>;
 }
 
 /// A definition's layers.
@@ -160,6 +170,7 @@ fn candle_error(who: &'static str, what: &'static str) -> impl Fn(candle_core::E
 }
 
 impl Body for Layers {
+    type X = Array1<f32>;
     const NAME: &'static str = "CandleClassifier";
     const VALUES_NAME: &'static str = "CandleRegressor";
 
@@ -235,7 +246,11 @@ impl Body for Layers {
 /// gives it everything [`CandleClassifier`] has. candle cannot seed its own initialisation,
 /// so dryml draws every variable again from the definition's seed once the network is made
 /// (PyTorch's ±1/√fan_in; a bias takes its weight's fan_in; constants, as batch norm's, stay).
-pub trait CandleNet: 'static {
+///
+/// A network takes rows of `f32` features unless it says otherwise: `CandleNet<X>` takes any
+/// [`CandleInput`] `X` (an image, a pair, a triple or a map of inputs), its batch as the tensors
+/// `X`'s batch becomes, as [`TchNet`](super::tch::TchNet) does.
+pub trait CandleNet<X: CandleInput = Array1<f32>>: 'static {
     /// The name its models are saved under (a repo's type name), one per network.
     const NAME: &'static str;
     /// The layers, their variables made through `vb`, from the model's arguments (all of
@@ -243,27 +258,29 @@ pub trait CandleNet: 'static {
     fn build(vb: VarBuilder<'_>, args: &Value) -> Result<Self, String>
     where
         Self: Sized;
-    /// The scores of a batch of rows `[n, features]`; `train` while training.
-    fn forward_t(&self, xs: &Tensor, train: bool) -> candle_core::Result<Tensor>;
+    /// The scores of a batch (rows `[n, features]` by default; each leaf of `X` with the
+    /// batch's leading axis); `train` while training.
+    fn forward_t(&self, xs: &Tensors<X>, train: bool) -> candle_core::Result<Tensor>;
 }
 
 /// A [`CandleNet`] as a [`Net`]'s body.
-struct Own<N>(N);
+struct Own<N, X>(N, PhantomData<fn() -> X>);
 
-impl<N: CandleNet> Body for Own<N> {
+impl<X: CandleInput, N: CandleNet<X>> Body for Own<N, X> {
+    type X = X;
     const NAME: &'static str = N::NAME;
 
     fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         NetDef::training_parts(args, who)
     }
 
-    fn make(vars: &mut VarMap, args: &Value, def: &NetDef, _: usize, who: &'static str) -> Result<Own<N>, ModelError> {
+    fn make(vars: &mut VarMap, args: &Value, def: &NetDef, _: usize, who: &'static str) -> Result<Own<N, X>, ModelError> {
         let net = N::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), args).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))?;
         reseed(vars, def.seed).map_err(candle_error(who, "seeding the network"))?;
-        Ok(Own(net))
+        Ok(Own(net, PhantomData))
     }
 
-    fn forward(&self, x: &Tensor, train: bool, _: &NetDef, _: u64) -> candle_core::Result<Tensor> {
+    fn forward(&self, x: &Tensors<X>, train: bool, _: &NetDef, _: u64) -> candle_core::Result<Tensor> {
         self.0.forward_t(x, train)
     }
 }
@@ -313,7 +330,7 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         self.inputs
     }
 
-    fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
+    fn scores(&self, x: &<B::X as Element>::Batch) -> Result<Vec<Array1<f32>>, ModelError> {
         let scores = self.forward(x, false)?.to_vec2::<f32>().map_err(candle_error(Self::NAME, "reading the scores"))?;
         Ok(scores.into_iter().map(Array1::from_vec).collect())
     }
@@ -338,20 +355,20 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
 impl<B: Body, Y: Target> Net<B, Y> {
     /// The body over a batch, its scores `[n, outputs]` (a user's network is checked); `train`:
     /// dropout drops and batch norm learns its statistics.
-    fn forward(&self, x: &Array2<f32>, train: bool) -> Result<Tensor, ModelError> {
-        if x.ncols() != self.inputs {
-            return Err(ModelError::Model(format!("{}: elements have {} features; the network takes {}", Self::NAME, x.ncols(), self.inputs)));
+    fn forward(&self, x: &<B::X as Element>::Batch, train: bool) -> Result<Tensor, ModelError> {
+        let (n, features) = (x.batch_len(), <B::X as Input>::batch_features(x));
+        if features != self.inputs {
+            return Err(ModelError::Model(format!("{}: elements have {features} features; the network takes {}", Self::NAME, self.inputs)));
         }
-        let x = x.as_standard_layout();
-        let t = Tensor::from_slice(x.as_slice().expect("standard layout"), (x.nrows(), x.ncols()), &Device::Cpu).map_err(candle_error(Self::NAME, "reading the features"))?;
+        let t = x.to_candle()?;
         let out = self.body.forward(&t, train, &self.def, self.opt.step).map_err(|e| ModelError::Model(format!("{}: the forward pass: {e}", Self::NAME)))?;
         match out.dims() {
-            [rows, _] if *rows == x.nrows() => Ok(out),
-            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", Self::NAME, n = x.nrows()))),
+            [rows, _] if *rows == n => Ok(out),
+            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", Self::NAME))),
         }
     }
 
-    fn loss_of(&self, x: &Array2<f32>, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
+    fn loss_of(&self, x: &<B::X as Element>::Batch, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
         let out = self.forward(x, train)?;
         let outputs = out.dims()[1];
         let targets = Y::targets(y);
@@ -375,16 +392,16 @@ impl<B: Body, Y: Target> Net<B, Y> {
 }
 
 impl<B: Body, Y: Target> Learner for Net<B, Y> {
-    type X = Array1<f32>;
+    type X = B::X;
     type Y = Y;
 
-    fn step(&mut self, b: Xy<Array2<f32>, <Y as Element>::Batch>) -> Result<f64, ModelError> {
+    fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
         let loss = self.loss_of(&b.x, &b.y, true)?;
         self.opt.backward_step(&loss).map_err(candle_error(Self::NAME, "the optimizer's step"))?;
         loss.to_scalar::<f32>().map(f64::from).map_err(candle_error(Self::NAME, "reading the loss"))
     }
 
-    fn loss(&mut self, batches: &Dataset<Xy<Array2<f32>, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
+    fn loss(&mut self, batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
             let b = b?;
@@ -428,115 +445,9 @@ super::net::own_model!(
     /// loading one by name.
     CandleModel,
     CandleNet,
-    Net<Own<N>, Y>
+    CandleInput,
+    Net<Own<N, X>, Y>
 );
 
 #[cfg(all(test, feature = "linfa"))]
-mod tests {
-    use super::*;
-    use crate::models::{Model, TrainSpec};
-    use crate::models::eval;
-    use serde_json::json;
-
-    fn def(training: Value) -> Value {
-        json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
-    }
-
-    #[test]
-    fn a_candle_network_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
-        let args = def(json!({"epochs": 40, "batch_size": 16}));
-        let (obj, _, spec) = crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &args, 1, 0.9);
-        assert_eq!(spec, TrainSpec { epochs: 40, epoch: 40, step: 280 });
-        // One definition, one network: a second build trains to the same scores.
-        let (train, test) = crate::models::testing::iris_split(1);
-        let mut twin = CandleClassifier::new(args);
-        twin.train(&train, &mut TrainSpec::epochs(0)).unwrap();
-        let before = eval(obj.downcast_ref::<CandleClassifier>().unwrap(), &test).unwrap().collect().unwrap();
-        assert_eq!(eval(&twin, &test).unwrap().collect().unwrap(), before, "seeded weights");
-    }
-
-    #[test]
-    fn a_killed_adamw_training_resumes_to_the_same_bits() {
-        let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adamw", "lr": 0.02},
-                          "training": {"epochs": 30, "batch_size": 16}});
-        crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_adamw_training_resumes_to_the_same_bits", args);
-    }
-
-    #[test]
-    fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
-        let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
-                          "training": {"epochs": 30, "batch_size": 16}});
-        crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
-    }
-
-    #[test]
-    fn a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits() {
-        let cnn = |training| json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
-                                              {"max_pool": 1}, {"avg_pool": 1}, "flatten", {"dropout": 0.1}, {"linear": 16}, "tanh", {"linear": 3}],
-                                   "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
-        let test = "models::candle::tests::a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits";
-        if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-            crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &cnn(json!({"epochs": 40, "batch_size": 16})), 1, 0.85);
-        }
-        crate::models::testing::killed_and_resumed::<CandleClassifier>(test, cnn(json!({"epochs": 30, "batch_size": 16})));
-    }
-
-    /// A network of the user's own: two linear layers, its width from its arguments.
-    struct Mlp {
-        hidden: candle_nn::Linear,
-        out: candle_nn::Linear,
-    }
-
-    impl CandleNet for Mlp {
-        const NAME: &'static str = "tests.CandleMlp";
-        fn build(vb: VarBuilder<'_>, args: &Value) -> Result<Mlp, String> {
-            let width = args["width"].as_u64().ok_or("`width` must be a number")? as usize;
-            let hidden = candle_nn::linear(4, width, vb.pp("hidden")).map_err(|e| e.to_string())?;
-            Ok(Mlp { hidden, out: candle_nn::linear(width, 3, vb.pp("out")).map_err(|e| e.to_string())? })
-        }
-        fn forward_t(&self, xs: &Tensor, _train: bool) -> candle_core::Result<Tensor> {
-            self.out.forward(&self.hidden.forward(xs)?.relu()?)
-        }
-    }
-
-    crate::models::testing::resumable!(CandleModel<Mlp>);
-
-    #[test]
-    fn a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits() {
-        let own = |training| json!({"width": 16, "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
-        let test = "models::candle::tests::a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits";
-        CandleModel::<Mlp>::register();
-        if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-            crate::models::testing::floor_and_reload::<CandleModel<Mlp>>("tests.CandleMlp", &own(json!({"epochs": 40, "batch_size": 16})), 1, 0.9);
-            // candle cannot seed its initialisation; dryml draws it again from the seed.
-            let (train, _) = crate::models::testing::iris_split(1);
-            let first = |seed: u64| {
-                let mut m = CandleModel::<Mlp>::new(json!({"width": 8, "seed": seed, "training": {"epochs": 1}}));
-                m.train(&train.take(1), &mut TrainSpec::epochs(0)).unwrap();
-                m.parameters().unwrap()
-            };
-            assert_eq!(first(3), first(3));
-            assert_ne!(first(3), first(4));
-        }
-        crate::models::testing::killed_and_resumed::<CandleModel<Mlp>>(test, own(json!({"epochs": 30, "batch_size": 16})));
-    }
-
-    #[test]
-    fn a_candle_regressor_learns_diabetes_below_its_ceiling_and_scores_the_same_reloaded() {
-        let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 1}], "optimizer": {"type": "adam", "lr": 0.01},
-                          "training": {"epochs": 30, "batch_size": 32}});
-        let mse = crate::models::testing::ceiling_and_reload::<CandleRegressor>("CandleRegressor", &args, 1, 0.7);
-        eprintln!("CandleRegressor on diabetes: held-out MSE {mse:.3} (in spreads)");
-        let (train, _) = crate::models::testing::diabetes_split(1);
-        let e = CandleRegressor::new(json!({"layers": [{"linear": 2}]})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
-        assert_eq!(e, "CandleRegressor: each target has 1 value(s) and the network gives 2 outputs: make its last layer {\"linear\": 1}");
-    }
-
-    #[test]
-    fn candle_errors_name_what_and_where() {
-        let train = crate::models::linfa::iris().take(20);
-        let mut m = CandleClassifier::new(json!({"layers": [{"linear": 3}], "training": {"epochs": 1}}));
-        m.train(&train, &mut TrainSpec::epochs(0)).unwrap();
-        assert_eq!(m.predict(&Array1::zeros(2)).unwrap_err().to_string(), "CandleClassifier: elements have 2 features; the network takes 4");
-    }
-}
+mod tests;

@@ -1,16 +1,18 @@
 //! A sequential network's definition as its object's arguments give it, the same for every
 //! framework (its layers, loss, optimiser and seed), what it learns to give ([`Target`]: a
-//! class, or values), and what the network models share: their training by the shared
-//! procedure, with a checkpoint after every epoch, and their predictions. Each framework builds
-//! its own [`Network`] from the definition.
+//! class, or values), what a network takes ([`Input`]: rows, images, several inputs), and what
+//! the network models share: their training by the shared procedure, with a checkpoint after
+//! every epoch, and their predictions. Each framework builds its own [`Network`] from the
+//! definition.
 
 use super::callbacks::{tell, Callback, Control};
 use super::optim::Named;
 use super::placement::Placement;
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
-use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Dataset, Element, Xy};
+use crate::data::ndarray::{Array, Array1, Array2, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, Ix5};
+use crate::data::{Batch as _, Dataset, Element, Xy};
+use std::collections::BTreeMap;
 use crate::objects::{ObjectError, State};
 use crate::Object;
 use serde_json::Value;
@@ -163,6 +165,67 @@ impl Target for Array1<f32> {
     const TYPE: &'static str = "Array1<f32>";
     fn targets(batch: &Array2<f32>) -> Targets {
         Targets::Values { values: batch.iter().copied().collect(), width: batch.ncols() }
+    }
+}
+
+/// What a network takes per element: a row of `f32` features (`Array1<f32>`, a definition's
+/// input), an image or any array of `f32`s (`Array3<f32>`, `ArrayD<f32>`), or several inputs: a
+/// pair, a triple, or a map by name of them. Its batches become the framework's tensors (a
+/// tensor, a tuple or a map of tensors), each leaf with the batch's leading axis.
+pub trait Input: Element {
+    /// Its values, all leaves together (what a network's `inputs` counts).
+    fn features(&self) -> usize;
+    /// The values of each element of a batch.
+    fn batch_features(batch: &Self::Batch) -> usize;
+}
+
+macro_rules! array_inputs {
+    ($($d:ty),*) => {$(
+        impl Input for Array<f32, $d> {
+            fn features(&self) -> usize {
+                self.len()
+            }
+            fn batch_features(batch: &Self::Batch) -> usize {
+                batch.len() / batch.len_of(Axis(0)).max(1)
+            }
+        }
+    )*};
+}
+array_inputs!(Ix1, Ix2, Ix3, Ix4, Ix5);
+
+impl Input for ArrayD<f32> {
+    fn features(&self) -> usize {
+        self.len()
+    }
+    fn batch_features(batch: &ArrayD<f32>) -> usize {
+        batch.len() / batch.batch_len().max(1)
+    }
+}
+
+impl<A: Input, B: Input> Input for (A, B) {
+    fn features(&self) -> usize {
+        self.0.features() + self.1.features()
+    }
+    fn batch_features(b: &Self::Batch) -> usize {
+        A::batch_features(&b.0) + B::batch_features(&b.1)
+    }
+}
+
+impl<A: Input, B: Input, C: Input> Input for (A, B, C) {
+    fn features(&self) -> usize {
+        self.0.features() + self.1.features() + self.2.features()
+    }
+    fn batch_features(b: &Self::Batch) -> usize {
+        A::batch_features(&b.0) + B::batch_features(&b.1) + C::batch_features(&b.2)
+    }
+}
+
+impl<A: Input> Input for BTreeMap<String, A> {
+    fn features(&self) -> usize {
+        self.values().map(Input::features).sum()
+    }
+    fn batch_features(b: &Self::Batch) -> usize {
+        b.values().map(A::batch_features).sum()
     }
 }
 
@@ -447,16 +510,16 @@ impl<N: Network> Trained<N> {
 }
 
 /// What each framework's network gives its model.
-pub trait Network: Learner<X = Array1<f32>, Y: Target> + Sized {
+pub trait Network: Learner<X: Input, Y: Target> + Sized {
     /// The model's name, for errors.
     const NAME: &'static str;
-    /// The network its arguments define, for `inputs` features, on the device its context
-    /// gives it ([`super::placement::placement`]).
+    /// The network its arguments define, for elements of `inputs` features, on the device its
+    /// context gives it ([`super::placement::placement`]).
     fn build(args: &Value, inputs: usize) -> Result<Self, ModelError>;
-    /// The features it takes.
+    /// The features (values, all inputs together) each element has.
     fn inputs(&self) -> usize;
-    /// The outputs for a batch of rows (class scores, or values).
-    fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError>;
+    /// The outputs for a batch (class scores, or values).
+    fn scores(&self, x: &<Self::X as Element>::Batch) -> Result<Vec<Array1<f32>>, ModelError>;
     /// Where it runs.
     fn placement(&self) -> Placement;
     /// Every parameter by name, sorted, with its shape and values.
@@ -473,7 +536,7 @@ pub trait Network: Learner<X = Array1<f32>, Y: Target> + Sized {
 pub fn train<O: Object, N: Network>(
     obj: &mut O,
     parts: fn(&mut O) -> (&Value, &mut Trained<N>),
-    data: &Dataset<Xy<Array1<f32>, N::Y>>,
+    data: &Dataset<Xy<N::X, N::Y>>,
     spec: &mut TrainSpec,
     callbacks: &mut [&mut dyn Callback],
 ) -> Result<(), ModelError> {
@@ -481,7 +544,7 @@ pub fn train<O: Object, N: Network>(
     let training = Training::from_args(&args["training"])?;
     if t.net.is_none() {
         let first = data.peek()?.ok_or_else(|| ModelError::Model(format!("{}: no elements to train on", N::NAME)))?;
-        t.net = Some(N::build(args, first.x.len())?);
+        t.net = Some(N::build(args, first.x.features())?);
     }
     let mut run = training.start(data)?;
     run.resume_best(t.best.take());
@@ -509,10 +572,11 @@ pub fn train<O: Object, N: Network>(
     Ok(())
 }
 
-/// The outputs (class scores, or values) for the rows of `xs`, by a trained network.
-pub fn predict<N: Network>(t: &Trained<N>, xs: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
+/// The outputs (class scores, or values) for the elements of the batch `xs`, by a trained
+/// network.
+pub fn predict<N: Network>(t: &Trained<N>, xs: &<N::X as Element>::Batch) -> Result<Vec<Array1<f32>>, ModelError> {
     let net = t.net.as_ref().ok_or(ModelError::NotTrained(N::NAME))?;
-    if xs.nrows() == 0 {
+    if xs.batch_len() == 0 {
         return Ok(Vec::new());
     }
     net.scores(xs)

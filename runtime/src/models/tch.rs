@@ -5,13 +5,13 @@
 //! on the device its context gives `torch`, their weights, optimiser state and [`TrainSpec`] in
 //! their own file.
 
-use super::net::{dropout_mask, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
+use super::net::{dropout_mask, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
-use crate::data::ndarray::{Array1, Array2};
-use crate::data::{Batch as _, Dataset, Element, Xy};
+use crate::data::ndarray::Array1;
+use crate::data::{Batch as _, Dataset, Element, Onto, ToTch, Xy};
 use serde_json::Value;
 use std::marker::PhantomData;
 use ::tch::nn::{self, Module, ModuleT};
@@ -48,8 +48,18 @@ struct Net<B, Y = usize> {
     target: PhantomData<fn() -> Y>,
 }
 
+/// What a network of your own takes per element, in tch: any [`Input`] (rows, images, a pair,
+/// a triple or a map of them), its batches made tensors on the network's device.
+pub trait TchInput: Input<Batch: ToTch<Tensors: Onto>> {}
+impl<X: Input<Batch: ToTch<Tensors: Onto>>> TchInput for X {}
+
+/// The tensors a batch of `X` becomes: a tensor, or a tuple or map of them.
+pub type Tensors<X> = <<X as Element>::Batch as ToTch>::Tensors;
+
 /// What computes a [`Net`]'s scores.
 trait Body: Sized {
+    /// What it takes per element.
+    type X: TchInput;
     /// Its model's name, as a classifier.
     const NAME: &'static str;
     /// Its model's name, learning values.
@@ -59,7 +69,7 @@ trait Body: Sized {
     /// Its layers under `p`, for `inputs` features.
     fn make(p: &nn::Path<'_>, args: &Value, def: &NetDef, inputs: usize, who: &str) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
-    fn forward(&self, x: &Tensor, train: bool, step: u64) -> Tensor;
+    fn forward(&self, x: &Tensors<Self::X>, train: bool, step: u64) -> Tensor;
 }
 
 /// A definition's layers.
@@ -246,6 +256,7 @@ fn model_error<'a>(who: &'a str, what: &'a str) -> impl Fn(::tch::TchError) -> M
 }
 
 impl Body for Layers {
+    type X = Array1<f32>;
     const NAME: &'static str = "TchClassifier";
     const VALUES_NAME: &'static str = "TchRegressor";
 
@@ -321,7 +332,33 @@ impl Body for Layers {
 ///
 /// let model = TchModel::<Cnn>::new(dryml::serde_json::json!({"channels": 8, "training": {"epochs": 5}}));
 /// ```
-pub trait TchNet: 'static {
+///
+/// A network takes rows of `f32` features unless it says otherwise: `TchNet<X>` takes any
+/// [`TchInput`] `X`, its batch as the tensors `X`'s batch becomes. Two inputs, an image and a
+/// row, as a pair (a map by name works alike, as a `BTreeMap<String, Tensor>`):
+///
+/// ```no_run
+/// use dryml::data::ndarray::{Array1, Array3};
+/// use dryml::models::tch::{TchModel, TchNet};
+/// use tch::{nn, nn::Module, Tensor};
+///
+/// struct Both { conv: nn::Conv2D, out: nn::Linear }
+///
+/// impl TchNet<(Array3<f32>, Array1<f32>)> for Both {
+///     const NAME: &'static str = "Both";
+///     fn build(p: &nn::Path<'_>, _: &dryml::serde_json::Value) -> Result<Both, String> {
+///         let conv = nn::conv2d(p / "conv", 1, 4, 3, nn::ConvConfig { padding: 1, ..Default::default() });
+///         Ok(Both { conv, out: nn::linear(p / "out", 4 * 16 + 3, 10, Default::default()) })
+///     }
+///     fn forward_t(&self, (image, row): &(Tensor, Tensor), _train: bool) -> Tensor {
+///         let seen = image.apply(&self.conv).relu().max_pool2d_default(2).flatten(1, -1);
+///         Tensor::cat(&[seen, row.shallow_clone()], 1).apply(&self.out)
+///     }
+/// }
+///
+/// let model = TchModel::<Both, usize, (Array3<f32>, Array1<f32>)>::new(dryml::serde_json::json!({}));
+/// ```
+pub trait TchNet<X: TchInput = Array1<f32>>: 'static {
     /// The name its models are saved under (a repo's type name), one per network.
     const NAME: &'static str;
     /// The layers, their weights made under `p` (so dryml saves, moves and optimises them),
@@ -330,26 +367,28 @@ pub trait TchNet: 'static {
     fn build(p: &nn::Path<'_>, args: &Value) -> Result<Self, String>
     where
         Self: Sized;
-    /// The scores (logits, or values for `"loss": "mse"`) of a batch of rows `[n, features]`;
-    /// `train` while training (dropout, batch norm).
-    fn forward_t(&self, xs: &Tensor, train: bool) -> Tensor;
+    /// The scores (logits, or values for `"loss": "mse"`) of a batch (rows `[n, features]`
+    /// by default; each leaf of `X` with the batch's leading axis); `train` while training
+    /// (dropout, batch norm).
+    fn forward_t(&self, xs: &Tensors<X>, train: bool) -> Tensor;
 }
 
 /// A [`TchNet`] as a [`Net`]'s body.
-struct Own<N>(N);
+struct Own<N, X>(N, PhantomData<fn() -> X>);
 
-impl<N: TchNet> Body for Own<N> {
+impl<X: TchInput, N: TchNet<X>> Body for Own<N, X> {
+    type X = X;
     const NAME: &'static str = N::NAME;
 
     fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         NetDef::training_parts(args, who)
     }
 
-    fn make(p: &nn::Path<'_>, args: &Value, _: &NetDef, _: usize, _: &str) -> Result<Own<N>, ModelError> {
-        N::build(p, args).map(Own).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))
+    fn make(p: &nn::Path<'_>, args: &Value, _: &NetDef, _: usize, _: &str) -> Result<Own<N, X>, ModelError> {
+        N::build(p, args).map(|n| Own(n, PhantomData)).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))
     }
 
-    fn forward(&self, x: &Tensor, train: bool, _: u64) -> Tensor {
+    fn forward(&self, x: &Tensors<X>, train: bool, _: u64) -> Tensor {
         self.0.forward_t(x, train)
     }
 }
@@ -375,10 +414,10 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         self.inputs as usize
     }
 
-    fn scores(&self, x: &Array2<f32>) -> Result<Vec<Array1<f32>>, ModelError> {
+    fn scores(&self, x: &<B::X as Element>::Batch) -> Result<Vec<Array1<f32>>, ModelError> {
         self.check(x)?;
         let _guard = ::tch::no_grad_guard();
-        let scores = self.forward(&self.rows(x), false)?;
+        let scores = self.forward(&self.tensors(x)?, x.batch_len(), false)?;
         let width = scores.size()[1].max(1) as usize;
         let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error(Self::NAME, "reading the scores"))?;
         Ok(flat.chunks(width).map(|c| Array1::from_vec(c.to_vec())).collect())
@@ -404,8 +443,8 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
 impl<B: Body, Y: Target> Net<B, Y> {
     /// The body over a batch, its scores `[n, outputs]` (a user's network is checked); `train`:
     /// dropout drops and batch norm learns its statistics.
-    fn forward(&self, x: &Tensor, train: bool) -> Result<Tensor, ModelError> {
-        let n = x.size()[0];
+    fn forward(&self, x: &Tensors<B::X>, n: usize, train: bool) -> Result<Tensor, ModelError> {
+        let n = n as i64;
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.body.forward(x, train, self.opt.step)))
             .map_err(|p| ModelError::Model(format!("{}: the forward pass panicked: {}", Self::NAME, panic_text(&*p))))?;
         match out.size().as_slice() {
@@ -414,22 +453,22 @@ impl<B: Body, Y: Target> Net<B, Y> {
         }
     }
 
-    /// A batch of rows as one `[n, width]` tensor on the network's device.
-    fn rows(&self, x: &Array2<f32>) -> Tensor {
-        let x = x.as_standard_layout();
-        Tensor::from_slice(x.as_slice().expect("standard layout")).view([x.nrows() as i64, x.ncols() as i64]).to_device(self.vs.device())
+    /// A batch as tensors on the network's device (rows: one `[n, width]` tensor).
+    fn tensors(&self, x: &<B::X as Element>::Batch) -> Result<Tensors<B::X>, ModelError> {
+        Ok(x.to_tch()?.onto(self.vs.device()))
     }
 
-    fn check(&self, x: &Array2<f32>) -> Result<(), ModelError> {
-        if x.ncols() as i64 != self.inputs {
-            return Err(ModelError::Model(format!("{}: elements have {} features; the network takes {}", Self::NAME, x.ncols(), self.inputs)));
+    fn check(&self, x: &<B::X as Element>::Batch) -> Result<(), ModelError> {
+        let features = <B::X as Input>::batch_features(x);
+        if features as i64 != self.inputs {
+            return Err(ModelError::Model(format!("{}: elements have {features} features; the network takes {}", Self::NAME, self.inputs)));
         }
         Ok(())
     }
 
-    fn loss_of(&self, x: &Array2<f32>, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
+    fn loss_of(&self, x: &<B::X as Element>::Batch, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
         self.check(x)?;
-        let out = self.forward(&self.rows(x), train)?;
+        let out = self.forward(&self.tensors(x)?, x.batch_len(), train)?;
         let outputs = out.size()[1];
         let targets = Y::targets(y);
         targets.check(outputs as usize, self.loss, Self::NAME)?;
@@ -451,16 +490,16 @@ impl<B: Body, Y: Target> Net<B, Y> {
 }
 
 impl<B: Body, Y: Target> Learner for Net<B, Y> {
-    type X = Array1<f32>;
+    type X = B::X;
     type Y = Y;
 
-    fn step(&mut self, b: Xy<Array2<f32>, <Y as Element>::Batch>) -> Result<f64, ModelError> {
+    fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
         let loss = self.loss_of(&b.x, &b.y, true)?;
         self.opt.backward_step(&loss);
         Ok(loss.double_value(&[]))
     }
 
-    fn loss(&mut self, batches: &Dataset<Xy<Array2<f32>, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
+    fn loss(&mut self, batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
         let _guard = ::tch::no_grad_guard();
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
@@ -492,7 +531,8 @@ super::net::own_model!(
     /// [`TchModel::register`] before loading one by name.
     TchModel,
     TchNet,
-    Net<Own<N>, Y>
+    TchInput,
+    Net<Own<N, X>, Y>
 );
 
 #[cfg(all(test, feature = "linfa"))]

@@ -52,7 +52,18 @@ where
     M: Model<X = Array1<f32>, Y = usize> + Object,
     M::P: Classes + PartialEq + std::fmt::Debug + Sync,
 {
-    let (obj, back, spec, acc) = trained_and_reloaded::<M>(name, args, iris_split(seed), categorical_accuracy);
+    floor_and_reload_as::<M>(name, args, seed, floor, |x| x)
+}
+
+/// As [`floor_and_reload`], each flower's four measures given to the model as `layout` makes
+/// them (two inputs, an image, a map).
+pub fn floor_and_reload_as<M>(name: &str, args: &Value, seed: u64, floor: f64, layout: fn(Array1<f32>) -> M::X) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec)
+where
+    M: Model<Y = usize> + Object,
+    M::P: Classes + PartialEq + std::fmt::Debug + Sync,
+{
+    let (train, test) = iris_split(seed);
+    let (obj, back, spec, acc) = trained_and_reloaded::<M>(name, args, (train.apply_x(layout), test.apply_x(layout)), categorical_accuracy);
     assert!(acc >= floor, "{name}: accuracy {acc} on 50 held-out flowers, floor {floor}");
     (obj, back, spec)
 }

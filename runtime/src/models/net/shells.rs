@@ -100,34 +100,35 @@ macro_rules! defined_model {
 }
 pub(crate) use defined_model;
 
-/// Declares a framework's model around a network of the user's own (`$name<N, Y>`, for `N` of
-/// the framework's trait `$trait`, learning targets `Y` (classes by default), its network
-/// `$net`): the object (its arguments, a [`Trained`](super::Trained)
+/// Declares a framework's model around a network of the user's own (`$name<N, Y, X>`, for `N`
+/// of the framework's trait `$trait<X>`, learning targets `Y` (classes by default) from inputs
+/// `X` of the framework's `$input` (rows of `f32`s by default), its network `$net`): the object
+/// (its arguments, a [`Trained`](super::Trained)
 /// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
 /// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
 /// not derived: the derive takes no generic types, and the type is registered under the
 /// network's `NAME` (with its target type where that is not a class) when a model is made.
 macro_rules! own_model {
-    ($(#[$doc:meta])* $name:ident, $trait:ident, $net:ty) => {
+    ($(#[$doc:meta])* $name:ident, $trait:ident, $input:ident, $net:ty) => {
         $(#[$doc])*
-        pub struct $name<N: $trait, Y: crate::models::net::Target = usize> {
+        pub struct $name<N: $trait<X>, Y: crate::models::net::Target = usize, X: $input = crate::data::ndarray::Array1<f32>> {
             args: serde_json::Value,
             meta: crate::objects::Meta,
             trained: crate::models::net::Trained<$net>,
         }
 
-        impl<N: $trait, Y: crate::models::net::Target> $name<N, Y> {
+        impl<N: $trait<X>, Y: crate::models::net::Target, X: $input> $name<N, Y, X> {
             /// A model of these arguments (the type is registered for loading by name).
-            pub fn new(args: serde_json::Value) -> $name<N, Y> {
+            pub fn new(args: serde_json::Value) -> $name<N, Y, X> {
                 Self::register();
-                <$name<N, Y> as crate::objects::Build>::build(args, crate::objects::Meta::new())
+                <$name<N, Y, X> as crate::objects::Build>::build(args, crate::objects::Meta::new())
             }
 
             /// Registers the type under its network's `NAME` (`NAME<f32>` where it learns values,
             /// see [`own_name`](crate::models::net::own_name)), so `load_object`, `%repo load`
             /// and `ObjectDef::build` can make it (done by `new`).
             pub fn register() {
-                crate::objects::register::<$name<N, Y>>(Self::saved_name());
+                crate::objects::register::<$name<N, Y, X>>(Self::saved_name());
             }
 
             /// The name it is saved and registered under.
@@ -161,7 +162,7 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait, Y: crate::models::net::Target> crate::objects::Build for $name<N, Y> {
+        impl<N: $trait<X>, Y: crate::models::net::Target, X: $input> crate::objects::Build for $name<N, Y, X> {
             type Args = serde_json::Value;
             fn build(args: serde_json::Value, meta: crate::objects::Meta) -> Self {
                 $name { args, meta, trained: Default::default() }
@@ -174,7 +175,7 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait, Y: crate::models::net::Target> crate::objects::Object for $name<N, Y> {
+        impl<N: $trait<X>, Y: crate::models::net::Target, X: $input> crate::objects::Object for $name<N, Y, X> {
             fn type_name(&self) -> &'static str {
                 Self::saved_name()
             }
@@ -204,24 +205,24 @@ macro_rules! own_model {
             }
         }
 
-        impl<N: $trait, Y: crate::models::net::Target> crate::models::Model for $name<N, Y> {
-            type X = crate::data::ndarray::Array1<f32>;
+        impl<N: $trait<X>, Y: crate::models::net::Target, X: $input> crate::models::Model for $name<N, Y, X> {
+            type X = X;
             type Y = Y;
             type P = crate::data::ndarray::Array1<f32>;
 
-            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, Y>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
+            fn train(&mut self, data: &crate::data::Dataset<crate::data::Xy<X, Y>>, spec: &mut crate::models::TrainSpec) -> Result<(), crate::models::ModelError> {
                 self.train_with(data, spec, &mut [])
             }
 
-            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<crate::data::ndarray::Array1<f32>, Y>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
+            fn train_with(&mut self, data: &crate::data::Dataset<crate::data::Xy<X, Y>>, spec: &mut crate::models::TrainSpec, callbacks: &mut [&mut dyn crate::models::callbacks::Callback]) -> Result<(), crate::models::ModelError> {
                 crate::models::net::train(self, |m| (&m.args, &mut m.trained), data, spec, callbacks)
             }
 
-            fn predict(&self, x: &crate::data::ndarray::Array1<f32>) -> Result<crate::data::ndarray::Array1<f32>, crate::models::ModelError> {
-                Ok(crate::models::Model::predict_batch(self, x.clone().insert_axis(crate::data::ndarray::Axis(0)))?.remove(0))
+            fn predict(&self, x: &X) -> Result<crate::data::ndarray::Array1<f32>, crate::models::ModelError> {
+                Ok(crate::models::Model::predict_batch(self, <X as crate::data::Element>::stack(vec![x.clone()])?)?.remove(0))
             }
 
-            fn predict_batch(&self, xs: crate::data::ndarray::Array2<f32>) -> Result<Vec<crate::data::ndarray::Array1<f32>>, crate::models::ModelError> {
+            fn predict_batch(&self, xs: <X as crate::data::Element>::Batch) -> Result<Vec<crate::data::ndarray::Array1<f32>>, crate::models::ModelError> {
                 crate::models::net::predict(&self.trained, &xs)
             }
         }

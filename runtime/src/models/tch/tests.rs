@@ -1,7 +1,7 @@
 use super::*;
 use crate::models::placement::Placement;
 use crate::models::{Model, TrainSpec};
-use crate::data::ndarray::array;
+use crate::data::ndarray::{array, Array3};
 use crate::models::eval;
 use serde_json::json;
 
@@ -277,3 +277,61 @@ fn one_network_as_a_classifier_and_as_a_regression_loads_as_each() {
     assert_eq!(classes.definition().type_name, "tests.Reg");
 }
 
+
+/// Two inputs, the sepals' measures and the petals', each through a layer of its own.
+struct Halves {
+    sepal: nn::Linear,
+    petal: nn::Linear,
+    out: nn::Linear,
+}
+
+impl TchNet<(Array1<f32>, Array1<f32>)> for Halves {
+    const NAME: &'static str = "tests.Halves";
+    fn build(p: &nn::Path<'_>, _: &Value) -> Result<Halves, String> {
+        let layer = |name: &str, from, to| nn::linear(p / name, from, to, Default::default());
+        Ok(Halves { sepal: layer("sepal", 2, 8), petal: layer("petal", 2, 8), out: layer("out", 16, 3) })
+    }
+    fn forward_t(&self, (sepals, petals): &(Tensor, Tensor), _train: bool) -> Tensor {
+        Tensor::cat(&[sepals.apply(&self.sepal).relu(), petals.apply(&self.petal).relu()], 1).apply(&self.out)
+    }
+}
+
+/// Each flower as a 1×2×2 image, through a convolution.
+struct Square {
+    conv: nn::Conv2D,
+    out: nn::Linear,
+}
+
+impl TchNet<Array3<f32>> for Square {
+    const NAME: &'static str = "tests.Square";
+    fn build(p: &nn::Path<'_>, _: &Value) -> Result<Square, String> {
+        Ok(Square { conv: nn::conv2d(p / "conv", 1, 8, 2, Default::default()), out: nn::linear(p / "out", 8, 3, Default::default()) })
+    }
+    fn forward_t(&self, images: &Tensor, _train: bool) -> Tensor {
+        assert_eq!(images.size()[1..], [1, 2, 2], "images, not rows");
+        images.apply(&self.conv).relu().flatten(1, -1).apply(&self.out)
+    }
+}
+
+type TwoInputs = (Array1<f32>, Array1<f32>);
+
+fn halves(x: Array1<f32>) -> TwoInputs {
+    (x.slice(crate::data::ndarray::s![..2]).to_owned(), x.slice(crate::data::ndarray::s![2..]).to_owned())
+}
+
+fn square(x: Array1<f32>) -> Array3<f32> {
+    x.into_shape_with_order((1, 2, 2)).expect("four measures")
+}
+
+#[test]
+fn a_users_network_of_two_inputs_or_of_images_trains_and_scores_the_same_reloaded() {
+    TchModel::<Halves, usize, TwoInputs>::register();
+    TchModel::<Square, usize, Array3<f32>>::register();
+    let args = json!({"optimizer": {"type": "adam", "lr": 0.02}, "training": {"epochs": 40, "batch_size": 16}});
+    let (obj, ..) = crate::models::testing::floor_and_reload_as::<TchModel<Halves, usize, TwoInputs>>("tests.Halves", &args, 1, 0.9, halves);
+    crate::models::testing::floor_and_reload_as::<TchModel<Square, usize, Array3<f32>>>("tests.Square", &args, 1, 0.9, square);
+    // Inputs of other widths are named, whichever input differs.
+    let two = obj.downcast_ref::<TchModel<Halves, usize, TwoInputs>>().unwrap();
+    let e = two.predict(&(array![1.0, 2.0, 3.0], array![1.0, 2.0])).unwrap_err().to_string();
+    assert_eq!(e, "tests.Halves: elements have 5 features; the network takes 4");
+}
