@@ -12,10 +12,10 @@ use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array, Array1, Array2, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, Ix5};
 use crate::data::{Batch as _, Dataset, Element, Xy};
-use std::collections::BTreeMap;
 use crate::objects::{ObjectError, State};
 use crate::Object;
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// One layer.

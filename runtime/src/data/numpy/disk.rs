@@ -94,6 +94,11 @@ impl Header {
             2 | 3 if got == 12 => (u32::from_le_bytes([start[8], start[9], start[10], start[11]]) as usize, 12),
             v => return Err(format!("numpy's header version {v} is not one dryml reads (1, 2 or 3)")),
         };
+        // numpy writes headers of a few hundred bytes; a huge length is a corrupt file, not a
+        // buffer to allocate.
+        if len > 1 << 20 {
+            return Err(format!("its header claims {len} bytes: not a .npy file dryml can read"));
+        }
         let mut whole = vec![0u8; at + len];
         if read_up_to(file, 0, &mut whole)? < at + len {
             return Err("the file is cut inside its header".into());

@@ -109,6 +109,11 @@ fn an_npy_read_where_it_lies_gives_what_reading_it_whole_gives() {
     let e = rows_on_disk(d.join("u16.npy")).unwrap_err().to_string();
     assert!(e.contains("u16.npy: its dtype `<u2` is none of float32"), "{e}");
     assert_eq!(rows(d.join("u16.npy")).unwrap_err().to_string(), e, "read whole, the same words");
+    let mut huge = b"\x93NUMPY\x02\x00".to_vec();
+    huge.extend(u32::MAX.to_le_bytes());
+    std::fs::write(d.join("huge.npy"), huge).unwrap();
+    let e = rows_on_disk(d.join("huge.npy")).unwrap_err().to_string();
+    assert!(e.ends_with("huge.npy: its header claims 4294967295 bytes: not a .npy file dryml can read"), "{e}");
     std::fs::write(d.join("text.npy"), b"not numpy at all").unwrap();
     let e = rows_on_disk(d.join("text.npy")).unwrap_err().to_string();
     assert!(e.ends_with("text.npy: not a .npy file: it does not start with numpy's header"), "{e}");
