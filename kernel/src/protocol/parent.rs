@@ -14,25 +14,56 @@ pub fn from_env() -> Option<i32> {
     std::env::var("JPY_PARENT_PID").ok()?.trim().parse::<i32>().ok().filter(|&p| p > 1)
 }
 
-/// Whether `parent` is gone, for a kernel whose parent was `first` when it started. Where the
-/// parent started the kernel itself, being adopted by another process says so (whatever pid
-/// the dead one's is given next); where something stood between them (a wrapper script), the
-/// pid no longer names a process.
-pub fn gone(parent: i32, first: i32) -> bool {
-    if first == parent {
-        return unsafe { libc::getppid() } != parent;
+/// What tells that the parent is gone.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Watch {
+    /// The kernel's own parent is no longer this pid: it was adopted, its parent gone
+    /// (whatever process gets the dead one's pid next).
+    Adopted(i32),
+    /// This pid names no process (a wrapper stood between the parent and the kernel).
+    Exits(i32),
+}
+
+impl Watch {
+    /// What to watch for `parent`, for a kernel whose parent was `first` when it started; none
+    /// where nothing can tell (the first process of a pid namespace, as in a container).
+    pub fn of(parent: i32, first: i32) -> Option<Watch> {
+        if first == parent {
+            Some(Watch::Adopted(parent))
+        } else if exists(parent) {
+            Some(Watch::Exits(parent))
+        } else if first > 1 {
+            // The parent's pid means nothing here (another pid namespace): the wrapper that
+            // started the kernel going is the best sign left.
+            Some(Watch::Adopted(first))
+        } else {
+            None
+        }
     }
-    let alive = unsafe { libc::kill(parent, 0) } == 0;
-    !alive && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+
+    /// Whether the parent is gone.
+    pub fn gone(self) -> bool {
+        match self {
+            Watch::Adopted(p) => (unsafe { libc::getppid() }) != p,
+            Watch::Exits(p) => !exists(p),
+        }
+    }
+}
+
+fn exists(pid: i32) -> bool {
+    (unsafe { libc::kill(pid, 0) }) == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Sends a shutdown (not a restart) on `exit` once `parent` is gone.
 pub async fn watch(parent: i32, exit: UnboundedSender<bool>) {
-    let first = unsafe { libc::getppid() };
+    let Some(what) = Watch::of(parent, unsafe { libc::getppid() }) else {
+        tracing::info!("the kernel's parent (pid {parent}, JPY_PARENT_PID) cannot be watched from this pid namespace");
+        return;
+    };
     let mut tick = tokio::time::interval(EVERY);
     loop {
         tick.tick().await;
-        if gone(parent, first) {
+        if what.gone() {
             tracing::warn!("the kernel's parent (pid {parent}, JPY_PARENT_PID) is gone: shutting down");
             let _ = exit.send(false);
             return;
@@ -48,16 +79,20 @@ mod tests {
     fn a_live_parent_is_not_gone_and_a_reaped_one_is() {
         let me = std::process::id() as i32;
         let ppid = unsafe { libc::getppid() };
-        // This process's own parent, watched as the one that started it, and as one a wrapper
-        // stood before.
-        assert!(!gone(ppid, ppid));
-        assert!(!gone(ppid, me));
+        // This process's own parent, as the one that started it, and as one a wrapper stood
+        // before: alive.
+        assert_eq!(Watch::of(ppid, ppid), Some(Watch::Adopted(ppid)));
+        assert_eq!(Watch::of(ppid, me), Some(Watch::Exits(ppid)));
+        assert!(!Watch::Adopted(ppid).gone() && !Watch::Exits(ppid).gone());
         // A process that exited and was reaped: its pid names nothing.
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
         child.wait().unwrap();
-        assert!(gone(pid, me));
+        assert!(Watch::Exits(pid).gone());
+        // A parent this process cannot see: its own parent is watched instead, or nothing.
+        assert_eq!(Watch::of(pid, ppid), Some(Watch::Adopted(ppid)));
+        assert_eq!(Watch::of(pid, 0), None);
         // Adopted: the parent the kernel started with is no longer its parent.
-        assert!(gone(me, me));
+        assert!(Watch::Adopted(me).gone());
     }
 }
