@@ -23,6 +23,15 @@ def test_a_tch_cell_compiles_and_runs(kernel):
     assert got == "(6.0, false)", got
 
 
+def test_a_tch_cell_has_libtorchs_cuda_backend(kernel):
+    # torch-sys links libtorch_cuda but calls none of it: dropped by the linker's --as-needed,
+    # libtorch had no CUDA backend even on a machine with GPUs. Here, with no GPU, a tensor
+    # asked for on one must reach CUDA itself, which finds no driver.
+    assert (TORCH_LIB[0].parent / "libtorch_cuda.so").exists(), "bootstrap.sh installs PyTorch's CUDA wheel"
+    got = value(kernel, "tch::Tensor::f_zeros([1], (tch::Kind::Float, tch::Device::Cuda(0))).map(|_| ()).unwrap_err().to_string()")
+    assert "no NVIDIA driver" in got and "from the 'CUDA' backend" not in got, got
+
+
 def test_sandbox_thread_count_through_tch(kernel):
     # libtorch is already running in the notebook's process; the fork's context still applies.
     value(kernel, "tch::set_num_threads(2); tch::get_num_threads()")
