@@ -37,7 +37,14 @@ def test_the_bundle_builds_and_passes_against_the_fake_nvml(fake_nvml_lib, tmp_p
         "others not counted": "PASS", "device-wide": "PASS", "device-wide vs nvidia-smi": "SKIP",
         "container": "PASS", "spike peak": "PASS", "several GPUs": "PASS",
         **{"out of memory: recorded": "PASS"},
+        "model on the CPU": "PASS", "model on its GPU": "PASS", "CUDA backend linked": "PASS",
+        "GPU share caps torch": "SKIP",
     }, out.stdout
+    # dryml's model in a context, on the machine the kernel's pool would see (the fake GPUs).
+    assert "placed on cpu, accuracy " in results["model on the CPU"][1], results["model on the CPU"]
+    assert "CUDA_VISIBLE_DEVICES 'GPU-aaaa1111'" in results["model on its GPU"][1], results["model on its GPU"]
+    assert "no NVIDIA driver" in results["CUDA backend linked"][1], results["CUDA backend linked"]
+    assert results["GPU share caps torch"][1].endswith("PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.25")
     # PCI bus order: the A100 at 1A is gpu/0.
     assert results["devices"][1].startswith("2 GPUs seen of 2, in PCI bus order: True; gpu/0 Fake A100 A (0000:1a:00.0)"), results["devices"]
 

@@ -7,17 +7,37 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"
 bash "$ROOT/kernelspec/patch-deps.sh"
 (cd "$ROOT" && cargo build --release --locked -p dryml-gpu-probe)
+# The model check links libtorch, found there in PyTorch's wheel: built where the venv has one.
+VENV="$ROOT/.venv"
+TORCH_DIR="$(echo "$VENV"/lib/python3*/site-packages/torch)"
+if [ -f "$TORCH_DIR/lib/libtorch.so" ]; then
+    (cd "$ROOT" && env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI=1 \
+        cargo build --release --locked -p dryml-gpu-model --features torch)
+fi
 OUT="$ROOT/build/gpu-bundle"
 rm -rf "$OUT"
 mkdir -p "$OUT"
 cp "$ROOT/target/release/dryml-gpu-probe" "$ROOT/tests/gpu/check.py" "$ROOT/tests/gpu/README.md" "$OUT/"
 strip --strip-all "$OUT/dryml-gpu-probe"
-# Nothing but glibc may be linked: the GPU machine has no Rust toolchain and no network.
-libs="$(ldd "$OUT/dryml-gpu-probe" | awk '{print $1}' | grep -v -E '^(linux-vdso|/lib64/ld-linux-x86-64|libc|libm|libgcc_s|libdl|libpthread|librt)\.' || true)"
-if [ -n "$libs" ]; then
-    echo "the probe links libraries a GPU machine may lack: $libs" >&2
-    exit 1
+if [ -f "$TORCH_DIR/lib/libtorch.so" ]; then
+    cp "$ROOT/target/release/dryml-gpu-model" "$OUT/"
+    strip --strip-all "$OUT/dryml-gpu-model"
+    "$VENV/bin/python" -c 'import torch; print(torch.__version__)' > "$OUT/libtorch-version"
 fi
+# Nothing but glibc may be linked: the GPU machine has no Rust toolchain and no network. The
+# model adds libtorch and what it loads, which PyTorch's wheel (and its nvidia packages) hold there.
+system='^(linux-vdso|/lib64/ld-linux-x86-64|libc|libm|libgcc_s|libdl|libpthread|librt|libutil)\.'
+for bin in "$OUT"/dryml-gpu-*; do
+    libs="$(LD_LIBRARY_PATH="$TORCH_DIR/lib" ldd "$bin" | grep -v -F "$(dirname "$TORCH_DIR")/" \
+        | awk '{print $1}' | grep -v -E "$system" | grep -v -E '^libstdc\+\+\.' || true)"
+    if [ "$(basename "$bin")" = dryml-gpu-probe ]; then
+        libs="$(ldd "$bin" | awk '{print $1}' | grep -v -E "$system" || true)"
+    fi
+    if [ -n "$libs" ]; then
+        echo "$(basename "$bin") links libraries a GPU machine may lack: $libs" >&2
+        exit 1
+    fi
+done
 glibc="$(objdump -T "$OUT/dryml-gpu-probe" | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n | tail -1)"
 tar -C "$ROOT/build" -czf "$ROOT/build/gpu-bundle.tar.gz" gpu-bundle
 echo "bundle: $ROOT/build/gpu-bundle.tar.gz ($(du -h "$ROOT/build/gpu-bundle.tar.gz" | cut -f1); the probe needs $glibc or newer)"

@@ -318,6 +318,79 @@ def run(bundle, checks):
             checks.expect(f"out of memory: {name}", v["out_of_memory"], repr(m[:300]))
 
 
+def libtorch():
+    """The directory of this machine's libtorch (PyTorch's `torch/lib`) and PyTorch's version."""
+    out = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__)); print(torch.__version__)"],
+                         capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return None, None
+    path, version = out.stdout.split()[-2:]
+    return os.path.join(path, "lib"), version
+
+
+def run_model(bundle, checks):
+    """dryml's own tch model in a context claimed with `dryml::set_context`: where it trains and
+    what a share of a GPU lets libtorch take."""
+    model = os.path.join(HERE, "dryml-gpu-model")
+    if not os.path.exists(model):
+        checks.report("model", "SKIP", "the bundle has no dryml-gpu-model (built where there was no libtorch)")
+        return
+    lib, version = libtorch()
+    if lib is None:
+        checks.report("model", "SKIP", "python3 cannot import torch, whose libtorch the model links")
+        return
+    built_for = open(os.path.join(HERE, "libtorch-version")).read().strip() if os.path.exists(os.path.join(HERE, "libtorch-version")) else "?"
+    same = version.split("+")[0] == built_for.split("+")[0]
+    state = tempfile.mkdtemp(prefix="dryml-gpu-state-")
+    bundle.probe("machine", "--state-dir", state)
+    env = dict(bundle.env, DRYML_STATE_DIR=state, LD_LIBRARY_PATH=lib)
+
+    def model_run(context, *args):
+        out = subprocess.run([model, "--context", context, *args], env=env, capture_output=True, text=True, timeout=600)
+        lines = out.stdout.strip().splitlines()
+        if out.returncode != 0 or not lines:
+            raise RuntimeError(f"dryml-gpu-model {context!r} {' '.join(args)} ended {out.returncode}: {out.stderr.strip()[-500:]}")
+        return json.loads(lines[-1])
+
+    try:
+        cpu = model_run("torch num_cpus=1", "train")
+    except RuntimeError as e:
+        status = "FAIL" if same else "SKIP"
+        checks.report("model", status, f"built against libtorch {built_for}, this machine has {version}: {e}")
+        return
+    checks.expect("model on the CPU", cpu.get("placement") == "cpu" and cpu.get("accuracy", 0) >= 0.95,
+                  f"context {cpu.get('context')!r}: placed on {cpu.get('placement')}, accuracy {cpu.get('accuracy')}, {cpu.get('seconds', 0):.2f} s; {cpu.get('error', '')}")
+    whole = model_run("torch gpu/0=1", "train")
+    if bundle.fake:
+        # libtorch here has no CUDA: the model must say where its context put it and why it cannot go.
+        err = whole.get("error", "")
+        checks.expect("model on its GPU", "the context gives torch cuda:0 (gpu/0), but libtorch sees 0 CUDA devices" in err,
+                      f"libtorch without CUDA, CUDA_VISIBLE_DEVICES {whole.get('visible')!r}: {err}")
+    else:
+        checks.expect("model on its GPU", whole.get("placement") == "cuda:0 (gpu/0)" and whole.get("accuracy", 0) >= 0.95,
+                      f"context {whole.get('context')!r}, CUDA_VISIBLE_DEVICES {whole.get('visible')!r}, {whole.get('cuda_devices')} CUDA devices: "
+                      f"placed on {whole.get('placement')}, accuracy {whole.get('accuracy')}, {whole.get('seconds', 0):.2f} s; {whole.get('error', '')}")
+    total = bundle.probe("sample")["gpus"][0]["total"]
+    capped = model_run("torch gpu/0=0.25", "alloc", "--fraction", "0.4", "--total", str(total))
+    conf = capped.get("alloc_conf")
+    refused = str(capped.get("refused", ""))
+    if not os.path.exists(os.path.join(lib, "libtorch_cuda.so")):
+        checks.report("CUDA backend linked", "SKIP", f"this libtorch ({lib}) has no CUDA")
+    else:
+        # Without libtorch_cuda loaded, libtorch has no CUDA backend at all, GPU or not.
+        checks.expect("CUDA backend linked", "from the 'CUDA' backend" not in refused,
+                      f"an allocation on cuda:0 gave {(refused or capped.get('allocated'))!r:.200}")
+    if bundle.fake:
+        checks.report("GPU share caps torch", "SKIP", f"libtorch here has no CUDA; the context set PYTORCH_CUDA_ALLOC_CONF={conf}")
+        return
+    small = model_run("torch gpu/0=0.25", "alloc", "--fraction", "0.1", "--total", str(total))
+    free = model_run("torch gpu/0=1", "alloc", "--fraction", "0.4", "--total", str(total))
+    checks.expect("GPU share caps torch",
+                  conf == "per_process_memory_fraction:0.25" and capped.get("out_of_memory") is True and "allocated" in small and "allocated" in free,
+                  f"PYTORCH_CUDA_ALLOC_CONF={conf}: 40% of {total / GIB:.1f} GiB at a share of 0.25: {str(capped.get('refused', capped))[:200]!r}; "
+                  f"10% at 0.25: {small.get('allocated', small)}; 40% with the whole GPU: {free.get('allocated', free)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--probe", help="the probe binary (default: beside this file)")
@@ -330,10 +403,11 @@ def main():
     checks = Checks()
     bundle = Bundle(args)
     print(f"dryml GPU check: {'fake NVML ' + args.fake if args.fake else 'this machine'}; probe {bundle.probe_path}", flush=True)
-    try:
-        run(bundle, checks)
-    except Exception as e:  # a check that could not run is a failure, with what stopped it
-        checks.report("run", "FAIL", f"{type(e).__name__}: {e}")
+    for part in (run, run_model):
+        try:
+            part(bundle, checks)
+        except Exception as e:  # a check that could not run is a failure, with what stopped it
+            checks.report(part.__name__.replace("_", " "), "FAIL", f"{type(e).__name__}: {e}")
     failed = [r for r in checks.results if r["status"] == "FAIL"]
     print(f"{len(checks.results) - len(failed)} of {len(checks.results)} checks passed or were skipped; {len(failed)} failed", flush=True)
     if args.json:

@@ -420,7 +420,20 @@ impl Context {
             // TensorFlow otherwise maps all of a GPU's memory at start-up.
             env.push(("TF_FORCE_GPU_ALLOW_GROWTH".to_string(), "true".to_string()));
         }
+        if let Some(fraction) = self.torch_memory_fraction() {
+            let user = std::env::var(TORCH_ALLOC_ENV).ok();
+            env.push((TORCH_ALLOC_ENV.to_string(), torch_alloc_conf(user.as_deref(), fraction)));
+        }
         env
+    }
+
+    /// The part of each GPU's memory libtorch's caching allocator may take: the smallest share
+    /// of a GPU held by torch (or, where torch is not named, by `default`), when below one.
+    /// libtorch caps every device of a process alike, hence the smallest.
+    pub fn torch_memory_fraction(&self) -> Option<f64> {
+        let held = self.get("torch").or_else(|| self.get(DEFAULT_FRAMEWORK))?;
+        let smallest = held.iter().filter(|(d, _)| d.kind == Kind::Gpu).map(|(_, s)| *s).reduce(f64::min)?;
+        (smallest < 1.0).then_some(smallest)
     }
 
     /// The thread count for compute libraries: the CPU shares held, rounded up; None when the
@@ -448,6 +461,23 @@ impl Context {
             .find(|(d, _)| *d == Device::gpu(gpu))
             .map(|(_, s)| *s)
     }
+}
+
+/// libtorch's allocator settings, read when CUDA starts in a process.
+const TORCH_ALLOC_ENV: &str = "PYTORCH_CUDA_ALLOC_CONF";
+
+/// `PYTORCH_CUDA_ALLOC_CONF` capping each GPU at `fraction` of its memory (libtorch 2.13's
+/// `per_process_memory_fraction`), keeping the user's other settings.
+fn torch_alloc_conf(user: Option<&str>, fraction: f64) -> String {
+    let mut parts: Vec<String> = user
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty() && !p.starts_with("per_process_memory_fraction"))
+        .map(str::to_string)
+        .collect();
+    parts.push(format!("per_process_memory_fraction:{fraction}"));
+    parts.join(",")
 }
 
 /// The table form: `tf: cpu/0, gpu/1=0.5; torch: cpu/1`.

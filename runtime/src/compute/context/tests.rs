@@ -116,4 +116,24 @@ fn environment_of_a_context() {
     let env: BTreeMap<String, String> = none.env(&machine).into_iter().collect();
     assert_eq!(env["CUDA_VISIBLE_DEVICES"], "", "no GPU held: CUDA sees none");
     assert!(!env.contains_key("OMP_NUM_THREADS"));
+    assert!(!env.contains_key("PYTORCH_CUDA_ALLOC_CONF"), "nothing to cap");
+}
+
+#[test]
+fn a_share_of_a_gpu_caps_libtorchs_allocator() {
+    let fraction = |text: &str| Context::decode(text).unwrap().torch_memory_fraction();
+    assert_eq!(fraction("torch=gpu/0:0.5,cpu/0:1"), Some(0.5));
+    assert_eq!(fraction("torch=gpu/0:0.75,gpu/1:0.25"), Some(0.25), "one cap for every device: the smallest");
+    assert_eq!(fraction("tf=gpu/0:0.5;default=gpu/1:0.3"), Some(0.3), "torch unnamed: the default's");
+    assert_eq!(fraction("torch=gpu/0:1;default=gpu/1:0.3"), None, "a whole GPU: no cap");
+    assert_eq!(fraction("tf=gpu/0:0.5;torch=cpu/0:1"), None, "torch holds no GPU");
+    assert_eq!(torch_alloc_conf(None, 0.5), "per_process_memory_fraction:0.5");
+    assert_eq!(
+        torch_alloc_conf(Some("expandable_segments:True, per_process_memory_fraction:0.9"), 0.25),
+        "expandable_segments:True,per_process_memory_fraction:0.25",
+        "the user's settings kept, an earlier cap replaced"
+    );
+    let machine = Machine { cpus: 1, gpus: vec![crate::compute::devices::GpuInfo { index: 0, cuda_id: "0".into(), name: "A".into(), total_bytes: 1 }] };
+    let env: BTreeMap<String, String> = Context::decode("torch=gpu/0:0.5").unwrap().env(&machine).into_iter().collect();
+    assert!(env["PYTORCH_CUDA_ALLOC_CONF"].ends_with("per_process_memory_fraction:0.5"), "{env:?}");
 }

@@ -33,6 +33,12 @@ enum Cmd {
         #[arg(long)]
         secs: f64,
     },
+    /// Writes the machine the kernel's resource pool hands out (its CPUs and the GPUs NVML
+    /// shows, named to CUDA by UUID) into --state-dir, as the kernel does at its start.
+    Machine {
+        #[arg(long)]
+        state_dir: std::path::PathBuf,
+    },
     /// Reads one JSON string per line on stdin (an error message) and says, for each, whether
     /// the batching loops treat it as out of memory.
     Classify,
@@ -72,6 +78,15 @@ fn main() {
                 None => vec![],
             };
             json!({"gpus": gpus.iter().map(|g| g.label.clone()).collect::<Vec<_>>(), "peaks": peaks, "note": meter.gpu_note()})
+        }
+        Cmd::Machine { state_dir } => {
+            let gpus = meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+            let totals: Vec<u64> = meter.sample(&[], &gpus, false).gpus.iter().map(|m| m.total).collect();
+            let machine = dryml_kernel::magic::context::machine(&gpus, &totals);
+            match std::fs::create_dir_all(&state_dir).and_then(|()| machine.save(&state_dir)) {
+                Ok(()) => json!({"machine": machine.to_record()}),
+                Err(e) => json!({"error": format!("{}: {e}", state_dir.display())}),
+            }
         }
         Cmd::Classify => {
             let verdicts: Vec<Value> = std::io::stdin()

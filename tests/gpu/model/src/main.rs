@@ -1,0 +1,105 @@
+//! The GPU bundle's model check: a dryml tch model in a context claimed with
+//! `dryml::set_context`, as a program or a sandbox claims one, so `tests/gpu/check.py` sees that
+//! the model layer trains on the GPU its context gives it (or on the CPU where it gives none) and
+//! that a share of a GPU caps what libtorch may take. One JSON line on stdout.
+
+use clap::{Parser, Subcommand};
+use dryml::compute::context::Requests;
+use dryml::data::ndarray::Array1;
+use dryml::data::{Dataset, Xy};
+use dryml::metrics::categorical_accuracy;
+use dryml::models::tch::TchClassifier;
+use dryml::models::{eval, Model, TrainSpec};
+use serde_json::{json, Value};
+
+#[derive(Parser)]
+#[command(name = "dryml-gpu-model", about = "A dryml tch model in a context")]
+struct Cli {
+    /// The requests to claim before libtorch starts, in `%context`'s words ("torch gpu/0=0.25").
+    /// The machine is the one `dryml-gpu-probe machine` wrote into $DRYML_STATE_DIR.
+    #[arg(long)]
+    context: String,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Trains a small network on two clouds of points and scores it on others.
+    Train,
+    /// Allocates --fraction of the first CUDA device's memory (as reported by --total bytes)
+    /// where the context places torch's models, and says whether libtorch allowed it.
+    Alloc {
+        #[arg(long)]
+        fraction: f64,
+        #[arg(long)]
+        total: u64,
+    },
+}
+
+/// Two clouds of 16-dimensional points around +1 and -1 in every coordinate (a fixed
+/// generator: the same points on every machine).
+fn clouds(n: usize, seed: u64) -> Dataset<Xy<Array1<f32>, usize>> {
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+    };
+    let items = (0..n)
+        .map(|i| {
+            let y = i % 2;
+            let centre = if y == 0 { 1.0 } else { -1.0 };
+            Xy { x: Array1::from_iter((0..16).map(|_| centre + 1.5 * next())), y }
+        })
+        .collect();
+    Dataset::from_vec(items)
+}
+
+fn train() -> Result<Value, String> {
+    let mut m = TchClassifier::new(json!({
+        "layers": [{"linear": 32}, "relu", {"linear": 2}],
+        "optimizer": {"type": "adam", "lr": 0.01},
+        "training": {"epochs": 5, "batch_size": 64}
+    }));
+    let started = std::time::Instant::now();
+    m.train(&clouds(2000, 1), &mut TrainSpec::epochs(0)).map_err(|e| e.to_string())?;
+    let accuracy = categorical_accuracy(&eval(&m, &clouds(500, 2)).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "placement": m.placement().map(|p| p.to_string()),
+        "accuracy": accuracy,
+        "seconds": started.elapsed().as_secs_f64(),
+    }))
+}
+
+fn alloc(fraction: f64, total: u64) -> Result<Value, String> {
+    let device = match dryml::models::placement::placement("torch") {
+        dryml::models::placement::Placement::Cuda { cuda, .. } => tch::Device::Cuda(cuda),
+        p => return Err(format!("the context places torch on {p}, not a GPU")),
+    };
+    let bytes = (total as f64 * fraction) as i64;
+    Ok(match tch::Tensor::f_zeros([bytes], (tch::Kind::Uint8, device)) {
+        Ok(t) => json!({"allocated": t.numel()}),
+        Err(e) => {
+            let message = e.to_string();
+            json!({"refused": message, "out_of_memory": dryml::batch::is_out_of_memory_message(&message)})
+        }
+    })
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let ctx = Requests::parse(&cli.context)
+        .map_err(|e| e.to_string())
+        .and_then(|reqs| dryml::set_context(&reqs).map_err(|e| e.to_string()));
+    let ran = ctx.clone().and_then(|_| match cli.cmd {
+        Cmd::Train => train(),
+        Cmd::Alloc { fraction, total } => alloc(fraction, total),
+    });
+    let mut out = ran.unwrap_or_else(|e| json!({"error": e}));
+    // What the context did to this process, whatever came of the command.
+    out["context"] = json!(ctx.ok().map(|c| c.to_string()));
+    out["visible"] = json!(std::env::var("CUDA_VISIBLE_DEVICES").ok());
+    out["alloc_conf"] = json!(std::env::var("PYTORCH_CUDA_ALLOC_CONF").ok());
+    out["cuda_devices"] = json!(tch::Cuda::device_count());
+    println!("{out}");
+}
