@@ -23,13 +23,23 @@ def test_a_tch_cell_compiles_and_runs(kernel):
     assert got == "(6.0, false)", got
 
 
-def test_a_tch_cell_has_libtorchs_cuda_backend(kernel):
+LOADS_CUDA = 'std::fs::read_to_string("/proc/self/maps").unwrap().contains("libtorch_cuda")'
+ON_CUDA = "tch::Tensor::f_zeros([1], (tch::Kind::Float, tch::Device::Cuda(0))).map(|_| ()).unwrap_err().to_string()"
+
+
+def test_a_tch_cell_has_libtorchs_cuda_backend_where_a_gpu_driver_is(kernel):
     # torch-sys links libtorch_cuda but calls none of it: dropped by the linker's --as-needed,
-    # libtorch had no CUDA backend even on a machine with GPUs. Here, with no GPU, a tensor
-    # asked for on one must reach CUDA itself, which finds no driver.
+    # libtorch had no CUDA backend even on a machine with GPUs. Where NVIDIA's driver is (here
+    # forced, as there is none), a tensor asked for on a GPU must reach CUDA itself.
     assert (TORCH_LIB[0].parent / "libtorch_cuda.so").exists(), "bootstrap.sh installs PyTorch's CUDA wheel"
-    got = value(kernel, "tch::Tensor::f_zeros([1], (tch::Kind::Float, tch::Device::Cuda(0))).map(|_| ()).unwrap_err().to_string()")
-    assert "no NVIDIA driver" in got and "from the 'CUDA' backend" not in got, got
+    with running_kernel({**NO_NVML, "DRYML_TORCH_CUDA": "1"}) as gpu:
+        assert value(gpu, "let t = tch::Tensor::from_slice(&[1.0f32]); t.size()", timeout=1200) == "[1]"
+        assert value(gpu, LOADS_CUDA) == "true"
+        got = value(gpu, ON_CUDA)
+        assert "no NVIDIA driver" in got and "from the 'CUDA' backend" not in got, got
+    # Without a driver it is not loaded: it would cost the process about 260 MiB for nothing.
+    assert value(kernel, LOADS_CUDA) == "false"
+    assert "from the 'CUDA' backend" in value(kernel, ON_CUDA)
 
 
 def test_sandbox_thread_count_through_tch(kernel):

@@ -34,6 +34,9 @@ pub fn setup_env() {
         }
     };
     set_default("LIBTORCH_USE_PYTORCH", "1".as_ref());
+    // libtorch's CUDA half costs a cell's process about 260 MiB once loaded: linked only where
+    // a GPU's driver is (the evcxr patch's rustc wrapper reads this).
+    set_default(TORCH_CUDA_ENV, if nvidia_driver() { "1" } else { "0" }.as_ref());
     set_default("VIRTUAL_ENV", venv.as_os_str());
     let prepend = |k: &str, dir: &Path| {
         let mut parts = vec![dir.to_path_buf()];
@@ -47,6 +50,14 @@ pub fn setup_env() {
     prepend("PATH", &venv.join("bin"));
     prepend("LD_LIBRARY_PATH", &lib);
     std::env::set_var(LIB_ENV, &lib);
+}
+
+/// `1`: cells that link tch also link libtorch_cuda, without which libtorch has no CUDA backend.
+pub const TORCH_CUDA_ENV: &str = "DRYML_TORCH_CUDA";
+
+/// Whether NVIDIA's driver runs here (in a container too, where its device files are mounted).
+fn nvidia_driver() -> bool {
+    Path::new("/proc/driver/nvidia/version").exists() || Path::new("/dev/nvidiactl").exists()
 }
 
 #[cfg(test)]
