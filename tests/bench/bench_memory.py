@@ -1,0 +1,169 @@
+"""What a notebook costs in memory beside the values it holds: the resident memory (RSS) of the
+kernel's own process (and, apart, of the child where cells run) ten seconds after five ordinary
+cells, plain, then naming `dryml`, then with a `tch` tensor; the kernel processes of 1, 2 and 4
+notebooks of one user open at once; and the launch-to-reply time of a cell sent the moment the
+kernel answers kernel_info (an untyped `let` and a typed one). Runs DRYML Rust and, when its
+kernelspec ("rust") is installed, evcxr_jupyter on the same cells (with tch by its `:dep`).
+The goals are issue 39's: 150 MiB plain, 250 MiB with tch, 100 MiB per further notebook, a reply
+within 1 s of the launch.
+Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|first] [--reps 3]
+"""
+import argparse
+import os
+import statistics
+import time
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+from kernelspec import TCH_DEP, private_kernelspec, torch_env
+
+MIB = 1 << 20
+PLAIN = [
+    "let v: Vec<u64> = (0..1000).collect();",
+    "struct Point { x: f64, y: f64 }\nlet p = Point { x: 1.0, y: 2.0 };",
+    "let s: u64 = v.iter().sum(); s",
+    "fn norm(p: &Point) -> f64 { (p.x * p.x + p.y * p.y).sqrt() }\nnorm(&p)",
+    'format!("{} points, sum {}", v.len(), s)',
+]
+DRYML = "use dryml::models::linfa::iris;\niris().count().unwrap()"
+TCH = "let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]);\nt.sum(tch::Kind::Float).double_value(&[])"
+FIRST = {"untyped": "let a = vec![1u64, 2, 3];\na.len()", "typed": "let a: Vec<u64> = vec![1, 2, 3];\na.len()"}
+
+
+def rss(pid):
+    """Resident memory of a process, in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except OSError:
+                kids = []
+            out += kids
+            todo += kids
+    return out
+
+
+class Kernel:
+    def __init__(self, name, env=None):
+        self.t0 = time.perf_counter()
+        self.km = KernelManager(kernel_name=name)
+        self.km.start_kernel(**({"env": env} if env else {}))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=300)
+        self.ready = time.perf_counter() - self.t0
+        self.pid = self.km.provisioner.process.pid
+
+    def run(self, code, timeout=1800):
+        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: None)
+        if reply["content"]["status"] != "ok":
+            raise RuntimeError(f"{code[:50]!r}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}")
+        return time.perf_counter()
+
+    def memory(self):
+        """(the kernel's own RSS, its descendants' RSS)."""
+        return rss(self.pid), sum(rss(p) for p in descendants(self.pid))
+
+    def close(self):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def settled(k, wait):
+    time.sleep(wait)
+    return k.memory()
+
+
+def rss_rows(name, evcxr, wait):
+    """RSS after the plain cells, then after dryml's cell, then after tch's (each settled)."""
+    env = torch_env() if evcxr else None
+    k = Kernel(name, env)
+    try:
+        for c in PLAIN:
+            k.run(c)
+        rows = [("plain cells", settled(k, wait))]
+        if not evcxr:
+            k.run(DRYML)
+            rows.append(("then `use dryml::models::linfa::iris`", settled(k, wait)))
+        if evcxr:
+            k.run(TCH_DEP)
+        k.run(TCH)
+        rows.append(("then a tch tensor and a sum", settled(k, wait)))
+        return rows
+    finally:
+        k.close()
+
+
+def many(name, n, wait):
+    """The kernel processes' RSS with n notebooks open, each after the plain cells."""
+    ks = []
+    try:
+        for _ in range(n):
+            ks.append(Kernel(name))
+            for c in PLAIN:
+                ks[-1].run(c)
+        time.sleep(wait)
+        return sum(k.memory()[0] for k in ks)
+    finally:
+        for k in ks:
+            k.close()
+
+
+def first_reply(name, code):
+    """Seconds from the launch to the reply of a cell sent as kernel_info answers."""
+    k = Kernel(name)
+    try:
+        return k.run(code) - k.t0, k.ready
+    finally:
+        k.close()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", choices=["rss", "many", "first"])
+    ap.add_argument("--reps", type=int, default=3, help="runs of each launch-to-reply time (medians)")
+    ap.add_argument("--wait", type=float, default=10.0, help="seconds to let a kernel settle before reading")
+    args = ap.parse_args()
+    with private_kernelspec():
+        kernels = [("dryml-rust", "dryml-rust", False)]
+        if "rust" in KernelSpecManager().find_kernel_specs():
+            kernels.append(("evcxr_jupyter", "rust", True))
+        else:
+            print("evcxr_jupyter not installed (no 'rust' kernelspec): dryml-rust alone")
+        if args.only in (None, "rss"):
+            print(f"RSS {args.wait:.0f} s after the cells (MiB): the kernel's own process, and its child(ren)")
+            for label, name, evcxr in kernels:
+                for what, (own, child) in rss_rows(name, evcxr, args.wait):
+                    print(f"  {label:14} {what:40} kernel {own / MIB:6.0f}   child {child / MIB:6.0f}")
+        if args.only in (None, "many"):
+            print("Kernel processes of n notebooks of one user, after the plain cells in each (MiB)")
+            for label, name, _ in kernels:
+                one = None
+                for n in (1, 2, 4):
+                    total = many(name, n, args.wait)
+                    one = one or total
+                    extra = (total - one) / (n - 1) / MIB if n > 1 else 0
+                    print(f"  {label:14} {n} notebooks: {total / MIB:6.0f} in all, {extra:5.0f} per notebook after the first")
+        if args.only in (None, "first"):
+            print(f"A cell sent as kernel_info answers: launch to its reply (medians of {args.reps})")
+            for label, name, _ in kernels:
+                for kind, code in FIRST.items():
+                    got = [first_reply(name, code) for _ in range(args.reps)]
+                    print(f"  {label:14} {kind:8} {statistics.median(g[0] for g in got):5.2f} s "
+                          f"(kernel_info at {statistics.median(g[1] for g in got):4.2f} s)")
+
+
+if __name__ == "__main__":
+    main()
