@@ -9,13 +9,13 @@ within 1 s of the launch.
 Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|first] [--reps 3]
 """
 import argparse
-import os
 import statistics
 import time
 
 from jupyter_client.kernelspec import KernelSpecManager
-from jupyter_client.manager import KernelManager
 
+import bench_start
+from bench_experiments import children, pid_of
 from kernelspec import TCH_DEP, private_kernelspec, torch_env
 
 MIB = 1 << 20
@@ -40,45 +40,24 @@ def rss(pid):
         return 0
 
 
-def descendants(pid):
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
-            try:
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = [int(c) for c in f.read().split()]
-            except OSError:
-                kids = []
-            out += kids
-            todo += kids
-    return out
+class Kernel(bench_start.Kernel):
+    """bench_start's kernel, with its process and its descendants' memory."""
 
-
-class Kernel:
     def __init__(self, name, env=None):
-        self.t0 = time.perf_counter()
-        self.km = KernelManager(kernel_name=name)
-        self.km.start_kernel(**({"env": env} if env else {}))
-        self.kc = self.km.client()
-        self.kc.start_channels()
-        self.kc.wait_for_ready(timeout=300)
-        self.ready = time.perf_counter() - self.t0
-        self.pid = self.km.provisioner.process.pid
+        super().__init__(name, env)
+        self.pid = pid_of(self.km)
 
     def run(self, code, timeout=1800):
-        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: None)
-        if reply["content"]["status"] != "ok":
-            raise RuntimeError(f"{code[:50]!r}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}")
-        return time.perf_counter()
+        # evcxr_jupyter's first tch cell builds torch-sys: minutes.
+        return super().run(code, timeout)
 
     def memory(self):
         """(the kernel's own RSS, its descendants' RSS)."""
-        return rss(self.pid), sum(rss(p) for p in descendants(self.pid))
-
-    def close(self):
-        self.kc.stop_channels()
-        self.km.shutdown_kernel(now=True)
+        kids, todo = [], children(self.pid)
+        while todo:
+            kids.append(todo.pop())
+            todo += children(kids[-1])
+        return rss(self.pid), sum(rss(p) for p in kids)
 
 
 def settled(k, wait):

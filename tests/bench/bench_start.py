@@ -50,18 +50,18 @@ def tour_cells():
 class Kernel:
     """One kernel process, started when made; `ready` is the seconds until kernel_info answered."""
 
-    def __init__(self, name):
+    def __init__(self, name, env=None):
         self.t0 = time.perf_counter()
         self.km = KernelManager(kernel_name=name)
-        self.km.start_kernel()
+        self.km.start_kernel(**({"env": env} if env else {}))
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=300)
         self.ready = time.perf_counter() - self.t0
 
-    def run(self, code):
+    def run(self, code, timeout=600):
         """Sends a cell, waits for its reply; returns when the reply came (perf_counter)."""
-        reply = self.kc.execute_interactive(code, timeout=600, output_hook=lambda m: None)
+        reply = self.kc.execute_interactive(code, timeout=timeout, output_hook=lambda m: None)
         if reply["content"]["status"] != "ok":
             raise RuntimeError(f"{code[:50]!r}: {reply['content'].get('ename')}: {reply['content'].get('evalue')}")
         return time.perf_counter()
