@@ -12,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set by SIGINT while a cell runs; `dryml::interrupted()` finds it by name with `dlsym`. The
-/// exported names are `dryml::__kernel::protocol::symbols`'s; the e2e interrupt and batching tests
+/// exported names are `dryml_sys::protocol::symbols`'s; the e2e interrupt and batching tests
 /// fail if these items drift from them.
 #[no_mangle]
 #[used]
@@ -33,7 +33,7 @@ pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
     dryml::__kernel::batch::table_record(key, size)
 }
 
-use dryml::__kernel::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
+use dryml_sys::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
 
 /// Socket frame tags, child to kernel.
 pub const TAG_OUT: u8 = b'O';
@@ -103,7 +103,11 @@ fn load_startup(lib: &std::ffi::OsStr) -> Result<(), String> {
     let path = std::ffi::CString::new(lib.as_bytes()).map_err(|e| e.to_string())?;
     let dl_error = || unsafe {
         let e = libc::dlerror();
-        if e.is_null() { "unknown error".to_string() } else { std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned() }
+        if e.is_null() {
+            "unknown error".to_string()
+        } else {
+            std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
     };
     // SAFETY: the library is ours (`session::startup`), and its entry takes and returns nothing.
     unsafe {
@@ -185,9 +189,7 @@ fn start_pump(path: &std::path::Path) -> std::io::Result<()> {
         cur: Vec::new(),
         in_content: false,
     };
-    std::thread::Builder::new()
-        .name("dryml-stdout-pump".into())
-        .spawn(move || pump.run())?;
+    std::thread::Builder::new().name("dryml-stdout-pump".into()).spawn(move || pump.run())?;
     Ok(())
 }
 
@@ -249,8 +251,8 @@ impl Pump {
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
             let line = match take_backtrace() {
-                Some(t) => format!("{} {}", dryml::__kernel::protocol::PANIC, serde_json::json!({"backtrace": t})),
-                None => dryml::__kernel::protocol::PANIC.to_string(),
+                Some(t) => format!("{} {}", dryml_sys::protocol::PANIC, serde_json::json!({"backtrace": t})),
+                None => dryml_sys::protocol::PANIC.to_string(),
             };
             self.send(TAG_CONTROL, line.as_bytes());
         }
@@ -260,7 +262,7 @@ impl Pump {
             self.send(TAG_SYNC, b"");
             // stderr is unbuffered, so all the cell wrote there is in the pipe before this line
             // (which ends a line `eprint!` left open; the kernel splits it off).
-            let marker = format!("{}\n", dryml::__kernel::protocol::STDERR_SYNC);
+            let marker = format!("{}\n", dryml_sys::protocol::STDERR_SYNC);
             unsafe { libc::write(2, marker.as_ptr().cast(), marker.len()) };
         } else if proto.starts_with(b"EVCXR_BEGIN_CONTENT") {
             self.in_content = true;
@@ -318,10 +320,7 @@ impl Pump {
 
 /// Where a protocol marker starts in a complete line, if anywhere.
 fn find_marker(line: &[u8]) -> Option<usize> {
-    MARKERS
-        .iter()
-        .filter_map(|m| line.windows(m.len()).position(|w| w == *m))
-        .min()
+    MARKERS.iter().filter_map(|m| line.windows(m.len()).position(|w| w == *m)).min()
 }
 
 /// The start of the suffix of a partial line that must wait for more bytes: a marker that has
@@ -331,9 +330,7 @@ fn held_suffix_start(cur: &[u8]) -> usize {
         return p;
     }
     let start = cur.len().saturating_sub(5);
-    (start..cur.len())
-        .find(|&i| MARKERS.iter().any(|m| m.starts_with(&cur[i..])))
-        .unwrap_or(cur.len())
+    (start..cur.len()).find(|&i| MARKERS.iter().any(|m| m.starts_with(&cur[i..]))).unwrap_or(cur.len())
 }
 
 /// The child's start-up code: flush user stdout every 25 ms and on request, and the panic hook.

@@ -16,20 +16,15 @@ pub fn default_path() -> PathBuf {
     if let Some(p) = std::env::var_os("DRYML_HISTORY_FILE") {
         return PathBuf::from(p);
     }
-    dirs::data_dir()
-        .unwrap_or_else(std::env::temp_dir)
-        .join("dryml-rust")
-        .join("history.sqlite")
+    dirs::data_dir().unwrap_or_else(std::env::temp_dir).join("dryml-rust").join("history.sqlite")
 }
 
 impl History {
     pub fn open(path: &Path) -> Result<History> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating history directory {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating history directory {}", dir.display()))?;
         }
-        let conn = Connection::open(path)
-            .with_context(|| format!("opening history database {}", path.display()))?;
+        let conn = Connection::open(path).with_context(|| format!("opening history database {}", path.display()))?;
         Self::init(conn)
     }
 
@@ -52,10 +47,7 @@ impl History {
              CREATE TABLE IF NOT EXISTS output_history (session integer, line integer,
                  output text, PRIMARY KEY (session, line));",
         )?;
-        conn.execute(
-            "INSERT INTO sessions (start, num_cmds, remark) VALUES (datetime('now'), 0, '')",
-            [],
-        )?;
+        conn.execute("INSERT INTO sessions (start, num_cmds, remark) VALUES (datetime('now'), 0, '')", [])?;
         let session = conn.last_insert_rowid();
         Ok(History { conn, session })
     }
@@ -110,12 +102,16 @@ impl History {
                     let n = req["n"].as_i64().filter(|n| *n > 0).unwrap_or(i64::MAX);
                     let unique = req["unique"].as_bool().unwrap_or(false);
                     let sql = if unique {
-                        format!("SELECT * FROM ({select} WHERE h.source GLOB ?1 AND h.rowid IN \
+                        format!(
+                            "SELECT * FROM ({select} WHERE h.source GLOB ?1 AND h.rowid IN \
                                  (SELECT max(rowid) FROM history GROUP BY source) \
-                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2")
+                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
+                        )
                     } else {
-                        format!("SELECT * FROM ({select} WHERE h.source GLOB ?1 \
-                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2")
+                        format!(
+                            "SELECT * FROM ({select} WHERE h.source GLOB ?1 \
+                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
+                        )
                     };
                     (sql, vec![pattern.into(), n.into()])
                 }
@@ -133,11 +129,7 @@ impl History {
             let line: i64 = r.get(1)?;
             let source: String = r.get(2)?;
             let out: Option<String> = r.get(3)?;
-            Ok(if output {
-                json!([session, line, [source, out]])
-            } else {
-                json!([session, line, source])
-            })
+            Ok(if output { json!([session, line, [source, out]]) } else { json!([session, line, source]) })
         })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
@@ -162,18 +154,12 @@ mod tests {
         assert_eq!(tail.len(), 2);
         assert_eq!(tail[0][2], "a + 1");
         assert_eq!(tail[1][2], "let b = 2;");
-        let prev = h
-            .query(&json!({"hist_access_type": "range", "session": -1, "start": 1, "stop": 3}))
-            .unwrap();
+        let prev = h.query(&json!({"hist_access_type": "range", "session": -1, "start": 1, "stop": 3})).unwrap();
         assert_eq!(prev.len(), 2);
-        let search = h
-            .query(&json!({"hist_access_type": "search", "pattern": "let*"}))
-            .unwrap();
+        let search = h.query(&json!({"hist_access_type": "search", "pattern": "let*"})).unwrap();
         assert_eq!(search.len(), 2);
         h.store_output(1, "2").unwrap();
-        let with_out = h
-            .query(&json!({"hist_access_type": "range", "session": 0, "output": true}))
-            .unwrap();
+        let with_out = h.query(&json!({"hist_access_type": "range", "session": 0, "output": true})).unwrap();
         assert_eq!(with_out[0][2][1], "2");
     }
 }

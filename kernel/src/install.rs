@@ -41,9 +41,7 @@ fn kernels_dir(place: &Place) -> Result<PathBuf> {
     } else {
         match std::env::var_os("JUPYTER_DATA_DIR") {
             Some(d) => PathBuf::from(d),
-            None => dirs::data_dir()
-                .context("no user data directory; use --prefix")?
-                .join("jupyter"),
+            None => dirs::data_dir().context("no user data directory; use --prefix")?.join("jupyter"),
         }
     };
     Ok(base.join("kernels").join(KERNEL_NAME))
@@ -69,7 +67,8 @@ pub fn install(place: &Place) -> Result<PathBuf> {
     // Write then rename, so a half-written kernel.json is never seen.
     let write = |name: &str, data: &[u8]| -> Result<()> {
         let path = dir.join(name);
-        dryml::__kernel::fs::write_atomic(&path, data, dryml::__kernel::fs::Durability::NoFsync).with_context(|| format!("writing {}", path.display()))
+        dryml_sys::fs::write_atomic(&path, data, dryml_sys::fs::Durability::NoFsync)
+            .with_context(|| format!("writing {}", path.display()))
     };
     write("kernel.json", kernel_json()?.as_bytes())?;
     write("logo-32x32.png", LOGO_32)?;

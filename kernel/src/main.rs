@@ -70,8 +70,8 @@ fn main() -> std::process::ExitCode {
 }
 
 fn cache(action: CacheAction) -> anyhow::Result<()> {
-    use dryml::__kernel::units::size;
     use dryml_kernel::session::cache::BuildCache;
+    use dryml_sys::units::size;
     if let CacheAction::Warm { torch, candle } = action {
         let started = std::time::Instant::now();
         dryml_kernel::warm_cache(torch, candle)?;
@@ -118,8 +118,8 @@ fn run() -> anyhow::Result<()> {
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading connection file {}", file.display()))?;
-            let info: jupyter_protocol::ConnectionInfo = serde_json::from_str(&text)
-                .with_context(|| format!("parsing connection file {}", file.display()))?;
+            let info: jupyter_protocol::ConnectionInfo =
+                serde_json::from_str(&text).with_context(|| format!("parsing connection file {}", file.display()))?;
             dryml_kernel::run(info)?;
         }
         (None, None) => {

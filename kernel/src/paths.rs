@@ -31,7 +31,7 @@ pub fn venv() -> PathBuf {
 /// This kernel's scratch directory, `<tmp>/dryml-kernel-<uid>/<pid>`: the output socket, the
 /// resource pool's files, the last experiment's report and, unless the user set
 /// `EVCXR_TMPDIR`, evcxr's build directory. Only this user may enter it (see
-/// [`dryml::__kernel::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
+/// [`dryml_sys::fs::private_dir`]); when another user holds `<tmp>/dryml-kernel-<uid>`, the kernel
 /// says so and works in `<tmp>/dryml-kernel-<uid>-<pid>` instead. Directories left by kernels
 /// that were killed are removed here, since a SIGKILL leaves no chance to clean: each kernel
 /// holds a lock in its directory while it lives, so a kernel in another pid namespace (a
@@ -40,10 +40,11 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
     let uid = unsafe { libc::getuid() };
     let tmp = std::env::temp_dir();
     let base = tmp.join(format!("dryml-kernel-{uid}"));
-    if let Err(e) = dryml::__kernel::fs::private_dir(&base) {
+    if let Err(e) = dryml_sys::fs::private_dir(&base) {
         tracing::warn!("{e}; this kernel works in a directory of its own instead");
         let dir = tmp.join(format!("dryml-kernel-{uid}-{}", std::process::id()));
-        dryml::__kernel::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+        dryml_sys::fs::private_dir(&dir)
+            .with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
         return Ok(dir);
     }
     if let Ok(entries) = std::fs::read_dir(&base) {
@@ -52,9 +53,12 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
             let stale = match std::fs::File::open(e.path().join(ALIVE)) {
                 // Its kernel holds the lock while it lives, in whatever pid namespace: a pid
                 // this process cannot see (a kernel in a container, or outside ours) proves nothing.
-                Ok(f) => (unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) }) == 0,
+                Ok(f) => {
+                    (unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) })
+                        == 0
+                }
                 // A directory being made, or one of a kernel from before the lock: its pid decides.
-                Err(_) => !dryml::__kernel::procfs::exists(pid),
+                Err(_) => !dryml_sys::procfs::exists(pid),
             };
             if stale {
                 let _ = std::fs::remove_dir_all(e.path());
@@ -62,7 +66,7 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
         }
     }
     let dir = base.join(std::process::id().to_string());
-    dryml::__kernel::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
+    dryml_sys::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
     hold(&dir)?;
     Ok(dir)
 }

@@ -67,7 +67,8 @@ fn on_big_stack<T: Send>(code: &str, d: usize, f: impl FnOnce(&str) -> T + Send)
     let f = std::sync::Mutex::new(Some(f));
     let run = || f.lock().unwrap_or_else(|p| p.into_inner()).take().map(|f| f(code));
     std::thread::scope(|s| {
-        let worker = std::thread::Builder::new().name("dryml-syntax".into()).stack_size(STACK_BYTES).spawn_scoped(s, run);
+        let worker =
+            std::thread::Builder::new().name("dryml-syntax".into()).stack_size(STACK_BYTES).spawn_scoped(s, run);
         match worker {
             Ok(handle) => handle.join().ok().flatten(),
             // No thread to be had: parse here, the depth being bounded.

@@ -104,13 +104,17 @@ mod tests {
     fn aligned_text_and_escaped_html() {
         let (text, html) = render("T", &["a", "bb"], &[vec!["xyz".into(), "<1>".into()]]);
         assert_eq!(text, "T\n\na    bb\nxyz  <1>\n");
-        assert_eq!(html, "<p>T</p><table><tr><th>a</th><th>bb</th></tr><tr><td>xyz</td><td>&lt;1&gt;</td></tr></table>");
+        assert_eq!(
+            html,
+            "<p>T</p><table><tr><th>a</th><th>bb</th></tr><tr><td>xyz</td><td>&lt;1&gt;</td></tr></table>"
+        );
         assert_eq!(render("only", &["a"], &[]), ("only\n".to_string(), "<p>only</p>".to_string()));
     }
 
     #[test]
     fn figures_align_right_after_the_first_column() {
-        let rows = vec![vec!["CPU".to_string(), "1,024".into(), "7".into()], vec!["gpu/0 A&B".into(), "".into(), "12".into()]];
+        let rows =
+            vec![vec!["CPU".to_string(), "1,024".into(), "7".into()], vec!["gpu/0 A&B".into(), "".into(), "12".into()]];
         let (text, html) = figures(&["RAM (MiB)", "Used", "Peak"], &rows);
         assert_eq!(text, "RAM (MiB)   Used  Peak\nCPU        1,024     7\ngpu/0 A&B           12");
         assert_eq!(
@@ -122,6 +126,9 @@ mod tests {
         );
         let (text, html) = figures(&["a", "b"], &[]);
         assert_eq!(text, "a  b");
-        assert_eq!(html, "<table class=\"dryml-report\"><thead><tr><th>a</th><th>b</th></tr></thead><tbody></tbody></table>");
+        assert_eq!(
+            html,
+            "<table class=\"dryml-report\"><thead><tr><th>a</th><th>b</th></tr></thead><tbody></tbody></table>"
+        );
     }
 }

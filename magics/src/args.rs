@@ -38,12 +38,7 @@ pub(crate) fn is_ident(n: &str) -> bool {
 
 /// Index of the k-th positional token (tokens that are not options), for error carets.
 pub(crate) fn positional_token(tokens: &[Token], k: usize) -> Option<usize> {
-    tokens
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.quoted || !t.text.starts_with('-'))
-        .nth(k)
-        .map(|(i, _)| i)
+    tokens.iter().enumerate().filter(|(_, t)| t.quoted || !t.text.starts_with('-')).nth(k).map(|(i, _)| i)
 }
 
 /// Index of the token holding an option's value (`--keep a,b` or `--keep=a,b`).

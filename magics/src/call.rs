@@ -39,7 +39,10 @@ pub enum CellCall {
 pub enum EnvCall {
     /// All variables, or one.
     Show(Option<String>),
-    Set { name: String, value: String },
+    Set {
+        name: String,
+        value: String,
+    },
     Unset(Vec<String>),
 }
 
@@ -105,7 +108,8 @@ pub enum SlurmSetting {
 }
 
 impl SlurmSetting {
-    pub const KEYS: &'static [&'static str] = &["dir", "partition", "account", "qos", "time", "mem", "shards_per_gpu", "sbatch"];
+    pub const KEYS: &'static [&'static str] =
+        &["dir", "partition", "account", "qos", "time", "mem", "shards_per_gpu", "sbatch"];
 }
 
 /// `%jobs`: the notebook's Slurm jobs.
@@ -115,7 +119,10 @@ pub enum JobsCall {
     /// Follow a job to its end (its output from the start), showing its value.
     Wait(u64),
     /// Wait, then bring its `--update` variables into the notebook (one of them as VAR).
-    Result { id: u64, var: Option<String> },
+    Result {
+        id: u64,
+        var: Option<String>,
+    },
     Cancel(u64),
 }
 

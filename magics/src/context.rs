@@ -6,7 +6,7 @@ use crate::args::{flag_token, is_ident, keep_list, option_token, positional_toke
 use crate::tokens::Token;
 use dryml::__kernel::slurm::JobOptions;
 use dryml::compute::context::Requests;
-pub use dryml::__kernel::units::parse_size;
+pub use dryml_sys::units::parse_size;
 use serde_json::Value;
 
 /// What a `%context` line asks for.
@@ -22,7 +22,10 @@ pub fn context_command(args: &Args, tokens: &[Token]) -> Result<ContextCommand, 
     let restart = args.flag("restart");
     let check = args.positionals.first().is_some_and(|p| p == "check");
     if check && restart {
-        return Err(("check and --restart do not go together".into(), tokens.iter().position(|t| t.text == "--restart")));
+        return Err((
+            "check and --restart do not go together".into(),
+            tokens.iter().position(|t| t.text == "--restart"),
+        ));
     }
     let skip = usize::from(check);
     if args.positionals.len() == skip {
@@ -82,8 +85,7 @@ pub struct SlurmJob {
 /// Reads `%%compute`'s arguments. Errors point at the token.
 pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, ArgError> {
     let update = match args.value("update") {
-        Some(v) => keep_list(v)
-            .map_err(|m| (m.replace("--keep", "--update"), option_token(tokens, "update")))?,
+        Some(v) => keep_list(v).map_err(|m| (m.replace("--keep", "--update"), option_token(tokens, "update")))?,
         None => Vec::new(),
     };
     debug_assert!(update.iter().all(|n| is_ident(n)));
@@ -92,7 +94,10 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
     if slurm.is_some() {
         for o in ["use-existing", "dont-create"] {
             if args.flag(o) {
-                return Err((format!("--{o} is about the notebook's own context and does not go with --on slurm"), flag_token(tokens, o)));
+                return Err((
+                    format!("--{o} is about the notebook's own context and does not go with --on slurm"),
+                    flag_token(tokens, o),
+                ));
             }
         }
     }
@@ -111,12 +116,9 @@ pub fn compute_options(args: &Args, tokens: &[Token]) -> Result<ComputeOptions, 
 /// `--timeout S` and `--mem-limit SIZE`.
 fn limits(args: &Args, tokens: &[Token]) -> Result<(Option<f64>, Option<u64>), ArgError> {
     let timeout = match args.value("timeout") {
-        Some(v) => Some(
-            v.parse::<f64>()
-                .ok()
-                .filter(|t| t.is_finite() && *t > 0.0)
-                .ok_or_else(|| (format!("--timeout must be a positive number of seconds, got `{v}`"), option_token(tokens, "timeout")))?,
-        ),
+        Some(v) => Some(v.parse::<f64>().ok().filter(|t| t.is_finite() && *t > 0.0).ok_or_else(|| {
+            (format!("--timeout must be a positive number of seconds, got `{v}`"), option_token(tokens, "timeout"))
+        })?),
         None => None,
     };
     let mem_limit = match args.value("mem-limit") {
@@ -136,16 +138,25 @@ fn slurm_job(args: &Args, tokens: &[Token]) -> Result<Option<SlurmJob>, ArgError
                 partition: args.value("partition").map(str::to_string),
                 account: args.value("account").map(str::to_string),
                 qos: args.value("qos").map(str::to_string),
-                sbatch: args.value("sbatch").map(|v| v.split_whitespace().map(str::to_string).collect()).unwrap_or_default(),
+                sbatch: args
+                    .value("sbatch")
+                    .map(|v| v.split_whitespace().map(str::to_string).collect())
+                    .unwrap_or_default(),
                 ..JobOptions::default()
             },
         }),
-        Some(other) => return Err((format!("--on takes `local` or `slurm`, not `{other}`"), option_token(tokens, "on"))),
+        Some(other) => {
+            return Err((format!("--on takes `local` or `slurm`, not `{other}`"), option_token(tokens, "on")))
+        }
     };
     if slurm.is_none() {
         for o in ["detach", "partition", "account", "qos", "sbatch"] {
             if args.options.contains_key(o) {
-                let at = if args.flag(o) && args.value(o).is_none() { flag_token(tokens, o) } else { option_token(tokens, o) };
+                let at = if args.flag(o) && args.value(o).is_none() {
+                    flag_token(tokens, o)
+                } else {
+                    option_token(tokens, o)
+                };
                 return Err((format!("--{o} goes with --on slurm"), at));
             }
         }
@@ -168,16 +179,29 @@ pub struct SweepOptions {
 
 /// Reads `%%sweep DEFS --repo DIR [REQS] [--on slurm ...]`. Errors point at the token.
 pub fn sweep_options(args: &Args, tokens: &[Token]) -> Result<SweepOptions, ArgError> {
-    let defs = args.positionals.first().cloned().ok_or_else(|| ("needs DEFS, the variable holding the definitions (a Vec<ObjectDef>)".to_string(), None))?;
+    let defs = args
+        .positionals
+        .first()
+        .cloned()
+        .ok_or_else(|| ("needs DEFS, the variable holding the definitions (a Vec<ObjectDef>)".to_string(), None))?;
     if !is_ident(&defs) {
-        return Err((format!("`{defs}` is not a variable name (DEFS comes first, then the requests)"), positional_token(tokens, 0)));
+        return Err((
+            format!("`{defs}` is not a variable name (DEFS comes first, then the requests)"),
+            positional_token(tokens, 0),
+        ));
     }
-    let repo = args.value("repo").map(str::to_string).ok_or_else(|| ("needs --repo DIR, where the trained objects go".to_string(), None))?;
+    let repo = args
+        .value("repo")
+        .map(str::to_string)
+        .ok_or_else(|| ("needs --repo DIR, where the trained objects go".to_string(), None))?;
     let (timeout, mem_limit) = limits(args, tokens)?;
     let slurm = slurm_job(args, tokens)?;
     if slurm.is_none() && (timeout.is_some() || mem_limit.is_some()) {
         let o = if timeout.is_some() { "timeout" } else { "mem-limit" };
-        return Err((format!("--{o} applies to a sweep's Slurm tasks (--on slurm); a local sweep's sandboxes take none yet"), option_token(tokens, o)));
+        return Err((
+            format!("--{o} applies to a sweep's Slurm tasks (--on slurm); a local sweep's sandboxes take none yet"),
+            option_token(tokens, o),
+        ));
     }
     Ok(SweepOptions { defs, repo, requests: requests_of(args, tokens, 1)?, timeout, mem_limit, slurm })
 }
@@ -195,7 +219,9 @@ pub fn requests_from_json(text: &str) -> Result<Requests, String> {
     let mut places = Vec::new();
     for (k, val) in frameworks.iter().filter(|(_, v)| !v.is_object()) {
         let Value::Number(n) = val else {
-            return Err(format!("\"{k}\": expected an object of keys (a framework's) or a number (a key of `default`'s), got {val}"));
+            return Err(format!(
+                "\"{k}\": expected an object of keys (a framework's) or a number (a key of `default`'s), got {val}"
+            ));
         };
         tokens.push(format!("{k}={n}"));
         places.push(format!("\"{k}\""));

@@ -13,8 +13,13 @@ mod registry;
 mod tokens;
 
 pub use args::{keep_list, ArgError, Args};
-pub use call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
-pub use context::{compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions};
+pub use call::{
+    CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall,
+    SlurmCall, SlurmSetting,
+};
+pub use context::{
+    compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions,
+};
 pub use registry::{parse_seconds, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
 pub use tokens::{tokenize, Token};
 
@@ -46,11 +51,7 @@ impl std::error::Error for MagicError {}
 impl MagicError {
     /// The source line with a caret under the offending column, for tracebacks.
     pub fn caret(&self) -> String {
-        format!(
-            "{}\n{}^",
-            self.source_line,
-            " ".repeat(self.column.saturating_sub(1))
-        )
+        format!("{}\n{}^", self.source_line, " ".repeat(self.column.saturating_sub(1)))
     }
 }
 
@@ -101,7 +102,12 @@ impl Invocation {
 
     /// Checks that every `cpu/<i>` and `gpu/<i>` of `requests` exists on a machine with `cpus`
     /// CPUs and `gpus` GPUs; the error points at the key's token (or the JSON's start).
-    pub fn check_devices(&self, requests: &dryml::compute::context::Requests, cpus: usize, gpus: usize) -> Result<(), MagicError> {
+    pub fn check_devices(
+        &self,
+        requests: &dryml::compute::context::Requests,
+        cpus: usize,
+        gpus: usize,
+    ) -> Result<(), MagicError> {
         let Err((message, key)) = requests.check_devices(cpus, gpus) else { return Ok(()) };
         let tokens = &self.tokens;
         let prefix = format!("{key}=");
@@ -145,11 +151,7 @@ pub fn nearest(name: &str) -> Option<String> {
 
 /// Magic names (with prefix) that start with `prefix`, which includes its `%` or `%%`.
 pub fn complete(prefix: &str) -> Vec<String> {
-    let mut out: Vec<String> = REGISTRY
-        .iter()
-        .map(|m| m.display_name())
-        .filter(|n| n.starts_with(prefix))
-        .collect();
+    let mut out: Vec<String> = REGISTRY.iter().map(|m| m.display_name()).filter(|n| n.starts_with(prefix)).collect();
     out.sort();
     out
 }
@@ -200,27 +202,11 @@ pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
         Some(start) => cell[start..].to_string(),
         None => String::new(),
     };
-    Ok(ParsedCell {
-        line_magics,
-        cell_magic,
-        body,
-    })
+    Ok(ParsedCell { line_magics, cell_magic, body })
 }
 
-fn error_at(
-    line: &str,
-    line_no: usize,
-    column: usize,
-    message: String,
-    suggestion: Option<String>,
-) -> MagicError {
-    MagicError {
-        message,
-        line: line_no,
-        column,
-        source_line: line.to_string(),
-        suggestion,
-    }
+fn error_at(line: &str, line_no: usize, column: usize, message: String, suggestion: Option<String>) -> MagicError {
+    MagicError { message, line: line_no, column, source_line: line.to_string(), suggestion }
 }
 
 /// `rest` is the text after the `%`/`%%`; `name_col` is the 1-based column where the name starts.
@@ -231,19 +217,11 @@ fn parse_invocation(
     line_no: usize,
     name_col: usize,
 ) -> Result<Invocation, MagicError> {
-    let name_len = rest
-        .find(|c: char| c.is_whitespace() || c == '?')
-        .unwrap_or(rest.len());
+    let name_len = rest.find(|c: char| c.is_whitespace() || c == '?').unwrap_or(rest.len());
     let name = &rest[..name_len];
     let prefix = kind.prefix();
     if name.is_empty() {
-        return Err(error_at(
-            line,
-            line_no,
-            name_col,
-            format!("expected a magic name after `{prefix}`"),
-            None,
-        ));
+        return Err(error_at(line, line_no, name_col, format!("expected a magic name after `{prefix}`"), None));
     }
     let mut after = &rest[name_len..];
     let help = after.starts_with('?');
@@ -267,11 +245,7 @@ fn parse_invocation(
                 MagicKind::Cell => lookup(name, MagicKind::Line),
             };
             let message = match other {
-                Some(o) => format!(
-                    "`{prefix}{name}` is not a {} magic; `{}` is",
-                    kind.word(),
-                    o.display_name()
-                ),
+                Some(o) => format!("`{prefix}{name}` is not a {} magic; `{}` is", kind.word(), o.display_name()),
                 None => format!("unknown magic `{prefix}{name}`"),
             };
             let suggestion = other.map(|o| o.display_name()).or_else(|| nearest(name));
@@ -280,31 +254,20 @@ fn parse_invocation(
     };
     let args_col = name_col + name_len + usize::from(help);
     let tokens = tokenize(after).map_err(|(msg, col)| {
-        error_at(
-            line,
-            line_no,
-            args_col + col,
-            format!("{}: {msg}", spec.display_name()),
-            None,
-        )
+        error_at(line, line_no, args_col + col, format!("{}: {msg}", spec.display_name()), None)
     })?;
     let (args, call) = if help {
         (Args::default(), None)
     } else {
         let (args, call) = spec.validate(&tokens, after).map_err(|(msg, tok_idx)| {
-            let col = tok_idx
-                .and_then(|i| tokens.get(i))
-                .map(|t| args_col + t.column)
-                .unwrap_or(line.len() + 1);
-            error_at(
-                line,
-                line_no,
-                col,
-                format!("{}: {msg}", spec.display_name()),
-                None,
-            )
+            let col = tok_idx.and_then(|i| tokens.get(i)).map(|t| args_col + t.column).unwrap_or(line.len() + 1);
+            error_at(line, line_no, col, format!("{}: {msg}", spec.display_name()), None)
         })?;
-        debug_assert_eq!(matches!(call, Call::Line(_)), kind == MagicKind::Line, "{name}: its parser gives the other kind");
+        debug_assert_eq!(
+            matches!(call, Call::Line(_)),
+            kind == MagicKind::Line,
+            "{name}: its parser gives the other kind"
+        );
         (args, Some(call))
     };
     Ok(Invocation {

@@ -2,7 +2,10 @@
 //! grammar cannot say. The registry's rows name them.
 
 use crate::args::{is_ident, keep_list, option_token, positional_token, ArgError, Args};
-use crate::call::{CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall, SlurmCall, SlurmSetting};
+use crate::call::{
+    CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall,
+    SlurmCall, SlurmSetting,
+};
 use crate::context::parse_size;
 use crate::tokens::Token;
 
@@ -24,9 +27,8 @@ pub(crate) fn env_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError>
 }
 
 fn env_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
-    let valid_name = |n: &str| {
-        !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace)
-    };
+    let valid_name =
+        |n: &str| !n.is_empty() && !n.contains('=') && !n.contains('\0') && !n.chars().any(char::is_whitespace);
     let pos_index = |k: usize| positional_token(tokens, k);
     if args.flag("unset") {
         if args.positionals.is_empty() {
@@ -56,10 +58,7 @@ fn env_check(args: &Args, tokens: &[Token]) -> Result<(), ArgError> {
                 Err((format!("`{name}` is not a valid variable name"), pos_index(0)))
             }
         }
-        _ => Err((
-            "expected at most NAME and VALUE; quote a value with spaces".into(),
-            pos_index(2),
-        )),
+        _ => Err(("expected at most NAME and VALUE; quote a value with spaces".into(), pos_index(2))),
     }
 }
 
@@ -67,10 +66,7 @@ const EXPERIMENT_SUBCOMMANDS: &[&str] = &["start", "keep", "data", "finish"];
 
 pub(crate) fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     let Some(sub) = args.positionals.first() else {
-        return Err((
-            format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")),
-            None,
-        ));
+        return Err((format!("expected a subcommand: {}", EXPERIMENT_SUBCOMMANDS.join(", ")), None));
     };
     let rest = &args.positionals[1..];
     let call = match sub.as_str() {
@@ -114,7 +110,10 @@ fn preload_opt(args: &Args, tokens: &[Token]) -> Result<Option<Preload>, ArgErro
     match args.value("preload") {
         None => Ok(None),
         Some(v) => Preload::parse(v).map(Some).ok_or_else(|| {
-            (format!("unknown framework `{v}` for --preload (known: {})", Preload::NAMES.join(", ")), option_token(tokens, "preload"))
+            (
+                format!("unknown framework `{v}` for --preload (known: {})", Preload::NAMES.join(", ")),
+                option_token(tokens, "preload"),
+            )
         }),
     }
 }
@@ -154,10 +153,7 @@ pub(crate) fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError
         ("load", 3) if rest[1] == "as" => return Err((format!("`{}` is not a variable name", rest[2]), at(3))),
         ("load", _) => return Err(("expected `load ID as VAR`".into(), at(1))),
         (other, _) => {
-            return Err((
-                format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")),
-                at(0),
-            ))
+            return Err((format!("unknown subcommand `{other}` (expected {})", REPO_SUBCOMMANDS.join(", ")), at(0)))
         }
     };
     Ok(Call::Line(LineCall::Repo(call)))
@@ -174,10 +170,12 @@ pub(crate) fn cell_logger_parse(args: &Args, tokens: &[Token]) -> Result<Call, A
         Some("data") => LoggerCall::Data,
         Some("reset") => LoggerCall::Reset,
         Some("plot") => LoggerCall::Plot,
-        Some(m) => return Err((
-            format!("unknown mode `{m}` (expected {})", LOGGER_MODES.join(", ")),
-            positional_token(tokens, 0),
-        )),
+        Some(m) => {
+            return Err((
+                format!("unknown mode `{m}` (expected {})", LOGGER_MODES.join(", ")),
+                positional_token(tokens, 0),
+            ))
+        }
     };
     Ok(Call::Line(LineCall::CellLogger(mode)))
 }
@@ -191,11 +189,16 @@ pub(crate) fn cache_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgErro
         [s] if s == "clear" => CacheCall::Clear,
         [s] => {
             return Err((
-                format!("unknown subcommand `{s}` (expected {}, or nothing to show the cache)", CACHE_SUBCOMMANDS.join(" or ")),
+                format!(
+                    "unknown subcommand `{s}` (expected {}, or nothing to show the cache)",
+                    CACHE_SUBCOMMANDS.join(" or ")
+                ),
                 positional_token(tokens, 0),
             ))
         }
-        [_, extra, ..] => return Err((format!("takes one subcommand, got also `{extra}`"), positional_token(tokens, 1))),
+        [_, extra, ..] => {
+            return Err((format!("takes one subcommand, got also `{extra}`"), positional_token(tokens, 1)))
+        }
     };
     Ok(Call::Line(LineCall::Cache(call)))
 }
@@ -219,7 +222,10 @@ pub(crate) fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgErro
             "qos" => SlurmSetting::Qos(text),
             "time" => SlurmSetting::Time(match &text {
                 None => None,
-                Some(t) => Some(dryml::__kernel::units::parse_seconds(t).ok_or_else(|| bad("expected seconds, or a number with s, m, h or d"))?),
+                Some(t) => Some(
+                    dryml_sys::units::parse_seconds(t)
+                        .ok_or_else(|| bad("expected seconds, or a number with s, m, h or d"))?,
+                ),
             }),
             "mem" => SlurmSetting::Mem(match &text {
                 None => None,
@@ -227,11 +233,17 @@ pub(crate) fn slurm_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgErro
             }),
             "shards_per_gpu" => SlurmSetting::ShardsPerGpu(match &text {
                 None => None,
-                Some(t) => Some(t.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("expected a positive whole number"))?),
+                Some(t) => Some(
+                    t.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| bad("expected a positive whole number"))?,
+                ),
             }),
             "sbatch" => SlurmSetting::Sbatch(value.split_whitespace().map(str::to_string).collect()),
             _ => {
-                let near = SlurmSetting::KEYS.iter().find(|k| strsim::levenshtein(k, key) <= 2).map(|k| format!("; did you mean `{k}`?")).unwrap_or_default();
+                let near = SlurmSetting::KEYS
+                    .iter()
+                    .find(|k| strsim::levenshtein(k, key) <= 2)
+                    .map(|k| format!("; did you mean `{k}`?"))
+                    .unwrap_or_default();
                 return Err((format!("unknown key `{key}` (keys: {}){near}", SlurmSetting::KEYS.join(", ")), at));
             }
         });
@@ -279,7 +291,12 @@ pub(crate) fn jobs_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError
             };
             JobsCall::Result { id, var }
         }
-        Some(other) => return Err((format!("unknown subcommand `{other}` (expected wait, result or cancel, or nothing to list the jobs)"), positional_token(tokens, 0))),
+        Some(other) => {
+            return Err((
+                format!("unknown subcommand `{other}` (expected wait, result or cancel, or nothing to list the jobs)"),
+                positional_token(tokens, 0),
+            ))
+        }
     };
     Ok(Call::Line(LineCall::Jobs(call)))
 }

@@ -3,9 +3,12 @@
 
 use crate::args::{ArgError, Args};
 use crate::call::{Call, CellCall, LineCall};
-use crate::parsers::{cache_parse, cell_logger_parse, env_parse, experiment_cell_parse, experiment_parse, jobs_parse, repo_parse, slurm_parse};
+use crate::parsers::{
+    cache_parse, cell_logger_parse, env_parse, experiment_cell_parse, experiment_parse, jobs_parse, repo_parse,
+    slurm_parse,
+};
 use crate::tokens::Token;
-pub use dryml::__kernel::units::parse_seconds;
+pub use dryml_sys::units::parse_seconds;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MagicKind {
@@ -71,12 +74,7 @@ impl MagicSpec {
 
     /// The `%name?` help text.
     pub fn help_text(&self) -> String {
-        let mut out = format!(
-            "{}: {}\n\nUsage: {}\n",
-            self.display_name(),
-            self.summary,
-            self.usage
-        );
+        let mut out = format!("{}: {}\n\nUsage: {}\n", self.display_name(), self.summary, self.usage);
         if !self.args.is_empty() {
             out.push_str("\nArguments:\n");
             for a in self.args {
@@ -105,14 +103,8 @@ impl MagicSpec {
     /// Checks tokens against the grammar. Errors carry the index of the offending token.
     pub(crate) fn validate(&self, tokens: &[Token], raw: &str) -> Result<(Args, Call), ArgError> {
         let mut args = Args { raw: raw.trim().to_string(), raw_line: raw.to_string(), ..Args::default() };
-        let positional: Vec<&ArgSpec> = self
-            .args
-            .iter()
-            .filter(|a| matches!(a, ArgSpec::Pos { .. }))
-            .collect();
-        let takes_many = positional
-            .iter()
-            .any(|a| matches!(a, ArgSpec::Pos { many: true, .. }));
+        let positional: Vec<&ArgSpec> = self.args.iter().filter(|a| matches!(a, ArgSpec::Pos { .. })).collect();
+        let takes_many = positional.iter().any(|a| matches!(a, ArgSpec::Pos { many: true, .. }));
         let mut i = 0;
         let mut only_positional = false;
         while i < tokens.len() {
@@ -140,10 +132,7 @@ impl MagicSpec {
                                 match tokens.get(i) {
                                     Some(t) => t.text.clone(),
                                     None => {
-                                        return Err((
-                                            format!("option --{long} needs a value {value}"),
-                                            Some(i - 1),
-                                        ))
+                                        return Err((format!("option --{long} needs a value {value}"), Some(i - 1)))
                                     }
                                 }
                             }
@@ -159,9 +148,7 @@ impl MagicSpec {
                 && text.as_bytes()[1].is_ascii_alphabetic()
             {
                 let c = text.as_bytes()[1] as char;
-                match self.args.iter().find(
-                    |a| matches!(a, ArgSpec::Flag { short: Some(s), .. } if *s == c),
-                ) {
+                match self.args.iter().find(|a| matches!(a, ArgSpec::Flag { short: Some(s), .. } if *s == c)) {
                     Some(ArgSpec::Flag { long, .. }) => {
                         args.options.insert(long.to_string(), None);
                     }

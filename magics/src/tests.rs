@@ -3,11 +3,7 @@
 use super::*;
 
 fn names(p: &ParsedCell) -> Vec<String> {
-    p.line_magics
-        .iter()
-        .chain(p.cell_magic.iter())
-        .map(|i| i.spec.display_name())
-        .collect()
+    p.line_magics.iter().chain(p.cell_magic.iter()).map(|i| i.spec.display_name()).collect()
 }
 
 #[test]
@@ -43,9 +39,7 @@ fn cells_that_parse() {
         assert_eq!(&names(&parsed), magics, "magics of {cell:?}");
         assert_eq!(parsed.body, *body, "body of {cell:?}");
         let first = parsed.line_magics.first().or(parsed.cell_magic.as_ref());
-        let got: Vec<&str> = first
-            .map(|i| i.args.positionals.iter().map(String::as_str).collect())
-            .unwrap_or_default();
+        let got: Vec<&str> = first.map(|i| i.args.positionals.iter().map(String::as_str).collect()).unwrap_or_default();
         assert_eq!(&got, pos, "positionals of {cell:?}");
     }
 }
@@ -173,10 +167,7 @@ fn completion_and_listing() {
 fn tokenizer_columns() {
     let t = tokenize(" a  'b c' d").unwrap();
     let cols: Vec<(String, usize)> = t.into_iter().map(|t| (t.text, t.column)).collect();
-    assert_eq!(
-        cols,
-        vec![("a".into(), 1), ("b c".into(), 4), ("d".into(), 10)]
-    );
+    assert_eq!(cols, vec![("a".into(), 1), ("b c".into(), 4), ("d".into(), 10)]);
 }
 
 #[test]
@@ -191,8 +182,14 @@ fn calls_are_typed_once() {
         ("%env A=1=2", LineCall::Env(EnvCall::Set { name: "A".into(), value: "1=2".into() })),
         ("%env A 'x y'", LineCall::Env(EnvCall::Set { name: "A".into(), value: "x y".into() })),
         ("%env -u A B", LineCall::Env(EnvCall::Unset(vec!["A".into(), "B".into()]))),
-        ("%experiment start 'lr sweep'", LineCall::Experiment(ExperimentCall::Start { name: Some("lr sweep".into()), preload: None })),
-        ("%experiment start --preload torch", LineCall::Experiment(ExperimentCall::Start { name: None, preload: Some(Preload::Torch) })),
+        (
+            "%experiment start 'lr sweep'",
+            LineCall::Experiment(ExperimentCall::Start { name: Some("lr sweep".into()), preload: None }),
+        ),
+        (
+            "%experiment start --preload torch",
+            LineCall::Experiment(ExperimentCall::Start { name: None, preload: Some(Preload::Torch) }),
+        ),
         ("%experiment keep a b", LineCall::Experiment(ExperimentCall::Keep(vec!["a".into(), "b".into()]))),
         ("%experiment data", LineCall::Experiment(ExperimentCall::Data)),
         ("%experiment finish", LineCall::Experiment(ExperimentCall::Finish)),
@@ -228,12 +225,27 @@ fn calls_are_typed_once() {
         cell("%%experiment big --keep a,b\nx"),
         CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()], preload: None }
     );
-    assert!(matches!(cell("%%experiment --preload tch\nx"), CellCall::Experiment { preload: Some(Preload::Torch), .. }));
-    assert!(matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0) && o.slurm.is_none()));
-    let CellCall::Sweep(o) = cell("%%sweep defs --repo /tmp/r tf num_cpus=2 --on slurm --timeout 60\n|m: &mut M| 1") else { panic!() };
-    assert_eq!((o.defs.as_str(), o.repo.as_str(), o.requests.to_text().as_str(), o.timeout), ("defs", "/tmp/r", "tf num_cpus=2", Some(60.0)));
+    assert!(matches!(
+        cell("%%experiment --preload tch\nx"),
+        CellCall::Experiment { preload: Some(Preload::Torch), .. }
+    ));
+    assert!(
+        matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0) && o.slurm.is_none())
+    );
+    let CellCall::Sweep(o) = cell("%%sweep defs --repo /tmp/r tf num_cpus=2 --on slurm --timeout 60\n|m: &mut M| 1")
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (o.defs.as_str(), o.repo.as_str(), o.requests.to_text().as_str(), o.timeout),
+        ("defs", "/tmp/r", "tf num_cpus=2", Some(60.0))
+    );
     assert!(o.slurm.is_some());
-    let CellCall::Compute(o) = cell("%%compute --on slurm --detach --partition gpu --sbatch '--nice=5 --exclusive' tf num_cpus=2\nx") else { panic!() };
+    let CellCall::Compute(o) =
+        cell("%%compute --on slurm --detach --partition gpu --sbatch '--nice=5 --exclusive' tf num_cpus=2\nx")
+    else {
+        panic!()
+    };
     assert_eq!(o.requests.to_text(), "tf num_cpus=2");
     assert_eq!(
         o.slurm,
@@ -266,7 +278,10 @@ mod context_args {
         // (line, command)
         let table: Vec<(&str, ContextCommand)> = vec![
             ("%context", Show),
-            ("%context tf gpu/0=0.5 torch num_gpus=0", Set { requests: r("tf gpu/0=0.5 torch num_gpus=0"), restart: false }),
+            (
+                "%context tf gpu/0=0.5 torch num_gpus=0",
+                Set { requests: r("tf gpu/0=0.5 torch num_gpus=0"), restart: false },
+            ),
             (r#"%context {"tf": {"gpu/0": 0.5}}"#, Set { requests: r("tf gpu/0=0.5"), restart: false }),
             (r#"%context --restart {"tf": {"num_cpus": 1}}"#, Set { requests: r("tf num_cpus=1"), restart: true }),
             ("%context check tf num_gpus=2", Check(r("tf num_gpus=2"))),
@@ -332,7 +347,8 @@ mod context_args {
 
     #[test]
     fn compute_lines() {
-        let inv = args_of("%%compute tf gpu/0=0.5 --update model,loss --timeout 2.5 --mem-limit 1.5G -v --dont-create").unwrap();
+        let inv = args_of("%%compute tf gpu/0=0.5 --update model,loss --timeout 2.5 --mem-limit 1.5G -v --dont-create")
+            .unwrap();
         let tokens = crate::tokenize(&inv.args.raw).unwrap();
         let o = compute_options(&inv.args, &tokens).unwrap();
         assert_eq!(o.requests, Requests::parse("tf gpu/0=0.5").unwrap());

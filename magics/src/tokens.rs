@@ -51,11 +51,7 @@ pub fn tokenize(text: &str) -> Result<Vec<Token>, (String, usize)> {
                 _ => buf.push(c),
             }
         }
-        tokens.push(Token {
-            text: buf,
-            column: col_of(start),
-            quoted,
-        });
+        tokens.push(Token { text: buf, column: col_of(start), quoted });
     }
     Ok(tokens)
 }

@@ -26,7 +26,16 @@ fn main() {
     let t = Tensor::zeros([128, 256, 256], (Kind::Float, Device::Cpu));
     let variants: Vec<(&str, Box<dyn Fn(&Tensor)>)> = vec![
         ("native", Box::new(|t| native(t, 32))),
-        ("batch", Box::new(|t| batch::batch(32, |b| -> R { Ok(native(t, b as i64)) }).unwrap())),
+        (
+            "batch",
+            Box::new(|t| {
+                batch::batch(32, |b| -> R {
+                    native(t, b as i64);
+                    Ok(())
+                })
+                .unwrap()
+            }),
+        ),
         (
             "range",
             Box::new(|t| {
@@ -40,11 +49,21 @@ fn main() {
         ("chunked", Box::new(|t| batch::chunked(t, 32, 0, |c, _, _| -> R { c.f_fill_(1.0).map(|_| ()) }).unwrap())),
         (
             "chunked_no_cache",
-            Box::new(|t| Batcher::new(32).cache(Cache::None).chunked(t, 0, |c, _, _| -> R { c.f_fill_(1.0).map(|_| ()) }).unwrap()),
+            Box::new(|t| {
+                Batcher::new(32)
+                    .cache(Cache::None)
+                    .chunked(t, 0, |c, _, _| -> R { c.f_fill_(1.0).map(|_| ()) })
+                    .unwrap()
+            }),
         ),
         (
             "chunked_global",
-            Box::new(|t| Batcher::new(32).cache(Cache::Global).chunked(t, 0, |c, _, _| -> R { c.f_fill_(1.0).map(|_| ()) }).unwrap()),
+            Box::new(|t| {
+                Batcher::new(32)
+                    .cache(Cache::Global)
+                    .chunked(t, 0, |c, _, _| -> R { c.f_fill_(1.0).map(|_| ()) })
+                    .unwrap()
+            }),
         ),
     ];
     // Warm-up: pages touched, thread pools started, caches filled.
@@ -91,8 +110,20 @@ fn main() {
             at += 32;
         }
     });
-    let empty_batch = per_call(&|| batch::batch(32, |b| -> Nothing { std::hint::black_box(b); Ok(()) }).unwrap());
-    let empty_range = per_call(&|| batch::range(0, 128, 32, |lo, _| -> Nothing { std::hint::black_box(lo); Ok(()) }).unwrap());
+    let empty_batch = per_call(&|| {
+        batch::batch(32, |b| -> Nothing {
+            std::hint::black_box(b);
+            Ok(())
+        })
+        .unwrap()
+    });
+    let empty_range = per_call(&|| {
+        batch::range(0, 128, 32, |lo, _| -> Nothing {
+            std::hint::black_box(lo);
+            Ok(())
+        })
+        .unwrap()
+    });
     println!(
         "{{\"rounds\":{rounds},\"threads\":{},{},\"empty_ns\":{{\"native\":{empty_native},\"batch\":{empty_batch},\"range\":{empty_range}}}}}",
         tch::get_num_threads(),

@@ -31,7 +31,11 @@ fn args() -> Value {
 }
 
 fn accuracy(scores: &[f32], y: &Array1<usize>) -> f64 {
-    let hits = scores.chunks(10).zip(y).filter(|(s, &c)| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|m| m.0) == Some(c)).count();
+    let hits = scores
+        .chunks(10)
+        .zip(y)
+        .filter(|(s, &c)| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|m| m.0) == Some(c))
+        .count();
     hits as f64 / y.len() as f64
 }
 
@@ -43,7 +47,13 @@ struct TchCnn {
 
 impl TchCnn {
     fn new(p: &tch::nn::Path<'_>) -> TchCnn {
-        let conv = tch::nn::conv2d(p / "conv", 1, CHANNELS as i64, 3, tch::nn::ConvConfig { padding: 1, ..Default::default() });
+        let conv = tch::nn::conv2d(
+            p / "conv",
+            1,
+            CHANNELS as i64,
+            3,
+            tch::nn::ConvConfig { padding: 1, ..Default::default() },
+        );
         TchCnn { conv, out: tch::nn::linear(p / "out", (CHANNELS * 16) as i64, 10, Default::default()) }
     }
     fn forward(&self, xs: &tch::Tensor) -> tch::Tensor {
@@ -69,7 +79,13 @@ struct CandleCnn {
 
 impl CandleCnn {
     fn new(vb: candle_nn::VarBuilder<'_>) -> candle_core::Result<CandleCnn> {
-        let conv = candle_nn::conv2d(1, CHANNELS, 3, candle_nn::Conv2dConfig { padding: 1, ..Default::default() }, vb.pp("conv"))?;
+        let conv = candle_nn::conv2d(
+            1,
+            CHANNELS,
+            3,
+            candle_nn::Conv2dConfig { padding: 1, ..Default::default() },
+            vb.pp("conv"),
+        )?;
         Ok(CandleCnn { conv, out: candle_nn::linear(CHANNELS * 16, 10, vb.pp("out"))? })
     }
     fn forward(&self, xs: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
@@ -125,14 +141,17 @@ mod by_hand {
             let dev = Device::Cpu;
             let vars = VarMap::new();
             let net = CandleCnn::new(VarBuilder::from_varmap(&vars, DType::F32, &dev))?;
-            let mut opt = AdamW::new(vars.all_vars(), ParamsAdamW { lr: LR, weight_decay: 0.0, ..ParamsAdamW::default() })?;
+            let mut opt =
+                AdamW::new(vars.all_vars(), ParamsAdamW { lr: LR, weight_decay: 0.0, ..ParamsAdamW::default() })?;
             let mut losses = 0.0;
             for epoch in 0..EPOCHS {
                 for idx in shared::epoch_batches(x.nrows(), BATCH, epoch as u64) {
                     let xb = x.select(Axis(0), &idx);
                     let yb: Vec<u32> = idx.iter().map(|&i| y[i] as u32).collect();
-                    let t = CTensor::from_slice(xb.as_slice().expect("standard layout"), (xb.nrows(), xb.ncols()), &dev)?;
-                    let loss = candle_nn::loss::cross_entropy(&net.forward(&t)?, &CTensor::from_vec(yb, idx.len(), &dev)?)?;
+                    let t =
+                        CTensor::from_slice(xb.as_slice().expect("standard layout"), (xb.nrows(), xb.ncols()), &dev)?;
+                    let loss =
+                        candle_nn::loss::cross_entropy(&net.forward(&t)?, &CTensor::from_vec(yb, idx.len(), &dev)?)?;
                     opt.backward_step(&loss)?;
                     losses += f64::from(loss.to_scalar::<f32>()?);
                 }
@@ -158,7 +177,8 @@ fn main() {
     let rounds: usize = argv.next().and_then(|s| s.parse().ok()).unwrap_or(7);
     let csv = argv.next().unwrap_or_else(|| "target/data/digits.csv".into());
     tch::set_num_threads(1);
-    let digits = Dataset::from_csv_xy(&csv, "label", &CsvOptions::default()).expect("the digits' CSV (kernelspec/bootstrap.sh exports it)");
+    let digits = Dataset::from_csv_xy(&csv, "label", &CsvOptions::default())
+        .expect("the digits' CSV (kernelspec/bootstrap.sh exports it)");
     let rows = digits.collect().expect("digits");
     let x = Array1::<f32>::stack(rows.iter().map(|r| r.x.mapv(|v| v as f32 / 16.0)).collect()).expect("rows");
     let y: Array1<usize> = rows.iter().map(|r| r.y as usize).collect();
@@ -169,8 +189,28 @@ fn main() {
     out.insert("batch".into(), json!(BATCH));
     out.insert("rounds".into(), json!(rounds));
     let pairs: Vec<shared::Pair> = vec![
-        ("tch", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::tch(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml(TchModel::<TchCnn>::new(args()), &d) })),
-        ("candle", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::candle(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml(CandleModel::<CandleCnn>::new(args()), &d) })),
+        (
+            "tch",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::tch(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml(TchModel::<TchCnn>::new(args()), &d)
+            }),
+        ),
+        (
+            "candle",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::candle(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml(CandleModel::<CandleCnn>::new(args()), &d)
+            }),
+        ),
     ];
     shared::compare(&mut out, rounds, &pairs);
     println!("{}", Value::Object(out));

@@ -30,7 +30,12 @@ fn consume(x: &Array2<f32>, y: &Array1<i64>) -> f64 {
 
 /// The hand-written epoch: a shuffled index list, each batch's rows gathered and standardised,
 /// then `consume`d.
-fn hand_epoch(x: &Array2<f32>, y: &Array1<i64>, seed: u64, mut consume: impl FnMut(Array2<f32>, Array1<i64>) -> f64) -> f64 {
+fn hand_epoch(
+    x: &Array2<f32>,
+    y: &Array1<i64>,
+    seed: u64,
+    mut consume: impl FnMut(Array2<f32>, Array1<i64>) -> f64,
+) -> f64 {
     let mut order: Vec<usize> = (0..x.nrows()).collect();
     fastrand::Rng::with_seed(seed).shuffle(&mut order);
     order.chunks(BATCH).map(|idx| consume(standardise(x.select(Axis(0), idx)), y.select(Axis(0), idx))).sum()
@@ -61,7 +66,8 @@ mod tensors {
 
     pub fn by_hand(x: &Array2<f32>, y: &Array1<i64>, seed: u64) -> f64 {
         hand_epoch(x, y, seed, |xb, yb| {
-            let xt = Tensor::from_slice(xb.as_slice().expect("standard layout")).view([xb.nrows() as i64, FEATURES as i64]);
+            let xt =
+                Tensor::from_slice(xb.as_slice().expect("standard layout")).view([xb.nrows() as i64, FEATURES as i64]);
             consume(&xt, &Tensor::from_slice(yb.as_slice().expect("standard layout")))
         })
     }

@@ -75,7 +75,10 @@ fn npz_by_hand(path: &Path, seed: u64) -> f64 {
     let rows = x.into_shape_with_order((n, 64)).expect("rows").mapv(f32::from);
     let mut order: Vec<usize> = (0..n).collect();
     fastrand::Rng::with_seed(seed).shuffle(&mut order);
-    order.chunks(BATCH).map(|idx| consume(&rows.select(Axis(0), idx), &idx.iter().map(|&i| y[i] as usize).collect())).sum()
+    order
+        .chunks(BATCH)
+        .map(|idx| consume(&rows.select(Axis(0), idx), &idx.iter().map(|&i| y[i] as usize).collect()))
+        .sum()
 }
 
 fn npz_by_dryml(path: &Path, seed: u64) -> f64 {

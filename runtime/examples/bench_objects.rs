@@ -93,7 +93,8 @@ fn main() {
     let t = Instant::now();
     let batch = 10_000;
     for start in (0..n).step_by(batch) {
-        let objs: Vec<Small> = (start..(start + batch).min(n)).map(|i| Small::build(small_args(i), Meta::new())).collect();
+        let objs: Vec<Small> =
+            (start..(start + batch).min(n)).map(|i| Small::build(small_args(i), Meta::new())).collect();
         repo.add_many(objs.iter().map(|o| o as &dyn Object)).unwrap();
     }
     let add_secs = t.elapsed().as_secs_f64();

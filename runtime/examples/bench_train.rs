@@ -36,7 +36,11 @@ fn definition() -> Value {
 }
 
 fn accuracy(scores: &Array2<f32>, y: &Array1<usize>) -> f64 {
-    let hits = scores.outer_iter().zip(y).filter(|(s, &c)| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|m| m.0) == Some(c)).count();
+    let hits = scores
+        .outer_iter()
+        .zip(y)
+        .filter(|(s, &c)| s.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|m| m.0) == Some(c))
+        .count();
     hits as f64 / y.len() as f64
 }
 
@@ -81,15 +85,20 @@ mod by_hand {
             let dev = Device::Cpu;
             let vars = VarMap::new();
             let vb = VarBuilder::from_varmap(&vars, DType::F32, &dev);
-            let (l0, l2) = (candle_nn::linear(x.ncols(), HIDDEN, vb.pp("layer0"))?, candle_nn::linear(HIDDEN, CLASSES, vb.pp("layer2"))?);
+            let (l0, l2) = (
+                candle_nn::linear(x.ncols(), HIDDEN, vb.pp("layer0"))?,
+                candle_nn::linear(HIDDEN, CLASSES, vb.pp("layer2"))?,
+            );
             let forward = |t: &CTensor| l2.forward(&l0.forward(t)?.relu()?);
-            let mut opt = AdamW::new(vars.all_vars(), ParamsAdamW { lr: LR, weight_decay: 0.0, ..ParamsAdamW::default() })?;
+            let mut opt =
+                AdamW::new(vars.all_vars(), ParamsAdamW { lr: LR, weight_decay: 0.0, ..ParamsAdamW::default() })?;
             let mut losses = 0.0;
             for epoch in 0..EPOCHS {
                 for idx in shared::epoch_batches(x.nrows(), BATCH, epoch as u64) {
                     let xb = x.select(Axis(0), &idx);
                     let yb: Vec<u32> = idx.iter().map(|&i| y[i] as u32).collect();
-                    let t = CTensor::from_slice(xb.as_slice().expect("standard layout"), (xb.nrows(), xb.ncols()), &dev)?;
+                    let t =
+                        CTensor::from_slice(xb.as_slice().expect("standard layout"), (xb.nrows(), xb.ncols()), &dev)?;
                     let loss = candle_nn::loss::cross_entropy(&forward(&t)?, &CTensor::from_vec(yb, idx.len(), &dev)?)?;
                     opt.backward_step(&loss)?;
                     losses += f64::from(loss.to_scalar::<f32>()?);
@@ -106,7 +115,10 @@ mod by_hand {
     pub fn linfa(x: &Array2<f32>, y: &Array1<usize>) -> f64 {
         use linfa::prelude::{Fit, Predict};
         let records = x.mapv(f64::from);
-        let tree = linfa_trees::DecisionTree::params().max_depth(Some(8)).fit(&linfa::Dataset::new(records.clone(), y.clone())).expect("a tree");
+        let tree = linfa_trees::DecisionTree::params()
+            .max_depth(Some(8))
+            .fit(&linfa::Dataset::new(records.clone(), y.clone()))
+            .expect("a tree");
         let p = tree.predict(&records);
         p.iter().zip(y).filter(|(a, b)| a == b).count() as f64 / y.len() as f64
     }
@@ -156,9 +168,39 @@ fn main() {
     out.insert("batch".into(), json!(BATCH));
     out.insert("rounds".into(), json!(rounds));
     let pairs: Vec<shared::Pair> = vec![
-        ("tch", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::tch(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::tch(&d) })),
-        ("candle", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::candle(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::candle(&d) })),
-        ("linfa", Box::new({ let (x, y) = (x.clone(), y.clone()); move || by_hand::linfa(&x, &y) }), Box::new({ let d = data.clone(); move || through_dryml::linfa(&d) })),
+        (
+            "tch",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::tch(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml::tch(&d)
+            }),
+        ),
+        (
+            "candle",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::candle(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml::candle(&d)
+            }),
+        ),
+        (
+            "linfa",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::linfa(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml::linfa(&d)
+            }),
+        ),
     ];
     shared::compare(&mut out, rounds, &pairs);
     println!("{}", Value::Object(out));

@@ -47,12 +47,13 @@ pub mod models;
 pub mod objects;
 pub mod plot;
 
-mod sys;
+// The bottom layer, a crate of its own that the kernel links too.
+use dryml_sys as sys;
 
 #[doc(hidden)]
 pub mod __kernel;
 
-pub use compute::context::set_context;
+pub use compute::set_context;
 pub use compute::slurm::{Slurm, SlurmJob};
 pub use compute::{Compute, ComputeError};
 pub use display::{clear_output, html, input, interrupted, Html};

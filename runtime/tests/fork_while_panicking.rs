@@ -24,6 +24,10 @@ fn a_sandbox_forked_during_another_threads_panic_ends_on_its_own_panic() {
     is_inside.recv_timeout(Duration::from_secs(10)).expect("the slow panic started");
     let t0 = Instant::now();
     let r = compute.run(|| -> u32 { panic!("in the sandbox") });
-    assert!(matches!(&r, Err(ComputeError::Panicked(m)) if m.contains("in the sandbox")), "{r:?} after {:?}", t0.elapsed());
+    assert!(
+        matches!(&r, Err(ComputeError::Panicked(m)) if m.contains("in the sandbox")),
+        "{r:?} after {:?}",
+        t0.elapsed()
+    );
     assert!(slow.join().is_err());
 }

@@ -77,7 +77,11 @@ pub struct Adapter {
 impl Adapter {
     /// Starts `program`; its events go to `on_event`, on the reader thread, which calls
     /// `on_exit` if it exits before it is dropped.
-    pub fn start(program: &Path, on_event: impl Fn(Value) + Send + 'static, on_exit: impl FnOnce() + Send + 'static) -> std::io::Result<Adapter> {
+    pub fn start(
+        program: &Path,
+        on_event: impl Fn(Value) + Send + 'static,
+        on_exit: impl FnOnce() + Send + 'static,
+    ) -> std::io::Result<Adapter> {
         let mut child = Command::new(program)
             .arg("--repl-mode=variable")
             .stdin(Stdio::piped())
@@ -94,7 +98,9 @@ impl Adapter {
             loop {
                 match read_message(&mut stdout) {
                     Ok(Some(msg)) if msg["type"] == "response" => {
-                        let waiter = msg["request_seq"].as_i64().and_then(|s| w.lock().unwrap_or_else(PoisonError::into_inner).remove(&s));
+                        let waiter = msg["request_seq"]
+                            .as_i64()
+                            .and_then(|s| w.lock().unwrap_or_else(PoisonError::into_inner).remove(&s));
                         if let Some(tx) = waiter {
                             let _ = tx.send(msg);
                         }
@@ -150,7 +156,9 @@ impl Adapter {
 /// A response from `rx`, at most `timeout` away.
 pub fn wait(rx: &Receiver<Value>, command: &str, timeout: Duration) -> Result<Value, String> {
     rx.recv_timeout(timeout).map_err(|e| match e {
-        std::sync::mpsc::RecvTimeoutError::Timeout => format!("lldb-dap did not answer `{command}` within {} s", timeout.as_secs()),
+        std::sync::mpsc::RecvTimeoutError::Timeout => {
+            format!("lldb-dap did not answer `{command}` within {} s", timeout.as_secs())
+        }
         std::sync::mpsc::RecvTimeoutError::Disconnected => format!("lldb-dap exited before it answered `{command}`"),
     })
 }

@@ -42,13 +42,19 @@ impl Loaded {
     /// best, and at least one agreeing).
     fn earlier_lib_line(&self, source: &[&str], line: usize) -> Option<usize> {
         let at = line.checked_sub(1)?;
-        best((0..self.text.len()).filter(|&j| self.lines[j] == 0).map(|j| (j + 1, agreement(source, at, &self.text, j))))
+        best(
+            (0..self.text.len()).filter(|&j| self.lines[j] == 0).map(|j| (j + 1, agreement(source, at, &self.text, j))),
+        )
     }
 
     /// Which earlier cell (of `cells`: file and text, oldest first) and line a source line
     /// outside the running cell holds (lines count from 1). Between cells that agree as well
     /// (an edited cell's versions), the newest.
-    pub(super) fn earlier_cell_line<'c>(&self, cells: &'c [(String, String)], lib_line: usize) -> Option<(&'c str, usize)> {
+    pub(super) fn earlier_cell_line<'c>(
+        &self,
+        cells: &'c [(String, String)],
+        lib_line: usize,
+    ) -> Option<(&'c str, usize)> {
         let j = lib_line.checked_sub(1).filter(|&j| self.lines.get(j) == Some(&0))?;
         let mut top: Option<((&str, usize), usize)> = None;
         for (path, text) in cells.iter().rev().filter(|(path, _)| *path != self.cell) {
@@ -72,7 +78,17 @@ fn agreement(a: &[&str], i: usize, b: &[String], j: usize) -> Option<usize> {
         return None;
     }
     let same = |x: Option<&&str>, y: Option<&String>| x.zip(y).is_some_and(|(x, y)| x.trim() == y.trim());
-    Some((1..=CONTEXT).map(|d| usize::from(same(a.get(i + d), b.get(j + d))) + usize::from(same(i.checked_sub(d).and_then(|k| a.get(k)), j.checked_sub(d).and_then(|k| b.get(k))))).sum())
+    Some(
+        (1..=CONTEXT)
+            .map(|d| {
+                usize::from(same(a.get(i + d), b.get(j + d)))
+                    + usize::from(same(
+                        i.checked_sub(d).and_then(|k| a.get(k)),
+                        j.checked_sub(d).and_then(|k| b.get(k)),
+                    ))
+            })
+            .sum(),
+    )
 }
 
 /// The one candidate that agrees best (with at least one neighbour); none on a tie.
@@ -107,7 +123,9 @@ impl Debugger {
         let message = format!("{why}, which the debugger is not attached to: its breakpoints are not set");
         if let Some(events) = lock(&self.shared.events).clone() {
             for b in bps {
-                events(json!({"type": "event", "seq": 0, "event": "breakpoint", "body": {"reason": "changed", "breakpoint": {"verified": false, "line": b["line"], "source": {"path": cell}, "message": message}}}));
+                events(
+                    json!({"type": "event", "seq": 0, "event": "breakpoint", "body": {"reason": "changed", "breakpoint": {"verified": false, "line": b["line"], "source": {"path": cell}, "message": message}}}),
+                );
             }
         }
         Some(format!("dryml: the debugger does not stop in this cell: {message}.\n"))
@@ -133,7 +151,8 @@ impl Debugger {
             return;
         };
         let text = std::fs::read_to_string(lib).unwrap_or_default().lines().map(str::to_string).collect();
-        self.loaded = Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec(), text });
+        self.loaded =
+            Some(Loaded { cell: cell.clone(), lib: lib.to_string_lossy().into_owned(), lines: lines.to_vec(), text });
         if let Err(e) = self.push_breakpoints(&cell) {
             tracing::warn!("the cell's breakpoints were not set: {e}");
         }
@@ -179,8 +198,10 @@ impl Debugger {
                 Some(b)
             })
             .collect();
-        let wanted: Vec<(String, Value, bool)> = wanted.into_iter().map(|(p, b, at)| (p.to_string(), b.clone(), at.is_some())).collect();
-        let set = body_of(self.call("setBreakpoints", Some(&json!({"source": {"path": lib}, "breakpoints": lib_bps})))?)?;
+        let wanted: Vec<(String, Value, bool)> =
+            wanted.into_iter().map(|(p, b, at)| (p.to_string(), b.clone(), at.is_some())).collect();
+        let set =
+            body_of(self.call("setBreakpoints", Some(&json!({"source": {"path": lib}, "breakpoints": lib_bps})))?)?;
         let mut answers = set["breakpoints"].as_array().cloned().unwrap_or_default().into_iter();
         let mut out = Vec::new();
         for (path, b, placed) in wanted {
@@ -208,14 +229,27 @@ mod tests {
     fn an_earlier_cells_line_is_found_by_its_text_and_neighbours() {
         let cell_a = "fn step(x: f32) -> f32 {\n    let y = x * 2.0;\n    y + 1.0\n}";
         let lib = "use std::x;\nfn other() {\n    let y = x * 2.0;\n}\nfn step(x: f32) -> f32 {\n    let y = x * 2.0;\n    y + 1.0\n}\npub fn run_user_code_3() {\nlet z = step(1.0);\n}";
-        let loaded = Loaded { cell: "b.rs".into(), lib: "lib.rs".into(), lines: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0], text: lib.lines().map(str::to_string).collect() };
+        let loaded = Loaded {
+            cell: "b.rs".into(),
+            lib: "lib.rs".into(),
+            lines: vec![0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0],
+            text: lib.lines().map(str::to_string).collect(),
+        };
         let a: Vec<&str> = cell_a.lines().collect();
         // `let y = x * 2.0;` is on lines 3 and 6: the one inside `step` agrees with its neighbours.
         assert_eq!(loaded.earlier_lib_line(&a, 2), Some(6));
         assert_eq!(loaded.earlier_lib_line(&a, 4), None, "a lone brace is too bare to place");
-        let cells = [("a.rs".to_string(), cell_a.to_string()), ("b.rs".to_string(), "let z = step(1.0);".to_string()), ("a-edited.rs".to_string(), format!("// v2\n{cell_a}"))];
+        let cells = [
+            ("a.rs".to_string(), cell_a.to_string()),
+            ("b.rs".to_string(), "let z = step(1.0);".to_string()),
+            ("a-edited.rs".to_string(), format!("// v2\n{cell_a}")),
+        ];
         assert_eq!(loaded.earlier_cell_line(&cells[..2], 6), Some(("a.rs", 2)));
-        assert_eq!(loaded.earlier_cell_line(&cells, 6), Some(("a-edited.rs", 3)), "an edited cell's versions: the newest");
+        assert_eq!(
+            loaded.earlier_cell_line(&cells, 6),
+            Some(("a-edited.rs", 3)),
+            "an edited cell's versions: the newest"
+        );
         assert_eq!(loaded.earlier_cell_line(&cells, 10), None, "the running cell's own line");
     }
 }

@@ -115,7 +115,10 @@ impl Debugger {
             "debugInfo" => Ok(self.info()),
             "dumpCell" => self.dump_cell(args),
             "inspectVariables" => Ok(self.variables()),
-            "richInspectVariables" => Err("rich views of variables are not supported for Rust; the Variables panel shows each as text".to_string()),
+            "richInspectVariables" => {
+                Err("rich views of variables are not supported for Rust; the Variables panel shows each as text"
+                    .to_string())
+            }
             "copyToGlobals" => Err("copyToGlobals is not supported for Rust".to_string()),
             // Answered here: lldb-dap resumes a stopped process on it, and the panel may send
             // it after every breakpoint change (jupyterlab#17673). The attach sends its own.
@@ -176,12 +179,21 @@ impl Debugger {
 
     /// A new lldb-dap, its events going to the panel.
     fn start_adapter(&mut self) -> Result<(), String> {
-        let program = adapter::find().ok_or("lldb-dap was not found: install it (Debian: apt-get install lldb-19) or set DRYML_LLDB_DAP to its path")?;
+        let program = adapter::find().ok_or(
+            "lldb-dap was not found: install it (Debian: apt-get install lldb-19) or set DRYML_LLDB_DAP to its path",
+        )?;
         let (on_events, on_exit) = (self.shared.clone(), self.shared.clone());
-        let a = Adapter::start(&program, move |e| on_event(&on_events, e), move || {
-            mend(on_exit.pid.load(std::sync::atomic::Ordering::SeqCst));
-            tell_lost(&on_exit, "lldb-dap exited: the debugging session has ended (turn the debugger on again to start a new one)")
-        });
+        let a = Adapter::start(
+            &program,
+            move |e| on_event(&on_events, e),
+            move || {
+                mend(on_exit.pid.load(std::sync::atomic::Ordering::SeqCst));
+                tell_lost(
+                    &on_exit,
+                    "lldb-dap exited: the debugging session has ended (turn the debugger on again to start a new one)",
+                )
+            },
+        );
         self.adapter = Some(a.map_err(|e| format!("{} did not start: {e}", program.display()))?);
         Ok(())
     }
@@ -232,8 +244,10 @@ impl Debugger {
         *lock(&self.shared.initialized) = Some(tx);
         // An interrupt reaches a running cell as SIGINT, which LLDB would stop on.
         let post = ["process handle SIGINT --pass true --stop false --notify false"];
-        let attach = adapter.send("attach", Some(&json!({"pid": pid, "initCommands": rust_formatters(), "postRunCommands": post})))?;
-        rx.recv_timeout(ANSWER).map_err(|_| "attach: lldb-dap did not get ready (no `initialized` event)".to_string())?;
+        let attach = adapter
+            .send("attach", Some(&json!({"pid": pid, "initCommands": rust_formatters(), "postRunCommands": post})))?;
+        rx.recv_timeout(ANSWER)
+            .map_err(|_| "attach: lldb-dap did not get ready (no `initialized` event)".to_string())?;
         let done = adapter.send("configurationDone", None)?;
         for (rx, what) in [(attach, "attach"), (done, "configurationDone")] {
             let r = adapter::wait(&rx, what, ANSWER)?;
@@ -271,7 +285,12 @@ impl Debugger {
             r["body"]["totalFrames"] = json!(n);
         }
         let Some(l) = &self.loaded else { return r };
-        for f in r["body"]["stackFrames"].as_array_mut().into_iter().flatten().filter(|f| f["source"]["path"] == json!(l.lib)) {
+        for f in r["body"]["stackFrames"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["source"]["path"] == json!(l.lib))
+        {
             let lib_line = f["line"].as_u64().unwrap_or(0);
             let at = match l.earlier_cell_line(&self.dumped, lib_line as usize) {
                 Some((path, line)) => Some((path.to_string(), line)),
@@ -342,14 +361,18 @@ impl Debugger {
     }
 
     fn set_breakpoints(&mut self, args: &Value) -> Result<Value, String> {
-        let path = args["source"]["path"].as_str().ok_or("setBreakpoints: `arguments.source.path` must name the cell's file")?;
+        let path = args["source"]["path"]
+            .as_str()
+            .ok_or("setBreakpoints: `arguments.source.path` must name the cell's file")?;
         let bps = args.get("breakpoints").cloned().unwrap_or(json!([]));
         self.breakpoints.insert(path.to_string(), bps.clone());
         if self.started() && self.loaded.is_some() {
             return self.push_breakpoints(path);
         }
         // Kept until the cell is built while the debugger is on.
-        Ok(json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"], "source": {"path": path}})).collect::<Vec<_>>()}))
+        Ok(
+            json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"], "source": {"path": path}})).collect::<Vec<_>>()}),
+        )
     }
 
     /// An interrupt came: a cell stopped in the debugger cannot take a signal, so the debugger
@@ -362,7 +385,9 @@ impl Debugger {
         let events = lock(&self.shared.events).clone();
         self.disconnect();
         if let Some(events) = events {
-            events(json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": 0, "allThreadsContinued": true}}));
+            events(
+                json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": 0, "allThreadsContinued": true}}),
+            );
             events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
         }
     }
@@ -449,7 +474,9 @@ fn mend(pid: u32) {
 fn tell_lost(shared: &Shared, why: &str) {
     lock(&shared.stopped).clear();
     if let Some(events) = lock(&shared.events).clone() {
-        events(json!({"type": "event", "seq": 0, "event": "output", "body": {"category": "important", "output": format!("{why}\n")}}));
+        events(
+            json!({"type": "event", "seq": 0, "event": "output", "body": {"category": "important", "output": format!("{why}\n")}}),
+        );
         events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
     }
 }
@@ -504,8 +531,14 @@ fn on_event(shared: &Shared, e: Value) {
 
 /// The toolchain's LLDB formatters for Rust values (what `rust-lldb` loads), when found.
 fn rust_formatters() -> Vec<String> {
-    let sysroot = std::process::Command::new("rustc").args(["--print", "sysroot"]).output().ok().and_then(|o| String::from_utf8(o.stdout).ok());
-    let Some(etc) = sysroot.map(|s| Path::new(s.trim()).join("lib/rustlib/etc")).filter(|e| e.join("lldb_lookup.py").is_file()) else {
+    let sysroot = std::process::Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok());
+    let Some(etc) =
+        sysroot.map(|s| Path::new(s.trim()).join("lib/rustlib/etc")).filter(|e| e.join("lldb_lookup.py").is_file())
+    else {
         return Vec::new();
     };
     vec![

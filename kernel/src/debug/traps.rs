@@ -85,7 +85,14 @@ impl Mapping {
         let inode = f.next()?.parse().ok()?;
         let path = f.collect::<Vec<_>>().join(" ");
         (inode != 0 && path.starts_with('/')).then_some(())?;
-        Some(Mapping { start: u64::from_str_radix(start, 16).ok()?, end: u64::from_str_radix(end, 16).ok()?, exec: perms.contains('x'), offset, inode, path })
+        Some(Mapping {
+            start: u64::from_str_radix(start, 16).ok()?,
+            end: u64::from_str_radix(end, 16).ok()?,
+            exec: perms.contains('x'),
+            offset,
+            inode,
+            path,
+        })
     }
 }
 
@@ -95,7 +102,10 @@ mod tests {
 
     #[test]
     fn a_mapping_line_is_read_and_anonymous_ones_are_not() {
-        let m = Mapping::parse("7f0a1c000000-7f0a1c022000 r-xp 00028000 fd:01 1311 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2").unwrap();
+        let m = Mapping::parse(
+            "7f0a1c000000-7f0a1c022000 r-xp 00028000 fd:01 1311 /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+        )
+        .unwrap();
         assert_eq!((m.start, m.end, m.exec, m.offset, m.inode), (0x7f0a1c000000, 0x7f0a1c022000, true, 0x28000, 1311));
         assert!(m.path.ends_with("ld-linux-x86-64.so.2"));
         assert!(Mapping::parse("7ffd5a1e2000-7ffd5a203000 rw-p 00000000 00:00 0 [stack]").is_none());

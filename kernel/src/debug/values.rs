@@ -76,9 +76,9 @@ let mut dryml_out = String::new();
 /// The names, last path segment, of the types whose `Debug` is the standard library's (or a
 /// tensor library's, which prints its shape) and so costs what its size does.
 const CHEAP: &[&str] = &[
-    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize", "f32", "f64", "bool", "char", "str", "String",
-    "Vec", "VecDeque", "HashMap", "BTreeMap", "HashSet", "BTreeSet", "Option", "Result", "Box", "Rc", "Arc", "Duration", "PathBuf", "Path",
-    "Tensor", "mut", "dyn",
+    "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64", "u128", "usize", "f32", "f64", "bool",
+    "char", "str", "String", "Vec", "VecDeque", "HashMap", "BTreeMap", "HashSet", "BTreeSet", "Option", "Result",
+    "Box", "Rc", "Arc", "Duration", "PathBuf", "Path", "Tensor", "mut", "dyn",
 ];
 
 /// Whether a type (evcxr's name of it) is made only of [`CHEAP`] types: tuples, arrays,
@@ -105,22 +105,38 @@ mod tests {
 
     #[test]
     fn the_output_is_read_back_and_a_vec_shows_its_head_and_length() {
-        let types: BTreeMap<String, String> = [("v", "Vec<f32>"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
+        let types: BTreeMap<String, String> =
+            [("v", "Vec<f32>"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
         let code = code(&types);
-        assert!(code.contains("(\"v\", &|| (&DrymlShow(&v[..v.len().min(16)]))") && code.contains("(\"x\", &|| (&DrymlShow(&x)).dryml_text())"), "{code}");
+        assert!(
+            code.contains("(\"v\", &|| (&DrymlShow(&v[..v.len().min(16)]))")
+                && code.contains("(\"x\", &|| (&DrymlShow(&x)).dryml_text())"),
+            "{code}"
+        );
         let out = format!("v{SEP}[1.5, 2.5] (len 2)\nx{SEP}5\nnoise without a separator\n");
-        assert_eq!(parse(&out), [("v", "[1.5, 2.5] (len 2)"), ("x", "5")].map(|(n, v)| (n.to_string(), v.to_string())).into());
+        assert_eq!(
+            parse(&out),
+            [("v", "[1.5, 2.5] (len 2)"), ("x", "5")].map(|(n, v)| (n.to_string(), v.to_string())).into()
+        );
     }
 
     #[test]
     fn only_types_that_print_cheaply_are_read() {
-        for ty in ["i32", "Vec<f32>", "std::collections::HashMap<String, (u8, [f64; 3])>", "Option<&'static str>", "tch::Tensor", "()"] {
+        for ty in [
+            "i32",
+            "Vec<f32>",
+            "std::collections::HashMap<String, (u8, [f64; 3])>",
+            "Option<&'static str>",
+            "tch::Tensor",
+            "()",
+        ] {
             assert!(prints_cheaply(ty), "{ty}");
         }
         for ty in ["Net", "Vec<Net>", "dryml::models::Pipe<A, B>", "HashMap<String, Config>"] {
             assert!(!prints_cheaply(ty), "{ty}");
         }
-        let types: BTreeMap<String, String> = [("net", "Net"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
+        let types: BTreeMap<String, String> =
+            [("net", "Net"), ("x", "i32")].map(|(n, t)| (n.to_string(), t.to_string())).into();
         assert!(!code(&types).contains("&net"));
     }
 }

@@ -157,8 +157,7 @@ fn skip_raw_string(b: &[u8], i: usize) -> Option<usize> {
     }
     j += 1;
     while j < b.len() {
-        if b[j] == b'"' && b[j + 1..].iter().take(hashes).filter(|&&h| h == b'#').count() == hashes
-        {
+        if b[j] == b'"' && b[j + 1..].iter().take(hashes).filter(|&&h| h == b'#').count() == hashes {
             return Some(j + 1 + hashes);
         }
         j += 1;
@@ -178,14 +177,10 @@ pub fn is_complete(code: &str) -> Completeness {
         .join("\n");
     match scan(&rust) {
         Scan::Stray => Completeness::Invalid,
-        Scan::Open(depth) => Completeness::Incomplete {
-            indent: "    ".repeat(depth),
-        },
+        Scan::Open(depth) => Completeness::Incomplete { indent: "    ".repeat(depth) },
         Scan::Balanced => {
             if ends_too_early(&rust) {
-                Completeness::Incomplete {
-                    indent: String::new(),
-                }
+                Completeness::Incomplete { indent: String::new() }
             } else {
                 Completeness::Complete
             }
@@ -255,9 +250,6 @@ mod tests {
 
     #[test]
     fn indent_follows_depth() {
-        assert_eq!(
-            is_complete("fn f() {\n    if x {"),
-            Completeness::Incomplete { indent: "        ".into() }
-        );
+        assert_eq!(is_complete("fn f() {\n    if x {"), Completeness::Incomplete { indent: "        ".into() });
     }
 }

@@ -3,10 +3,10 @@
 //! starts) and answering kernel_info, is_complete, history and interrupt on its own.
 
 use super::is_complete::{is_complete, Completeness};
-use crate::session::state::CellState;
 use super::Engine;
 use crate::history::History;
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
+use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -88,7 +88,9 @@ impl Engine {
             for (name, expr) in &req.user_expressions {
                 let value = match self.session.eval_expression(expr.as_str().unwrap_or("")) {
                     Ok(data) => json!({"status": "ok", "data": data, "metadata": {}}),
-                    Err(e) => json!({"status": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback}),
+                    Err(e) => {
+                        json!({"status": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback})
+                    }
                 };
                 user_expressions.insert(name.clone(), value);
             }
@@ -126,7 +128,7 @@ impl Engine {
             magics.contexts.reclaim(&mut host);
         }
         magics.observer().before(&mut host);
-        let mut outcome = magic::cell::run(magics, &mut host, &cell);
+        let mut outcome = magic::dispatch::run(magics, &mut host, &cell);
         // After `%%time`'s report (its handler's), as in IPython.
         let mut result_text = None;
         if let Some(data) = outcome.result.take() {

@@ -3,8 +3,8 @@
 use super::Host;
 use crate::protocol::ErrorContent;
 use crate::session::cache::{BuildCache, Report};
-use dryml::__kernel::units::size;
 use dryml_magics::CacheCall;
+use dryml_sys::units::size;
 use serde_json::json;
 use std::time::Duration;
 
@@ -58,9 +58,8 @@ pub fn render(r: &Report) -> (String, String) {
         .generations
         .iter()
         .map(|g| {
-            let used = g.last_used.map(|t| {
-                chrono::DateTime::<chrono::Local>::from(t).format("%Y-%m-%d %H:%M").to_string()
-            });
+            let used =
+                g.last_used.map(|t| chrono::DateTime::<chrono::Local>::from(t).format("%Y-%m-%d %H:%M").to_string());
             vec![
                 format!("{}{}", g.key, if g.current { " (this kernel)" } else { "" }),
                 size(g.bytes),

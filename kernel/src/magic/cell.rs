@@ -1,11 +1,10 @@
-//! How a parsed cell runs: its line magics in order, then its cell magic's handler around the
-//! body (or the body alone). A cell magic is a [`CellMagic`], found for its typed call as a line
-//! magic is ([`super::run_line`]); what watches every cell (the experiment and the cell logger)
-//! is a [`CellObserver`], which the engine calls once before the cell and once after it.
+//! What a cell magic is: a [`CellMagic`] acts around a cell's body; a [`CellObserver`] (the
+//! experiment, the cell logger) watches every cell, called by the engine once before the cell
+//! and once after it. `dispatch.rs` runs a cell with them; the handlers name only this file.
 
 use super::{Host, Magics};
 use crate::protocol::ErrorContent;
-use dryml_magics::{CellCall, Invocation, ParsedCell};
+use dryml_magics::ParsedCell;
 use serde_json::Value;
 
 /// One cell, split into its magics and its body.
@@ -72,70 +71,13 @@ pub trait CellObserver {
     fn before(&mut self, host: &mut Host<'_>);
 
     /// Runs the body's evaluation, `eval` (its code made and run), watching it.
-    fn watch_body(&mut self, host: &mut Host<'_>, body: &str, eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult) -> BodyResult;
+    fn watch_body(
+        &mut self,
+        host: &mut Host<'_>,
+        body: &str,
+        eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult,
+    ) -> BodyResult;
 
     /// After the cell, however it ended.
     fn after(&mut self, host: &mut Host<'_>, outcome: &Outcome);
-}
-
-/// A cell without a cell magic.
-struct Plain;
-
-impl CellMagic for Plain {}
-
-/// The handler of a cell magic's call: one per `%%` magic, found by an exhaustive match, so a
-/// cell magic without one does not compile.
-fn handler<'a>(magics: &Magics, inv: &'a Invocation, call: &'a CellCall) -> Box<dyn CellMagic + 'a> {
-    match call {
-        CellCall::Time => Box::<super::time::TimeCell>::default(),
-        CellCall::Experiment { name, keep, preload } => Box::new(super::experiment::ExperimentCell { name, keep, preload: *preload }),
-        CellCall::Compute(opts) => Box::new(super::compute::ComputeCell { inv, opts, devices: magics.contexts.devices() }),
-        CellCall::Sweep(opts) => Box::new(super::compute::SweepCell { inv, opts, devices: magics.contexts.devices() }),
-    }
-}
-
-/// Runs a cell's line magics, then its cell magic (or none) around the body; the first error
-/// ends it. The observer's `before` and `after` are the caller's, around this.
-pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome {
-    let mut out = Outcome::default();
-    for inv in &cell.parsed.line_magics {
-        if let Err(e) = super::run_line(magics, host, inv, &mut out.payload) {
-            out.error = Some(e);
-            return out;
-        }
-        // `%context --restart` and `%experiment` change what the rest of the cell sees.
-        host.has_context = magics.contexts.is_set();
-    }
-    let mut handler = match &cell.parsed.cell_magic {
-        None => Box::new(Plain),
-        Some(inv) => match inv.cell_call() {
-            Some(call) => handler(magics, inv, call),
-            // `%%name?`: its help, and the body is not run.
-            None => {
-                out.payload.push(super::page(&inv.spec.help_text()));
-                return out;
-            }
-        },
-    };
-    if let Err(e) = handler.before(magics, host) {
-        out.error = Some(e);
-        return out;
-    }
-    if let (Some(why), true) = (handler.runs_elsewhere(), host.state.debugging.load(std::sync::atomic::Ordering::SeqCst)) {
-        if let Some(note) = host.state.debug_hook.get().and_then(|hook| hook.elsewhere(why)) {
-            host.state.stream("stderr", &note);
-        }
-    }
-    if !cell.body().trim().is_empty() {
-        let ran = magics.observer().watch_body(host, cell.body(), &mut |host| {
-            let code = handler.code(host, cell)?;
-            host.session.eval_user(&code, host.io)
-        });
-        match ran {
-            Ok(data) => out.result = data.filter(|_| !host.state.quiet()),
-            Err(e) => out.error = Some(e),
-        }
-    }
-    handler.after(host);
-    out
 }

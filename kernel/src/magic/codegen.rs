@@ -55,17 +55,20 @@ pub fn compute(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, String>) 
     if let Some(m) = o.mem_limit {
         c.push_str(&format!(".mem_limit({m}u64)"));
     }
-    c.push_str(&format!(
-        ".verbose({}).use_existing({}).dont_create({});\n",
-        o.verbose, o.use_existing, o.dont_create
-    ));
-    let show_here = if shows { "::dryml::__kernel::cell::Shown(format!(\"{:?}\", __dryml_value))" } else { "::dryml::__kernel::cell::Shown(String::new())" };
+    c.push_str(&format!(".verbose({}).use_existing({}).dont_create({});\n", o.verbose, o.use_existing, o.dont_create));
+    let show_here = if shows {
+        "::dryml::__kernel::cell::Shown(format!(\"{:?}\", __dryml_value))"
+    } else {
+        "::dryml::__kernel::cell::Shown(String::new())"
+    };
     let sandbox = {
         let mut s = String::from(
             "let __dryml_result = ::dryml::__kernel::cell::run_cell(&__dryml_compute, |__dryml_out: &mut ::dryml::__kernel::cell::Cell| -> ::std::result::Result<(), ::dryml::__kernel::cell::CellError> {\n",
         );
         for v in &used {
-            s.push_str(&format!("#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"));
+            s.push_str(&format!(
+                "#[allow(unused_mut, unused_variables)] let mut {v} = unsafe {{ ::std::ptr::read(&{v}) }};\n"
+            ));
         }
         // Dropped first if the body leaves early: the sandbox ends before the copies would drop.
         s.push_str("let __dryml_keep = ::dryml::__kernel::cell::Keep::new();\n");
@@ -201,7 +204,11 @@ impl Job<'_> {
             self.request.to_string()
         ));
         for v in self.inputs {
-            c.push_str(&format!("__dryml_job.input({n:?}, {t:?}, (&&&::dryml::__kernel::carry::Out(&{n})).encode());\n", n = v.name, t = v.ty));
+            c.push_str(&format!(
+                "__dryml_job.input({n:?}, {t:?}, (&&&::dryml::__kernel::carry::Out(&{n})).encode());\n",
+                n = v.name,
+                t = v.ty
+            ));
         }
         let detach = self.detach;
         match self.sweep {
@@ -224,7 +231,9 @@ impl Job<'_> {
                 c.push_str("__dryml_result.shown()\n}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n");
             }
         }
-        c.push_str("}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n}");
+        c.push_str(
+            "}\nErr(e) => { ::dryml::__kernel::cell::raise(&e); ::dryml::__kernel::cell::Shown(String::new()) }\n}\n}",
+        );
         if self.sweep.is_none() && !(self.shows || self.detach) {
             c.push(';');
         }
@@ -295,13 +304,24 @@ mod tests {
 
     #[test]
     fn compute_cells_become_sandbox_code() {
-        let vars: BTreeMap<String, String> =
-            [("model", "Vec<f64>"), ("data", "Vec<u8>"), ("unused", "i32")].iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
-        let code = compute(&opts("%%compute tf --update model --timeout 2"), "model.push(data.len() as f64);\nmodel.len()", &vars).unwrap();
+        let vars: BTreeMap<String, String> = [("model", "Vec<f64>"), ("data", "Vec<u8>"), ("unused", "i32")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        let code = compute(
+            &opts("%%compute tf --update model --timeout 2"),
+            "model.push(data.len() as f64);\nmodel.len()",
+            &vars,
+        )
+        .unwrap();
         assert!(code.contains("let mut model = unsafe { ::std::ptr::read(&model) };"), "{code}");
         assert!(code.contains("let mut data = unsafe"), "{code}");
-        let (copies, keep) = (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::__kernel::cell::Keep::new()").unwrap());
-        assert!(copies < keep && keep < code.find("model.push").unwrap(), "the guard comes after the copies, before the body: {code}");
+        let (copies, keep) =
+            (code.find("let mut data = unsafe").unwrap(), code.find("::dryml::__kernel::cell::Keep::new()").unwrap());
+        assert!(
+            copies < keep && keep < code.find("model.push").unwrap(),
+            "the guard comes after the copies, before the body: {code}"
+        );
         assert!(!code.contains("let mut unused"), "variables the body does not name are not copied");
         assert!(code.contains("Requests::parse(\"tf\")"), "{code}");
         assert!(code.contains(".timeout(::std::time::Duration::from_secs_f64(2.0))"));
@@ -323,7 +343,14 @@ mod tests {
 
     #[test]
     fn values_and_statements() {
-        for (body, shows) in [("1 + 1", true), ("let a = 1;", false), ("for i in 0..2 {}", true), ("x.push(1);", false), ("fn f() {}", false), ("(", false)] {
+        for (body, shows) in [
+            ("1 + 1", true),
+            ("let a = 1;", false),
+            ("for i in 0..2 {}", true),
+            ("x.push(1);", false),
+            ("fn f() {}", false),
+            ("(", false),
+        ] {
             assert_eq!(ends_with_value(body), Ok(shows), "{body}");
         }
     }
@@ -332,26 +359,51 @@ mod tests {
     fn a_job_is_a_function_of_the_cell_that_reads_its_inputs() {
         let w = [Var { name: "w".into(), ty: "Vec<f64>".into() }];
         let request = serde_json::json!({"kind": "compute", "body": "a \"quoted\" body"});
-        let job = Job { request: &request, body: "w.push(1.0);\nw.len()", inputs: &w, updates: &w, shows: true, sweep: None, detach: false };
+        let job = Job {
+            request: &request,
+            body: "w.push(1.0);\nw.len()",
+            inputs: &w,
+            updates: &w,
+            shows: true,
+            sweep: None,
+            detach: false,
+        };
         let JobCode { code, body_line } = job.code();
         let lines: Vec<&str> = code.lines().collect();
         assert_eq!(lines[body_line - 1], "w.push(1.0);");
         let entry = code.find("extern \"C\" fn __dryml_job_entry()").unwrap();
         let decode = code.find("let mut w: Vec<f64> = (&&&::dryml::__kernel::carry::In::<Vec<f64>>::new()).decode(&__dryml_io.input_bytes(\"w\")?)").unwrap();
         let ship = code.find("ship_cell(__dryml_job_entry as extern \"C\" fn() as usize, line!() - ").unwrap();
-        assert!(entry < decode && decode < code.find("w.push(1.0)").unwrap() && code.find("__dryml_io.update_bytes(\"w\"").unwrap() < ship, "{code}");
+        assert!(
+            entry < decode
+                && decode < code.find("w.push(1.0)").unwrap()
+                && code.find("__dryml_io.update_bytes(\"w\"").unwrap() < ship,
+            "{code}"
+        );
         // `line!()` on the ship line, less the distance back, is the body's first line.
         let ship_line = code[..ship].lines().count();
         let back: usize = code[ship..].split("line!() - ").nth(1).unwrap().split(',').next().unwrap().parse().unwrap();
         assert_eq!(ship_line - back, body_line, "{code}");
         assert!(code.contains(&format!("{:?}", request.to_string())), "the request is one string literal");
-        assert!(code.contains("__dryml_job.input(\"w\", \"Vec<f64>\"") && code.contains("match __dryml_result.take_bytes(\"w\")"), "{code}");
+        assert!(
+            code.contains("__dryml_job.input(\"w\", \"Vec<f64>\"")
+                && code.contains("match __dryml_result.take_bytes(\"w\")"),
+            "{code}"
+        );
         assert!(!code.ends_with(';'), "a value is shown");
         let parsed = dryml_magics::parse_cell("%%sweep defs --repo /r --on slurm").unwrap();
-        let Some(dryml_magics::CellCall::Sweep(sweep)) = parsed.cell_magic.as_ref().unwrap().cell_call() else { panic!("a sweep") };
+        let Some(dryml_magics::CellCall::Sweep(sweep)) = parsed.cell_magic.as_ref().unwrap().cell_call() else {
+            panic!("a sweep")
+        };
         let job = Job { sweep: Some(sweep), inputs: &[], updates: &[], shows: false, ..job };
         let code = job.code().code;
-        assert!(code.contains("let __dryml_train = {\nw.push(1.0);") && code.contains("array::task_main(__dryml_train)"), "{code}");
-        assert!(code.contains("array::submit(__dryml_job, &defs, \"/r\", false)") && !code.contains("__dryml_job.run("), "{code}");
+        assert!(
+            code.contains("let __dryml_train = {\nw.push(1.0);") && code.contains("array::task_main(__dryml_train)"),
+            "{code}"
+        );
+        assert!(
+            code.contains("array::submit(__dryml_job, &defs, \"/r\", false)") && !code.contains("__dryml_job.run("),
+            "{code}"
+        );
     }
 }

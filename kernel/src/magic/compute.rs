@@ -32,7 +32,11 @@ impl CellMagic for ComputeCell<'_> {
     }
 
     fn runs_elsewhere(&self) -> Option<&'static str> {
-        Some(if self.opts.slurm.is_some() { "a `%%compute --on slurm` cell runs its body in a Slurm job" } else { "a `%%compute` cell runs its body in a sandbox process" })
+        Some(if self.opts.slurm.is_some() {
+            "a `%%compute --on slurm` cell runs its body in a Slurm job"
+        } else {
+            "a `%%compute` cell runs its body in a sandbox process"
+        })
     }
 }
 
@@ -58,7 +62,11 @@ impl CellMagic for SweepCell<'_> {
     }
 
     fn runs_elsewhere(&self) -> Option<&'static str> {
-        Some(if self.opts.slurm.is_some() { "a `%%sweep --on slurm` cell runs its body in Slurm jobs" } else { "a `%%sweep` cell runs its body in sandbox processes" })
+        Some(if self.opts.slurm.is_some() {
+            "a `%%sweep --on slurm` cell runs its body in Slurm jobs"
+        } else {
+            "a `%%sweep` cell runs its body in sandbox processes"
+        })
     }
 }
 

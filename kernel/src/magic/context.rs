@@ -3,11 +3,11 @@
 //! is [`super::compute`]'s.
 
 use super::Host;
-use crate::session::errors;
 use crate::measure::gpu::Gpu;
 use crate::protocol::ErrorContent;
-use dryml::compute::context::{Context, ContextError, Requests};
+use crate::session::errors;
 use dryml::__kernel::pool::{GpuInfo, Machine, Pool};
+use dryml::compute::context::{Context, ContextError, Requests};
 use dryml_magics::{ContextCommand, Invocation};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -119,7 +119,13 @@ impl Contexts {
         }
     }
 
-    fn set(&mut self, host: &mut Host<'_>, current: Option<Context>, requests: &Requests, restart: bool) -> Result<(), ErrorContent> {
+    fn set(
+        &mut self,
+        host: &mut Host<'_>,
+        current: Option<Context>,
+        requests: &Requests,
+        restart: bool,
+    ) -> Result<(), ErrorContent> {
         if let (Some(ctx), false) = (&current, restart) {
             return Err(errors::context(ContextError::AlreadyActive { context: ctx.to_string() }));
         }

@@ -1,8 +1,8 @@
 //! The magic host: runs the calls that `dryml_magics` parsed, one module per family. The
 //! registry (`magics/src/registry.rs`) holds each magic's grammar, help and parser; here each
 //! typed call meets its code in one exhaustive `match` ([`run_line`] for line magics,
-//! [`cell`]'s handler lookup for cell magics), so a new magic that is not handled does not
-//! compile. [`cell::run`] runs a parsed cell; the engine calls the [`cell::CellObserver`]
+//! [`dispatch`]'s handler lookup for cell magics), so a new magic that is not handled does not
+//! compile. [`dispatch::run`] runs a parsed cell; the engine calls the [`cell::CellObserver`]
 //! around it.
 
 pub mod cache;
@@ -10,16 +10,17 @@ pub mod cell;
 pub mod codegen;
 pub mod compute;
 pub mod context;
+pub mod dispatch;
 pub mod env;
 pub mod experiment;
 pub mod repo;
 pub mod slurm;
 pub mod time;
 
-use crate::session::Session;
-use crate::session::state::CellState;
 use crate::measure::meter::Meter;
 use crate::protocol::{ErrorContent, Io};
+use crate::session::state::CellState;
+use crate::session::Session;
 use dryml_magics::LineCall;
 use serde_json::{json, Value};
 use std::path::Path;

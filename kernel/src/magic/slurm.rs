@@ -4,9 +4,9 @@
 //! does with a closure) and `%jobs` (the notebook's jobs, read from their directories, so a new
 //! kernel finds an old one's).
 
+use super::codegen::{self, Var};
 use super::Host;
 use crate::protocol::ErrorContent;
-use super::codegen::{self, Var};
 use crate::session::errors::CellLines;
 use dryml::__kernel::slurm::job::JobDir;
 use dryml::__kernel::slurm::JobOptions;
@@ -44,21 +44,41 @@ impl SlurmMagic {
         let s = Self::settings(host);
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(Slurm's default)".into());
         let rows: Vec<Vec<String>> = vec![
-            vec!["dir".into(), format!("{} (this notebook: {})", s.root().display(), dryml::__kernel::slurm::notebook_name())],
+            vec![
+                "dir".into(),
+                format!("{} (this notebook: {})", s.root().display(), dryml::__kernel::slurm::notebook_name()),
+            ],
             vec!["partition".into(), opt(&s.partition)],
             vec!["account".into(), opt(&s.account)],
             vec!["qos".into(), opt(&s.qos)],
-            vec!["time".into(), s.time.map(|t| dryml::__kernel::slurm::slurm_time(std::time::Duration::from_secs_f64(t))).unwrap_or_else(|| "(the partition's limit)".into())],
-            vec!["mem".into(), s.mem.map(dryml::__kernel::units::size).unwrap_or_else(|| "(the cluster's default)".into())],
-            vec!["shards_per_gpu".into(), s.shards_per_gpu.map(|n| n.to_string()).unwrap_or_else(|| "(read from the cluster)".into())],
+            vec![
+                "time".into(),
+                s.time
+                    .map(|t| dryml::__kernel::slurm::slurm_time(std::time::Duration::from_secs_f64(t)))
+                    .unwrap_or_else(|| "(the partition's limit)".into()),
+            ],
+            vec!["mem".into(), s.mem.map(dryml_sys::units::size).unwrap_or_else(|| "(the cluster's default)".into())],
+            vec![
+                "shards_per_gpu".into(),
+                s.shards_per_gpu.map(|n| n.to_string()).unwrap_or_else(|| "(read from the cluster)".into()),
+            ],
             vec!["sbatch".into(), if s.sbatch.is_empty() { "(none)".into() } else { s.sbatch.join(" ") }],
         ];
         let cluster = match std::process::Command::new("sinfo").args(["-h", "-o", "%P %a %D %G"]).output() {
-            Ok(o) if o.status.success() => format!("the cluster answers: {}", String::from_utf8_lossy(&o.stdout).trim().replace('\n', "; ")),
+            Ok(o) if o.status.success() => {
+                format!("the cluster answers: {}", String::from_utf8_lossy(&o.stdout).trim().replace('\n', "; "))
+            }
             Ok(o) => format!("the cluster does not answer: {}", String::from_utf8_lossy(&o.stderr).trim()),
-            Err(_) => "sinfo was not found: install Slurm's client tools and point SLURM_CONF at the cluster's slurm.conf".into(),
+            Err(_) => {
+                "sinfo was not found: install Slurm's client tools and point SLURM_CONF at the cluster's slurm.conf"
+                    .into()
+            }
         };
-        let (text, html) = crate::table::render(&format!("Slurm settings for %%compute --on slurm ({cluster})"), &["key", "value"], &rows);
+        let (text, html) = crate::table::render(
+            &format!("Slurm settings for %%compute --on slurm ({cluster})"),
+            &["key", "value"],
+            &rows,
+        );
         host.show(json!({"text/plain": text, "text/html": html}));
         Ok(())
     }
@@ -75,23 +95,41 @@ impl SlurmMagic {
             JobsCall::List => {
                 let settings = Self::settings(host);
                 let nb = settings.notebook_dir();
-                let rows: Vec<Vec<String>> = settings.job_dirs()
+                let rows: Vec<Vec<String>> = settings
+                    .job_dirs()
                     .into_iter()
                     .map(|d| {
                         let jd = JobDir::new(&d);
                         let req = jd.request().unwrap_or(Value::Null);
-                        let first = req["body"].as_str().unwrap_or("").lines().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+                        let first = req["body"]
+                            .as_str()
+                            .unwrap_or("")
+                            .lines()
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("")
+                            .to_string();
                         vec![
                             jd.slurm_id().map(|i| i.to_string()).unwrap_or_else(|| "-".into()),
-                            if is_sweep(&d) { dryml::__kernel::slurm::array::status(&jd) } else { dryml::__kernel::slurm::follow::status(&jd) },
-                            req["created"].as_str().unwrap_or("").chars().take(19).collect::<String>().replace('T', " "),
+                            if is_sweep(&d) {
+                                dryml::__kernel::slurm::array::status(&jd)
+                            } else {
+                                dryml::__kernel::slurm::follow::status(&jd)
+                            },
+                            req["created"]
+                                .as_str()
+                                .unwrap_or("")
+                                .chars()
+                                .take(19)
+                                .collect::<String>()
+                                .replace('T', " "),
                             first,
                             d.display().to_string(),
                         ]
                     })
                     .collect();
                 let head = format!("{} Slurm job(s) of this notebook in {}", rows.len(), nb.display());
-                let (text, html) = crate::table::render(&head, &["job", "state", "submitted", "cell", "directory"], &rows);
+                let (text, html) =
+                    crate::table::render(&head, &["job", "state", "submitted", "cell", "directory"], &rows);
                 host.show(json!({"text/plain": text, "text/html": html}));
                 Ok(())
             }
@@ -103,9 +141,7 @@ impl SlurmMagic {
             JobsCall::Wait(_) | JobsCall::Result { .. } if is_sweep(&dir) => {
                 run_shown(host, &codegen::sweep_wait(&dir.display().to_string()))
             }
-            JobsCall::Wait(_) => {
-                run_shown(host, &codegen::job_wait(&dir.display().to_string()))
-            }
+            JobsCall::Wait(_) => run_shown(host, &codegen::job_wait(&dir.display().to_string())),
             JobsCall::Result { id, var } => {
                 let req = JobDir::new(&dir).request().map_err(|e| slurm_error(format!("{}: {e}", dir.display())))?;
                 if req["from"] == "code" {
@@ -119,7 +155,10 @@ impl SlurmMagic {
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .map(|u| Var { name: u["name"].as_str().unwrap_or_default().into(), ty: u["type"].as_str().unwrap_or_default().into() })
+                    .map(|u| Var {
+                        name: u["name"].as_str().unwrap_or_default().into(),
+                        ty: u["type"].as_str().unwrap_or_default().into(),
+                    })
                     .collect();
                 let names: Vec<(String, &Var)> = match var {
                     Some(v) if updates.len() == 1 => vec![(v.clone(), &updates[0])],
@@ -151,7 +190,12 @@ impl SlurmMagic {
 }
 
 /// The code a `%%compute --on slurm` cell runs in the notebook's process.
-pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
+pub fn compute_cell(
+    host: &mut Host<'_>,
+    opts: &ComputeOptions,
+    body: &str,
+    magic_lines: usize,
+) -> Result<String, ErrorContent> {
     let job = Job {
         requests: &opts.requests,
         timeout: opts.timeout,
@@ -164,7 +208,12 @@ pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, body: &str, magi
 }
 
 /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
-pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
+pub fn sweep_cell(
+    host: &mut Host<'_>,
+    opts: &SweepOptions,
+    body: &str,
+    magic_lines: usize,
+) -> Result<String, ErrorContent> {
     let job = Job {
         requests: &opts.requests,
         timeout: opts.timeout,
@@ -184,7 +233,10 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
     let vars = host.session.variables();
     for u in job.update {
         if !vars.contains_key(u) {
-            return Err(ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: --update {u}: the notebook has no variable `{u}` to update")));
+            return Err(ErrorContent::new(
+                crate::protocol::MAGIC_ERROR,
+                format!("{what}: --update {u}: the notebook has no variable `{u}` to update"),
+            ));
         }
     }
     let names = codegen::identifiers(body);
@@ -195,7 +247,9 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
         .collect();
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
     let shows = job.kind() == "compute"
-        && codegen::ends_with_value(body).map_err(|deep| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: {deep}; split the cell")))?;
+        && codegen::ends_with_value(body).map_err(|deep| {
+            ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: {deep}; split the cell"))
+        })?;
     let own = JobOptions { time: job.timeout, mem: job.mem, ..job.slurm.options.clone() };
     // A request Slurm cannot take is said before the cell compiles; the notebook's process
     // merges the same settings again when it submits.
@@ -217,7 +271,16 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
         request["defs_variable"] = json!(o.defs);
         request["repo"] = json!(o.repo);
     }
-    let code = codegen::Job { request: &request, body, inputs: &inputs, updates: &updates, shows, sweep: job.sweep, detach: job.slurm.detach }.code();
+    let code = codegen::Job {
+        request: &request,
+        body,
+        inputs: &inputs,
+        updates: &updates,
+        shows,
+        sweep: job.sweep,
+        detach: job.slurm.detach,
+    }
+    .code();
     // The body's compile errors name the cell's lines.
     host.session.set_cell_lines(Some(CellLines::within(&[code.body_line], body_lines, magic_lines)));
     Ok(code.code)

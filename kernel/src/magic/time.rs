@@ -31,13 +31,13 @@ pub struct Timer {
 impl Timer {
     /// Starts timing the child `pid`'s CPU and the wall clock.
     pub fn start(pid: u32) -> Timer {
-        Timer { start: Instant::now(), cpu: dryml::__kernel::procfs::cpu_times(pid) }
+        Timer { start: Instant::now(), cpu: dryml_sys::procfs::cpu_times(pid) }
     }
 
     /// Prints the times since the start (before the cell's result, as IPython does).
     pub fn report(self, host: &Host<'_>) {
         let wall = self.start.elapsed();
-        let (user, sys) = match (self.cpu, dryml::__kernel::procfs::cpu_times(host.child_pid())) {
+        let (user, sys) = match (self.cpu, dryml_sys::procfs::cpu_times(host.child_pid())) {
             (Some(a), Some(b)) => ((b.0 - a.0).max(0.0), (b.1 - a.1).max(0.0)),
             _ => (0.0, 0.0),
         };

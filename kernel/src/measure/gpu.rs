@@ -40,8 +40,8 @@ impl PidView {
             Ok("device") => return PidView::Hidden,
             _ => {}
         }
-        let nested = dryml::__kernel::procfs::ns_pids(std::process::id()).len() > 1;
-        if nested || dryml::__kernel::procfs::in_initial_pid_namespace() == Some(false) {
+        let nested = dryml_sys::procfs::ns_pids(std::process::id()).len() > 1;
+        if nested || dryml_sys::procfs::in_initial_pid_namespace() == Some(false) {
             PidView::Hidden
         } else {
             PidView::Same
@@ -225,7 +225,8 @@ mod tests {
 
     #[test]
     fn cuda_visible_devices_table() {
-        let ids = [("0000:1a:00.0", "GPU-aaaa1111"), ("0000:3b:00.0", "GPU-bbbb2222"), ("0000:5e:00.0", "GPU-cccc3333")];
+        let ids =
+            [("0000:1a:00.0", "GPU-aaaa1111"), ("0000:3b:00.0", "GPU-bbbb2222"), ("0000:5e:00.0", "GPU-cccc3333")];
         let table: &[(Option<&str>, &[usize])] = &[
             (None, &[0, 1, 2]),
             (Some(""), &[]),

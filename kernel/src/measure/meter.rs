@@ -2,10 +2,10 @@
 //!
 //! Peaks come from the kernel's own high-water mark (`VmHWM`), reset through
 //! `/proc/PID/clear_refs`, so a spike of any length is seen and nothing polls while a cell runs.
-//! The `/proc` files are read through `dryml::__kernel::procfs`.
+//! The `/proc` files are read through `dryml_sys::procfs`.
 
 use crate::measure::gpu::{Gpu, GpuMem, Gpus};
-use dryml::__kernel::procfs;
+use dryml_sys::procfs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -118,11 +118,7 @@ impl Meter {
     pub fn sample(&mut self, pids: &[u32], gpus: &[Gpu], reset_peak: bool) -> Sample {
         let t0 = Instant::now();
         let (available, total) = procfs::memory();
-        let mut cpu = CpuMem {
-            available,
-            total,
-            ..CpuMem::default()
-        };
+        let mut cpu = CpuMem { available, total, ..CpuMem::default() };
         for &pid in pids {
             // Zero for a process that has gone.
             let [rss, hwm] = procfs::status(pid, ["VmRSS:", "VmHWM:"]);
@@ -134,20 +130,11 @@ impl Meter {
                 }
             }
         }
-        let gpu_mem = if gpus.is_empty() {
-            Vec::new()
-        } else {
-            self.gpus().sample(gpus, pids)
-        };
+        let gpu_mem = if gpus.is_empty() { Vec::new() } else { self.gpus().sample(gpus, pids) };
         self.cell_peak_cpu = self.cell_peak_cpu.max(cpu.hwm).max(cpu.rss);
         fold_max(&mut self.cell_peak_gpu, gpu_mem.iter().map(|g| g.used_by_us));
         self.spent += t0.elapsed();
-        Sample {
-            at: t0,
-            cpu,
-            gpus: gpu_mem,
-            pids: pids.to_vec(),
-        }
+        Sample { at: t0, cpu, gpus: gpu_mem, pids: pids.to_vec() }
     }
 }
 
@@ -187,11 +174,7 @@ mod tests {
             .spawn()
             .expect("python3");
         let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.as_mut().unwrap()),
-            &mut line,
-        )
-        .unwrap();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.as_mut().unwrap()), &mut line).unwrap();
         let pid = child.id();
         let mut meter = Meter::default();
         let s = meter.sample(&[pid], &[], true);

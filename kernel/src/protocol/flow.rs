@@ -180,7 +180,8 @@ impl Flow {
         self.flush_text(st);
         if let Some(parent) = st.dropped_parent.take() {
             let n = std::mem::take(&mut st.dropped_displays);
-            let note = format!("[dryml: {n} display(s) not shown: the frontend read output slower than the cell made it]\n");
+            let note =
+                format!("[dryml: {n} display(s) not shown: the frontend read output slower than the cell made it]\n");
             self.send(stream_message(&parent, "stderr", &note));
         }
         for (_, update) in std::mem::take(&mut st.held) {
@@ -194,7 +195,7 @@ impl Flow {
             format!(
                 "[dryml: {} lines ({}) of {} not shown: the frontend read output slower than the cell wrote it; the newest follow]\n{}",
                 p.skipped_lines,
-                dryml::__kernel::units::size(p.skipped_bytes),
+                dryml_sys::units::size(p.skipped_bytes),
                 p.name,
                 p.text
             )
@@ -271,7 +272,10 @@ mod tests {
     }
 
     fn texts(msgs: &[Message]) -> Vec<String> {
-        msgs.iter().filter(|m| m.msg_type() == "stream").map(|m| m.content["text"].as_str().unwrap().to_string()).collect()
+        msgs.iter()
+            .filter(|m| m.msg_type() == "stream")
+            .map(|m| m.content["text"].as_str().unwrap().to_string())
+            .collect()
     }
 
     #[test]

@@ -96,7 +96,10 @@ pub(crate) fn guarded<T>(call: impl FnOnce() -> T, on_panic: impl FnOnce(ErrorCo
 }
 
 pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic".into())
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }
 
 /// How a cell ended. Output (streams, displays, `execute_result`) went out through [`Io`] while
@@ -194,10 +197,7 @@ pub fn serve<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Result<()> {
 
 async fn serve_async<H: Handler>(info: &ConnectionInfo, handler: Arc<H>) -> Result<()> {
     if info.signature_scheme != "hmac-sha256" && !info.key.is_empty() {
-        anyhow::bail!(
-            "unsupported signature_scheme {:?}; only hmac-sha256 is supported",
-            info.signature_scheme
-        );
+        anyhow::bail!("unsupported signature_scheme {:?}; only hmac-sha256 is supported", info.signature_scheme);
     }
     let signer = Signer::new(&info.key);
     let (iopub_tx, iopub_rx) = unbounded_channel::<flow::Queued>();

@@ -122,10 +122,7 @@ impl Io {
 
     /// The cell's value, under the request's execution count.
     pub fn execute_result(&self, data: Value) {
-        self.publish(
-            "execute_result",
-            json!({"execution_count": self.execution_count, "data": data, "metadata": {}}),
-        );
+        self.publish("execute_result", json!({"execution_count": self.execution_count, "data": data, "metadata": {}}));
     }
 
     /// Asks the frontend for a line (`input_request` on stdin) and waits for its `input_reply`.

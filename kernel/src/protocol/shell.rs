@@ -41,9 +41,9 @@ impl<H: Handler> Dispatch<H> {
                 h.work_arrived();
             }
             "kernel_info_request" => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
-            "is_complete_request" => self.out.answer(&msg, || {
-                guarded(|| h.is_complete(msg.content["code"].as_str().unwrap_or("")), |e| e.reply())
-            }),
+            "is_complete_request" => self
+                .out
+                .answer(&msg, || guarded(|| h.is_complete(msg.content["code"].as_str().unwrap_or("")), |e| e.reply())),
             "history_request" => self.out.answer(&msg, || guarded(|| h.history(&msg.content), |e| e.reply())),
             "debug_request" => {
                 let (out, parent) = (self.out.clone(), msg.clone());

@@ -34,9 +34,7 @@ pub struct Signer {
 
 impl Signer {
     pub fn new(key: &str) -> Self {
-        Signer {
-            key: (!key.is_empty()).then(|| key.as_bytes().to_vec()),
-        }
+        Signer { key: (!key.is_empty()).then(|| key.as_bytes().to_vec()) }
     }
 
     fn mac(&self, key: &[u8], parts: &[&[u8]]) -> Hmac<Sha256> {
@@ -61,9 +59,7 @@ impl Signer {
             return Err(WireError::MissingSignature);
         }
         let raw = hex::decode(signature).map_err(|_| WireError::BadSignature)?;
-        self.mac(key, parts)
-            .verify_slice(&raw)
-            .map_err(|_| WireError::BadSignature)
+        self.mac(key, parts).verify_slice(&raw).map_err(|_| WireError::BadSignature)
     }
 }
 
@@ -94,10 +90,7 @@ impl Message {
     /// Parses frames, verifying the signature before any JSON is read.
     pub fn decode(frames: Vec<Bytes>, signer: &Signer) -> Result<Message, WireError> {
         let n = frames.len();
-        let delim = frames
-            .iter()
-            .position(|f| f.as_ref() == DELIMITER)
-            .ok_or(WireError::NoDelimiter(n))?;
+        let delim = frames.iter().position(|f| f.as_ref() == DELIMITER).ok_or(WireError::NoDelimiter(n))?;
         let rest = &frames[delim + 1..];
         if rest.len() < 5 {
             return Err(WireError::TooFewFrames(rest.len()));
@@ -105,10 +98,7 @@ impl Message {
         let dicts: Vec<&[u8]> = rest[1..5].iter().map(|b| b.as_ref()).collect();
         signer.verify(rest[0].as_ref(), &dicts)?;
         let parse = |i: usize, frame: &'static str| {
-            serde_json::from_slice::<Value>(dicts[i]).map_err(|e| WireError::BadJson {
-                frame,
-                error: e.to_string(),
-            })
+            serde_json::from_slice::<Value>(dicts[i]).map_err(|e| WireError::BadJson { frame, error: e.to_string() })
         };
         let header = parse(0, "header")?;
         for field in ["msg_id", "msg_type"] {
@@ -118,10 +108,7 @@ impl Message {
         }
         let content = parse(3, "content")?;
         if !content.is_object() {
-            return Err(WireError::BadJson {
-                frame: "content",
-                error: "not a JSON object".into(),
-            });
+            return Err(WireError::BadJson { frame: "content", error: "not a JSON object".into() });
         }
         Ok(Message {
             identities: frames[..delim].to_vec(),
@@ -179,7 +166,8 @@ mod tests {
     use super::*;
 
     fn frames(signer: &Signer, content: &str) -> Vec<Bytes> {
-        let header = r#"{"msg_id":"1","msg_type":"execute_request","session":"s","username":"u","date":"","version":"5.4"}"#;
+        let header =
+            r#"{"msg_id":"1","msg_type":"execute_request","session":"s","username":"u","date":"","version":"5.4"}"#;
         let parts: [&[u8]; 4] = [header.as_bytes(), b"{}", b"{}", content.as_bytes()];
         vec![
             Bytes::from_static(b"peer"),
@@ -220,10 +208,7 @@ mod tests {
         let s = Signer::new("secret");
         let wrong = Signer::new("other");
         let good = frames(&s, r#"{"code":"1"}"#);
-        assert_eq!(
-            Message::decode(frames(&wrong, r#"{"code":"1"}"#), &s).unwrap_err(),
-            WireError::BadSignature
-        );
+        assert_eq!(Message::decode(frames(&wrong, r#"{"code":"1"}"#), &s).unwrap_err(), WireError::BadSignature);
         let mut tampered = good.clone();
         tampered[6] = Bytes::from_static(br#"{"code":"2"}"#);
         assert_eq!(Message::decode(tampered, &s).unwrap_err(), WireError::BadSignature);
@@ -233,14 +218,8 @@ mod tests {
         let mut nonhex = good.clone();
         nonhex[2] = Bytes::from_static(b"zz");
         assert_eq!(Message::decode(nonhex, &s).unwrap_err(), WireError::BadSignature);
-        assert_eq!(
-            Message::decode(vec![Bytes::from_static(b"garbage")], &s).unwrap_err(),
-            WireError::NoDelimiter(1)
-        );
-        assert_eq!(
-            Message::decode(good[..4].to_vec(), &s).unwrap_err(),
-            WireError::TooFewFrames(2)
-        );
+        assert_eq!(Message::decode(vec![Bytes::from_static(b"garbage")], &s).unwrap_err(), WireError::NoDelimiter(1));
+        assert_eq!(Message::decode(good[..4].to_vec(), &s).unwrap_err(), WireError::TooFewFrames(2));
         // Correctly signed but not JSON: still dropped.
         assert!(matches!(
             Message::decode(frames(&s, "{not json"), &s).unwrap_err(),

@@ -5,8 +5,8 @@
 use super::outbox::{Io, Outbox};
 use super::wire::Message;
 use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
-use serde_json::{json, Value};
 use crossbeam_channel::RecvTimeoutError;
+use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -73,7 +73,11 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
                     "KeyboardInterrupt",
                     "interrupted while the kernel was starting; the cell did not run",
                 );
-                worker.execute_with(&first, |_, _| ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error: Some(error) });
+                worker.execute_with(&first, |_, _| ExecuteOutcome {
+                    payload: Vec::new(),
+                    user_expressions: Default::default(),
+                    error: Some(error),
+                });
                 for m in queued {
                     worker.out.answer(&m, || json!({"status": "aborted", "execution_count": worker.execution_count}));
                 }
@@ -107,10 +111,13 @@ impl<H: Handler> Worker<H> {
                     match self.rx.recv_timeout(quiet) {
                         Ok(m) => m,
                         Err(RecvTimeoutError::Timeout) => {
-                            self.idle_work = guarded(|| self.handler.idle(), |e| {
-                                tracing::warn!("the handler's idle work failed: {}", e.evalue);
-                                false
-                            });
+                            self.idle_work = guarded(
+                                || self.handler.idle(),
+                                |e| {
+                                    tracing::warn!("the handler's idle work failed: {}", e.evalue);
+                                    false
+                                },
+                            );
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => return,
@@ -182,7 +189,8 @@ impl<H: Handler> Worker<H> {
         }
         // Only what was queued before the error's reply is aborted: a client that waits for
         // the reply and then sends more must not see it aborted.
-        let aborted = if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
+        let aborted =
+            if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
         self.out.reply(msg, reply);
         self.out.status(msg, "idle");
         for m in aborted {

@@ -137,7 +137,9 @@ impl BuildCache {
             _ => default_root().context("no home directory for the build cache; set DRYML_BUILD_CACHE")?,
         };
         let limit = match std::env::var(LIMIT_ENV) {
-            Ok(v) => dryml::__kernel::units::parse_size(&v).map_err(anyhow::Error::msg).with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
+            Ok(v) => dryml_sys::units::parse_size(&v)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("{LIMIT_ENV}={v:?}"))?,
             Err(_) => DEFAULT_LIMIT,
         };
         BuildCache::open(root, generation_key(), limit).map(Some)
@@ -329,7 +331,7 @@ impl BuildCache {
             for p in &item.paths {
                 remove(p);
             }
-            tracing::info!("build cache: evicted {} ({})", item.label, dryml::__kernel::units::size(item.bytes));
+            tracing::info!("build cache: evicted {} ({})", item.label, dryml_sys::units::size(item.bytes));
             left = left.saturating_sub(item.bytes);
             freed += item.bytes;
         }
@@ -383,9 +385,7 @@ pub fn generation_key() -> String {
 
 /// The key from `rustc -vV`'s output and the libtorch directory (`<torch>/lib`), if any.
 fn key_for(rustc_info: &str, torch_lib: Option<&Path>) -> String {
-    let field = |name: &str| {
-        rustc_info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string())
-    };
+    let field = |name: &str| rustc_info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string());
     let mut key = format!(
         "rustc-{}-{}",
         field("release:").unwrap_or_else(|| "unknown".into()),
@@ -446,14 +446,22 @@ fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File
     let mut held = Vec::new();
     for profile in profile_dirs(generation) {
         let path = profile.join(".cargo-lock");
-        let file = File::options().read(true).write(true).create(true).truncate(false).open(&path)
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         loop {
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
                 break;
             }
             if std::time::Instant::now() >= deadline {
-                bail!("a build is running in {} (another kernel holds cargo's lock); try again when it ends", profile.display());
+                bail!(
+                    "a build is running in {} (another kernel holds cargo's lock); try again when it ends",
+                    profile.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -476,9 +484,14 @@ pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyh
             continue;
         }
         if depth < 4 {
-            todo.extend(std::fs::read_dir(&dir).into_iter().flatten().flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| (e.path(), depth + 1)));
+            todo.extend(
+                std::fs::read_dir(&dir)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| (e.path(), depth + 1)),
+            );
         }
     }
     for profile in profiles {
@@ -510,7 +523,9 @@ fn units(generation: &Path) -> Vec<Item> {
                 // of its own.
                 let (crate_name, hash) = match unit_of(&name) {
                     Some((c, h)) => (c, h.to_string()),
-                    None if sub == "incremental" => (name.split('-').next().unwrap_or(&name), format!("incremental/{name}")),
+                    None if sub == "incremental" => {
+                        (name.split('-').next().unwrap_or(&name), format!("incremental/{name}"))
+                    }
                     None => continue,
                 };
                 let (size, newest) = tree_size(&e.path());

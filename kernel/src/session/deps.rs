@@ -128,7 +128,8 @@ impl Session {
 /// The notice for a cell that adds frameworks to a notebook whose `dryml` is already built
 /// (`None` when it adds none, or dryml is not built yet).
 fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Option<String> {
-    let added: Vec<&str> = had.features().into_iter().zip(want.features()).filter(|(h, w)| w.1 && !h.1).map(|(_, w)| w.0).collect();
+    let added: Vec<&str> =
+        had.features().into_iter().zip(want.features()).filter(|(h, w)| w.1 && !h.1).map(|(_, w)| w.0).collect();
     if !dryml_added || added.is_empty() {
         return None;
     }
@@ -205,12 +206,23 @@ mod tests {
         assert!(!named("let dryml_count = 1;").dryml && !named("let x = 1;").dryml);
         assert!(named("let d = dryml::models::linfa::iris();").linfa && named("use linfa_trees::DecisionTree;").linfa);
         assert!(!named("let linfa = 1;").linfa);
-        assert!(named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle);
+        assert!(
+            named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle
+        );
         assert!(!named("let candles = 3;").candle);
-        assert_eq!(named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"), Named { tch: true, dryml: true, ..Named::default() });
-        assert!(named("let d = dryml::data::numpy::rows(\"x.npy\");").numpy && named("use dryml::data::numpy;\nnumpy::xy(p, \"x\", \"y\")").numpy);
+        assert_eq!(
+            named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"),
+            Named { tch: true, dryml: true, ..Named::default() }
+        );
+        assert!(
+            named("let d = dryml::data::numpy::rows(\"x.npy\");").numpy
+                && named("use dryml::data::numpy;\nnumpy::xy(p, \"x\", \"y\")").numpy
+        );
         assert!(!named("let numpy_rows = 3;").numpy);
-        assert!(named("dryml::data::images::folder(p, &o)").images && named("use dryml::data::parquet;\nparquet::xy::<usize>(p, &[], \"y\")").parquet);
+        assert!(
+            named("dryml::data::images::folder(p, &o)").images
+                && named("use dryml::data::parquet;\nparquet::xy::<usize>(p, &[], \"y\")").parquet
+        );
         assert!(!named("let images = 3; let parquet_file = p;").images && !named("let parquet_file = p;").parquet);
         assert!(!named("let tchotchke = 1;").tch);
     }
@@ -223,11 +235,20 @@ mod tests {
         assert_eq!(rebuild_notice(false, none, linfa), None, "the first build");
         assert_eq!(rebuild_notice(true, linfa, linfa), None, "nothing added");
         let n = rebuild_notice(true, linfa, all).unwrap();
-        assert!(n.starts_with("dryml: this cell adds the frameworks torch, candle, so dryml is built again with them."), "{n}");
+        assert!(
+            n.starts_with("dryml: this cell adds the frameworks torch, candle, so dryml is built again with them."),
+            "{n}"
+        );
         assert!(n.contains("do not mix") && n.ends_with("or restart.\n"), "{n}");
         // The advice's line names every framework so that the kernel sees them.
         let advice = n.split('`').nth(1).unwrap();
-        assert_eq!(Named::in_code(advice), Named { tch: true, linfa: true, candle: true, dryml: true, ..Named::default() }, "{advice}");
-        assert!(rebuild_notice(true, none, linfa).unwrap().contains("the framework linfa, so dryml is built again with it."));
+        assert_eq!(
+            Named::in_code(advice),
+            Named { tch: true, linfa: true, candle: true, dryml: true, ..Named::default() },
+            "{advice}"
+        );
+        assert!(rebuild_notice(true, none, linfa)
+            .unwrap()
+            .contains("the framework linfa, so dryml is built again with it."));
     }
 }

@@ -2,7 +2,6 @@
 //! interrupts, each as Jupyter error content with an `ename` a client can test. (A bad magic
 //! line is the magic host's to report: `magic::error`.)
 
-use super::state::CellState;
 use crate::protocol::ErrorContent;
 use evcxr::Error as EvcxrError;
 
@@ -54,7 +53,8 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
     for (s, m) in &spans {
         let text = lines[s.start_line - 1];
         let mark = if m.is_primary { '^' } else { '-' };
-        let end = if s.end_line == s.start_line { s.end_column.max(s.start_column + 1) } else { text.chars().count() + 1 };
+        let end =
+            if s.end_line == s.start_line { s.end_column.max(s.start_column + 1) } else { text.chars().count() + 1 };
         let _ = writeln!(out, "{:width$} |\n{:>width$} | {text}", "", cell_line(s.start_line));
         let _ = writeln!(
             out,
@@ -76,9 +76,8 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
     out
 }
 
-/// A panic, from the panic message in the cell's stderr.
-pub fn panic(state: &CellState) -> ErrorContent {
-    let tail = state.stderr_lines();
+/// A panic, from the panic message in the tail of the cell's stderr, and its backtrace.
+pub fn panic(tail: Vec<String>, backtrace: Option<String>) -> ErrorContent {
     let start = tail.iter().position(|l| l.contains("panicked at"));
     let (evalue, mut traceback) = match start {
         Some(i) => {
@@ -91,7 +90,7 @@ pub fn panic(state: &CellState) -> ErrorContent {
         }
         None => ("the cell panicked".to_string(), tail.clone()),
     };
-    if let Some(trace) = state.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
+    if let Some(trace) = backtrace {
         traceback.push("stack backtrace:".into());
         traceback.extend(user_frames(&trace));
     }
@@ -112,9 +111,17 @@ fn user_frames(trace: &str) -> Vec<String> {
         }
     }
     let symbol = |f: &Vec<&str>| f[0].trim_start().split_once(": ").map_or("", |(_, s)| s).to_string();
-    let machinery = ["core::panicking::", "std::panicking::", "__rustc::rust_begin_unwind", "rust_begin_unwind", "std::sys::backtrace::", "std::backtrace"];
+    let machinery = [
+        "core::panicking::",
+        "std::panicking::",
+        "__rustc::rust_begin_unwind",
+        "rust_begin_unwind",
+        "std::sys::backtrace::",
+        "std::backtrace",
+    ];
     let end = frames.iter().position(|f| symbol(f).starts_with("evcxr::")).unwrap_or(frames.len());
-    let start = frames[..end].iter().rposition(|f| machinery.iter().any(|m| symbol(f).starts_with(m))).map_or(0, |i| i + 1);
+    let start =
+        frames[..end].iter().rposition(|f| machinery.iter().any(|m| symbol(f).starts_with(m))).map_or(0, |i| i + 1);
     frames[start..end].iter().flatten().map(|l| l.to_string()).collect()
 }
 
@@ -152,7 +159,12 @@ impl CellLines {
 
     /// A body of `count` lines that the kernel's code holds from each of `starts` (at most two).
     pub fn within(starts: &[usize], count: usize, magic_lines: usize) -> CellLines {
-        CellLines { first: starts.first().copied().unwrap_or(0), count, above: magic_lines, again: starts.get(1).copied().unwrap_or(0) }
+        CellLines {
+            first: starts.first().copied().unwrap_or(0),
+            count,
+            above: magic_lines,
+            again: starts.get(1).copied().unwrap_or(0),
+        }
     }
 
     /// The cell line of line `l` of the code, if it is one of the cell's.
@@ -192,9 +204,11 @@ impl Locations {
     pub fn map<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
         static AT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
         // Not a path that ends in `src/lib.rs` (a `:dep` crate's own file).
-        let at = AT.get_or_init(|| regex::Regex::new(r"(^|[\s(])(?:\./)?src/lib\.rs:(\d+)(?::(\d+))?").expect("static regex"));
+        let at = AT
+            .get_or_init(|| regex::Regex::new(r"(^|[\s(])(?:\./)?src/lib\.rs:(\d+)(?::(\d+))?").expect("static regex"));
         at.replace_all(text, |c: &regex::Captures<'_>| {
-            let line = c[2].parse::<usize>().ok().and_then(|l| self.cell_of.get(l.checked_sub(1)?)).copied().unwrap_or(0);
+            let line =
+                c[2].parse::<usize>().ok().and_then(|l| self.cell_of.get(l.checked_sub(1)?)).copied().unwrap_or(0);
             match (line, c.get(3)) {
                 (0, _) => c[0].to_string(),
                 (n, Some(col)) => format!("{}cell line {n}, column {}", &c[1], col.as_str()),
@@ -204,13 +218,14 @@ impl Locations {
     }
 }
 
-/// An evcxr error; `vars_before` are the variables a crash took with it.
-pub fn evcxr(e: EvcxrError, state: &CellState, vars_before: &[String]) -> ErrorContent {
-    evcxr_in(e, state, vars_before, Source::default())
+/// An evcxr error; `tail` is the end of the cell's stderr (a crash's last words), and
+/// `vars_before` are the variables a crash took with it.
+pub fn evcxr(e: EvcxrError, tail: Vec<String>, vars_before: &[String]) -> ErrorContent {
+    evcxr_in(e, tail, vars_before, Source::default())
 }
 
 /// As [`evcxr`], with the cell's source for compile errors.
-pub fn evcxr_in(e: EvcxrError, state: &CellState, vars_before: &[String], src: Source<'_>) -> ErrorContent {
+pub fn evcxr_in(e: EvcxrError, tail: Vec<String>, vars_before: &[String], src: Source<'_>) -> ErrorContent {
     match e {
         EvcxrError::CompilationErrors(errors) => {
             let first = errors.iter().find(|e| e.level() == "error").or(errors.first());
@@ -228,13 +243,16 @@ pub fn evcxr_in(e: EvcxrError, state: &CellState, vars_before: &[String], src: S
             ErrorContent { ename: "CompilationError".into(), evalue, traceback }
         }
         EvcxrError::SubprocessTerminated(text) => {
-            let tail = state.stderr_lines();
             let cause = crash_cause(&format!("{}\n{text}", tail.join("\n")));
             let lost = lost_list(vars_before);
             let mut traceback = tail;
             traceback.push(text);
             traceback.push(format!("The child process was restarted; its variables were lost: {lost}."));
-            ErrorContent { ename: "ChildProcessDied".into(), evalue: format!("{cause}; variables lost: {lost}"), traceback }
+            ErrorContent {
+                ename: "ChildProcessDied".into(),
+                evalue: format!("{cause}; variables lost: {lost}"),
+                traceback,
+            }
         }
         EvcxrError::TypeRedefinedVariablesLost(vars) => ErrorContent::new(
             "VariablesLost",
@@ -279,7 +297,9 @@ pub fn crash_cause(text: &str) -> String {
         Some(libc::SIGSEGV) => {
             "the child process crashed with a segmentation fault (SIGSEGV), most likely a stack overflow".to_string()
         }
-        Some(libc::SIGKILL) => "the child process was killed (SIGKILL), typically by the out-of-memory killer".to_string(),
+        Some(libc::SIGKILL) => {
+            "the child process was killed (SIGKILL), typically by the out-of-memory killer".to_string()
+        }
         Some(libc::SIGBUS) => "the child process crashed with a bus error (SIGBUS)".to_string(),
         Some(libc::SIGILL) => "the child process hit an illegal instruction (SIGILL)".to_string(),
         Some(n) => format!("the child process was terminated by signal {n}"),
@@ -328,7 +348,10 @@ mod tests {
     #[test]
     fn backtraces_keep_the_cells_frames() {
         let trace = "   0: ctx_k::run_user_code_1::{{closure}}\n             at ./src/lib.rs:3:5\n   1: std::panicking::panic_handler\n   2: core::panicking::panic_fmt\n             at /rustc/x/core/src/panicking.rs:80:14\n   3: ctx_k::deep_panic\n             at ./src/lib.rs:2:19\n   4: run_user_code_1\n   5: evcxr::runtime::Runtime::run_loop\n   6: std::sys::backtrace::__rust_begin_short_backtrace\n   7: main";
-        assert_eq!(user_frames(trace), ["   3: ctx_k::deep_panic", "             at ./src/lib.rs:2:19", "   4: run_user_code_1"]);
+        assert_eq!(
+            user_frames(trace),
+            ["   3: ctx_k::deep_panic", "             at ./src/lib.rs:2:19", "   4: run_user_code_1"]
+        );
         assert_eq!(user_frames("no frames at all"), ["no frames at all"]);
     }
 

@@ -111,7 +111,7 @@ fn stop_warm_up_step(state: &Arc<CellState>) {
 /// is still being built, and neither a SIGINT (its flag would outlive the cell) nor a kill
 /// (the notebook's variables) is called for.
 fn running_code(state: &CellState, child: u32) -> bool {
-    child != 0 && (state.awaiting_input.load(Ordering::SeqCst) || !dryml::__kernel::procfs::reading_stdin(child))
+    child != 0 && (state.awaiting_input.load(Ordering::SeqCst) || !dryml_sys::procfs::reading_stdin(child))
 }
 
 fn signal(state: &CellState, child: u32) -> std::time::Instant {
@@ -158,9 +158,11 @@ fn kill_build(state: &CellState, pid: u32) {
 /// runs while it loads the workspace on a thread of its own (`cargo metadata`, `rustc
 /// --print`): killing those would leave it without the standard library.
 fn build_processes(kernel: u32, child: u32) -> Vec<u32> {
-    let children = dryml::__kernel::procfs::children_by_parent();
+    let children = dryml_sys::procfs::children_by_parent();
     let mut todo: Vec<u32> = children.get(&kernel).cloned().unwrap_or_default();
-    todo.retain(|&p| p != child && dryml::__kernel::procfs::cmdline(p).iter().any(|a| a == "build" || a == "check" || a == "--crate-name"));
+    todo.retain(|&p| {
+        p != child && dryml_sys::procfs::cmdline(p).iter().any(|a| a == "build" || a == "check" || a == "--crate-name")
+    });
     let mut out = Vec::new();
     while let Some(p) = todo.pop() {
         out.push(p);

@@ -12,12 +12,12 @@ pub mod output;
 pub mod startup;
 pub mod state;
 
-use cache::{BuildCache, Claim};
-use state::CellState;
 use crate::child::FLUSHER_CELL;
-use dryml::__kernel::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use crate::protocol::{ErrorContent, Io};
-use evcxr::{CommandContext, EvalCallbacks, Error as EvcxrError};
+use cache::{BuildCache, Claim};
+use dryml_sys::protocol::{STATE_DIR_ENV, STREAM_ENV};
+use evcxr::{CommandContext, Error as EvcxrError, EvalCallbacks};
+use state::CellState;
 
 /// evcxr's build env (our patch) that builds the cell crate for the debugger.
 const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
@@ -135,7 +135,7 @@ impl Session {
                 }
                 let mut next = Some(first);
                 while let Some(line) = next.take() {
-                    match line.strip_suffix(dryml::__kernel::protocol::STDERR_SYNC) {
+                    match line.strip_suffix(dryml_sys::protocol::STDERR_SYNC) {
                         Some(open) => {
                             // The rest of a line `eprint!` left open, without the newline it lacked.
                             text.push_str(open);
@@ -292,7 +292,9 @@ impl Session {
             }
             match cache.remove_orphans(Duration::ZERO) {
                 Ok(0) => {}
-                Ok(n) => tracing::info!("build cache: {} of gone kernels' crates removed", dryml::__kernel::units::size(n)),
+                Ok(n) => {
+                    tracing::info!("build cache: {} of gone kernels' crates removed", dryml_sys::units::size(n))
+                }
                 Err(e) => tracing::info!("build cache: gone kernels' crates left for now: {e:#}"),
             }
         }
@@ -376,7 +378,7 @@ impl Session {
         for why in self.ctx.take_dropped() {
             self.state.stream("stderr", &format!("{why}\n"));
         }
-        r.map_err(|e| errors::evcxr(e, &self.state, &[]))
+        r.map_err(|e| errors::evcxr(e, self.state.stderr_lines(), &[]))
     }
 
     /// Runs kernel-written code in the child and returns what it printed.
@@ -491,7 +493,8 @@ impl Session {
             return Err(errors::interrupted(killed, if killed { &vars_before } else { &[] }));
         }
         if self.state.panicked.load(Ordering::SeqCst) {
-            return Err(errors::panic(&self.state));
+            let backtrace = self.state.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+            return Err(errors::panic(self.state.stderr_lines(), backtrace));
         }
         if let Some((ename, evalue)) = self.state.raised.lock().unwrap().take() {
             return Err(ErrorContent::new(&ename, self.state.in_cell(&evalue)));
@@ -500,7 +503,7 @@ impl Session {
             Ok(outputs) => Ok(output::mime_bundle(outputs)),
             Err(e) => {
                 let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
-                let err = errors::evcxr_in(e, &self.state, &vars_before, src);
+                let err = errors::evcxr_in(e, self.state.stderr_lines(), &vars_before, src);
                 self.note_child_pid();
                 Err(err)
             }
@@ -571,7 +574,10 @@ mod tests {
 
     #[test]
     fn debug_builds_are_unoptimised_unless_the_user_chose_a_level() {
-        assert_eq!([(false, false), (false, true), (true, false), (true, true)].map(|(d, u)| debug_builds(d, u)), ["0", "0", "1", "keep-opt"]);
+        assert_eq!(
+            [(false, false), (false, true), (true, false), (true, true)].map(|(d, u)| debug_builds(d, u)),
+            ["0", "0", "1", "keep-opt"]
+        );
     }
 
     #[test]

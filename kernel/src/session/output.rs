@@ -15,16 +15,13 @@ use std::sync::Arc;
 pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Sender<()>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
-    std::thread::Builder::new()
-        .name("dryml-stream-accept".into())
-        .spawn(move || {
-            for conn in listener.incoming().flatten() {
-                let (state, sync_tx) = (state.clone(), sync_tx.clone());
-                let _ = std::thread::Builder::new()
-                    .name("dryml-stream".into())
-                    .spawn(move || serve(conn, &state, &sync_tx));
-            }
-        })?;
+    std::thread::Builder::new().name("dryml-stream-accept".into()).spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (state, sync_tx) = (state.clone(), sync_tx.clone());
+            let _ =
+                std::thread::Builder::new().name("dryml-stream".into()).spawn(move || serve(conn, &state, &sync_tx));
+        }
+    })?;
     Ok(())
 }
 
@@ -65,7 +62,7 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
 /// `DRYML_POLLING {json}` lines from the child.
 fn control(line: &str, state: &CellState) {
-    use dryml::__kernel::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
+    use dryml_sys::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
     let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     if kind == PANIC {
         // The backtrace of a panic that ends the cell (kept by the child's panic hook).
@@ -207,7 +204,8 @@ mod tests {
             assert_eq!(m.parent_header["msg_id"], "cell-1");
             got.push((m.msg_type().to_string(), m.content));
         }
-        let texts: Vec<&str> = got.iter().filter(|(t, _)| t == "stream").map(|(_, c)| c["text"].as_str().unwrap()).collect();
+        let texts: Vec<&str> =
+            got.iter().filter(|(t, _)| t == "stream").map(|(_, c)| c["text"].as_str().unwrap()).collect();
         // Text from writes close together goes out as one message.
         assert_eq!(texts[0], "héllo");
         assert!(texts[1].starts_with("dryml: bad DRYML_CLEAR message from the cell"), "{texts:?}");

@@ -69,7 +69,11 @@ impl RealKernel {
     /// A DAP request on control, as the panel sends it: busy, its `debug_reply`, idle.
     fn debug(&mut self, command: &str, arguments: Value) -> Value {
         self.seq += 1;
-        let id = self.f.send(Sock::Control, "debug_request", json!({"seq": self.seq, "type": "request", "command": command, "arguments": arguments}));
+        let id = self.f.send(
+            Sock::Control,
+            "debug_request",
+            json!({"seq": self.seq, "type": "request", "command": command, "arguments": arguments}),
+        );
         let mut states = Vec::new();
         let reply = self.f.recv_control_reply(&id, "debug_reply");
         while states.last().map(String::as_str) != Some("idle") {
@@ -82,7 +86,11 @@ impl RealKernel {
             }
         }
         assert_eq!(states, ["busy", "idle"], "{command}: the panel waits for the idle");
-        assert_eq!((reply["request_seq"].clone(), reply["command"].clone()), (json!(self.seq), json!(command)), "{reply}");
+        assert_eq!(
+            (reply["request_seq"].clone(), reply["command"].clone()),
+            (json!(self.seq), json!(command)),
+            "{reply}"
+        );
         reply
     }
 
@@ -105,7 +113,9 @@ impl RealKernel {
 
     /// Reads what iopub still holds (lldb-dap's late events), so the frontend ends drained.
     fn drain(&mut self) {
-        while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.f.recv_iopub_within(Duration::from_millis(300)))) {
+        while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.f.recv_iopub_within(Duration::from_millis(300))
+        })) {
             assert_eq!(m.msg_type(), "debug_event", "only debug events are left: {:?}", m.content);
         }
     }
@@ -120,19 +130,35 @@ impl Drop for RealKernel {
 
 #[test]
 fn the_panel_inspects_dumps_attaches_and_detaches_while_cells_run_and_keep_their_variables() {
-    assert!(dryml_kernel::debug::adapter::find().is_some(), "lldb-dap is missing: install Debian's lldb-19 (tests/run.sh does)");
+    assert!(
+        dryml_kernel::debug::adapter::find().is_some(),
+        "lldb-dap is missing: install Debian's lldb-19 (tests/run.sh does)"
+    );
     let mut k = RealKernel::start();
     let (_, reply) = k.run("let x = 5;\nlet v = vec![1.5f32, 2.5];");
     assert_eq!(reply["status"], "ok", "{reply}");
 
     let info = k.debug("debugInfo", json!({}));
     let body = &info["body"];
-    assert_eq!((body["isStarted"].clone(), body["hashMethod"].clone(), body["hashSeed"].clone(), body["tmpFileSuffix"].clone()), (json!(false), json!("Murmur2"), json!(HASH_SEED), json!(".rs")));
+    assert_eq!(
+        (
+            body["isStarted"].clone(),
+            body["hashMethod"].clone(),
+            body["hashSeed"].clone(),
+            body["tmpFileSuffix"].clone()
+        ),
+        (json!(false), json!("Murmur2"), json!(HASH_SEED), json!(".rs"))
+    );
     let prefix = body["tmpFilePrefix"].as_str().unwrap().to_string();
 
     // The Variables panel, while no cell is stopped: what the last cell left.
     let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
-    let named: Vec<(String, String)> = vars.as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap().into(), v["type"].as_str().unwrap().into())).collect();
+    let named: Vec<(String, String)> = vars
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap().into(), v["type"].as_str().unwrap().into()))
+        .collect();
     assert_eq!(named, [("v".to_string(), "Vec<f32>".to_string()), ("x".to_string(), "i32".to_string())]);
     // A value of the notebook's own type, to outlive the debugger's build flags.
     assert_eq!(k.run("struct G(u32);\nlet g = G(7);").1["status"], "ok");
@@ -152,7 +178,8 @@ fn the_panel_inspects_dumps_attaches_and_detaches_while_cells_run_and_keep_their
     assert_eq!(k.debug("debugInfo", json!({}))["body"]["isStarted"], true);
     let threads = k.debug("threads", json!({}));
     let kernel_pid = i64::from(k.child.id());
-    let ids: Vec<i64> = threads["body"]["threads"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> =
+        threads["body"]["threads"].as_array().unwrap().iter().map(|t| t["id"].as_i64().unwrap()).collect();
     assert!(!ids.is_empty() && !ids.contains(&kernel_pid), "the child's threads, not the kernel's: {ids:?}");
 
     // Cells run under the debugger, and the panel's requests are answered while they do.
@@ -179,7 +206,10 @@ fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and
     // The panel: the cell's file, a breakpoint in its gutter on line 3, then the cell runs.
     let code = "let x = 5;\nlet v = vec![1.5f32, 2.5];\nlet y = x + 1;\nlet z = y * 2;\nz";
     let path = k.debug("dumpCell", json!({"code": code}))["body"]["sourcePath"].as_str().unwrap().to_string();
-    let set = k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 3}], "sourceModified": false}));
+    let set = k.debug(
+        "setBreakpoints",
+        json!({"source": {"path": path}, "breakpoints": [{"line": 3}], "sourceModified": false}),
+    );
     assert_eq!(set["body"]["breakpoints"][0]["line"], 3, "{set}");
     let id = k.f.send_execute_request(code);
     let stopped = k.wait_event("stopped");
@@ -193,13 +223,24 @@ fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and
     assert!(top["name"].as_str().unwrap().contains("run_user_code"), "{top}");
     let scopes = k.debug("scopes", json!({"frameId": top["id"]}))["body"]["scopes"].clone();
     assert_eq!(scopes.as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect::<Vec<_>>(), ["Locals"]);
-    let locals = k.debug("variables", json!({"variablesReference": scopes[0]["variablesReference"]}))["body"]["variables"].clone();
-    let local = |name: &str| locals.as_array().unwrap().iter().find(|v| v["name"] == name).cloned().unwrap_or_else(|| panic!("no local {name}: {locals}"));
+    let locals = k.debug("variables", json!({"variablesReference": scopes[0]["variablesReference"]}))["body"]
+        ["variables"]
+        .clone();
+    let local = |name: &str| {
+        locals
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no local {name}: {locals}"))
+    };
     assert_eq!(local("x")["value"], "5");
     let v = local("v");
     // LLDB names Rust types in its C-like way (`alloc::vec::Vec<float, ...>`).
     assert!(v["type"].as_str().unwrap().contains("Vec<") && v["value"] == "size=2", "{v}");
-    let items = k.debug("variables", json!({"variablesReference": v["variablesReference"]}))["body"]["variables"].clone();
+    let items =
+        k.debug("variables", json!({"variablesReference": v["variablesReference"]}))["body"]["variables"].clone();
     let values: Vec<&str> = items.as_array().unwrap().iter().map(|i| i["value"].as_str().unwrap()).collect();
     assert_eq!(values, ["1.5", "2.5"], "the Vec's elements, through Rust's formatters: {items}");
 
@@ -230,7 +271,9 @@ fn a_breakpoint_in_a_cell_stops_it_on_its_line_with_its_variables_then_steps_and
     };
     assert!(reply["status"] == "ok" || reply["ename"] == "KeyboardInterrupt", "the cell ended: {reply}");
     let _ = k.f.recv_control_reply(&int, "interrupt_reply");
-    while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500)))) {
+    while let Ok(m) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500))))
+    {
         assert!(parent_id(&m) == int || m.msg_type() == "debug_event", "{:?}", m.content);
         if m.msg_type() == "debug_event" {
             k.events.push(m.content.clone());
@@ -253,7 +296,11 @@ fn children(kernel: u32, name: &str) -> Vec<u32> {
         let list = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
         for pid in list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()) {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmd).split('\0').next().is_some_and(|c| Path::new(c).file_name().is_some_and(|f| f.to_string_lossy().starts_with(name))) {
+            if String::from_utf8_lossy(&cmd)
+                .split('\0')
+                .next()
+                .is_some_and(|c| Path::new(c).file_name().is_some_and(|f| f.to_string_lossy().starts_with(name)))
+            {
                 pids.push(pid);
             }
         }
@@ -278,7 +325,10 @@ impl RealKernel {
         let stopped = self.wait_event("stopped");
         let tid = stopped["body"]["threadId"].clone();
         let top = self.debug("stackTrace", json!({"threadId": tid}))["body"]["stackFrames"][0].clone();
-        let at = (top["source"]["path"].as_str().unwrap_or("").replace(&path, "<the cell>"), top["line"].as_u64().unwrap_or(0));
+        let at = (
+            top["source"]["path"].as_str().unwrap_or("").replace(&path, "<the cell>"),
+            top["line"].as_u64().unwrap_or(0),
+        );
         assert_eq!(self.debug("continue", json!({"threadId": tid}))["success"], true);
         let (text, reply) = self.finish(&id);
         (at, text, reply)
@@ -311,14 +361,23 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
 
     // The Variables panel shows short values (read by a hidden cell while none runs).
     let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
-    let shown: Vec<(&str, &str)> = vars.as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap(), v["value"].as_str().unwrap())).collect();
+    let shown: Vec<(&str, &str)> =
+        vars.as_array().unwrap().iter().map(|v| (v["name"].as_str().unwrap(), v["value"].as_str().unwrap())).collect();
     let head = (0..16).map(|i| format!("{i}.0")).collect::<Vec<_>>().join(", ");
-    assert_eq!(shown, [("name", "\"hi\""), ("net", ""), ("v", format!("[{head}] (len 1000)").as_str()), ("x", "5")], "no Debug: no value");
+    assert_eq!(
+        shown,
+        [("name", "\"hi\""), ("net", ""), ("v", format!("[{head}] (len 1000)").as_str()), ("x", "5")],
+        "no Debug: no value"
+    );
 
     // A cell under a magic line stops on its own line, in its own file.
     k.start_debugger();
     let (at, text, reply) = k.run_to_breakpoint("%%time\nlet a = x + 1;\nlet b = a * 2;\nb", 3);
-    assert_eq!((at, text.as_str(), reply["status"].as_str()), (("<the cell>".to_string(), 3), "12", Some("ok")), "{reply}");
+    assert_eq!(
+        (at, text.as_str(), reply["status"].as_str()),
+        (("<the cell>".to_string(), 3), "12", Some("ok")),
+        "{reply}"
+    );
 
     // A breakpoint in a function an earlier cell defined stops the cell that calls it, and the
     // frames are told in each cell's own file and line.
@@ -331,7 +390,13 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     let id = k.f.send_execute_request(call);
     let tid = k.wait_event("stopped")["body"]["threadId"].clone();
     let frames = k.debug("stackTrace", json!({"threadId": tid}))["body"]["stackFrames"].clone();
-    let at: Vec<(&str, u64)> = frames.as_array().unwrap().iter().take(2).map(|f| (f["source"]["path"].as_str().unwrap(), f["line"].as_u64().unwrap())).collect();
+    let at: Vec<(&str, u64)> = frames
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(2)
+        .map(|f| (f["source"]["path"].as_str().unwrap(), f["line"].as_u64().unwrap()))
+        .collect();
     assert_eq!(at, [(def_path.as_str(), 2), (call_path.as_str(), 1)], "{frames}");
     assert_eq!(k.debug("continue", json!({"threadId": tid}))["success"], true);
     assert_eq!(k.finish(&id).0, "41");
@@ -342,7 +407,11 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     k.debug("setBreakpoints", json!({"source": {"path": path}, "breakpoints": [{"line": 2}]}));
     let (text, reply) = k.run(code);
     assert_eq!(reply["status"], "ok", "{reply}");
-    assert!(text.contains("the debugger does not stop in this cell: a `%%compute` cell runs its body in a sandbox process") && text.ends_with("35"), "{text}");
+    assert!(
+        text.contains("the debugger does not stop in this cell: a `%%compute` cell runs its body in a sandbox process")
+            && text.ends_with("35"),
+        "{text}"
+    );
 
     // An interrupt stops a running cell as without the debugger: LLDB lets the SIGINT pass.
     let id = k.f.send_execute_request("println!(\"spinning\");\nlet mut spins = 0u64;\nwhile !dryml::interrupted() { spins += 1; std::thread::sleep(std::time::Duration::from_millis(5)); }");
@@ -387,7 +456,11 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
 /// request sent it: "cell", "continue" or ""), until the cell's idle.
 fn continue_until_idle(k: &mut RealKernel, tid: &Value, id: &str) -> Vec<(String, &'static str)> {
     k.seq += 1;
-    let req = k.f.send(Sock::Control, "debug_request", json!({"seq": k.seq, "type": "request", "command": "continue", "arguments": {"threadId": tid}}));
+    let req = k.f.send(
+        Sock::Control,
+        "debug_request",
+        json!({"seq": k.seq, "type": "request", "command": "continue", "arguments": {"threadId": tid}}),
+    );
     let mut seen = Vec::new();
     loop {
         let m = k.f.recv_iopub_within(FIRST_CELL);
@@ -396,7 +469,13 @@ fn continue_until_idle(k: &mut RealKernel, tid: &Value, id: &str) -> Vec<(String
             "status" => m.content["execution_state"].as_str().unwrap_or("").to_string(),
             other => other.to_string(),
         };
-        let whose = if parent_id(&m) == id { "cell" } else if parent_id(&m) == req { "continue" } else { "" };
+        let whose = if parent_id(&m) == id {
+            "cell"
+        } else if parent_id(&m) == req {
+            "continue"
+        } else {
+            ""
+        };
         let idle = whose == "cell" && what == "idle";
         seen.push((what, whose));
         if idle {
@@ -426,23 +505,45 @@ fn after_continue_the_panel_hears_continued_before_the_cells_output_and_nothing_
         let tid = k.wait_event("stopped")["body"]["threadId"].clone();
         k.events.clear();
         let seen = continue_until_idle(&mut k, &tid, &id);
-        let at = |what: &str, whose: &str| seen.iter().position(|(w, o)| w == what && *o == whose).unwrap_or_else(|| panic!("round {round}: no {what} of the {whose:?}: {seen:?}"));
+        let at = |what: &str, whose: &str| {
+            seen.iter()
+                .position(|(w, o)| w == what && *o == whose)
+                .unwrap_or_else(|| panic!("round {round}: no {what} of the {whose:?}: {seen:?}"))
+        };
         assert_eq!(seen.iter().filter(|(w, _)| w == "continued").count(), 1, "round {round}: one continued: {seen:?}");
         let continued = seen.iter().position(|(w, _)| w == "continued").unwrap();
-        assert!(at("busy", "continue") < continued && continued < at("idle", "continue"), "round {round}: continued while the continue is answered: {seen:?}");
-        assert!(continued < at("execute_result", "cell"), "round {round}: continued before the cell's output: {seen:?}");
+        assert!(
+            at("busy", "continue") < continued && continued < at("idle", "continue"),
+            "round {round}: continued while the continue is answered: {seen:?}"
+        );
+        assert!(
+            continued < at("execute_result", "cell"),
+            "round {round}: continued before the cell's output: {seen:?}"
+        );
 
         // What the panel then asks (its Variables), and all that iopub brings for a while.
         for _ in 0..2 {
             let vars = k.debug("inspectVariables", json!({}))["body"]["variables"].clone();
-            assert!(vars.as_array().unwrap().iter().any(|v| v["name"] == "y" && v["value"] == json!((round + 1).to_string())), "round {round}: {vars}");
+            assert!(
+                vars.as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|v| v["name"] == "y" && v["value"] == json!((round + 1).to_string())),
+                "round {round}: {vars}"
+            );
         }
-        while let Ok(m) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500)))) {
+        while let Ok(m) =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| k.f.recv_iopub_within(Duration::from_millis(500))))
+        {
             if m.msg_type() == "debug_event" {
                 k.events.push(m.content.clone());
             }
         }
-        let late: Vec<&Value> = k.events.iter().filter(|e| ["continued", "stopped", "terminated", "exited"].contains(&e["event"].as_str().unwrap_or(""))).collect();
+        let late: Vec<&Value> = k
+            .events
+            .iter()
+            .filter(|e| ["continued", "stopped", "terminated", "exited"].contains(&e["event"].as_str().unwrap_or("")))
+            .collect();
         assert!(late.is_empty(), "round {round}: after the cell's idle the panel heard {late:?}");
         k.events.clear();
     }

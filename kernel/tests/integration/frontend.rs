@@ -61,7 +61,8 @@ impl Frontend {
             hb.connect(&ep(info.hb_port)).await.expect("hb");
             (shell, control, stdin, iopub, hb)
         });
-        let mut f = Frontend { rt, shell, control, stdin, iopub, hb, signer: Signer::new(KEY), session: "test-session".into() };
+        let mut f =
+            Frontend { rt, shell, control, stdin, iopub, hb, signer: Signer::new(KEY), session: "test-session".into() };
         let welcome = f.recv_iopub();
         assert_eq!(welcome.msg_type(), "iopub_welcome");
         assert_eq!(welcome.content["subscription"], "");
@@ -179,12 +180,14 @@ impl Frontend {
     /// Returns each request's message types; anything for another request fails.
     pub fn recv_iopub_until_idle(&mut self, parents: &[&str]) -> Vec<Vec<(String, Value)>> {
         let mut seen: Vec<Vec<(String, Value)>> = vec![Vec::new(); parents.len()];
-        let idle = |v: &Vec<(String, Value)>| v.last().is_some_and(|(t, c)| t == "status" && c["execution_state"] == "idle");
+        let idle =
+            |v: &Vec<(String, Value)>| v.last().is_some_and(|(t, c)| t == "status" && c["execution_state"] == "idle");
         while !seen.iter().all(idle) {
             let m = self.recv_iopub();
-            let i = parents.iter().position(|p| *p == parent_id(&m)).unwrap_or_else(|| {
-                panic!("iopub: {} for an unexpected request: {:?}", m.msg_type(), m.content)
-            });
+            let i = parents
+                .iter()
+                .position(|p| *p == parent_id(&m))
+                .unwrap_or_else(|| panic!("iopub: {} for an unexpected request: {:?}", m.msg_type(), m.content));
             seen[i].push((m.msg_type().to_string(), m.content.clone()));
         }
         seen

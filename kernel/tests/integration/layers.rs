@@ -1,6 +1,8 @@
 //! The architecture's invariants, read from the sources: the kernel's, the magics' and the
-//! runtime's modules form layers with no cycle, the session knows nothing of magics, only the protocol touches ZeroMQ and it names neither evcxr nor the engine,
-//! `magics/` does no I/O, and `runtime/` depends on no crate of ours outside it.
+//! runtime's modules form layers with no cycle, and so do the files of every folder; the
+//! session knows nothing of magics; only the protocol touches ZeroMQ and it names neither
+//! evcxr nor the engine; the protocol and the engine name no `dryml`; `magics/` does no I/O;
+//! `runtime/` depends on no crate of ours outside it, and `runtime/sys` on none at all.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -60,7 +62,8 @@ fn module_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
         let deps = graph.entry(top.clone()).or_default();
         for c in path.captures_iter(&code_of(file)) {
             for first in c[1].trim_matches(['{', '}']).split(',').map(|p| p.split("::").next().unwrap().trim()) {
-                let module = if modules.contains(first) { Some(first) } else { from_module.get(first).map(String::as_str) };
+                let module =
+                    if modules.contains(first) { Some(first) } else { from_module.get(first).map(String::as_str) };
                 if let Some(m) = module.filter(|m| *m != top) {
                     deps.insert(m.to_string());
                 }
@@ -93,6 +96,162 @@ fn assert_acyclic(graph: &BTreeMap<String, BTreeSet<String>>) {
     }
 }
 
+/// The module path of a source file under `src`: `magic/cell.rs` is `magic::cell`,
+/// `magic/experiment/mod.rs` is `magic::experiment`, the crate root is empty.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .strip_prefix(src)
+        .unwrap()
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Every path a `crate::`, `super::` or `self::` reference names, braces expanded
+/// (`super::{a::B, c}` gives `super::a::B` and `super::c`).
+fn referenced_paths(code: &str) -> Vec<String> {
+    fn expand(prefix: &str, group: &str, out: &mut Vec<String>) {
+        let (mut depth, mut start) = (0, 0);
+        let mut parts = Vec::new();
+        for (i, ch) in group.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    parts.push(&group[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        parts.push(&group[start..]);
+        for part in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
+            match part.find('{') {
+                Some(b) => expand(&format!("{prefix}{}", &part[..b]), &part[b + 1..part.len() - 1], out),
+                None => out.push(format!("{prefix}{part}")),
+            }
+        }
+    }
+    let start = regex::Regex::new(r"(?:^|[^:\w])((?:crate|self|super)(?:::super)*::)").unwrap();
+    let mut out = Vec::new();
+    for c in start.captures_iter(code) {
+        let m = c.get(1).unwrap();
+        let rest = &code[m.end()..];
+        if rest.starts_with('{') {
+            let (mut depth, mut end) = (0, rest.len());
+            for (i, ch) in rest.char_indices() {
+                depth += (ch == '{') as i32 - (ch == '}') as i32;
+                if depth == 0 {
+                    end = i;
+                    break;
+                }
+            }
+            expand(m.as_str(), &rest[1..end], &mut out);
+        } else {
+            let len = rest.find(|ch: char| !(ch.is_alphanumeric() || ch == '_' || ch == ':')).unwrap_or(rest.len());
+            out.push(format!("{}{}", m.as_str(), rest[..len].trim_end_matches(':')));
+        }
+    }
+    out
+}
+
+/// Panics with the cycle if files (or folders) that sit side by side in one folder of `krate`
+/// name each other in a circle: `a.rs` names `b.rs`, `b.rs` names `a.rs` (or `a` through
+/// `c`), at any depth. A folder's `mod.rs` and its children naming each other is not a cycle
+/// (a parent holds its children); what a `mod.rs` re-exports from a child counts as that child.
+/// Tests are left out (`tests.rs`, `testing.rs`, a trailing `mod tests { .. }`): they may name
+/// every module they test.
+fn assert_no_cycles_inside_folders(krate: &str) {
+    let src = Path::new(ROOT).join(krate).join("src");
+    let files = rust_files(&src);
+    let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+    // `pub use child::{A, B}` in a folder's `mod.rs`: `folder::A` is `folder::child`'s.
+    let reexport = regex::Regex::new(
+        r"(?m)^pub(?:\([a-z]+\))? use (?:self::)?([a-z_][a-z0-9_]*)::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*);",
+    )
+    .unwrap();
+    let mut owner: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+    for file in &files {
+        let here = module_path(&src, file);
+        for c in reexport.captures_iter(&code_of(file)) {
+            let child = [here.clone(), vec![c[1].to_string()]].concat();
+            if modules.contains(&child) {
+                for name in c[2].trim_matches(['{', '}']).split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    owner.insert([here.clone(), vec![name.to_string()]].concat(), child.clone());
+                }
+            }
+        }
+    }
+    // Edges between siblings, kept per folder: folder -> (from, to).
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let here = module_path(&src, file);
+        if here.iter().any(|m| m == "tests" || m == "testing") {
+            continue;
+        }
+        let code = code_of(file);
+        let code = code.split("#[cfg(test)]\nmod tests {").next().unwrap();
+        // `super::` of `a/b.rs` is `a`; of `a/b/mod.rs` also `a`: the module's parent either way.
+        for reference in referenced_paths(code) {
+            let mut parts: Vec<&str> = reference.split("::").collect();
+            let mut path: Vec<String> = match parts[0] {
+                "crate" => vec![],
+                _ => here.clone(),
+            };
+            while let Some(&first) = parts.first() {
+                match first {
+                    "crate" | "self" => {}
+                    "super" => {
+                        path.pop();
+                    }
+                    _ => break,
+                }
+                parts.remove(0);
+            }
+            // The longest prefix that is a module, or an item a `mod.rs` re-exports from one.
+            let mut target = path.clone();
+            for p in parts {
+                target.push(p.to_string());
+                if let Some(o) = owner.get(&target) {
+                    target = o.clone();
+                } else if !modules.contains(&target) {
+                    target.pop();
+                    break;
+                }
+            }
+            let common = here.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if common < here.len() && common < target.len() {
+                let folder = here[..common].to_vec();
+                graphs
+                    .entry(folder)
+                    .or_default()
+                    .entry(here[common].clone())
+                    .or_default()
+                    .insert(target[common].clone());
+            }
+        }
+    }
+    let mut cycles = Vec::new();
+    for (folder, graph) in &graphs {
+        if let Err(e) = std::panic::catch_unwind(|| assert_acyclic(graph)) {
+            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
+            cycles.push(format!("inside {krate}/src/{}: {msg}", folder.join("/")));
+        }
+    }
+    assert!(cycles.is_empty(), "{}", cycles.join("\n"));
+}
+
+#[test]
+fn files_inside_a_folder_have_no_cycles() {
+    for krate in ["kernel", "magics", "runtime", "runtime/sys"] {
+        assert_no_cycles_inside_folders(krate);
+    }
+}
+
 #[test]
 fn kernel_modules_form_layers_without_cycles() {
     let graph = module_graph("kernel");
@@ -102,8 +261,19 @@ fn kernel_modules_form_layers_without_cycles() {
         assert!(!graph[low].contains("engine"), "{low} must not reach up into the engine");
     }
     assert!(!graph["session"].contains("magic"), "the session knows nothing of magics");
+    // The Jupyter side links no ML code: what it shares with cells is `dryml_sys`.
+    let names_dryml = regex::Regex::new(r"(^|[^:\w])dryml::").unwrap();
+    for dir in ["protocol", "engine"] {
+        for file in rust_files(&Path::new(ROOT).join("kernel/src").join(dir)) {
+            assert!(!names_dryml.is_match(&code_of(&file)), "{} names dryml, the user's runtime", file.display());
+        }
+    }
     for file in rust_files(&Path::new(ROOT).join("kernel/src/session")) {
-        assert!(!code_of(&file).contains("dryml_magics"), "the session knows nothing of magics: {} names dryml_magics", file.display());
+        assert!(
+            !code_of(&file).contains("dryml_magics"),
+            "the session knows nothing of magics: {} names dryml_magics",
+            file.display()
+        );
     }
 }
 
@@ -120,8 +290,7 @@ fn magics_modules_have_no_cycles() {
 fn runtime_modules_have_no_cycles() {
     let graph = module_graph("runtime");
     assert_acyclic(&graph);
-    // `sys` is the bottom layer; `__kernel` is the top, named only by the kernel and its code.
-    assert!(graph["sys"].is_empty(), "sys names {:?}", graph["sys"]);
+    // `__kernel` is the top, named only by the kernel and its code.
     for (part, deps) in &graph {
         assert!(!deps.contains("__kernel"), "{part} names __kernel, the kernel's side");
     }
@@ -153,11 +322,18 @@ fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
     for ours in ["dryml-kernel", "dryml-magics"] {
         assert!(!manifest.contains(ours), "runtime/ depends on {ours}");
     }
+    // The bottom crate, which the kernel and every cell link, names none of ours.
+    let manifest = std::fs::read_to_string(Path::new(ROOT).join("runtime/sys/Cargo.toml")).unwrap();
+    let deps = manifest.split("[dependencies]").nth(1).unwrap_or("");
+    assert!(!deps.contains("dryml"), "runtime/sys depends on a crate of ours:\n{deps}");
 }
 
 #[test]
 fn no_source_file_passes_600_lines() {
-    for file in ["kernel/src", "runtime/src"].iter().flat_map(|d| rust_files(&Path::new(ROOT).join(d))) {
+    for file in ["kernel/src", "runtime/src", "runtime/sys/src", "magics/src"]
+        .iter()
+        .flat_map(|d| rust_files(&Path::new(ROOT).join(d)))
+    {
         let lines = std::fs::read_to_string(&file).unwrap().lines().count();
         assert!(lines <= 600, "{} has {lines} lines (tests included); split it along a seam", file.display());
     }

@@ -259,9 +259,20 @@ fn a_frame_claiming_2_pow_60_bytes_costs_its_sender_the_connection_not_the_kerne
     // one claiming 255 MiB after a 2 MiB frame (over 256 MiB for the message).
     let greeting: Vec<u8> = [&[0xffu8][..], &[0; 8], &[0x7f, 3, 0], b"NULL", &[0; 48]].concat();
     assert_eq!(greeting.len(), 64);
-    for (port, body) in [(1, [vec![0x06], (1u64 << 60).to_be_bytes().to_vec()].concat()),
-                         (4, [vec![0x03], (2u64 << 20).to_be_bytes().to_vec(), vec![0; 2 << 20],
-                              vec![0x02], (255u64 << 20).to_be_bytes().to_vec()].concat())] {
+    for (port, body) in [
+        (1, [vec![0x06], (1u64 << 60).to_be_bytes().to_vec()].concat()),
+        (
+            4,
+            [
+                vec![0x03],
+                (2u64 << 20).to_be_bytes().to_vec(),
+                vec![0; 2 << 20],
+                vec![0x02],
+                (255u64 << 20).to_be_bytes().to_vec(),
+            ]
+            .concat(),
+        ),
+    ] {
         let path = format!("{}-{port}", dir.join("k").display());
         let mut raw = std::os::unix::net::UnixStream::connect(&path).expect("the kernel's socket");
         raw.write_all(&greeting).unwrap();
@@ -396,8 +407,16 @@ fn a_panicking_handler_costs_one_error_reply_and_the_kernel_serves_on() {
     ] {
         let id = r.f.send(sock, msg_type, content);
         r.f.recv_iopub_busy(&id);
-        let reply = if sock == Sock::Shell { r.f.recv_shell_reply(&id, reply_type) } else { r.f.recv_control_reply(&id, reply_type) };
-        assert_eq!((reply["status"].as_str(), reply["ename"].as_str()), (Some("error"), Some("InternalError")), "{reply}");
+        let reply = if sock == Sock::Shell {
+            r.f.recv_shell_reply(&id, reply_type)
+        } else {
+            r.f.recv_control_reply(&id, reply_type)
+        };
+        assert_eq!(
+            (reply["status"].as_str(), reply["ename"].as_str()),
+            (Some("error"), Some("InternalError")),
+            "{reply}"
+        );
         r.f.recv_iopub_idle(&id);
     }
     let id = r.f.send_execute_request("print still here");

@@ -42,7 +42,10 @@ fn expand(input: TokenStream) -> Result<String, String> {
                 }
                 match tokens.get(i + 2) {
                     Some(TokenTree::Punct(p)) if p.as_char() == '<' => {
-                        return Err("#[derive(dryml::Object)] does not take generic types: a registered type needs one name".into());
+                        return Err(
+                            "#[derive(dryml::Object)] does not take generic types: a registered type needs one name"
+                                .into(),
+                        );
                     }
                     Some(TokenTree::Group(g)) if g.delimiter() == Delimiter::Brace => fields = Some(g.stream()),
                     _ => return Err("#[derive(dryml::Object)] needs a struct with named fields (args and meta)".into()),
@@ -108,7 +111,9 @@ enum Attr {
 fn attr(attr: TokenStream) -> Result<Option<Attr>, String> {
     let t: Vec<TokenTree> = attr.into_iter().collect();
     match t.as_slice() {
-        [TokenTree::Ident(d), TokenTree::Group(g)] if d.to_string() == "dryml" && g.delimiter() == Delimiter::Parenthesis => {
+        [TokenTree::Ident(d), TokenTree::Group(g)]
+            if d.to_string() == "dryml" && g.delimiter() == Delimiter::Parenthesis =>
+        {
             let inner: Vec<TokenTree> = g.stream().into_iter().collect();
             match inner.as_slice() {
                 [TokenTree::Ident(k), TokenTree::Punct(eq), TokenTree::Literal(lit)]
@@ -149,7 +154,8 @@ fn roles(fields: TokenStream) -> Result<(String, String), String> {
             TokenTree::Ident(id) if at_start => {
                 // A field name is followed by a lone `:`; commas inside `<...>` are skipped by
                 // requiring that.
-                if matches!(t.get(i + 1), Some(TokenTree::Punct(c)) if c.as_char() == ':' && c.spacing() == proc_macro::Spacing::Alone) {
+                if matches!(t.get(i + 1), Some(TokenTree::Punct(c)) if c.as_char() == ':' && c.spacing() == proc_macro::Spacing::Alone)
+                {
                     let name = id.to_string();
                     if let Some(r) = pending.take() {
                         marked.push((r, name.clone()));

@@ -3,8 +3,6 @@
 
 #![allow(missing_docs)]
 
-pub use crate::sys::{fs, procfs, protocol, units};
-
 /// How a notebook variable crosses into a sandbox or a job and back.
 pub mod carry {
     pub use crate::compute::carry::*;
@@ -58,5 +56,7 @@ pub mod display {
 
 /// Object files and definitions as the kernel's `%repo` reads them.
 pub mod objects {
-    pub use crate::objects::object::{from_bytes, from_record, read_definition, record, to_bytes, uuid_v4, FILE_VERSION};
+    pub use crate::objects::object::{
+        from_bytes, from_record, read_definition, record, to_bytes, uuid_v4, FILE_VERSION,
+    };
 }

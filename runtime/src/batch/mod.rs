@@ -312,7 +312,12 @@ impl Batcher {
 
     /// Calls `f(lo, hi)` over `start..end` in steps; a step that runs out of memory is retried
     /// from the same place with a smaller step, and the loop goes on with that step.
-    pub fn range<E: OutOfMemory, F: FnMut(usize, usize) -> Result<(), E>>(&self, start: usize, end: usize, f: F) -> Result<(), E> {
+    pub fn range<E: OutOfMemory, F: FnMut(usize, usize) -> Result<(), E>>(
+        &self,
+        start: usize,
+        end: usize,
+        f: F,
+    ) -> Result<(), E> {
         self.range_keyed(self.cache_key::<F>(), start, end, f)
     }
 
@@ -359,7 +364,12 @@ pub fn batch<T, E: OutOfMemory>(initial: usize, f: impl FnMut(usize) -> Result<T
 /// Walks `start..end` in steps of `initial_step`, shrinking the step on out of memory and going
 /// on from where it was: TOMA's `range`.
 #[track_caller]
-pub fn range<E: OutOfMemory>(start: usize, end: usize, initial_step: usize, f: impl FnMut(usize, usize) -> Result<(), E>) -> Result<(), E> {
+pub fn range<E: OutOfMemory>(
+    start: usize,
+    end: usize,
+    initial_step: usize,
+    f: impl FnMut(usize, usize) -> Result<(), E>,
+) -> Result<(), E> {
     Batcher::new(initial_step).range(start, end, f)
 }
 
@@ -387,7 +397,9 @@ impl Batcher {
     ) -> Result<(), E> {
         let d = if dim < 0 { dim + tensor.dim() as i64 } else { dim };
         let n = tensor.size()[d as usize] as usize;
-        self.range_keyed(self.cache_key::<F>(), 0, n, |lo, hi| f(&mut tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi))
+        self.range_keyed(self.cache_key::<F>(), 0, n, |lo, hi| {
+            f(&mut tensor.narrow(d, lo as i64, (hi - lo) as i64), lo, hi)
+        })
     }
 }
 

@@ -39,7 +39,10 @@ type TableRecord = extern "C" fn(u64, u64);
 pub(super) fn table() -> (TableGet, TableRecord) {
     static FNS: std::sync::OnceLock<(usize, usize)> = std::sync::OnceLock::new();
     let (g, p) = *FNS.get_or_init(|| {
-        match (crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::BATCH_GET), crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::BATCH_RECORD)) {
+        match (
+            crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::BATCH_GET),
+            crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::BATCH_RECORD),
+        ) {
             (Some(g), Some(p)) => (g, p),
             _ => (table_get as TableGet as usize, table_record as TableRecord as usize),
         }

@@ -20,7 +20,11 @@ fn sizes_shrink_and_are_remembered_per_call_site() {
     let call = |tried: &mut Vec<usize>| {
         batch(512, |b| {
             tried.push(b);
-            if b > limit.get() { Err(E::Oom) } else { Ok(b) }
+            if b > limit.get() {
+                Err(E::Oom)
+            } else {
+                Ok(b)
+            }
         })
     };
     // One call site, called in a loop: the second call starts at the size that worked.
@@ -34,7 +38,11 @@ fn sizes_shrink_and_are_remembered_per_call_site() {
     let mut other = Vec::new();
     batch(512, |b| {
         other.push(b);
-        if b > 100 { Err(E::Oom) } else { Ok(()) }
+        if b > 100 {
+            Err(E::Oom)
+        } else {
+            Ok(())
+        }
     })
     .unwrap();
     assert_eq!(other, vec![512, 256, 128, 64]);
@@ -59,11 +67,17 @@ fn factor_no_cache_and_giving_up() {
     // Cache::None starts from the top every time.
     for _ in 0..2 {
         let mut first = None;
-        Batcher::new(64).cache(Cache::None).batch(|b| {
-            first.get_or_insert(b);
-            if b > 8 { Err(E::Oom) } else { Ok(()) }
-        })
-        .unwrap();
+        Batcher::new(64)
+            .cache(Cache::None)
+            .batch(|b| {
+                first.get_or_insert(b);
+                if b > 8 {
+                    Err(E::Oom)
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap();
         assert_eq!(first, Some(64));
     }
 }
@@ -71,11 +85,17 @@ fn factor_no_cache_and_giving_up() {
 #[test]
 fn range_goes_on_from_where_it_was_with_the_smaller_step() {
     let mut calls = Vec::new();
-    Batcher::new(32).cache(Cache::None).range(0, 100, |lo, hi| {
-        calls.push((lo, hi));
-        if hi - lo > 20 && lo >= 32 { Err(E::Oom) } else { Ok(()) }
-    })
-    .unwrap();
+    Batcher::new(32)
+        .cache(Cache::None)
+        .range(0, 100, |lo, hi| {
+            calls.push((lo, hi));
+            if hi - lo > 20 && lo >= 32 {
+                Err(E::Oom)
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap();
     assert_eq!(calls, vec![(0, 32), (32, 64), (32, 48), (48, 64), (64, 80), (80, 96), (96, 100)]);
     let covered: usize = calls.iter().filter(|(l, h)| !(h - l > 20 && *l >= 32)).map(|(l, h)| h - l).sum();
     assert_eq!(covered, 100);
@@ -87,7 +107,11 @@ fn keys_global_cache_and_probing_back_up() {
     let run = |tried: &mut Vec<usize>| {
         Batcher::new(64).key("probe-test").cache(Cache::Global).probe_up(2).batch(|b| {
             tried.push(b);
-            if spike.get() && b > 16 { Err(E::Oom) } else { Ok(()) }
+            if spike.get() && b > 16 {
+                Err(E::Oom)
+            } else {
+                Ok(())
+            }
         })
     };
     let mut tried = Vec::new();
@@ -272,16 +296,18 @@ fn chunked_walks_every_slice_and_tch_errors_are_sorted() {
     use tch::{Device, Kind, Tensor};
     let t = Tensor::zeros([100, 3], (Kind::Float, Device::Cpu));
     let mut seen = Vec::new();
-    Batcher::new(32).cache(Cache::None).chunked(&t, 0, |chunk, lo, hi| {
-        seen.push((lo, hi));
-        if hi - lo > 20 && lo >= 32 {
-            // libtorch's own words for a failed CUDA allocation.
-            return Err(tch::TchError::Torch("CUDA out of memory. Tried to allocate 2.00 GiB".into()));
-        }
-        let _ = chunk.fill_(1.0);
-        Ok(())
-    })
-    .unwrap();
+    Batcher::new(32)
+        .cache(Cache::None)
+        .chunked(&t, 0, |chunk, lo, hi| {
+            seen.push((lo, hi));
+            if hi - lo > 20 && lo >= 32 {
+                // libtorch's own words for a failed CUDA allocation.
+                return Err(tch::TchError::Torch("CUDA out of memory. Tried to allocate 2.00 GiB".into()));
+            }
+            let _ = chunk.fill_(1.0);
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(seen, vec![(0, 32), (32, 64), (32, 48), (48, 64), (64, 80), (80, 96), (96, 100)]);
     assert_eq!(t.sum(Kind::Float).double_value(&[]), 300.0, "chunks are views: every row was filled");
     // A shape error is not out of memory: it passes through at once.
@@ -311,7 +337,8 @@ fn real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit() {
     // there, before the limit and not under it.
     if in_child() {
         tch::set_num_threads(2);
-        let _ = Tensor::ones([64, 64], (Kind::Float, Device::Cpu)).matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
+        let _ = Tensor::ones([64, 64], (Kind::Float, Device::Cpu))
+            .matmul(&Tensor::ones([64, 64], (Kind::Float, Device::Cpu)));
         let limit = (vm_size() + (384 << 20)) as f64 / (1u64 << 30) as f64;
         set_cpu_memory_limit(limit).unwrap();
         let mut failures = 0;
@@ -327,7 +354,8 @@ fn real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit() {
         };
         std::process::exit(code);
     }
-    let status = run_child("real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit", std::process::Stdio::inherit());
+    let status =
+        run_child("real_out_of_memory_with_tch_tensors_under_a_cpu_memory_limit", std::process::Stdio::inherit());
     assert!(status.code().is_some(), "the child died: {status}");
     assert_eq!(status.code(), Some(4));
 }

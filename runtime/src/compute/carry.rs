@@ -58,8 +58,11 @@ pub trait InObject<T> {
 }
 impl<T: Object> InObject<T> for &&In<T> {
     fn decode(&self, bytes: &[u8]) -> Result<T, String> {
-        let obj = crate::objects::object::from_bytes(bytes, None).map_err(|e| format!("the object does not load: {e}"))?;
-        obj.downcast::<T>().map(|b| *b).map_err(|o| format!("the file holds a {}, not a {}", o.type_name(), std::any::type_name::<T>()))
+        let obj =
+            crate::objects::object::from_bytes(bytes, None).map_err(|e| format!("the object does not load: {e}"))?;
+        obj.downcast::<T>()
+            .map(|b| *b)
+            .map_err(|o| format!("the file holds a {}, not a {}", o.type_name(), std::any::type_name::<T>()))
     }
 }
 
@@ -107,7 +110,10 @@ impl<T> HookNone for Hook<'_, T> {}
 
 /// Brings every carrying trait into scope for generated code.
 pub mod prelude {
-    pub use super::{HookNone as _, HookObject as _, InNone as _, InObject as _, InSerde as _, OutNone as _, OutObject as _, OutSerde as _};
+    pub use super::{
+        HookNone as _, HookObject as _, InNone as _, InObject as _, InSerde as _, OutNone as _, OutObject as _,
+        OutSerde as _,
+    };
 }
 
 #[cfg(test)]
@@ -115,6 +121,8 @@ mod tests {
     use super::prelude::*;
     use super::*;
 
+    // Autoref dispatch needs the references the generated code writes, as it writes them.
+    #[allow(clippy::needless_borrow)]
     #[test]
     fn each_type_takes_its_way() {
         let v = vec![1u8, 2];

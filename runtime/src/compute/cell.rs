@@ -118,7 +118,6 @@ impl CellResult {
     }
 }
 
-
 /// Where a `%%compute` cell runs: `Some(context)` in this process (with `use_existing` or
 /// `dont_create` and a context that fits), `None` in a sandbox.
 pub fn where_to_run(compute: &Compute) -> Result<Option<crate::compute::context::Context>, ComputeError> {
@@ -131,7 +130,10 @@ pub fn where_to_run(compute: &Compute) -> Result<Option<crate::compute::context:
 
 /// Runs a `%%compute` body in a sandbox of `compute`'s options: `body` passes updated variables
 /// and the shown value through its [`Cell`] and ends with [`Cell::finish`].
-pub fn run_cell(compute: &Compute, body: impl FnOnce(&mut Cell) -> Result<(), CellError>) -> Result<CellResult, ComputeError> {
+pub fn run_cell(
+    compute: &Compute,
+    body: impl FnOnce(&mut Cell) -> Result<(), CellError>,
+) -> Result<CellResult, ComputeError> {
     let bytes = compute.sandbox(|| {
         let mut cell = Cell { updates: Vec::new(), shown: None };
         match body(&mut cell) {

@@ -19,6 +19,10 @@
 //! // A bad token is named, with its place.
 //! let e = Requests::parse("tf gpu/0=2").unwrap_err();
 //! assert_eq!(e.token, Some(1));
+//! // The same requests built in Rust, checked alike.
+//! let built = Requests::build().framework("tf").gpu(0, 0.5).framework("torch").num_cpus(2).done().unwrap();
+//! assert_eq!(built, reqs);
+//! assert!(Requests::build().gpu(0, 2.0).done().is_err());
 //! // Outside `%context` and sandboxes there is no context: DRYML's `NoContextError`.
 //! assert!(context_check(&reqs).is_err());
 //! ```
@@ -28,7 +32,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use crate::compute::devices::{Device, Kind};
-pub use crate::compute::pool::set_context;
+
+mod builder;
+pub use builder::RequestsBuilder;
 
 /// What one framework asks for.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -71,10 +77,7 @@ impl fmt::Display for RequestError {
 impl std::error::Error for RequestError {}
 
 fn err(message: String, token: usize) -> RequestError {
-    RequestError {
-        message,
-        token: Some(token),
-    }
+    RequestError { message, token: Some(token) }
 }
 
 fn is_framework_name(s: &str) -> bool {
@@ -130,7 +133,9 @@ impl Requests {
                 if let Some(i) = map.keys().find(|&&i| i as usize >= have) {
                     let plural = if have == 1 { "" } else { "s" };
                     return Err((
-                        format!("{fw}: {kind}/{i} does not exist (this machine has {have} {kind}{plural}, numbered from 0)"),
+                        format!(
+                            "{fw}: {kind}/{i} does not exist (this machine has {have} {kind}{plural}, numbered from 0)"
+                        ),
                         format!("{kind}/{i}"),
                     ));
                 }
@@ -164,9 +169,7 @@ impl Request {
                     "gpu" => &mut self.gpus,
                     _ => return Err(unknown(key)),
                 };
-                let i: u32 = index
-                    .parse()
-                    .map_err(|_| format!("`{key}`: the device index must be a whole number"))?;
+                let i: u32 = index.parse().map_err(|_| format!("`{key}`: the device index must be a whole number"))?;
                 let f: f64 = value
                     .parse()
                     .ok()
@@ -406,10 +409,8 @@ impl Context {
             .filter(|d| d.kind == Kind::Gpu)
             .filter_map(|d| machine.gpu(d.index).map(|g| g.cuda_id.clone()))
             .collect();
-        let mut env = vec![
-            (CONTEXT_ENV.to_string(), self.encode()),
-            ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(",")),
-        ];
+        let mut env =
+            vec![(CONTEXT_ENV.to_string(), self.encode()), ("CUDA_VISIBLE_DEVICES".to_string(), gpus.join(","))];
         if let Some(threads) = self.threads() {
             let threads = threads.to_string();
             for name in ["OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS", "TF_NUM_INTRAOP_THREADS"] {
@@ -456,10 +457,7 @@ impl Context {
     /// The share of `gpu/<index>` a framework may use: for the framework's own memory limit,
     /// since no framework lets another process enforce one.
     pub fn gpu_share(&self, framework: &str, gpu: u32) -> Option<f64> {
-        self.get(framework)?
-            .iter()
-            .find(|(d, _)| *d == Device::gpu(gpu))
-            .map(|(_, s)| *s)
+        self.get(framework)?.iter().find(|(d, _)| *d == Device::gpu(gpu)).map(|(_, s)| *s)
     }
 }
 
@@ -490,10 +488,8 @@ impl fmt::Display for Context {
             if k > 0 {
                 f.write_str("; ")?;
             }
-            let items: Vec<String> = ds
-                .iter()
-                .map(|(d, s)| if *s >= 1.0 { d.to_string() } else { format!("{d}={}", short(*s)) })
-                .collect();
+            let items: Vec<String> =
+                ds.iter().map(|(d, s)| if *s >= 1.0 { d.to_string() } else { format!("{d}={}", short(*s)) }).collect();
             if items.is_empty() {
                 write!(f, "{fw}: no devices")?;
             } else {
@@ -515,11 +511,7 @@ pub fn context_check(reqs: &Requests) -> Result<(), ContextError> {
     let ctx = current().ok_or(ContextError::NoContext)?;
     match ctx.unmet(reqs) {
         None => Ok(()),
-        Some(why) => Err(ContextError::Incompatible {
-            requirements: reqs.to_string(),
-            context: ctx.to_string(),
-            why,
-        }),
+        Some(why) => Err(ContextError::Incompatible { requirements: reqs.to_string(), context: ctx.to_string(), why }),
     }
 }
 

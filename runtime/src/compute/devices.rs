@@ -106,9 +106,7 @@ impl Machine {
 
     /// Every device, CPUs first.
     pub fn devices(&self) -> impl Iterator<Item = Device> + '_ {
-        (0..self.cpus)
-            .map(Device::cpu)
-            .chain(self.gpus.iter().map(|g| Device::gpu(g.index)))
+        (0..self.cpus).map(Device::cpu).chain(self.gpus.iter().map(|g| Device::gpu(g.index)))
     }
 
     /// Whether the machine has this device.

@@ -39,4 +39,5 @@ pub mod slurm;
 pub mod sweep;
 
 pub use outcome::{last_report, ComputeError, SandboxReport};
+pub use pool::set_context;
 pub use sandbox::Compute;

@@ -1,7 +1,7 @@
 //! What a compute call ends with: its error, or the report of the sandbox it ran in.
 
-use crate::sys::units::size;
 use crate::compute::context::{Context, ContextError};
+use crate::sys::units::size;
 use std::fmt;
 use std::time::Duration;
 
@@ -144,12 +144,9 @@ pub struct SandboxReport {
 impl fmt::Display for SandboxReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.pid {
-            None => write!(
-                f,
-                "ran in this process's own context ({}) in {:.3} s",
-                self.context,
-                self.wall.as_secs_f64()
-            ),
+            None => {
+                write!(f, "ran in this process's own context ({}) in {:.3} s", self.context, self.wall.as_secs_f64())
+            }
             Some(pid) => write!(
                 f,
                 "sandbox pid {pid}: {:.3} s, peak memory {} ({} allocated in the sandbox), held {}; all released",
@@ -190,4 +187,3 @@ pub fn print_report() {
 pub fn last_report() -> Option<SandboxReport> {
     LAST.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
-

@@ -94,11 +94,7 @@ impl Pool {
 
     /// Opens the pool kept in `dir`, waiting for its lock.
     pub fn open_dir(dir: &Path) -> io::Result<Pool> {
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(LOCK_FILE))?;
+        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
         use std::os::fd::AsRawFd;
         loop {
             if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
@@ -254,20 +250,18 @@ impl Pool {
         match &self.dir {
             // No fsync: the pool lives only as long as its processes, and a claim that outlives
             // a crash is dropped by the next reader anyway.
-            Some(dir) => write_atomic(&dir.join(CLAIMS_FILE), claims_record(&self.claims).as_bytes(), Durability::NoFsync),
+            Some(dir) => {
+                write_atomic(&dir.join(CLAIMS_FILE), claims_record(&self.claims).as_bytes(), Durability::NoFsync)
+            }
             None => Ok(()),
         }
     }
 }
 
-
 fn claims_record(claims: &[Claim]) -> String {
     let mut s = format!("{CLAIMS_VERSION}\n");
     for c in claims {
-        s.push_str(&format!(
-            "{}\t{}\t{}\t{}\t{}\t{}\n",
-            c.pid, c.start, c.holder, c.framework, c.device, c.share
-        ));
+        s.push_str(&format!("{}\t{}\t{}\t{}\t{}\t{}\n", c.pid, c.start, c.holder, c.framework, c.device, c.share));
     }
     s
 }
@@ -355,7 +349,13 @@ mod tests {
             // Specific shares first: cpu/1 is taken before the whole CPUs are counted.
             (3, 0, &[], "tf cpu/1=0.5 num_cpus=2", "tf: cpu/1=0.5, cpu/0, cpu/2"),
             (2, 2, &[(1, "tf", "gpu/0", 0.25)], "x num_gpus=-1 num_cpus=0", "x: gpu/1"),
-            (2, 0, &[(1, "a", "cpu/0", 1.0 / 3.0), (1, "b", "cpu/0", 1.0 / 3.0)], "c cpu/0=0.3333333333333333 num_cpus=0", "c: cpu/0=0.333"),
+            (
+                2,
+                0,
+                &[(1, "a", "cpu/0", 1.0 / 3.0), (1, "b", "cpu/0", 1.0 / 3.0)],
+                "c cpu/0=0.3333333333333333 num_cpus=0",
+                "c: cpu/0=0.333",
+            ),
         ];
         for (cpus, gpus, claims, req, want) in table {
             let p = pool(*cpus, *gpus, claims);
@@ -369,9 +369,21 @@ mod tests {
         let me = std::process::id();
         // (cpus, gpus, claims, request, words of the error)
         let table: &[(u32, u32, &[(u32, &str, &str, f64)], &str, &str)] = &[
-            (2, 1, &[(me, "tf", "gpu/0", 0.75)], "torch gpu/0=0.5", "torch: gpu/0=0.5 cannot be met: 0.25 of gpu/0 is free; it is held by the sandbox"),
+            (
+                2,
+                1,
+                &[(me, "tf", "gpu/0", 0.75)],
+                "torch gpu/0=0.5",
+                "torch: gpu/0=0.5 cannot be met: 0.25 of gpu/0 is free; it is held by the sandbox",
+            ),
             (2, 0, &[], "tf num_cpus=3", "tf: num_cpus=3 cannot be met: 2 of the pool's 2 CPUs are fully free"),
-            (2, 0, &[(me, "tf", "cpu/0", 0.5)], "a num_cpus=2", "1 of the pool's 2 CPUs is fully free (cpu/0 is held by the sandbox"),
+            (
+                2,
+                0,
+                &[(me, "tf", "cpu/0", 0.5)],
+                "a num_cpus=2",
+                "1 of the pool's 2 CPUs is fully free (cpu/0 is held by the sandbox",
+            ),
             (2, 0, &[], "tf num_gpus=1", "tf: num_gpus=1 cannot be met: 0 of the pool's 0 GPUs are fully free"),
             (2, 1, &[], "tf gpu/2=0.5", "tf: gpu/2 does not exist (the pool has 1 GPUs)"),
             // Two frameworks of one request may not share more than the whole device.

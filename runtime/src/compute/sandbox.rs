@@ -11,9 +11,9 @@
 
 use crate::compute::context::{self, Context, ContextError, Requests};
 use crate::compute::ending::{self, Early};
+use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
 use crate::compute::pool::{Machine, Pool};
 use crate::sys::procfs;
-use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::Write;
@@ -156,7 +156,9 @@ impl Compute {
         T: Serialize + DeserializeOwned,
         F: FnOnce(&mut O) -> T,
     {
-        let hook = |r: Result<(), crate::objects::ObjectError>, what: &str| r.map_err(|e| ComputeError::Failed(format!("{what}: {e}")));
+        let hook = |r: Result<(), crate::objects::ObjectError>, what: &str| {
+            r.map_err(|e| ComputeError::Failed(format!("{what}: {e}")))
+        };
         if let Place::Here(ctx) = self.place()? {
             hook(obj.load_compute(), "load_compute")?;
             let v = self.here(ctx, || f(obj));
@@ -171,14 +173,16 @@ impl Compute {
                 mine.load_compute().map_err(|e| format!("load_compute: {e}"))?;
                 let value = f(&mut mine);
                 mine.save_compute().map_err(|e| format!("save_compute: {e}"))?;
-                let file = crate::objects::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
+                let file =
+                    crate::objects::object::to_bytes(&mine).map_err(|e| format!("the object does not save: {e}"))?;
                 encode(&(value, file))
             })();
             std::mem::forget((keep, mine));
             r
         })?;
         let (value, file): (T, Vec<u8>) = decode(&bytes, "the result and the object")?;
-        let back = crate::objects::object::from_bytes(&file, None).map_err(|e| ComputeError::Failed(format!("the object did not load: {e}")))?;
+        let back = crate::objects::object::from_bytes(&file, None)
+            .map_err(|e| ComputeError::Failed(format!("the object did not load: {e}")))?;
         *obj = *back.downcast::<O>().map_err(|_| ComputeError::Failed("the sandbox sent back another type".into()))?;
         Ok(value)
     }
@@ -197,7 +201,8 @@ impl Compute {
         clear_report();
         let failed = |what: &str, e: std::io::Error| ComputeError::Failed(format!("{what}: {e}"));
         let mut pool = Pool::open().map_err(|e| failed("opening the resource pool", e))?;
-        let ctx = pool.allocate(&self.reqs).map_err(|e| ComputeError::Context(ContextError::ResourcesUnavailable(e)))?;
+        let ctx =
+            pool.allocate(&self.reqs).map_err(|e| ComputeError::Context(ContextError::ResourcesUnavailable(e)))?;
         let machine = pool.machine.clone();
         let mut fds = [0; 2];
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -535,7 +540,6 @@ pub(super) fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
 pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
     rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("{what} did not deserialize: {e}")))
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -27,10 +27,10 @@
 //! # std::fs::remove_dir_all(&repo).unwrap();
 //! ```
 
-use crate::compute::{Compute, ComputeError};
 use crate::compute::context::ContextError;
-use crate::objects::{Build, Object, ObjectDef, ObjectError};
+use crate::compute::{Compute, ComputeError};
 use crate::objects::Repo;
+use crate::objects::{Build, Object, ObjectDef, ObjectError};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt;
@@ -112,11 +112,17 @@ impl fmt::Debug for SweepReport {
 /// Trains one definition: builds it, moves it into compute (`load_compute`), runs `f`, moves
 /// the trained state back (`save_compute`) and adds it to the repo at `repo` with `f`'s value
 /// as its metrics.
-pub(crate) fn train<T: Object + Build, M: Serialize>(def: &ObjectDef, repo: &Path, f: impl FnOnce(&mut T) -> M) -> Result<Trained, String> {
+pub(crate) fn train<T: Object + Build, M: Serialize>(
+    def: &ObjectDef,
+    repo: &Path,
+    f: impl FnOnce(&mut T) -> M,
+) -> Result<Trained, String> {
     let t0 = Instant::now();
     // Built as the closure's type: a generic model of a notebook's network is in no registry.
     let mut obj = def.build_as::<T>().map_err(|e| match e {
-        ObjectError::Args(_, m) if m.starts_with("the definition is a") => format!("{def}: {m}, which the closure takes"),
+        ObjectError::Args(_, m) if m.starts_with("the definition is a") => {
+            format!("{def}: {m}, which the closure takes")
+        }
         e => e.to_string(),
     })?;
     Object::load_compute(&mut obj).map_err(|e| format!("load_compute: {e}"))?;
@@ -159,7 +165,10 @@ impl Progress {
                 "<div style=\"font-family: monospace\"><progress value=\"{pct}\" max=\"100\"></progress> {}</div>",
                 text.replace('&', "&amp;").replace('<', "&lt;")
             );
-            crate::display::display(&[("text/plain", &text), ("text/html", &html)], crate::display::Update::InPlace(&self.id));
+            crate::display::display(
+                &[("text/plain", &text), ("text/html", &html)],
+                crate::display::Update::InPlace(&self.id),
+            );
             self.shown = text;
         }
     }
@@ -229,10 +238,19 @@ impl Compute {
             loop {
                 let (done, failed) = {
                     let r = results.lock().unwrap_or_else(|e| e.into_inner());
-                    (r.iter().flatten().filter(|x| x.is_ok()).count(), r.iter().flatten().filter(|x| x.is_err()).count())
+                    (
+                        r.iter().flatten().filter(|x| x.is_ok()).count(),
+                        r.iter().flatten().filter(|x| x.is_err()).count(),
+                    )
                 };
                 let run = running.load(Ordering::SeqCst).min(defs.len() - done - failed);
-                progress.show(&format!("Sweep of {} on this machine", defs.len()), defs.len() - done - failed - run, run, done, failed);
+                progress.show(
+                    &format!("Sweep of {} on this machine", defs.len()),
+                    defs.len() - done - failed - run,
+                    run,
+                    done,
+                    failed,
+                );
                 if done + failed == defs.len() || (stop.load(Ordering::SeqCst) && running.load(Ordering::SeqCst) == 0) {
                     break;
                 }
@@ -250,7 +268,11 @@ impl Compute {
             .iter()
             .zip(results)
             .enumerate()
-            .map(|(index, (def, r))| Task { index, def: def.clone(), result: r.unwrap_or_else(|| Err("not run".into())) })
+            .map(|(index, (def, r))| Task {
+                index,
+                def: def.clone(),
+                result: r.unwrap_or_else(|| Err("not run".into())),
+            })
             .collect();
         Ok(SweepReport { tasks, repo: repo.to_path_buf(), seconds: t0.elapsed().as_secs_f64(), job: None })
     }

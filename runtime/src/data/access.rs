@@ -3,7 +3,7 @@
 //! positions, `take` and `skip` narrow them, and a batch gathers its rows straight from the
 //! source, as a hand-written loop does, instead of stacking elements made one by one.
 
-use super::dataset::Elements;
+use super::element::Elements;
 use super::DataError;
 use std::any::Any;
 use std::ops::Range;
@@ -26,13 +26,22 @@ pub(super) struct Access<E> {
 
 impl<E> Clone for Access<E> {
     fn clone(&self) -> Self {
-        Access { get: self.get.clone(), gather: self.gather.clone(), order: self.order.clone(), range: self.range.clone() }
+        Access {
+            get: self.get.clone(),
+            gather: self.gather.clone(),
+            order: self.order.clone(),
+            range: self.range.clone(),
+        }
     }
 }
 
 impl<E: Send + 'static> Access<E> {
     /// Positions `0..len` of `get`, gathered in batches by `gather` if given.
-    pub(super) fn new<B: 'static>(len: usize, get: impl Fn(usize) -> E + Send + Sync + 'static, gather: Option<Arc<Gather<B>>>) -> Access<E> {
+    pub(super) fn new<B: 'static>(
+        len: usize,
+        get: impl Fn(usize) -> E + Send + Sync + 'static,
+        gather: Option<Arc<Gather<B>>>,
+    ) -> Access<E> {
         Access::fallible(len, move |i| Ok(get(i)), gather)
     }
 
@@ -77,7 +86,12 @@ impl<E: Send + 'static> Access<E> {
     /// Each element through `f`: still random access, but no longer gathered in batches.
     pub(super) fn mapped<T: Send + 'static>(&self, f: Arc<dyn Fn(E) -> T + Send + Sync>) -> Access<T> {
         let get = self.get.clone();
-        Access { get: Arc::new(move |i| get(i).map(&*f)), gather: None, order: self.order.clone(), range: self.range.clone() }
+        Access {
+            get: Arc::new(move |i| get(i).map(&*f)),
+            gather: None,
+            order: self.order.clone(),
+            range: self.range.clone(),
+        }
     }
 
     /// Batches of `size` positions, each gathered from the source, if the source can.

@@ -48,17 +48,28 @@ impl<S: CandleScalar, D: Dimension> FromCandle for Array<S, D> {
     type Tensors = Tensor;
     fn from_candle(t: &Tensor) -> Result<Self, DataError> {
         if t.dtype() != S::DTYPE {
-            return Err(DataError::Shapes(format!("a tensor of dtype {:?} read as {}", t.dtype(), std::any::type_name::<S>())));
+            return Err(DataError::Shapes(format!(
+                "a tensor of dtype {:?} read as {}",
+                t.dtype(),
+                std::any::type_name::<S>()
+            )));
         }
         let shape = t.dims().to_vec();
         let flat = t.flatten_all().and_then(|f| f.to_vec1::<S>()).map_err(candle_err)?;
         let dynamic = ArrayD::from_shape_vec(IxDyn(&shape), flat).map_err(|e| DataError::Shapes(e.to_string()))?;
         let rank = D::NDIM.map_or("any rank".to_string(), |n| format!("rank {n}"));
-        dynamic.into_dimensionality::<D>().map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
+        dynamic
+            .into_dimensionality::<D>()
+            .map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
     }
 }
 
-super::convert::tensor_conversions!(ToCandle::to_candle, FromCandle::from_candle, |v| Tensor::new(v, &Device::Cpu).map_err(candle_err), [f32, f64, i32, i64, u8, u32]);
+super::convert::tensor_conversions!(
+    ToCandle::to_candle,
+    FromCandle::from_candle,
+    |v| Tensor::new(v, &Device::Cpu).map_err(candle_err),
+    [f32, f64, i32, i64, u8, u32]
+);
 
 impl<E: ToCandle + Send + 'static> Dataset<E>
 where

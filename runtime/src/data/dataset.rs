@@ -1,13 +1,10 @@
 //! [`Dataset`]: a lazy, re-iterable, cheaply cloned sequence of elements, and its methods.
 
 use super::access::Access;
-use super::element::{Batch, Element, Indexed, Layout, ScalarFn, Supervised};
+use super::element::{Batch, Element, Elements, Indexed, Layout, ScalarFn, Supervised};
 use super::DataError;
 use std::fmt;
 use std::sync::Arc;
-
-/// What one pass over a dataset yields: elements, or the error that ends the pass.
-pub type Elements<E> = Box<dyn Iterator<Item = Result<E, DataError>> + Send>;
 
 type Source<E> = dyn Fn() -> Elements<E> + Send + Sync;
 
@@ -53,7 +50,12 @@ pub struct Dataset<E> {
 
 impl<E> Clone for Dataset<E> {
     fn clone(&self) -> Self {
-        Dataset { source: self.source.clone(), len: self.len, batching: self.batching.clone(), access: self.access.clone() }
+        Dataset {
+            source: self.source.clone(),
+            len: self.len,
+            batching: self.batching.clone(),
+            access: self.access.clone(),
+        }
     }
 }
 
@@ -185,7 +187,10 @@ impl<E: Send + 'static> Dataset<E> {
     }
 
     /// `f` applied to every element; an error from it ends the pass there.
-    pub fn try_map<T: Send + 'static>(&self, f: impl Fn(E) -> Result<T, DataError> + Send + Sync + 'static) -> Dataset<T> {
+    pub fn try_map<T: Send + 'static>(
+        &self,
+        f: impl Fn(E) -> Result<T, DataError> + Send + Sync + 'static,
+    ) -> Dataset<T> {
         let (this, f) = (self.clone(), Arc::new(f));
         self.derived(self.len, move || {
             let f = f.clone();
@@ -350,7 +355,11 @@ impl<E: Send + 'static> Dataset<E> {
 
 /// `upstream` shuffled through a buffer of `buffer` elements: each one out is drawn from the
 /// buffer (any slot, the last too), and the next one in takes its place.
-fn shuffled<T: Send + 'static>(mut upstream: impl Iterator<Item = Result<T, DataError>> + Send + 'static, buffer: usize, seed: u64) -> Elements<T> {
+fn shuffled<T: Send + 'static>(
+    mut upstream: impl Iterator<Item = Result<T, DataError>> + Send + 'static,
+    buffer: usize,
+    seed: u64,
+) -> Elements<T> {
     let buffer = buffer.max(1);
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut held: Vec<T> = Vec::with_capacity(buffer.min(1 << 20));
@@ -426,7 +435,10 @@ impl<E: Supervised + Send + 'static> Dataset<E> {
     }
 
     /// `f(x, y)` applied to every element's features and target (DRYML's `apply`).
-    pub fn apply<X2, Y2>(&self, f: impl Fn(E::X, E::Y) -> (X2, Y2) + Send + Sync + 'static) -> Dataset<E::WithXy<X2, Y2>>
+    pub fn apply<X2, Y2>(
+        &self,
+        f: impl Fn(E::X, E::Y) -> (X2, Y2) + Send + Sync + 'static,
+    ) -> Dataset<E::WithXy<X2, Y2>>
     where
         E::WithXy<X2, Y2>: Send + 'static,
     {

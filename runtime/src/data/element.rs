@@ -7,6 +7,9 @@ use ndarray::{Array, ArrayD, Axis, Dimension, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDy
 use std::any::Any;
 use std::collections::BTreeMap;
 
+/// What one pass over a dataset yields: elements, or the error that ends the pass.
+pub type Elements<E> = Box<dyn Iterator<Item = Result<E, DataError>> + Send>;
+
 /// A supervised element: features `x` and target `y` (DRYML's `(X, Y)`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Xy<X, Y> {
@@ -53,10 +56,7 @@ pub struct ScalarFn<S>(pub Box<dyn Fn(S) -> S + Send + Sync>);
 /// The number types a leaf can hold.
 pub trait Scalar: Element<Batch = Array<Self, Ix1>> + Copy + std::fmt::Debug + PartialEq {}
 
-fn map_one<S: 'static>(v: &mut S, f: &dyn Any)
-where
-    S: Copy,
-{
+fn map_one<S: Copy + 'static>(v: &mut S, f: &dyn Any) {
     if let Some(ScalarFn(g)) = f.downcast_ref::<ScalarFn<S>>() {
         *v = g(*v);
     }
@@ -82,7 +82,10 @@ scalars!(f32, f64, i32, i64, u8, u32, u64, usize, bool);
 fn stack_arrays<S: Clone, D: Dimension>(items: Vec<Array<S, D>>) -> Result<Array<S, D::Larger>, DataError> {
     let first = items.first().ok_or(DataError::EmptyBatch)?.shape().to_vec();
     if let Some((at, other)) = items.iter().enumerate().find(|(_, a)| a.shape() != first.as_slice()) {
-        return Err(DataError::Shapes(format!("element {at} of a batch has shape {:?}, element 0 has {first:?}", other.shape())));
+        return Err(DataError::Shapes(format!(
+            "element {at} of a batch has shape {:?}, element 0 has {first:?}",
+            other.shape()
+        )));
     }
     let views: Vec<_> = items.iter().map(|a| a.view()).collect();
     ndarray::stack(Axis(0), &views).map_err(|e| DataError::Shapes(e.to_string()))
@@ -252,11 +255,14 @@ impl<E: Element> Element for BTreeMap<String, E> {
     type Batch = BTreeMap<String, E::Batch>;
     fn stack(items: Vec<Self>) -> Result<Self::Batch, DataError> {
         let keys: Vec<String> = items.first().ok_or(DataError::EmptyBatch)?.keys().cloned().collect();
-        let mut columns: BTreeMap<String, Vec<E>> = keys.iter().map(|k| (k.clone(), Vec::with_capacity(items.len()))).collect();
+        let mut columns: BTreeMap<String, Vec<E>> =
+            keys.iter().map(|k| (k.clone(), Vec::with_capacity(items.len()))).collect();
         for (at, item) in items.into_iter().enumerate() {
             if item.len() != keys.len() || !item.keys().eq(keys.iter()) {
                 let got: Vec<&String> = item.keys().collect();
-                return Err(DataError::Shapes(format!("element {at} of a batch has keys {got:?}, element 0 has {keys:?}")));
+                return Err(DataError::Shapes(format!(
+                    "element {at} of a batch has keys {got:?}, element 0 has {keys:?}"
+                )));
             }
             for (k, v) in item {
                 columns.get_mut(&k).expect("same keys").push(v);
@@ -282,7 +288,10 @@ impl<B: Batch> Batch for BTreeMap<String, B> {
         for (k, v) in self {
             let parts = v.unstack()?;
             if parts.len() != n {
-                return Err(DataError::Shapes(format!("a batch's `{k}` holds {} elements, its first key {n}", parts.len())));
+                return Err(DataError::Shapes(format!(
+                    "a batch's `{k}` holds {} elements, its first key {n}",
+                    parts.len()
+                )));
             }
             for (o, p) in out.iter_mut().zip(parts) {
                 o.insert(k.clone(), p);

@@ -121,7 +121,11 @@ pub fn folder(root: impl AsRef<Path>, options: &ImageOptions) -> Result<ImageFol
         files.extend(sorted_entries(&dir, false)?.into_iter().filter(|p| is_image(p)).map(|p| (p, class)));
     }
     if files.is_empty() {
-        let found = if classes.is_empty() { "no class folders".to_string() } else { format!("no .png or .jpg files in its {} class folders", classes.len()) };
+        let found = if classes.is_empty() {
+            "no class folders".to_string()
+        } else {
+            format!("no .png or .jpg files in its {} class folders", classes.len())
+        };
         return Err(file_error(root, None, format!("{found}: an image folder holds one folder of images per class")));
     }
     let size = match options.size {
@@ -161,7 +165,11 @@ impl Reader {
         let (w, h) = (img.width(), img.height());
         if (w, h) != self.size {
             let (fw, fh) = self.size;
-            return Err(file_error(path, Some(i), format!("the image is {w}×{h} pixels; the folder's images are {fw}×{fh}")));
+            return Err(file_error(
+                path,
+                Some(i),
+                format!("the image is {w}×{h} pixels; the folder's images are {fw}×{fh}"),
+            ));
         }
         let plane = (w * h) as usize;
         match self.channels {

@@ -54,8 +54,8 @@ mod torch;
 
 #[cfg(feature = "candle")]
 pub use candle::{CandleScalar, FromCandle, ToCandle};
-pub use dataset::{Dataset, Elements, Len};
-pub use element::{Batch, Element, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
+pub use dataset::{Dataset, Len};
+pub use element::{Batch, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.
 pub use ndarray;
 pub use source::CsvOptions;
@@ -96,7 +96,9 @@ impl fmt::Display for DataError {
             DataError::NotBatched => f.write_str("unbatch: the dataset is not batched"),
             DataError::Infinite(what) => write!(f, "{what}: the dataset is infinite (take a part of it first)"),
             DataError::Argument(m) => f.write_str(m),
-            DataError::File { path, at: Some((line, column)), message } => write!(f, "{path}:{line}: column {column}: {message}"),
+            DataError::File { path, at: Some((line, column)), message } => {
+                write!(f, "{path}:{line}: column {column}: {message}")
+            }
             DataError::File { path, at: None, message } => write!(f, "{path}: {message}"),
         }
     }

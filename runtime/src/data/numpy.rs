@@ -70,15 +70,34 @@ pub fn xy(path: impl AsRef<Path>, x: &str, y: &str) -> Result<Dataset<Xy<Array1<
         }
     }
     // Each member decompressed once, straight into its array.
-    let stems: Vec<String> = [x, y].iter().map(|n| n.strip_suffix(".npy").unwrap_or(n)).map(|stem| {
-        if zip.index_for_name(&format!("{stem}.npy")).is_some() { format!("{stem}.npy") } else { stem.to_string() }
-    }).collect();
-    let xs = zip.by_name(&stems[0]).map_err(|e| e.to_string()).and_then(read_any::<f32>).map_err(|e| bad(format!("array `{x}`: {e}")))?;
+    let stems: Vec<String> = [x, y]
+        .iter()
+        .map(|n| n.strip_suffix(".npy").unwrap_or(n))
+        .map(|stem| {
+            if zip.index_for_name(&format!("{stem}.npy")).is_some() {
+                format!("{stem}.npy")
+            } else {
+                stem.to_string()
+            }
+        })
+        .collect();
+    let xs = zip
+        .by_name(&stems[0])
+        .map_err(|e| e.to_string())
+        .and_then(read_any::<f32>)
+        .map_err(|e| bad(format!("array `{x}`: {e}")))?;
     // Classes as f64: every integer a class can be is exact there.
-    let ys = zip.by_name(&stems[1]).map_err(|e| e.to_string()).and_then(read_any::<f64>).map_err(|e| bad(format!("array `{y}`: {e}")))?;
+    let ys = zip
+        .by_name(&stems[1])
+        .map_err(|e| e.to_string())
+        .and_then(read_any::<f64>)
+        .map_err(|e| bad(format!("array `{y}`: {e}")))?;
     let xs = to_rows(xs).map_err(|e| bad(format!("array `{x}`: {e}")))?;
     if ys.ndim() != 1 {
-        return Err(bad(format!("array `{y}` holds the classes, one per row: it must have one axis, not shape {:?}", ys.shape())));
+        return Err(bad(format!(
+            "array `{y}` holds the classes, one per row: it must have one axis, not shape {:?}",
+            ys.shape()
+        )));
     }
     if ys.len() != xs.nrows() {
         return Err(bad(format!("array `{x}` has {} rows and `{y}` {} classes", xs.nrows(), ys.len())));
@@ -86,7 +105,11 @@ pub fn xy(path: impl AsRef<Path>, x: &str, y: &str) -> Result<Dataset<Xy<Array1<
     let classes = ys
         .iter()
         .enumerate()
-        .map(|(i, &c)| (c >= 0.0 && c.fract() == 0.0).then_some(c as usize).ok_or_else(|| bad(format!("array `{y}`, element {i}: {c} is not a class (a whole number, 0 or more)"))))
+        .map(|(i, &c)| {
+            (c >= 0.0 && c.fract() == 0.0)
+                .then_some(c as usize)
+                .ok_or_else(|| bad(format!("array `{y}`, element {i}: {c} is not a class (a whole number, 0 or more)")))
+        })
         .collect::<Result<Vec<usize>, _>>()?;
     // Held as arrays: a batch gathers its rows, as a hand-written loader does.
     Dataset::from_xy(xs, Array1::from_vec(classes))
@@ -110,7 +133,8 @@ where
     // a header costs more than the copy of a small array), then the header again and the rest.
     let mut head = Vec::with_capacity(disk::HEAD);
     (&mut from).take(disk::HEAD as u64).read_to_end(&mut head).map_err(|e| e.to_string())?;
-    let dtype = disk::descr(&head).map(|d| disk::Dtype::parse(d).ok_or_else(|| format!("its dtype `{d}` is {}", disk::NOT_READ)));
+    let dtype = disk::descr(&head)
+        .map(|d| disk::Dtype::parse(d).ok_or_else(|| format!("its dtype `{d}` is {}", disk::NOT_READ)));
     let bytes = std::io::Cursor::new(head).chain(from);
     macro_rules! read_as {
         ($t:ty) => {
@@ -135,10 +159,11 @@ fn to_rows(a: ArrayD<f32>) -> Result<Array2<f32>, String> {
         return Err("holds a single value, not rows".into());
     }
     let n = a.len_of(Axis(0));
-    let width = if n == 0 { a.shape()[1..].iter().product() } else { a.len() / n };
+    let width = a.len().checked_div(n).unwrap_or_else(|| a.shape()[1..].iter().product());
     // In logical order, whatever the file's (C or Fortran) order; a C-ordered file's values as
     // they are (a dynamic-rank array's iterator costs several times a copy).
-    let values: Vec<f32> = if a.is_standard_layout() { a.into_raw_vec_and_offset().0 } else { a.iter().copied().collect() };
+    let values: Vec<f32> =
+        if a.is_standard_layout() { a.into_raw_vec_and_offset().0 } else { a.iter().copied().collect() };
     Ok(Array2::from_shape_vec((n, width), values).expect("n rows of the rest"))
 }
 

@@ -18,7 +18,9 @@
 use super::ndarray::Array1;
 use super::{DataError, Dataset, Element, Len, Xy};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::types::{
+    Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::{DataType, Schema};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -68,7 +70,11 @@ fn file_error(path: &Path, message: String) -> DataError {
 
 /// The rows of the Parquet file at `path`: the columns `features` (every column but `target`
 /// when empty) as `f32` features, and `target` read as `Y`.
-pub fn xy<Y: FromColumn>(path: impl AsRef<Path>, features: &[&str], target: &str) -> Result<Dataset<Xy<Array1<f32>, Y>>, DataError> {
+pub fn xy<Y: FromColumn>(
+    path: impl AsRef<Path>,
+    features: &[&str],
+    target: &str,
+) -> Result<Dataset<Xy<Array1<f32>, Y>>, DataError> {
     let path = path.as_ref().to_path_buf();
     let plan = Plan::new(&path, features, Some((target, Y::WANTS, Y::fits)))?;
     Ok(plan.stream(Plan::read::<Y>))
@@ -98,10 +104,16 @@ impl Plan {
     fn new(path: &Path, features: &[&str], target: Option<(&str, &str, Fits)>) -> Result<Plan, DataError> {
         let bad = |m: String| file_error(path, m);
         let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-        let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
+        let builder =
+            ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(format!("not a Parquet file: {e}")))?;
         let schema: &Schema = builder.schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        let find = |name: &str| names.iter().position(|n| *n == name).ok_or_else(|| bad(format!("has no column `{name}` (it has {})", names.join(", "))));
+        let find = |name: &str| {
+            names
+                .iter()
+                .position(|n| *n == name)
+                .ok_or_else(|| bad(format!("has no column `{name}` (it has {})", names.join(", "))))
+        };
         let target_at = target.map(|(name, _, _)| find(name)).transpose()?;
         let features: Vec<String> = if features.is_empty() {
             names.iter().enumerate().filter(|(i, _)| Some(*i) != target_at).map(|(_, n)| n.to_string()).collect()
@@ -135,7 +147,10 @@ impl Plan {
 
     /// The dataset whose passes read the file a record batch at a time, each batch's elements
     /// made by `read` (given the batch's first row in the file).
-    fn stream<T: Send + 'static>(self, read: fn(&Plan, &RecordBatch, usize) -> Result<Vec<T>, DataError>) -> Dataset<T> {
+    fn stream<T: Send + 'static>(
+        self,
+        read: fn(&Plan, &RecordBatch, usize) -> Result<Vec<T>, DataError>,
+    ) -> Dataset<T> {
         Dataset::from_source(Len::Known(self.rows), move || {
             let plan = self.clone();
             let mut from = 0usize;
@@ -154,7 +169,9 @@ impl Plan {
         let bad = |m: String| file_error(&self.path, m);
         let reader = std::fs::File::open(&self.path)
             .map_err(|e| bad(e.to_string()))
-            .and_then(|f| ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| bad(format!("not a Parquet file: {e}"))))
+            .and_then(|f| {
+                ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| bad(format!("not a Parquet file: {e}")))
+            })
             .and_then(|b| {
                 let mask = ProjectionMask::roots(b.parquet_schema(), self.columns.iter().copied());
                 b.with_projection(mask).with_batch_size(BATCH_ROWS).build().map_err(|e| bad(e.to_string()))
@@ -183,7 +200,18 @@ impl Plan {
                 }
             )*};
         }
-        read_as!(Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type, UInt32Type, UInt64Type);
+        read_as!(
+            Float32Type,
+            Float64Type,
+            Int8Type,
+            Int16Type,
+            Int32Type,
+            Int64Type,
+            UInt8Type,
+            UInt16Type,
+            UInt32Type,
+            UInt64Type
+        );
         Err(bad(format!(" holds {}; it must hold numbers", col.data_type())))
     }
 
@@ -202,7 +230,8 @@ impl Plan {
             .zip(ys)
             .enumerate()
             .map(|(r, (x, y))| {
-                let y = Y::from_number(y).map_err(|m| file_error(&self.path, format!("column `{name}`, row {}: {m}", from + r)))?;
+                let y = Y::from_number(y)
+                    .map_err(|m| file_error(&self.path, format!("column `{name}`, row {}: {m}", from + r)))?;
                 Ok(Xy { x, y })
             })
             .collect()

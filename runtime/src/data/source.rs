@@ -27,7 +27,8 @@ impl<S: Scalar, T: Scalar> Dataset<Xy<Array1<S>, T>> {
         }
         let (x, y) = (Arc::new(x), Arc::new(y));
         let (n, xs, ys) = (y.len(), x.clone(), y.clone());
-        let gather: Arc<Gather<Xy<Array2<S>, Array1<T>>>> = Arc::new(move |at: &[usize]| Ok(Xy { x: xs.select(Axis(0), at), y: ys.select(Axis(0), at) }));
+        let gather: Arc<Gather<Xy<Array2<S>, Array1<T>>>> =
+            Arc::new(move |at: &[usize]| Ok(Xy { x: xs.select(Axis(0), at), y: ys.select(Axis(0), at) }));
         Ok(Dataset::from_access(Access::new(n, move |i| Xy { x: x.row(i).to_owned(), y: y[i] }, Some(gather))))
     }
 }
@@ -41,7 +42,11 @@ impl<S: Scalar> Dataset<ArrayD<S>> {
         let a = Arc::new(a);
         let (n, all) = (a.len_of(Axis(0)), a.clone());
         let gather: Arc<Gather<ArrayD<S>>> = Arc::new(move |at: &[usize]| Ok(all.select(Axis(0), at)));
-        Ok(Dataset::from_access(Access::new(n, move |i| a.index_axis(Axis(0), i).to_owned().into_dimensionality::<IxDyn>().expect("dynamic"), Some(gather))))
+        Ok(Dataset::from_access(Access::new(
+            n,
+            move |i| a.index_axis(Axis(0), i).to_owned().into_dimensionality::<IxDyn>().expect("dynamic"),
+            Some(gather),
+        )))
     }
 }
 
@@ -89,7 +94,8 @@ fn read_table(path: &Path, o: &CsvOptions) -> Result<Table, DataError> {
             return Err(err(Some((line, record.len())), format!("{} fields, earlier rows have {w}", record.len())));
         }
         for (col, field) in record.iter().enumerate() {
-            let v: f64 = field.trim().parse().map_err(|_| err(Some((line, col + 1)), format!("`{field}` is not a number")))?;
+            let v: f64 =
+                field.trim().parse().map_err(|_| err(Some((line, col + 1)), format!("`{field}` is not a number")))?;
             values.push(v);
         }
     }
@@ -109,7 +115,11 @@ impl Dataset<Array1<f64>> {
 impl Dataset<Xy<Array1<f64>, f64>> {
     /// The rows of a CSV file of numbers with a header, column `target` as the target and the
     /// others, in file order, as the features.
-    pub fn from_csv_xy(path: impl AsRef<Path>, target: &str, options: &CsvOptions) -> Result<Dataset<Xy<Array1<f64>, f64>>, DataError> {
+    pub fn from_csv_xy(
+        path: impl AsRef<Path>,
+        target: &str,
+        options: &CsvOptions,
+    ) -> Result<Dataset<Xy<Array1<f64>, f64>>, DataError> {
         let table = read_table(path.as_ref(), options)?;
         let Some(t) = table.names.iter().position(|n| n == target) else {
             return Err(DataError::File {

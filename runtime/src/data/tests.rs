@@ -93,11 +93,26 @@ proptest! {
 fn flags_survive_every_method() {
     let data = nested(10, 3);
     let all: Vec<Box<dyn Fn() -> (bool, bool)>> = vec![
-        Box::new({ let d = data.clone(); move || (d.is_supervised(), d.is_indexed()) }),
-        Box::new({ let d = data.shuffle(4, 1).take(5).skip(1); move || (d.is_supervised(), d.is_indexed()) }),
-        Box::new({ let d = data.apply_x(|x| x * 2.0).apply_y(|y| y["a"]); move || (d.is_supervised(), d.is_indexed()) }),
-        Box::new({ let d = data.batch(3, true).unwrap().apply(|x, y| (x, y)); move || (d.is_supervised(), d.is_indexed()) }),
-        Box::new({ let d = data.map_el(|v: f32| v + 1.0); move || (d.is_supervised(), d.is_indexed()) }),
+        Box::new({
+            let d = data.clone();
+            move || (d.is_supervised(), d.is_indexed())
+        }),
+        Box::new({
+            let d = data.shuffle(4, 1).take(5).skip(1);
+            move || (d.is_supervised(), d.is_indexed())
+        }),
+        Box::new({
+            let d = data.apply_x(|x| x * 2.0).apply_y(|y| y["a"]);
+            move || (d.is_supervised(), d.is_indexed())
+        }),
+        Box::new({
+            let d = data.batch(3, true).unwrap().apply(|x, y| (x, y));
+            move || (d.is_supervised(), d.is_indexed())
+        }),
+        Box::new({
+            let d = data.map_el(|v: f32| v + 1.0);
+            move || (d.is_supervised(), d.is_indexed())
+        }),
     ];
     for flags in all {
         assert_eq!(flags(), (true, true));
@@ -107,7 +122,11 @@ fn flags_survive_every_method() {
     let only_x = data.as_not_supervised();
     assert_eq!((only_x.is_supervised(), only_x.is_indexed()), (false, true));
     assert_eq!(only_x.peek().unwrap().unwrap(), Indexed { i: 0, e: array![0.0f32, 1.0, 2.0] });
-    assert!(format!("{:?}", data.batch(4, false).unwrap()).starts_with("Dataset of 3 "), "{:?}", data.batch(4, false).unwrap());
+    assert!(
+        format!("{:?}", data.batch(4, false).unwrap()).starts_with("Dataset of 3 "),
+        "{:?}",
+        data.batch(4, false).unwrap()
+    );
     assert!(format!("{:?}", data.batch(4, false).unwrap()).ends_with("(supervised, indexed, batches of 4)"));
 }
 
@@ -127,7 +146,8 @@ fn arrays_of_any_rank_batch_and_split() {
     let batched = data.batch(2, false).unwrap();
     let shapes: Vec<Vec<usize>> = batched.collect().unwrap().iter().map(|b| b.shape().to_vec()).collect();
     assert_eq!(shapes, [vec![2, 2, 3], vec![2, 2, 3], vec![1, 2, 3]]);
-    let back: Vec<_> = batched.unbatch().unwrap().collect().unwrap().into_iter().map(|a| a.into_raw_vec_and_offset().0).collect();
+    let back: Vec<_> =
+        batched.unbatch().unwrap().collect().unwrap().into_iter().map(|a| a.into_raw_vec_and_offset().0).collect();
     assert_eq!(back.concat(), images.into_raw_vec_and_offset().0);
 }
 
@@ -139,15 +159,24 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(e, DataError::Shapes("element 1 of a batch has shape [1], element 0 has [2]".into()));
     assert_eq!(ragged.batch(0, false).unwrap_err(), DataError::Argument("batch size 0".into()));
     assert_eq!(ragged.unbatch().unwrap_err(), DataError::NotBatched);
-    let keys = Dataset::from_vec(vec![BTreeMap::from([("a".to_string(), 1.0)]), BTreeMap::from([("b".to_string(), 1.0)])]);
-    assert!(keys.batch(2, false).unwrap().collect().unwrap_err().to_string().contains("element 1 of a batch has keys [\"b\"]"));
+    let keys =
+        Dataset::from_vec(vec![BTreeMap::from([("a".to_string(), 1.0)]), BTreeMap::from([("b".to_string(), 1.0)])]);
+    assert!(keys
+        .batch(2, false)
+        .unwrap()
+        .collect()
+        .unwrap_err()
+        .to_string()
+        .contains("element 1 of a batch has keys [\"b\"]"));
     let e = Dataset::from_xy(Array2::<f32>::zeros((3, 2)), Array1::<i64>::zeros(2)).unwrap_err();
     assert_eq!(e.to_string(), "shapes do not fit: x has 3 rows and y 2 entries");
     let forever = Dataset::from_fn(Len::Infinite, || 0u8..);
     assert_eq!(forever.count().unwrap_err(), DataError::Infinite("count"));
     assert_eq!(forever.take(3).collect().unwrap(), [0, 1, 2]);
     // An error in the middle of a pass comes through a shuffle and a batch, and ends the pass.
-    let failing = Dataset::from_source(Len::Unknown, || Box::new((0..5).map(|i| if i == 3 { Err(DataError::Argument("bad row 3".into())) } else { Ok(i as f32) })));
+    let failing = Dataset::from_source(Len::Unknown, || {
+        Box::new((0..5).map(|i| if i == 3 { Err(DataError::Argument("bad row 3".into())) } else { Ok(i as f32) }))
+    });
     let got: Vec<_> = failing.shuffle(2, 1).batch(2, false).unwrap().iter().collect();
     assert!(matches!(got.last(), Some(Err(DataError::Argument(m))) if m == "bad row 3"), "{got:?}");
 }
@@ -177,7 +206,8 @@ fn shuffle_reaches_every_order_the_buffer_allows() {
     // A buffer as long as the data: all six orders of three over some seeds (DRYML's never
     // picked the last slot, so its first element was never the last of the buffer).
     let data = Dataset::from_vec(vec![0u8, 1, 2]);
-    let orders: std::collections::BTreeSet<Vec<u8>> = (0..300).map(|seed| data.shuffle(3, seed).collect().unwrap()).collect();
+    let orders: std::collections::BTreeSet<Vec<u8>> =
+        (0..300).map(|seed| data.shuffle(3, seed).collect().unwrap()).collect();
     assert_eq!(orders.len(), 6, "{orders:?}");
     // A buffer of one keeps the order.
     assert_eq!(data.shuffle(1, 5).collect().unwrap(), [0, 1, 2]);

@@ -4,8 +4,8 @@
 
 use super::element::{Indexed, Xy};
 use super::{DataError, Dataset};
-use ndarray::{Array, ArrayD, Dimension, IxDyn};
 use ::tch::Tensor;
+use ndarray::{Array, ArrayD, Dimension, IxDyn};
 
 /// A leaf, or a structure of leaves, that becomes tensors.
 pub trait ToTch {
@@ -31,7 +31,11 @@ pub trait Onto {
 
 impl Onto for Tensor {
     fn onto(self, device: ::tch::Device) -> Tensor {
-        if self.device() == device { self } else { self.to_device(device) }
+        if self.device() == device {
+            self
+        } else {
+            self.to_device(device)
+        }
     }
 }
 
@@ -66,7 +70,8 @@ impl<S: TchScalar, D: Dimension> ToTch for Array<S, D> {
     fn to_tch(&self) -> Result<Tensor, DataError> {
         let a = self.as_standard_layout();
         let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
-        let t = Tensor::f_from_slice(a.as_slice().expect("standard layout")).map_err(|e| DataError::Argument(e.to_string()))?;
+        let t = Tensor::f_from_slice(a.as_slice().expect("standard layout"))
+            .map_err(|e| DataError::Argument(e.to_string()))?;
         // A slice is already one axis; a reshape is an op of its own (a few µs per batch).
         if shape.len() == 1 {
             return Ok(t);
@@ -79,19 +84,33 @@ impl<S: TchScalar, D: Dimension> FromTch for Array<S, D> {
     type Tensors = Tensor;
     fn from_tch(t: &Tensor) -> Result<Self, DataError> {
         if t.kind() != S::KIND {
-            return Err(DataError::Shapes(format!("a tensor of kind {:?} read as {}", t.kind(), std::any::type_name::<S>())));
+            return Err(DataError::Shapes(format!(
+                "a tensor of kind {:?} read as {}",
+                t.kind(),
+                std::any::type_name::<S>()
+            )));
         }
         let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
         let mut flat = vec![S::ZERO; shape.iter().product()];
         let numel = flat.len();
-        t.to_device(::tch::Device::Cpu).contiguous().f_copy_data(&mut flat, numel).map_err(|e| DataError::Argument(e.to_string()))?;
+        t.to_device(::tch::Device::Cpu)
+            .contiguous()
+            .f_copy_data(&mut flat, numel)
+            .map_err(|e| DataError::Argument(e.to_string()))?;
         let dynamic = ArrayD::from_shape_vec(IxDyn(&shape), flat).map_err(|e| DataError::Shapes(e.to_string()))?;
         let rank = D::NDIM.map_or("any rank".to_string(), |n| format!("rank {n}"));
-        dynamic.into_dimensionality::<D>().map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
+        dynamic
+            .into_dimensionality::<D>()
+            .map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
     }
 }
 
-super::convert::tensor_conversions!(ToTch::to_tch, FromTch::from_tch, |v| Ok(Tensor::from_slice(&[v]).reshape(Vec::<i64>::new())), [f32, f64, i32, i64, u8]);
+super::convert::tensor_conversions!(
+    ToTch::to_tch,
+    FromTch::from_tch,
+    |v| Ok(Tensor::from_slice(&[v]).reshape(Vec::<i64>::new())),
+    [f32, f64, i32, i64, u8]
+);
 
 impl<E: ToTch + Send + 'static> Dataset<E>
 where
@@ -121,18 +140,31 @@ mod tests {
     #[test]
     fn tensors_round_trip_bit_for_bit_and_keep_the_batch() {
         let odd = [0.1f32, -0.0, f32::NAN, f32::INFINITY, f32::MIN_POSITIVE / 2.0, -3.5];
-        let rows: Vec<Xy<Array1<f32>, i64>> = (0..7).map(|i| Xy { x: Array1::from_iter(odd.iter().map(|v| v * (i as f32 + 1.0))), y: i }).collect();
+        let rows: Vec<Xy<Array1<f32>, i64>> =
+            (0..7).map(|i| Xy { x: Array1::from_iter(odd.iter().map(|v| v * (i as f32 + 1.0))), y: i }).collect();
         let data = Dataset::from_vec(rows.clone());
         let batched = data.batch(3, false).unwrap();
         let tensors = batched.to_tch();
         assert_eq!((tensors.len(), tensors.batch_size()), (batched.len(), Some(3)), "batched as it was");
-        let shapes: Vec<(Vec<i64>, Vec<i64>, Kind)> = tensors.collect().unwrap().iter().map(|t| (t.x.size(), t.y.size(), t.x.kind())).collect();
-        assert_eq!(shapes, [(vec![3, 6], vec![3], Kind::Float), (vec![3, 6], vec![3], Kind::Float), (vec![1, 6], vec![1], Kind::Float)]);
-        let back: Vec<Xy<Array1<f32>, i64>> = tensors.from_tch::<Xy<Array2<f32>, Array1<i64>>>().unbatch().unwrap().collect().unwrap();
-        let bits = |v: &[Xy<Array1<f32>, i64>]| v.iter().map(|e| (e.x.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), e.y)).collect::<Vec<_>>();
+        let shapes: Vec<(Vec<i64>, Vec<i64>, Kind)> =
+            tensors.collect().unwrap().iter().map(|t| (t.x.size(), t.y.size(), t.x.kind())).collect();
+        assert_eq!(
+            shapes,
+            [
+                (vec![3, 6], vec![3], Kind::Float),
+                (vec![3, 6], vec![3], Kind::Float),
+                (vec![1, 6], vec![1], Kind::Float)
+            ]
+        );
+        let back: Vec<Xy<Array1<f32>, i64>> =
+            tensors.from_tch::<Xy<Array2<f32>, Array1<i64>>>().unbatch().unwrap().collect().unwrap();
+        let bits = |v: &[Xy<Array1<f32>, i64>]| {
+            v.iter().map(|e| (e.x.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), e.y)).collect::<Vec<_>>()
+        };
         assert_eq!(bits(&back), bits(&rows));
         // Every kind a leaf can be, unbatched too.
-        let mixed = Dataset::from_vec(vec![(array![1.5f64, -2.0], array![[1u8, 255]], 7i32)]).map(|(a, b, c)| Xy { x: Indexed { i: c, e: a }, y: b });
+        let mixed = Dataset::from_vec(vec![(array![1.5f64, -2.0], array![[1u8, 255]], 7i32)])
+            .map(|(a, b, c)| Xy { x: Indexed { i: c, e: a }, y: b });
         let again = mixed.to_tch().from_tch::<Xy<Indexed<i32, Array1<f64>>, Array2<u8>>>().collect().unwrap();
         assert_eq!(again, mixed.collect().unwrap());
     }

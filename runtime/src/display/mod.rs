@@ -26,8 +26,8 @@ pub(crate) mod wire;
 
 pub use input::input;
 pub use interrupt::interrupted;
-use wire::{emit, in_kernel, send, strip_tags};
 pub(crate) use wire::{announce_polling, raise_error};
+use wire::{emit, in_kernel, send, strip_tags};
 
 /// Where [`display`] puts a bundle: a new output, or one shown before, redrawn in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,14 +108,8 @@ pub struct Html(pub String);
 impl Html {
     /// Shows the HTML as a cell's value (evcxr calls it).
     pub fn evcxr_display(&self) {
-        println!(
-            "EVCXR_BEGIN_CONTENT text/html\n{}\nEVCXR_END_CONTENT",
-            self.0
-        );
-        println!(
-            "EVCXR_BEGIN_CONTENT text/plain\n{}\nEVCXR_END_CONTENT",
-            strip_tags(&self.0)
-        );
+        println!("EVCXR_BEGIN_CONTENT text/html\n{}\nEVCXR_END_CONTENT", self.0);
+        println!("EVCXR_BEGIN_CONTENT text/plain\n{}\nEVCXR_END_CONTENT", strip_tags(&self.0));
     }
 }
 

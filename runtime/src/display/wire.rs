@@ -34,15 +34,8 @@ pub(crate) fn send(bundle: &[(&str, &str)], display_id: Option<&str>, update: &s
         }
         return;
     }
-    let data: Vec<String> = bundle
-        .iter()
-        .map(|(m, c)| format!("{}:{}", json_string(m), json_string(c)))
-        .collect();
-    let mut line = format!(
-        "{} {{\"data\":{{{}}},\"update\":{update}",
-        crate::sys::protocol::DISPLAY,
-        data.join(",")
-    );
+    let data: Vec<String> = bundle.iter().map(|(m, c)| format!("{}:{}", json_string(m), json_string(c))).collect();
+    let mut line = format!("{} {{\"data\":{{{}}},\"update\":{update}", crate::sys::protocol::DISPLAY, data.join(","));
     if let Some(id) = display_id {
         let _ = write!(line, ",\"display_id\":{}", json_string(id));
     }

@@ -94,10 +94,7 @@ impl Report {
 
     /// Devices whose unreclaimed memory is over the threshold.
     pub fn potential_leaks(&self) -> Vec<&DeviceFigures> {
-        self.devices
-            .iter()
-            .filter(|d| d.unreclaimed() as u64 > self.leak_threshold)
-            .collect()
+        self.devices.iter().filter(|d| d.unreclaimed() as u64 > self.leak_threshold).collect()
     }
 
     /// The record the kernel writes: one `key<TAB>value...` line per field.
@@ -156,9 +153,7 @@ impl Report {
         for (i, line) in lines {
             let bad = |what: &str| format!("line {}: {what}: `{line}`", i + 1);
             let (key, rest) = line.split_once('\t').ok_or_else(|| bad("no tab"))?;
-            let list = || -> Vec<String> {
-                rest.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect()
-            };
+            let list = || -> Vec<String> { rest.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect() };
             match key {
                 "name" => r.name = rest.to_string(),
                 "elapsed" => r.elapsed_secs = rest.parse().map_err(|_| bad("bad number"))?,

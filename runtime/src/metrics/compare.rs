@@ -62,14 +62,25 @@ impl Comparison {
         for (label, sel) in groups {
             let entries = repo.find(sel);
             if entries.is_empty() {
-                return Err(DataError::Argument(format!("compare: `{label}` selects no object in {}", repo.dir().display())));
+                return Err(DataError::Argument(format!(
+                    "compare: `{label}` selects no object in {}",
+                    repo.dir().display()
+                )));
             }
             let mut scores = Vec::new();
             for e in entries {
-                let found = e.meta.metrics.as_ref().and_then(|m| metric.split('.').try_fold(m, |v, k| v.get(k))).and_then(Value::as_f64);
+                let found = e
+                    .meta
+                    .metrics
+                    .as_ref()
+                    .and_then(|m| metric.split('.').try_fold(m, |v, k| v.get(k)))
+                    .and_then(Value::as_f64);
                 let score = found.ok_or_else(|| {
                     let kept = e.meta.metrics.as_ref().map_or("no metrics".to_string(), |m| format!("metrics {m}"));
-                    DataError::Argument(format!("compare: {} {} (in `{label}`) has no number `{metric}`: it has {kept}", e.def.type_name, e.meta.id))
+                    DataError::Argument(format!(
+                        "compare: {} {} (in `{label}`) has no number `{metric}`: it has {kept}",
+                        e.def.type_name, e.meta.id
+                    ))
                 })?;
                 scores.push((e.meta.id.clone(), score));
             }
@@ -88,10 +99,15 @@ impl Comparison {
                 let n = finite.len();
                 let first = finite.first()?;
                 let mean = finite.iter().map(|(_, s)| s).sum::<f64>() / n as f64;
-                let var = if n > 1 { finite.iter().map(|(_, s)| (s - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+                let var = if n > 1 {
+                    finite.iter().map(|(_, s)| (s - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+                } else {
+                    0.0
+                };
                 let better = |a: f64, b: f64| if self.higher_is_better { a > b } else { a < b };
                 let best = finite.iter().fold(*first, |b, x| if better(x.1, b.1) { x } else { b });
-                let (min, max) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
+                let (min, max) =
+                    finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, s)| (lo.min(*s), hi.max(*s)));
                 Some(Summary { label: label.clone(), n, mean, std: var.sqrt(), min, max, best: best.clone() })
             })
             .collect()
@@ -100,12 +116,16 @@ impl Comparison {
     /// The best model of all: its group's label, its id and its score.
     pub fn best(&self) -> Option<(String, String, f64)> {
         let better = |a: f64, b: f64| if self.higher_is_better { a > b } else { a < b };
-        self.summaries().into_iter().map(|s| (s.label, s.best.0, s.best.1)).reduce(|b, x| if better(x.2, b.2) { x } else { b })
+        self.summaries()
+            .into_iter()
+            .map(|s| (s.label, s.best.0, s.best.1))
+            .reduce(|b, x| if better(x.2, b.2) { x } else { b })
     }
 
     /// The table: a row per group, mean ± std, min, max, n and the best model's id.
     pub fn html(&self) -> String {
-        let mut h = String::from("<table class=\"dryml-compare\">\n<thead><tr><th style=\"text-align:left\">model</th>");
+        let mut h =
+            String::from("<table class=\"dryml-compare\">\n<thead><tr><th style=\"text-align:left\">model</th>");
         let _ = write!(h, "<th>{} (mean ± std)</th><th>min</th><th>max</th><th>n</th><th style=\"text-align:left\">best</th></tr></thead>\n<tbody>\n", esc(&self.metric));
         let overall = self.best();
         for s in self.summaries() {
@@ -137,7 +157,10 @@ impl Comparison {
     /// Shows the table and the box plot as one output.
     pub fn show(&self) {
         let html = format!("{}{}", self.html(), self.boxplot().svg());
-        crate::display::display(&[("text/html", &html), ("text/plain", &self.to_string())], crate::display::Update::New);
+        crate::display::display(
+            &[("text/html", &html), ("text/plain", &self.to_string())],
+            crate::display::Update::New,
+        );
     }
 
     /// evcxr's display protocol: a comparison that is a cell's value shows its table and plot.
@@ -152,9 +175,26 @@ impl fmt::Display for Comparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows = self.summaries();
         let width = rows.iter().map(|s| s.label.chars().count()).max().unwrap_or(5).max(5);
-        writeln!(f, "{:width$}  {:>20}  {:>8}  {:>8}  {:>3}  best", "model", format!("{} mean ± std", self.metric), "min", "max", "n")?;
+        writeln!(
+            f,
+            "{:width$}  {:>20}  {:>8}  {:>8}  {:>3}  best",
+            "model",
+            format!("{} mean ± std", self.metric),
+            "min",
+            "max",
+            "n"
+        )?;
         for s in rows {
-            writeln!(f, "{:width$}  {:>20}  {:>8}  {:>8}  {:>3}  {}", s.label, format!("{} ± {}", num(s.mean), num(s.std)), num(s.min), num(s.max), s.n, s.best.0)?;
+            writeln!(
+                f,
+                "{:width$}  {:>20}  {:>8}  {:>8}  {:>3}  {}",
+                s.label,
+                format!("{} ± {}", num(s.mean), num(s.std)),
+                num(s.min),
+                num(s.max),
+                s.n,
+                s.best.0
+            )?;
         }
         Ok(())
     }

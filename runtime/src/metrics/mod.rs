@@ -26,9 +26,9 @@
 
 mod compare;
 
-pub use compare::{Comparison, Summary};
 use crate::data::ndarray::{Array, Array2, Axis, Dimension};
 use crate::data::{DataError, Dataset, Scalar, Xy};
+pub use compare::{Comparison, Summary};
 
 /// What a prediction or target says of classes: one class each, or one per batch row.
 pub trait Classes {
@@ -110,7 +110,11 @@ macro_rules! float_classes {
 float_classes!(f32, f64);
 
 /// Every (predicted, true) pair of the dataset, by a pass.
-fn pairs<P, T, U>(data: &Dataset<Xy<P, T>>, what: &str, part: impl Fn(&P, &T) -> (Vec<U>, Vec<U>)) -> Result<Vec<(U, U)>, DataError>
+fn pairs<P, T, U>(
+    data: &Dataset<Xy<P, T>>,
+    what: &str,
+    part: impl Fn(&P, &T) -> (Vec<U>, Vec<U>),
+) -> Result<Vec<(U, U)>, DataError>
 where
     P: Send + 'static,
     T: Send + 'static,
@@ -120,7 +124,11 @@ where
         let e = e?;
         let (p, t) = part(&e.x, &e.y);
         if p.len() != t.len() {
-            return Err(DataError::Shapes(format!("{what}: element {n} has {} predictions for {} targets", p.len(), t.len())));
+            return Err(DataError::Shapes(format!(
+                "{what}: element {n} has {} predictions for {} targets",
+                p.len(),
+                t.len()
+            )));
         }
         out.extend(p.into_iter().zip(t));
     }

@@ -53,7 +53,10 @@ fn f1_is_counted_over_elements_not_averaged_over_batches() {
 #[test]
 fn mismatched_and_empty_inputs_are_errors() {
     let bad = Dataset::from_vec(vec![Xy { x: array![1usize, 0], y: 1usize }]);
-    assert_eq!(categorical_accuracy(&bad).unwrap_err().to_string(), "shapes do not fit: categorical_accuracy: element 0 has 2 predictions for 1 targets");
+    assert_eq!(
+        categorical_accuracy(&bad).unwrap_err().to_string(),
+        "shapes do not fit: categorical_accuracy: element 0 has 2 predictions for 1 targets"
+    );
     let empty: Dataset<Xy<f64, f64>> = Dataset::from_vec(vec![]);
     assert_eq!(mean_squared_error(&empty).unwrap_err().to_string(), "mean_squared_error: the dataset is empty");
 }

@@ -46,7 +46,9 @@ impl<F: FnMut(&Epoch) -> Control> Callback for F {
 
 /// Tells every callback of `epoch`; [`Control::Stop`] when any of them says so (all hear it).
 pub fn tell(callbacks: &mut [&mut dyn Callback], epoch: &Epoch) -> Control {
-    callbacks.iter_mut().fold(Control::Continue, |c, cb| if cb.on_epoch(epoch) == Control::Stop { Control::Stop } else { c })
+    callbacks
+        .iter_mut()
+        .fold(Control::Continue, |c, cb| if cb.on_epoch(epoch) == Control::Stop { Control::Stop } else { c })
 }
 
 /// The epochs a training gave, kept: its loss curves.
@@ -72,7 +74,12 @@ impl History {
         let mut f = Figure::new().title("loss").x_label("epoch").y_label("loss");
         for (name, ys) in [("train", self.train_losses()), ("validation", self.val_losses())] {
             if !ys.is_empty() {
-                let xs: Vec<u64> = self.epochs.iter().filter(|e| if name == "train" { e.train_loss.is_some() } else { e.val_loss.is_some() }).map(|e| e.epoch).collect();
+                let xs: Vec<u64> = self
+                    .epochs
+                    .iter()
+                    .filter(|e| if name == "train" { e.train_loss.is_some() } else { e.val_loss.is_some() })
+                    .map(|e| e.epoch)
+                    .collect();
                 f = f.line(name, &xs, &ys);
             }
         }

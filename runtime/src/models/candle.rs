@@ -4,17 +4,19 @@
 //! weights, optimiser state and [`TrainSpec`] in their own file. This build of candle has no
 //! CUDA: a context that gives `candle` a GPU is an error, not a silent CPU.
 
-use super::net::{dropout_mask, seeded_init, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
+use super::net::{
+    dropout_mask, seeded_init, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets,
+};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
 use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::Array1;
 use crate::data::{Batch as _, Dataset, Element, ToCandle, Xy};
-use std::marker::PhantomData;
 use candle_core::{DType, Device, Module, ModuleT, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
+use std::marker::PhantomData;
 
 super::net::defined_model!(
     /// A classifier of rows of `f32` features: a sequential network in candle. Its arguments
@@ -63,7 +65,13 @@ trait Body: Sized {
     /// The definition in a model's arguments (`who`: the model, in errors).
     fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError>;
     /// Its layers in `vars`, for `inputs` features, seeded from the definition's seed.
-    fn make(vars: &mut VarMap, args: &Value, def: &NetDef, inputs: usize, who: &'static str) -> Result<Self, ModelError>;
+    fn make(
+        vars: &mut VarMap,
+        args: &Value,
+        def: &NetDef,
+        inputs: usize,
+        who: &'static str,
+    ) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
     fn forward(&self, x: &Tensors<Self::X>, train: bool, def: &NetDef, step: u64) -> candle_core::Result<Tensor>;
 }
@@ -92,10 +100,15 @@ struct Optim {
 
 impl Optim {
     fn new(vars: &VarMap, settings: Settings, who: &'static str) -> candle_core::Result<Optim> {
-        let mut params: Vec<(String, Var)> = vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+        let mut params: Vec<(String, Var)> =
+            vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let zeros = |on: bool| -> candle_core::Result<Vec<Tensor>> {
-            if on { params.iter().map(|(_, p)| p.as_tensor().zeros_like()).collect() } else { Ok(Vec::new()) }
+            if on {
+                params.iter().map(|(_, p)| p.as_tensor().zeros_like()).collect()
+            } else {
+                Ok(Vec::new())
+            }
         };
         let (first, second) = (zeros(settings.first_moment())?, zeros(settings.second_moment())?);
         Ok(Optim { who, settings, step: 0, params, first, second })
@@ -144,20 +157,23 @@ impl Optim {
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
+        let shapes: Vec<(String, Vec<usize>)> =
+            self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
         let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
         let who = self.who;
         for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
             for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
-                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`")))?;
-                *t = Tensor::from_slice(values, p.dims(), p.device()).map_err(candle_error(who, "restoring the optimizer's state"))?;
+                let values = optim::find(from, name).ok_or_else(|| {
+                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
+                })?;
+                *t = Tensor::from_slice(values, p.dims(), p.device())
+                    .map_err(candle_error(who, "restoring the optimizer's state"))?;
             }
         }
         self.step = saved.step;
         Ok(())
     }
 }
-
 
 /// A tensor's name, shape and values.
 fn named(who: &'static str, name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
@@ -179,7 +195,13 @@ impl Body for Layers {
     }
 
     /// Its weights seeded (candle cannot seed its own).
-    fn make(vars: &mut VarMap, _: &Value, def: &NetDef, inputs: usize, who: &'static str) -> Result<Layers, ModelError> {
+    fn make(
+        vars: &mut VarMap,
+        _: &Value,
+        def: &NetDef,
+        inputs: usize,
+        who: &'static str,
+    ) -> Result<Layers, ModelError> {
         let vb = VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu);
         let mut rng = fastrand::Rng::with_seed(def.seed);
         let shapes = def.shapes(inputs, who)?;
@@ -190,7 +212,9 @@ impl Body for Layers {
             let mut seed = |dims: Vec<usize>, fan_in: usize| {
                 let outputs = dims[0];
                 let (w, b) = seeded_init(fan_in, dims.iter().product(), outputs, &mut rng);
-                let set = |vars: &mut VarMap, name: String, t: candle_core::Result<Tensor>| t.and_then(|t| vars.set_one(name, t));
+                let set = |vars: &mut VarMap, name: String, t: candle_core::Result<Tensor>| {
+                    t.and_then(|t| vars.set_one(name, t))
+                };
                 set(vars, format!("layer{at}.weight"), Tensor::from_vec(w, dims, &Device::Cpu))?;
                 set(vars, format!("layer{at}.bias"), Tensor::from_vec(b, outputs, &Device::Cpu))
             };
@@ -202,13 +226,16 @@ impl Body for Layers {
                 }
                 (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([c, _, _])) => {
                     let config = candle_nn::Conv2dConfig { padding, stride, ..Default::default() };
-                    let conv = candle_nn::conv2d(c, channels, kernel, config, vb).map_err(candle_error(who, "building a layer"))?;
-                    seed(vec![channels, c, kernel, kernel], c * kernel * kernel).map_err(candle_error(who, "seeding a layer"))?;
+                    let conv = candle_nn::conv2d(c, channels, kernel, config, vb)
+                        .map_err(candle_error(who, "building a layer"))?;
+                    seed(vec![channels, c, kernel, kernel], c * kernel * kernel)
+                        .map_err(candle_error(who, "seeding a layer"))?;
                     Built::Conv(conv)
                 }
-                (Layer::BatchNorm, Shape::Image([c, _, _]) | Shape::Flat(c)) => {
-                    Built::Norm(candle_nn::batch_norm(c, candle_nn::BatchNormConfig::default(), vb).map_err(candle_error(who, "building a layer"))?)
-                }
+                (Layer::BatchNorm, Shape::Image([c, _, _]) | Shape::Flat(c)) => Built::Norm(
+                    candle_nn::batch_norm(c, candle_nn::BatchNormConfig::default(), vb)
+                        .map_err(candle_error(who, "building a layer"))?,
+                ),
                 _ => Built::Plain,
             };
             layers.push((*l, built));
@@ -274,8 +301,15 @@ impl<X: CandleInput, N: CandleNet<X>> Body for Own<N, X> {
         NetDef::training_parts(args, who)
     }
 
-    fn make(vars: &mut VarMap, args: &Value, def: &NetDef, _: usize, who: &'static str) -> Result<Own<N, X>, ModelError> {
-        let net = N::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), args).map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))?;
+    fn make(
+        vars: &mut VarMap,
+        args: &Value,
+        def: &NetDef,
+        _: usize,
+        who: &'static str,
+    ) -> Result<Own<N, X>, ModelError> {
+        let net = N::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), args)
+            .map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))?;
         reseed(vars, def.seed).map_err(candle_error(who, "seeding the network"))?;
         Ok(Own(net, PhantomData))
     }
@@ -290,7 +324,8 @@ impl<X: CandleInput, N: CandleNet<X>> Body for Own<N, X> {
 /// weight's fan_in (a bias).
 fn reseed(vars: &mut VarMap, seed: u64) -> candle_core::Result<()> {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut all: Vec<(String, Var)> = vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
+    let mut all: Vec<(String, Var)> =
+        vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
     all.sort_by(|a, b| a.0.cmp(&b.0));
     let fan_in = |dims: &[usize]| dims[1..].iter().product::<usize>().max(1);
     for (name, var) in &all {
@@ -298,7 +333,10 @@ fn reseed(vars: &mut VarMap, seed: u64) -> candle_core::Result<()> {
         let constant = t.flatten_all()?.to_vec1::<f32>()?.windows(2).all(|w| w[0] == w[1]);
         let fan = match t.dims() {
             d if d.len() >= 2 => Some(fan_in(d)),
-            _ => name.strip_suffix("bias").and_then(|p| all.iter().find(|(n, _)| *n == format!("{p}weight"))).map(|(_, w)| fan_in(w.dims())),
+            _ => name
+                .strip_suffix("bias")
+                .and_then(|p| all.iter().find(|(n, _)| *n == format!("{p}weight")))
+                .map(|(_, w)| fan_in(w.dims())),
         };
         if let (false, Some(fan)) = (constant, fan) {
             let (values, _) = seeded_init(fan, t.elem_count(), 0, &mut rng);
@@ -322,7 +360,8 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         }
         let mut vars = VarMap::new();
         let body = B::make(&mut vars, args, &def, inputs, Self::NAME)?;
-        let opt = Optim::new(&vars, Settings::of(&def), Self::NAME).map_err(candle_error(Self::NAME, "building the optimizer"))?;
+        let opt = Optim::new(&vars, Settings::of(&def), Self::NAME)
+            .map_err(candle_error(Self::NAME, "building the optimizer"))?;
         Ok(Net { def, vars, body, opt, inputs, target: PhantomData })
     }
 
@@ -331,7 +370,8 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
     }
 
     fn scores(&self, x: &<B::X as Element>::Batch) -> Result<Vec<Array1<f32>>, ModelError> {
-        let scores = self.forward(x, false)?.to_vec2::<f32>().map_err(candle_error(Self::NAME, "reading the scores"))?;
+        let scores =
+            self.forward(x, false)?.to_vec2::<f32>().map_err(candle_error(Self::NAME, "reading the scores"))?;
         Ok(scores.into_iter().map(Array1::from_vec).collect())
     }
 
@@ -358,13 +398,23 @@ impl<B: Body, Y: Target> Net<B, Y> {
     fn forward(&self, x: &<B::X as Element>::Batch, train: bool) -> Result<Tensor, ModelError> {
         let (n, features) = (x.batch_len(), <B::X as Input>::batch_features(x));
         if features != self.inputs {
-            return Err(ModelError::Model(format!("{}: elements have {features} features; the network takes {}", Self::NAME, self.inputs)));
+            return Err(ModelError::Model(format!(
+                "{}: elements have {features} features; the network takes {}",
+                Self::NAME,
+                self.inputs
+            )));
         }
         let t = x.to_candle()?;
-        let out = self.body.forward(&t, train, &self.def, self.opt.step).map_err(|e| ModelError::Model(format!("{}: the forward pass: {e}", Self::NAME)))?;
+        let out = self
+            .body
+            .forward(&t, train, &self.def, self.opt.step)
+            .map_err(|e| ModelError::Model(format!("{}: the forward pass: {e}", Self::NAME)))?;
         match out.dims() {
             [rows, _] if *rows == n => Ok(out),
-            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", Self::NAME))),
+            dims => Err(ModelError::Model(format!(
+                "{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]",
+                Self::NAME
+            ))),
         }
     }
 
@@ -376,10 +426,12 @@ impl<B: Body, Y: Target> Net<B, Y> {
         match targets {
             Targets::Classes(c) => {
                 let n = c.len();
-                let c = Tensor::from_vec(c.into_iter().map(|c| c as u32).collect::<Vec<_>>(), n, &Device::Cpu).map_err(candle_error(Self::NAME, "reading the targets"))?;
+                let c = Tensor::from_vec(c.into_iter().map(|c| c as u32).collect::<Vec<_>>(), n, &Device::Cpu)
+                    .map_err(candle_error(Self::NAME, "reading the targets"))?;
                 match self.def.loss {
                     Loss::CrossEntropy => candle_nn::loss::cross_entropy(&out, &c),
-                    Loss::Mse => candle_nn::encoding::one_hot(c, outputs, 1.0f32, 0.0f32).and_then(|t| candle_nn::loss::mse(&out, &t)),
+                    Loss::Mse => candle_nn::encoding::one_hot(c, outputs, 1.0f32, 0.0f32)
+                        .and_then(|t| candle_nn::loss::mse(&out, &t)),
                 }
             }
             Targets::Values { values, width } => {
@@ -401,11 +453,17 @@ impl<B: Body, Y: Target> Learner for Net<B, Y> {
         loss.to_scalar::<f32>().map(f64::from).map_err(candle_error(Self::NAME, "reading the loss"))
     }
 
-    fn loss(&mut self, batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
+    fn loss(
+        &mut self,
+        batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>,
+    ) -> Result<f64, ModelError> {
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
             let b = b?;
-            let l = self.loss_of(&b.x, &b.y, false)?.to_scalar::<f32>().map_err(candle_error(Self::NAME, "reading the loss"))?;
+            let l = self
+                .loss_of(&b.x, &b.y, false)?
+                .to_scalar::<f32>()
+                .map_err(candle_error(Self::NAME, "reading the loss"))?;
             sum += f64::from(l) * b.y.batch_len() as f64;
             n += b.y.batch_len();
         }
@@ -420,16 +478,21 @@ impl<B: Body, Y: Target> Learner for Net<B, Y> {
         let mut out: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
         for name in names {
             let t = data[name].as_tensor();
-            let values = t.flatten_all().and_then(|f| f.to_vec1::<f32>()).map_err(candle_error(Self::NAME, "copying the weights"))?;
+            let values = t
+                .flatten_all()
+                .and_then(|f| f.to_vec1::<f32>())
+                .map_err(candle_error(Self::NAME, "copying the weights"))?;
             out.push((name.clone(), t.dims().to_vec(), values));
         }
         rmp_serde::to_vec(&out).map_err(|e| ModelError::Model(format!("{}: copying the weights: {e}", Self::NAME)))
     }
 
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
-        let saved: Vec<(String, Vec<usize>, Vec<f32>)> = rmp_serde::from_slice(weights).map_err(|e| ModelError::Model(format!("{}: reading the weights: {e}", Self::NAME)))?;
+        let saved: Vec<(String, Vec<usize>, Vec<f32>)> = rmp_serde::from_slice(weights)
+            .map_err(|e| ModelError::Model(format!("{}: reading the weights: {e}", Self::NAME)))?;
         for (name, dims, values) in saved {
-            let t = Tensor::from_vec(values, dims, &Device::Cpu).map_err(candle_error(Self::NAME, "reading the weights"))?;
+            let t = Tensor::from_vec(values, dims, &Device::Cpu)
+                .map_err(candle_error(Self::NAME, "reading the weights"))?;
             self.vars.set_one(&name, t).map_err(candle_error(Self::NAME, "restoring the weights"))?;
         }
         Ok(())

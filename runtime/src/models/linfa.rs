@@ -88,22 +88,38 @@ impl DecisionTree {
     }
 
     fn params(&self) -> Result<linfa_trees::DecisionTreeParams<f64, usize>, ModelError> {
-        let bad = |key: &str, want: &str| ModelError::Model(format!("DecisionTree: `{key}` must be {want}, not {}", self.args[key]));
+        let bad = |key: &str, want: &str| {
+            ModelError::Model(format!("DecisionTree: `{key}` must be {want}, not {}", self.args[key]))
+        };
         let mut p = linfa_trees::DecisionTree::params();
         if let Some(args) = self.args.as_object() {
-            if let Some(k) = args.keys().find(|k| !["max_depth", "min_weight_split", "split_quality", "training"].contains(&k.as_str())) {
+            if let Some(k) = args
+                .keys()
+                .find(|k| !["max_depth", "min_weight_split", "split_quality", "training"].contains(&k.as_str()))
+            {
                 return Err(ModelError::Model(format!("DecisionTree: unknown argument `{k}` (it takes max_depth, min_weight_split, split_quality, training)")));
             }
         } else if !self.args.is_null() {
-            return Err(ModelError::Model(format!("DecisionTree: its arguments are named (a JSON object), not {}", self.args)));
+            return Err(ModelError::Model(format!(
+                "DecisionTree: its arguments are named (a JSON object), not {}",
+                self.args
+            )));
         }
         match &self.args["max_depth"] {
             Value::Null => {}
-            v => p = p.max_depth(Some(v.as_u64().filter(|&d| d > 0).ok_or_else(|| bad("max_depth", "a positive integer"))? as usize)),
+            v => {
+                p = p.max_depth(Some(
+                    v.as_u64().filter(|&d| d > 0).ok_or_else(|| bad("max_depth", "a positive integer"))? as usize,
+                ))
+            }
         }
         match &self.args["min_weight_split"] {
             Value::Null => {}
-            v => p = p.min_weight_split(v.as_f64().filter(|&w| w > 0.0).ok_or_else(|| bad("min_weight_split", "a positive number"))? as f32),
+            v => {
+                p = p.min_weight_split(
+                    v.as_f64().filter(|&w| w > 0.0).ok_or_else(|| bad("min_weight_split", "a positive number"))? as f32,
+                )
+            }
         }
         match self.args["split_quality"].as_str() {
             None if self.args["split_quality"].is_null() => {}
@@ -129,15 +145,23 @@ impl Model for DecisionTree {
         }
         let params = self.params()?;
         let training = &self.args["training"];
-        if let Some(k) = training.as_object().and_then(|t| t.keys().find(|k| !["subsample", "seed"].contains(&k.as_str()))) {
-            return Err(ModelError::Model(format!("DecisionTree: training `{k}` does not apply: a tree fits in one pass (it takes subsample, seed)")));
+        if let Some(k) =
+            training.as_object().and_then(|t| t.keys().find(|k| !["subsample", "seed"].contains(&k.as_str())))
+        {
+            return Err(ModelError::Model(format!(
+                "DecisionTree: training `{k}` does not apply: a tree fits in one pass (it takes subsample, seed)"
+            )));
         }
         // All of it as one batch: data held in arrays is gathered at once.
-        let all = Training::from_args(training)?.sample(data)?.gather_all()?.ok_or_else(|| ModelError::Model("DecisionTree: no elements to train on".into()))?;
+        let all = Training::from_args(training)?
+            .sample(data)?
+            .gather_all()?
+            .ok_or_else(|| ModelError::Model("DecisionTree: no elements to train on".into()))?;
         let n = all.y.len();
         let x = all.x.mapv(f64::from);
         let features = x.ncols();
-        let fitted = params.fit(&linfa::Dataset::new(x, all.y)).map_err(|e| ModelError::Model(format!("DecisionTree: {e}")))?;
+        let fitted =
+            params.fit(&linfa::Dataset::new(x, all.y)).map_err(|e| ModelError::Model(format!("DecisionTree: {e}")))?;
         self.fitted = Some(Fitted { tree: fitted, features });
         spec.finish_epoch(n as u64);
         self.spec = *spec;
@@ -158,7 +182,11 @@ impl Model for DecisionTree {
     fn predict_batch(&self, xs: Array2<f32>) -> Result<Vec<usize>, ModelError> {
         let f = self.fitted.as_ref().ok_or(ModelError::NotTrained("DecisionTree"))?;
         if xs.ncols() != f.features {
-            return Err(ModelError::Model(format!("DecisionTree: elements have {} features; the tree was trained on {}", xs.ncols(), f.features)));
+            return Err(ModelError::Model(format!(
+                "DecisionTree: elements have {} features; the tree was trained on {}",
+                xs.ncols(),
+                f.features
+            )));
         }
         Ok(f.tree.predict(&xs.mapv(f64::from)).to_vec())
     }
@@ -171,7 +199,8 @@ mod tests {
 
     #[test]
     fn a_tree_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
-        let (_, back, spec) = crate::models::testing::floor_and_reload::<DecisionTree>("DecisionTree", &json!({"max_depth": 4}), 3, 0.85);
+        let (_, back, spec) =
+            crate::models::testing::floor_and_reload::<DecisionTree>("DecisionTree", &json!({"max_depth": 4}), 3, 0.85);
         assert_eq!(spec, TrainSpec { epochs: 1, epoch: 1, step: 100 });
         assert_eq!(back.downcast_ref::<DecisionTree>().unwrap().train_spec(), spec, "the cursor travels with the tree");
     }
@@ -184,12 +213,16 @@ mod tests {
         assert_eq!(e.to_string(), "DecisionTree: `max_depth` must be a positive integer, not 0");
         let e = DecisionTree::new(json!({"depth": 3})).train(&data, &mut spec).unwrap_err();
         assert!(e.to_string().contains("unknown argument `depth`"), "{e}");
-        assert_eq!(DecisionTree::new(Value::Null).predict(&Array1::zeros(4)).unwrap_err(), ModelError::NotTrained("DecisionTree"));
+        assert_eq!(
+            DecisionTree::new(Value::Null).predict(&Array1::zeros(4)).unwrap_err(),
+            ModelError::NotTrained("DecisionTree")
+        );
         let mut tree = DecisionTree::new(Value::Null);
         tree.train(&data, &mut spec).unwrap();
         let e = tree.predict(&Array1::zeros(3)).unwrap_err();
         assert_eq!(e.to_string(), "DecisionTree: elements have 3 features; the tree was trained on 4");
-        let e = DecisionTree::new(json!({"training": {"epochs": 3}})).train(&data, &mut TrainSpec::epochs(1)).unwrap_err();
+        let e =
+            DecisionTree::new(json!({"training": {"epochs": 3}})).train(&data, &mut TrainSpec::epochs(1)).unwrap_err();
         assert!(e.to_string().contains("training `epochs` does not apply"), "{e}");
         assert_eq!((winequality().count().unwrap(), diabetes().count().unwrap()), (1599, 441));
     }
@@ -197,7 +230,14 @@ mod tests {
     #[test]
     fn copies_differ_by_their_seeded_sample() {
         let train = iris().shuffle(150, 3).take(100);
-        let sample = |seed: u64| Training::from_args(&json!({"subsample": 0.6, "seed": seed})).unwrap().sample(&train).unwrap().collect().unwrap();
+        let sample = |seed: u64| {
+            Training::from_args(&json!({"subsample": 0.6, "seed": seed}))
+                .unwrap()
+                .sample(&train)
+                .unwrap()
+                .collect()
+                .unwrap()
+        };
         let (a, b) = (sample(1), sample(2));
         assert_eq!(a.len(), 60, "60% of 100 rows");
         assert_eq!(a, sample(1), "the same seed, the same sample");

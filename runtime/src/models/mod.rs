@@ -91,7 +91,12 @@ pub trait Model {
     /// Trains as [`Model::train`] does, telling `callbacks` of every epoch; one that answers
     /// [`Control::Stop`](callbacks::Control::Stop) ends the training there. A model that fits
     /// in one pass (the default) tells them of that one epoch, with no loss.
-    fn train_with(&mut self, data: &Dataset<Xy<Self::X, Self::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn callbacks::Callback]) -> Result<(), ModelError> {
+    fn train_with(
+        &mut self,
+        data: &Dataset<Xy<Self::X, Self::Y>>,
+        spec: &mut TrainSpec,
+        callbacks: &mut [&mut dyn callbacks::Callback],
+    ) -> Result<(), ModelError> {
         let before = spec.epoch;
         self.train(data, spec)?;
         if spec.epoch > before {

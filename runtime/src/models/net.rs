@@ -6,7 +6,6 @@
 //! definition.
 
 use super::callbacks::{tell, Callback, Control};
-use super::optim::Named;
 use super::placement::Placement;
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
@@ -17,6 +16,10 @@ use crate::Object;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+mod layers;
+use layers::layer;
+pub use layers::{dropout_mask, seeded_init};
 
 /// One layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -264,6 +267,10 @@ impl Targets {
     }
 }
 
+/// Tensors by name as plain values (shape, then `f32`s in row-major order): one layout for
+/// every framework's parameters and optimiser state, exact to the bit.
+pub type Named = Vec<(String, Vec<usize>, Vec<f32>)>;
+
 /// The optimiser's kind.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Optimizer {
@@ -305,8 +312,14 @@ impl NetDef {
     /// values, [`NetDef::for_target`]) and `seed` (0).
     pub fn from_args(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         let err = |m: String| ModelError::Model(format!("{who}: {m}"));
-        let list = args["layers"].as_array().ok_or_else(|| err(format!("`layers` must be a list, as [{{\"linear\": 64}}, \"relu\", {{\"linear\": 3}}], not {}", args["layers"])))?;
-        let layers = list.iter().enumerate().map(|(at, l)| layer(at, l).map_err(&err)).collect::<Result<Vec<_>, _>>()?;
+        let list = args["layers"].as_array().ok_or_else(|| {
+            err(format!(
+                "`layers` must be a list, as [{{\"linear\": 64}}, \"relu\", {{\"linear\": 3}}], not {}",
+                args["layers"]
+            ))
+        })?;
+        let layers =
+            list.iter().enumerate().map(|(at, l)| layer(at, l).map_err(&err)).collect::<Result<Vec<_>, _>>()?;
         if !matches!(layers.last(), Some(Layer::Linear(_))) {
             return Err(err("the last layer must be {\"linear\": N}, N the number of classes (or of values)".into()));
         }
@@ -326,7 +339,10 @@ impl NetDef {
         let o = &args["optimizer"];
         let number = |key: &str, default: f64| match &o[key] {
             Value::Null => Ok(default),
-            v => v.as_f64().filter(|x| *x >= 0.0).ok_or_else(|| err(format!("optimizer `{key}` must be a non-negative number, not {v}"))),
+            v => v
+                .as_f64()
+                .filter(|x| *x >= 0.0)
+                .ok_or_else(|| err(format!("optimizer `{key}` must be a non-negative number, not {v}"))),
         };
         let optimizer = match o["type"].as_str().unwrap_or("adam") {
             "adam" => Optimizer::Adam,
@@ -335,7 +351,15 @@ impl NetDef {
             other => return Err(err(format!("optimizer `{other}` is not adam, adamw or sgd"))),
         };
         let weight_decay = number("weight_decay", if optimizer == Optimizer::AdamW { 0.01 } else { 0.0 })?;
-        Ok(NetDef { layers: Vec::new(), loss, optimizer, lr: number("lr", 1e-3)?, momentum: number("momentum", 0.0)?, weight_decay, seed: args["seed"].as_u64().unwrap_or(0) })
+        Ok(NetDef {
+            layers: Vec::new(),
+            loss,
+            optimizer,
+            lr: number("lr", 1e-3)?,
+            momentum: number("momentum", 0.0)?,
+            weight_decay,
+            seed: args["seed"].as_u64().unwrap_or(0),
+        })
     }
 
     /// With the loss its targets call for where `args` names none: MSE for values.
@@ -363,20 +387,34 @@ impl NetDef {
             let s = *out.last().expect("one at least");
             let bad = |m: String| ModelError::Model(format!("{who}: layer {at} ({l}) {m}"));
             let flat = || bad(format!("takes flat features, and gets {s}: add \"flatten\" before it"));
-            let image = || bad(format!("takes images, and gets {s}: add {{\"reshape\": [channels, height, width]}} before it"));
+            let image =
+                || bad(format!("takes images, and gets {s}: add {{\"reshape\": [channels, height, width]}} before it"));
             let next = match (*l, s) {
                 (Layer::Reshape([c, h, w]), Shape::Flat(n)) if c * h * w == n => Shape::Image([c, h, w]),
-                (Layer::Reshape(to), _) => return Err(bad(format!("makes images of {to:?} ({} values) from {s}", to.iter().product::<usize>()))),
+                (Layer::Reshape(to), _) => {
+                    return Err(bad(format!(
+                        "makes images of {to:?} ({} values) from {s}",
+                        to.iter().product::<usize>()
+                    )))
+                }
                 (Layer::Linear(n), Shape::Flat(_)) => Shape::Flat(n),
                 (Layer::Linear(_), _) => return Err(flat()),
                 (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([_, h, w])) => {
                     if kernel > h + 2 * padding || kernel > w + 2 * padding {
                         return Err(bad(format!("has a kernel of {kernel} for {s} padded by {padding}")));
                     }
-                    Shape::Image([channels, (h + 2 * padding - kernel) / stride + 1, (w + 2 * padding - kernel) / stride + 1])
+                    Shape::Image([
+                        channels,
+                        (h + 2 * padding - kernel) / stride + 1,
+                        (w + 2 * padding - kernel) / stride + 1,
+                    ])
                 }
-                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image([c, h, w])) if k <= h && k <= w => Shape::Image([c, h / k, w / k]),
-                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image(_)) => return Err(bad(format!("pools windows of {k} over {s}"))),
+                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image([c, h, w])) if k <= h && k <= w => {
+                    Shape::Image([c, h / k, w / k])
+                }
+                (Layer::MaxPool(k) | Layer::AvgPool(k), Shape::Image(_)) => {
+                    return Err(bad(format!("pools windows of {k} over {s}")))
+                }
                 (Layer::Conv2d { .. } | Layer::MaxPool(_) | Layer::AvgPool(_), Shape::Flat(_)) => return Err(image()),
                 (Layer::Flatten, s) => Shape::Flat(s.len()),
                 (Layer::Dropout(_) | Layer::BatchNorm | Layer::Relu | Layer::Tanh | Layer::Sigmoid, s) => s,
@@ -385,71 +423,6 @@ impl NetDef {
         }
         Ok(out)
     }
-}
-
-/// One layer of a definition's `layers`, the `at`-th.
-fn layer(at: usize, l: &Value) -> Result<Layer, String> {
-    let unknown = || {
-        format!(
-            "layer {at} ({l}) is not one of {{\"linear\": N}}, \"relu\", \"tanh\", \"sigmoid\", {{\"reshape\": [C, H, W]}}, \
-             {{\"conv2d\": {{\"channels\": N, \"kernel\": K}}}}, {{\"max_pool\": K}}, {{\"avg_pool\": K}}, \"flatten\", {{\"dropout\": P}}, \"batch_norm\""
-        )
-    };
-    if let Some(name) = l.as_str() {
-        return match name {
-            "relu" => Ok(Layer::Relu),
-            "tanh" => Ok(Layer::Tanh),
-            "sigmoid" => Ok(Layer::Sigmoid),
-            "flatten" => Ok(Layer::Flatten),
-            "batch_norm" => Ok(Layer::BatchNorm),
-            _ => Err(unknown()),
-        };
-    }
-    let Some((kind, v)) = l.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else { return Err(unknown()) };
-    let positive = |v: &Value, what: &str| v.as_u64().filter(|&n| n > 0).map(|n| n as usize).ok_or_else(|| format!("layer {at} ({l}): {what} must be a positive integer, not {v}"));
-    match kind.as_str() {
-        "linear" => Ok(Layer::Linear(positive(v, "its outputs")?)),
-        "max_pool" => Ok(Layer::MaxPool(positive(v, "its window")?)),
-        "avg_pool" => Ok(Layer::AvgPool(positive(v, "its window")?)),
-        "dropout" => v.as_f64().filter(|p| (0.0..1.0).contains(p)).map(Layer::Dropout).ok_or_else(|| format!("layer {at} ({l}): the dropout probability must be a number from 0 up to 1, not {v}")),
-        "reshape" => match v.as_array().map(|a| a.iter().map(|d| positive(d, "each side")).collect::<Result<Vec<_>, _>>()) {
-            Some(Ok(d)) if d.len() == 3 => Ok(Layer::Reshape([d[0], d[1], d[2]])),
-            Some(Err(e)) => Err(e),
-            _ => Err(format!("layer {at} ({l}): reshape takes [channels, height, width]")),
-        },
-        "conv2d" => {
-            let o = v.as_object().ok_or_else(|| format!("layer {at} ({l}): conv2d takes {{\"channels\": N, \"kernel\": K, \"stride\": 1, \"padding\": 0}}"))?;
-            if let Some(k) = o.keys().find(|k| !["channels", "kernel", "stride", "padding"].contains(&k.as_str())) {
-                return Err(format!("layer {at} ({l}): conv2d has no `{k}` (it takes channels, kernel, stride, padding)"));
-            }
-            let need = |k: &str| o.get(k).ok_or_else(|| format!("layer {at} ({l}): conv2d needs `{k}`")).and_then(|v| positive(v, k));
-            let padding = match o.get("padding") {
-                None => 0,
-                Some(v) => v.as_u64().ok_or_else(|| format!("layer {at} ({l}): padding must be a non-negative integer, not {v}"))? as usize,
-            };
-            let stride = o.get("stride").map_or(Ok(1), |v| positive(v, "stride"))?;
-            Ok(Layer::Conv2d { channels: need("channels")?, kernel: need("kernel")?, stride, padding })
-        }
-        _ => Err(unknown()),
-    }
-}
-
-/// A dropout mask for `n` values, seeded by the definition's seed, the layer and the step:
-/// 0 with probability `p`, else `1 / (1 - p)`. Drawn by dryml rather than the framework, so
-/// the masks of a resumed training are the uninterrupted one's.
-pub fn dropout_mask(seed: u64, layer: usize, step: u64, n: usize, p: f64) -> Vec<f32> {
-    let mut rng = fastrand::Rng::with_seed(seed ^ (layer as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ step.wrapping_mul(0xc2b2_ae3d_27d4_eb4f));
-    let keep = (1.0 / (1.0 - p)) as f32;
-    (0..n).map(|_| if rng.f64() < p { 0.0 } else { keep }).collect()
-}
-
-/// PyTorch's default initialisation of a linear or convolution layer, seeded: `weights` values
-/// and `outputs` biases uniform in ±1/√fan_in (the inputs feeding one output). Frameworks whose
-/// own initialisation cannot be seeded use it.
-pub fn seeded_init(fan_in: usize, weights: usize, outputs: usize, rng: &mut fastrand::Rng) -> (Vec<f32>, Vec<f32>) {
-    let bound = 1.0 / (fan_in as f32).sqrt();
-    let mut draw = |n: usize| (0..n).map(|_| (rng.f32() * 2.0 - 1.0) * bound).collect::<Vec<f32>>();
-    (draw(weights), draw(outputs))
 }
 
 /// What a network model of any framework keeps besides its definition: its network (once
@@ -478,7 +451,10 @@ impl<N: Network> Trained<N> {
         if let Some(n) = &self.net {
             s.put("inputs", &n.inputs())?;
             s.put_bytes("weights", n.snapshot().map_err(|e| ObjectError::State("weights".into(), e.to_string()))?);
-            s.put_bytes("optimizer", n.optimizer_state().map_err(|e| ObjectError::State("optimizer".into(), e.to_string()))?);
+            s.put_bytes(
+                "optimizer",
+                n.optimizer_state().map_err(|e| ObjectError::State("optimizer".into(), e.to_string()))?,
+            );
         }
         if let Some(b) = &self.best {
             s.put("early_stopping", &(b.loss, b.since))?;

@@ -10,9 +10,7 @@
 use super::net::{NetDef, Optimizer};
 use super::ModelError;
 
-/// Tensors by name as plain values (shape, then `f32`s in row-major order): one layout for
-/// every framework's parameters and optimiser state, exact to the bit.
-pub type Named = Vec<(String, Vec<usize>, Vec<f32>)>;
+pub use super::net::Named;
 
 /// An optimiser's kind and numbers, from a [`NetDef`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,7 +34,15 @@ pub struct Settings {
 impl Settings {
     /// The optimiser a definition names, with PyTorch's defaults for what it leaves out.
     pub fn of(def: &NetDef) -> Settings {
-        Settings { kind: def.optimizer, lr: def.lr, momentum: def.momentum, weight_decay: def.weight_decay, beta1: 0.9, beta2: 0.999, eps: 1e-8 }
+        Settings {
+            kind: def.optimizer,
+            lr: def.lr,
+            momentum: def.momentum,
+            weight_decay: def.weight_decay,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+        }
     }
 
     /// Whether each parameter keeps a first moment (Adam's, or SGD's momentum buffer).
@@ -70,20 +76,26 @@ pub struct Saved {
 impl Saved {
     /// The bytes a checkpoint holds.
     pub fn to_bytes(&self, who: &str) -> Result<Vec<u8>, ModelError> {
-        rmp_serde::to_vec(&(self.step, &self.first, &self.second)).map_err(|e| ModelError::Model(format!("{who}: saving the optimizer's state: {e}")))
+        rmp_serde::to_vec(&(self.step, &self.first, &self.second))
+            .map_err(|e| ModelError::Model(format!("{who}: saving the optimizer's state: {e}")))
     }
 
     /// Reads [`Saved::to_bytes`]'s bytes, checking each moment against the parameter of its
     /// name (`shapes`: every parameter's name and shape).
     pub fn from_bytes(bytes: &[u8], who: &str, shapes: &[(String, Vec<usize>)]) -> Result<Saved, ModelError> {
         let bad = |m: String| ModelError::Model(format!("{who}: the checkpoint's optimizer state {m}"));
-        let (step, first, second): (u64, Named, Named) = rmp_serde::from_slice(bytes).map_err(|e| bad(format!("cannot be read: {e}")))?;
+        let (step, first, second): (u64, Named, Named) =
+            rmp_serde::from_slice(bytes).map_err(|e| bad(format!("cannot be read: {e}")))?;
         let saved = Saved { step, first, second };
         for (name, dims, values) in saved.first.iter().chain(&saved.second) {
             match shapes.iter().find(|(n, _)| n == name) {
                 None => return Err(bad(format!("names `{name}`, which the network has not"))),
-                Some((_, want)) if want != dims => return Err(bad(format!("has `{name}` of shape {dims:?}; the network's is {want:?}"))),
-                _ if values.len() != dims.iter().product::<usize>() => return Err(bad(format!("has {} values for `{name}` of shape {dims:?}", values.len()))),
+                Some((_, want)) if want != dims => {
+                    return Err(bad(format!("has `{name}` of shape {dims:?}; the network's is {want:?}")))
+                }
+                _ if values.len() != dims.iter().product::<usize>() => {
+                    return Err(bad(format!("has {} values for `{name}` of shape {dims:?}", values.len())))
+                }
                 _ => {}
             }
         }
@@ -110,7 +122,10 @@ mod tests {
         assert_eq!(e.to_string(), "M: the checkpoint's optimizer state has `w` of shape [2]; the network's is [3]");
         let e = Saved::from_bytes(&s.to_bytes("M").unwrap(), "M", &[]).unwrap_err();
         assert_eq!(e.to_string(), "M: the checkpoint's optimizer state names `w`, which the network has not");
-        assert!(Saved::from_bytes(b"\xc1", "M", &shapes).unwrap_err().to_string().starts_with("M: the checkpoint's optimizer state cannot be read"));
+        assert!(Saved::from_bytes(b"\xc1", "M", &shapes)
+            .unwrap_err()
+            .to_string()
+            .starts_with("M: the checkpoint's optimizer state cannot be read"));
     }
 
     #[test]

@@ -94,12 +94,18 @@ where
     }
 
     /// As `train`, the model's epochs told to `callbacks`.
-    fn train_with(&mut self, data: &Dataset<Xy<T::X, M::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
+    fn train_with(
+        &mut self,
+        data: &Dataset<Xy<T::X, M::Y>>,
+        spec: &mut TrainSpec,
+        callbacks: &mut [&mut dyn Callback],
+    ) -> Result<(), ModelError> {
         if T::LEARNS && spec.epoch == 0 {
             self.transform.fit(&data.map(|e| e.x))?;
         }
         let t = self.transform.clone();
-        let through = data.try_map(move |e| Ok(Xy { x: t.apply(&e.x).map_err(|e| DataError::Argument(e.to_string()))?, y: e.y }));
+        let through =
+            data.try_map(move |e| Ok(Xy { x: t.apply(&e.x).map_err(|e| DataError::Argument(e.to_string()))?, y: e.y }));
         self.model.train_with(&through, spec, callbacks)
     }
 
@@ -144,7 +150,12 @@ where
     }
 
     /// As `train`, the model's epochs told to `callbacks`.
-    fn train_with(&mut self, data: &Dataset<Xy<M::X, M::Y>>, spec: &mut TrainSpec, callbacks: &mut [&mut dyn Callback]) -> Result<(), ModelError> {
+    fn train_with(
+        &mut self,
+        data: &Dataset<Xy<M::X, M::Y>>,
+        spec: &mut TrainSpec,
+        callbacks: &mut [&mut dyn Callback],
+    ) -> Result<(), ModelError> {
         self.model.train_with(data, spec, callbacks)?;
         if !T::LEARNS {
             return Ok(());
@@ -224,7 +235,11 @@ impl Transform for Standardize {
     fn apply(&self, x: &Array1<f32>) -> Result<Array1<f32>, ModelError> {
         let (mean, std) = self.fitted.as_ref().ok_or(ModelError::NotTrained("Standardize"))?;
         if x.len() != mean.len() {
-            return Err(ModelError::Model(format!("Standardize: an element of {} features; it was fitted on {}", x.len(), mean.len())));
+            return Err(ModelError::Model(format!(
+                "Standardize: an element of {} features; it was fitted on {}",
+                x.len(),
+                mean.len()
+            )));
         }
         Ok((x - mean) / std)
     }
@@ -263,7 +278,11 @@ impl Transform for ArgMax {
     type P = usize;
 
     fn apply(&self, x: &Array1<f32>) -> Result<usize, ModelError> {
-        x.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).ok_or_else(|| ModelError::Model("ArgMax: scores of no classes".into()))
+        x.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+            .ok_or_else(|| ModelError::Model("ArgMax: scores of no classes".into()))
     }
 }
 

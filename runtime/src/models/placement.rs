@@ -67,7 +67,11 @@ mod tests {
         assert_eq!(placement_in(Some(&two), "candle"), Placement::Cpu);
         let default = ctx("default=gpu/0:1");
         assert_eq!(placement_in(Some(&default), "candle"), Placement::Cuda { gpu: 0, cuda: 0 });
-        assert_eq!(placement_in(Some(&ctx("default=gpu/0:1;torch=cpu/1:1")), "torch"), Placement::Cpu, "torch's own entry wins");
+        assert_eq!(
+            placement_in(Some(&ctx("default=gpu/0:1;torch=cpu/1:1")), "torch"),
+            Placement::Cpu,
+            "torch's own entry wins"
+        );
         assert_eq!(Placement::Cuda { gpu: 3, cuda: 1 }.to_string(), "cuda:1 (gpu/3)");
         assert_eq!(Device::gpu(3).to_string(), "gpu/3");
     }

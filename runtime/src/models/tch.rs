@@ -12,10 +12,10 @@ use super::training::Learner;
 use super::ModelError;
 use crate::data::ndarray::Array1;
 use crate::data::{Batch as _, Dataset, Element, Onto, ToTch, Xy};
-use serde_json::Value;
-use std::marker::PhantomData;
 use ::tch::nn::{self, Module, ModuleT};
 use ::tch::{Device, Kind, Tensor};
+use serde_json::Value;
+use std::marker::PhantomData;
 
 super::net::defined_model!(
     /// A classifier of rows of `f32` features: a sequential network. Its arguments are a
@@ -133,7 +133,8 @@ impl Optim {
         let needs_weights = self.settings.weight_decay > 0.0 && self.settings.kind != Opt::AdamW;
         if grads.iter().all(Tensor::defined) {
             let total: i64 = self.moved.iter().map(|m| m.2).sum();
-            let weights = needs_weights.then(|| flat(&self.moved.iter().map(|&(i, _, _)| &self.params[i].1).collect::<Vec<_>>()));
+            let weights =
+                needs_weights.then(|| flat(&self.moved.iter().map(|&(i, _, _)| &self.params[i].1).collect::<Vec<_>>()));
             let update = self.update(&flat(&grads.iter().collect::<Vec<_>>()), weights.as_ref(), 0, total);
             for k in 0..self.moved.len() {
                 let (i, at, n) = self.moved[k];
@@ -197,11 +198,17 @@ impl Optim {
         if moments.numel() == 0 {
             return Ok(Vec::new());
         }
-        self.moved.iter().map(|&(i, at, n)| named(self.who, &self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))).collect()
+        self.moved
+            .iter()
+            .map(|&(i, at, n)| {
+                named(self.who, &self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))
+            })
+            .collect()
     }
 
     fn save(&self) -> Result<Vec<u8>, ModelError> {
-        Saved { step: self.step, first: self.named_moments(&self.first)?, second: self.named_moments(&self.second)? }.to_bytes(self.who)
+        Saved { step: self.step, first: self.named_moments(&self.first)?, second: self.named_moments(&self.second)? }
+            .to_bytes(self.who)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
@@ -215,7 +222,9 @@ impl Optim {
             }
             for &(i, at, n) in &self.moved {
                 let name = &self.params[i].0;
-                let values = optim::find(from, name).ok_or_else(|| ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`")))?;
+                let values = optim::find(from, name).ok_or_else(|| {
+                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
+                })?;
                 moments.narrow(0, at, n).copy_(&Tensor::from_slice(values).to_device(moments.device()));
             }
         }
@@ -226,7 +235,10 @@ impl Optim {
 
 /// What a panic said (tch panics on a shape its kernels cannot take).
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "(no message)".into())
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 fn dims(t: &Tensor) -> Vec<usize> {
@@ -235,7 +247,8 @@ fn dims(t: &Tensor) -> Vec<usize> {
 
 /// A tensor's name, shape and values, read on the CPU.
 fn named(who: &str, name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
-    let values = Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error(who, "reading a tensor"))?;
+    let values = Vec::<f32>::try_from(t.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1))
+        .map_err(model_error(who, "reading a tensor"))?;
     Ok((name.to_string(), dims(t), values))
 }
 
@@ -272,10 +285,13 @@ impl Body for Layers {
             let built = match (*l, *s) {
                 (Layer::Linear(n), _) => Built::Linear(nn::linear(path, s.len() as i64, n as i64, Default::default())),
                 (Layer::Conv2d { channels, kernel, stride, padding }, Shape::Image([c, _, _])) => {
-                    let config = nn::ConvConfig { stride: stride as i64, padding: padding as i64, ..Default::default() };
+                    let config =
+                        nn::ConvConfig { stride: stride as i64, padding: padding as i64, ..Default::default() };
                     Built::Conv(nn::conv2d(path, c as i64, channels as i64, kernel as i64, config))
                 }
-                (Layer::BatchNorm, Shape::Image([c, _, _])) => Built::Norm(nn::batch_norm2d(path, c as i64, Default::default())),
+                (Layer::BatchNorm, Shape::Image([c, _, _])) => {
+                    Built::Norm(nn::batch_norm2d(path, c as i64, Default::default()))
+                }
                 (Layer::BatchNorm, Shape::Flat(n)) => Built::Norm(nn::batch_norm1d(path, n as i64, Default::default())),
                 _ => Built::Plain,
             };
@@ -419,7 +435,8 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         let _guard = ::tch::no_grad_guard();
         let scores = self.forward(&self.tensors(x)?, x.batch_len(), false)?;
         let width = scores.size()[1].max(1) as usize;
-        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1)).map_err(model_error(Self::NAME, "reading the scores"))?;
+        let flat: Vec<f32> = Vec::<f32>::try_from(scores.to_device(Device::Cpu).to_kind(Kind::Float).flatten(0, -1))
+            .map_err(model_error(Self::NAME, "reading the scores"))?;
         Ok(flat.chunks(width).map(|c| Array1::from_vec(c.to_vec())).collect())
     }
 
@@ -446,10 +463,15 @@ impl<B: Body, Y: Target> Net<B, Y> {
     fn forward(&self, x: &Tensors<B::X>, n: usize, train: bool) -> Result<Tensor, ModelError> {
         let n = n as i64;
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.body.forward(x, train, self.opt.step)))
-            .map_err(|p| ModelError::Model(format!("{}: the forward pass panicked: {}", Self::NAME, panic_text(&*p))))?;
+            .map_err(|p| {
+                ModelError::Model(format!("{}: the forward pass panicked: {}", Self::NAME, panic_text(&*p)))
+            })?;
         match out.size().as_slice() {
             [rows, _] if *rows == n => Ok(out),
-            dims => Err(ModelError::Model(format!("{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]", Self::NAME))),
+            dims => Err(ModelError::Model(format!(
+                "{}: the forward pass gave a tensor of shape {dims:?} for {n} elements; it must give [{n}, outputs]",
+                Self::NAME
+            ))),
         }
     }
 
@@ -461,7 +483,11 @@ impl<B: Body, Y: Target> Net<B, Y> {
     fn check(&self, x: &<B::X as Element>::Batch) -> Result<(), ModelError> {
         let features = <B::X as Input>::batch_features(x);
         if features as i64 != self.inputs {
-            return Err(ModelError::Model(format!("{}: elements have {features} features; the network takes {}", Self::NAME, self.inputs)));
+            return Err(ModelError::Model(format!(
+                "{}: elements have {features} features; the network takes {}",
+                Self::NAME,
+                self.inputs
+            )));
         }
         Ok(())
     }
@@ -499,7 +525,10 @@ impl<B: Body, Y: Target> Learner for Net<B, Y> {
         Ok(loss.double_value(&[]))
     }
 
-    fn loss(&mut self, batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>) -> Result<f64, ModelError> {
+    fn loss(
+        &mut self,
+        batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>,
+    ) -> Result<f64, ModelError> {
         let _guard = ::tch::no_grad_guard();
         let (mut sum, mut n) = (0.0, 0usize);
         for b in batches.iter() {
@@ -517,7 +546,9 @@ impl<B: Body, Y: Target> Learner for Net<B, Y> {
     }
 
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
-        self.vs.load_from_stream(std::io::Cursor::new(weights)).map_err(model_error(Self::NAME, "restoring the weights"))
+        self.vs
+            .load_from_stream(std::io::Cursor::new(weights))
+            .map_err(model_error(Self::NAME, "restoring the weights"))
     }
 }
 

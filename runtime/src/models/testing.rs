@@ -39,7 +39,11 @@ where
     let score = metric(&scored).unwrap();
     let back = from_bytes(&to_bytes(&*obj).unwrap(), None).unwrap();
     let again = eval(back.downcast_ref::<M>().unwrap(), &test).unwrap();
-    assert_eq!(again.collect().unwrap(), scored.collect().unwrap(), "{name} reloaded: the same predictions, bit for bit");
+    assert_eq!(
+        again.collect().unwrap(),
+        scored.collect().unwrap(),
+        "{name} reloaded: the same predictions, bit for bit"
+    );
     (obj, back, spec, score)
 }
 
@@ -47,7 +51,12 @@ where
 /// (split by `seed`) and checks its accuracy on the 50 held out against `floor`, and that a
 /// copy saved and loaded predicts the same, bit for bit. Gives the trained object, the loaded
 /// copy and where the training ended.
-pub fn floor_and_reload<M>(name: &str, args: &Value, seed: u64, floor: f64) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec)
+pub fn floor_and_reload<M>(
+    name: &str,
+    args: &Value,
+    seed: u64,
+    floor: f64,
+) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec)
 where
     M: Model<X = Array1<f32>, Y = usize> + Object,
     M::P: Classes + PartialEq + std::fmt::Debug + Sync,
@@ -57,13 +66,20 @@ where
 
 /// As [`floor_and_reload`], each flower's four measures given to the model as `layout` makes
 /// them (two inputs, an image, a map).
-pub fn floor_and_reload_as<M>(name: &str, args: &Value, seed: u64, floor: f64, layout: fn(Array1<f32>) -> M::X) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec)
+pub fn floor_and_reload_as<M>(
+    name: &str,
+    args: &Value,
+    seed: u64,
+    floor: f64,
+    layout: fn(Array1<f32>) -> M::X,
+) -> (Box<dyn Object>, Box<dyn Object>, TrainSpec)
 where
     M: Model<Y = usize> + Object,
     M::P: Classes + PartialEq + std::fmt::Debug + Sync,
 {
     let (train, test) = iris_split(seed);
-    let (obj, back, spec, acc) = trained_and_reloaded::<M>(name, args, (train.apply_x(layout), test.apply_x(layout)), categorical_accuracy);
+    let (obj, back, spec, acc) =
+        trained_and_reloaded::<M>(name, args, (train.apply_x(layout), test.apply_x(layout)), categorical_accuracy);
     assert!(acc >= floor, "{name}: accuracy {acc} on 50 held-out flowers, floor {floor}");
     (obj, back, spec)
 }
@@ -156,7 +172,10 @@ pub fn killed_and_resumed<M: Resumable>(test: &str, args: Value) {
         if let Some(s) = spec.filter(|s| s.epoch >= 3) {
             break s;
         }
-        assert!(std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(), "no checkpoint of 3 epochs");
+        assert!(
+            std::time::Instant::now() < deadline && child.try_wait().unwrap().is_none(),
+            "no checkpoint of 3 epochs"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     };
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
@@ -170,9 +189,18 @@ pub fn killed_and_resumed<M: Resumable>(test: &str, args: Value) {
     let mut whole_spec = TrainSpec::epochs(0);
     whole.train(&train, &mut whole_spec).unwrap();
     assert_eq!(spec, whole_spec, "the same steps");
-    let bits = |named: super::optim::Named| named.into_iter().map(|(n, d, v)| (n, d, v.into_iter().map(f32::to_bits).collect::<Vec<u32>>())).collect::<Vec<_>>();
+    let bits = |named: super::optim::Named| {
+        named
+            .into_iter()
+            .map(|(n, d, v)| (n, d, v.into_iter().map(f32::to_bits).collect::<Vec<u32>>()))
+            .collect::<Vec<_>>()
+    };
     let (resumed, uninterrupted) = (bits(model.parameters()), bits(whole.parameters()));
     assert!(!resumed.is_empty());
-    assert!(resumed == uninterrupted, "resumed after epoch {}: other weights than an uninterrupted training", saved.epoch);
+    assert!(
+        resumed == uninterrupted,
+        "resumed after epoch {}: other weights than an uninterrupted training",
+        saved.epoch
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

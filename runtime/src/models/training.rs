@@ -18,7 +18,10 @@ pub trait Learner {
     fn step(&mut self, batch: Xy<<Self::X as Element>::Batch, <Self::Y as Element>::Batch>) -> Result<f64, ModelError>;
 
     /// The mean loss over batches, without learning.
-    fn loss(&mut self, batches: &Dataset<Xy<<Self::X as Element>::Batch, <Self::Y as Element>::Batch>>) -> Result<f64, ModelError>;
+    fn loss(
+        &mut self,
+        batches: &Dataset<Xy<<Self::X as Element>::Batch, <Self::Y as Element>::Batch>>,
+    ) -> Result<f64, ModelError>;
 
     /// The weights as they are (early stopping keeps the best).
     fn snapshot(&self) -> Result<Vec<u8>, ModelError>;
@@ -73,7 +76,9 @@ impl Training {
         if args.is_null() {
             return Ok(t);
         }
-        let obj = args.as_object().ok_or_else(|| ModelError::Model(format!("training: its arguments are named (a JSON object), not {args}")))?;
+        let obj = args.as_object().ok_or_else(|| {
+            ModelError::Model(format!("training: its arguments are named (a JSON object), not {args}"))
+        })?;
         let bad = |k: &str, want: &str| ModelError::Model(format!("training: `{k}` must be {want}, not {}", args[k]));
         for (k, v) in obj {
             match k.as_str() {
@@ -87,7 +92,9 @@ impl Training {
             }
         }
         if t.patience.is_some() && t.validation_split == 0.0 {
-            return Err(ModelError::Model("training: `patience` (early stopping) needs a `validation_split` to watch".into()));
+            return Err(ModelError::Model(
+                "training: `patience` (early stopping) needs a `validation_split` to watch".into(),
+            ));
         }
         Ok(t)
     }
@@ -109,7 +116,9 @@ impl Training {
         let all = data.count()?;
         let held = (all as f64 * self.validation_split).round() as usize;
         if all == 0 || held >= all {
-            return Err(ModelError::Model(format!("training: {all} elements leave none to train on after holding out {held}")));
+            return Err(ModelError::Model(format!(
+                "training: {all} elements leave none to train on after holding out {held}"
+            )));
         }
         let mixed = data.shuffle(all, self.seed);
         let val = (held > 0).then(|| mixed.take(held).batch(self.batch_size, false)).transpose()?;
@@ -142,7 +151,11 @@ pub struct Run<X: Element, Y: Element> {
 impl<X: Element, Y: Element> Run<X, Y> {
     /// Trains the next epoch that `spec` has not done and moves `spec` on; `None` when the
     /// training is over (every epoch done, or stopped early: then the best weights are back).
-    pub fn epoch<L: Learner<X = X, Y = Y>>(&mut self, learner: &mut L, spec: &mut TrainSpec) -> Result<Option<Epoch>, ModelError> {
+    pub fn epoch<L: Learner<X = X, Y = Y>>(
+        &mut self,
+        learner: &mut L,
+        spec: &mut TrainSpec,
+    ) -> Result<Option<Epoch>, ModelError> {
         // A training that ended (all its epochs, or stopped early) stays ended.
         if !(spec.is_done() && spec.epoch > 0) {
             spec.epochs = self.training.epochs;
@@ -187,7 +200,11 @@ impl<X: Element, Y: Element> Run<X, Y> {
     /// Early stopping's memory now, to save with the model (`None` once the best weights are
     /// back in the model, or without early stopping).
     pub fn best_so_far(&self) -> Option<BestSoFar> {
-        self.best.as_ref().map(|(loss, weights)| BestSoFar { loss: *loss, weights: weights.clone(), since: self.since_best })
+        self.best.as_ref().map(|(loss, weights)| BestSoFar {
+            loss: *loss,
+            weights: weights.clone(),
+            since: self.since_best,
+        })
     }
 
     fn restore_best<L: Learner>(&mut self, learner: &mut L) -> Result<(), ModelError> {

@@ -51,7 +51,10 @@ pub(crate) mod object;
 pub(crate) mod repo;
 pub(crate) mod search;
 
-pub use object::{load_object, load_object_as, register, FRAMEWORK_MODELS, registered, save_object, Build, Meta, Object, ObjectDef, ObjectError, State};
 pub(crate) use object::{from_record, record, uuid_v4};
+pub use object::{
+    load_object, load_object_as, register, registered, save_object, Build, Meta, Object, ObjectDef, ObjectError, State,
+    FRAMEWORK_MODELS,
+};
 pub use repo::{Entry, Repo, RepoError, Selector};
 pub use search::{Goal, Search};

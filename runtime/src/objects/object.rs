@@ -54,10 +54,7 @@ impl Default for Meta {
 }
 
 fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// A random UUID (version 4) from the kernel's random source.
@@ -239,7 +236,8 @@ static REGISTRY: Mutex<BTreeMap<String, Constructor>> = Mutex::new(BTreeMap::new
 
 fn construct<T: Build + Object>(args: &Value, meta: Meta) -> Result<Box<dyn Object>, ObjectError> {
     let name = std::any::type_name::<T>();
-    let args: T::Args = serde_json::from_value(args.clone()).map_err(|e| ObjectError::Args(name.to_string(), e.to_string()))?;
+    let args: T::Args =
+        serde_json::from_value(args.clone()).map_err(|e| ObjectError::Args(name.to_string(), e.to_string()))?;
     Ok(Box::new(T::build(args, meta)))
 }
 
@@ -375,7 +373,9 @@ pub fn record(def: &ObjectDef, meta: &Meta) -> Value {
 
 /// Reads [`record`]'s form back.
 pub fn from_record(v: &Value) -> Result<(ObjectDef, Meta), String> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("the record has no `{k}`"));
+    let s = |k: &str| {
+        v.get(k).and_then(Value::as_str).map(str::to_string).ok_or_else(|| format!("the record has no `{k}`"))
+    };
     let def = ObjectDef { type_name: s("type")?, args: v.get("args").cloned().unwrap_or(Value::Null) };
     let meta = Meta {
         id: s("id")?,
@@ -445,8 +445,8 @@ fn parse(bytes: &[u8]) -> Result<(ObjectDef, Meta, State), ObjectError> {
     }
     let mut r = Reader { b: body, at: 0 };
     let rec_len = r.u64()? as usize;
-    let rec: Value = serde_json::from_slice(r.take(rec_len)?)
-        .map_err(|e| bad(format!("corrupt definition record: {e}")))?;
+    let rec: Value =
+        serde_json::from_slice(r.take(rec_len)?).map_err(|e| bad(format!("corrupt definition record: {e}")))?;
     let (def, meta) = from_record(&rec).map_err(|e| bad(format!("corrupt definition record: {e}")))?;
     let n = r.u32()?;
     let mut state = State::default();
@@ -481,11 +481,15 @@ impl<'a> Reader<'a> {
 }
 
 fn build_as<T: Build + Object>(def: &ObjectDef, meta: Meta) -> Result<T, ObjectError> {
-    let args: T::Args = serde_json::from_value(def.args.clone())
-        .map_err(|e| ObjectError::Args(def.type_name.clone(), format!("they do not make a `{}`: {e}", std::any::type_name::<T>())))?;
+    let args: T::Args = serde_json::from_value(def.args.clone()).map_err(|e| {
+        ObjectError::Args(def.type_name.clone(), format!("they do not make a `{}`: {e}", std::any::type_name::<T>()))
+    })?;
     let obj = T::build(args, meta);
     if obj.type_name() != def.type_name {
-        return Err(ObjectError::Args(def.type_name.clone(), format!("the definition is a `{}`, not a `{}`", def.type_name, obj.type_name())));
+        return Err(ObjectError::Args(
+            def.type_name.clone(),
+            format!("the definition is a `{}`, not a `{}`", def.type_name, obj.type_name()),
+        ));
     }
     Ok(obj)
 }

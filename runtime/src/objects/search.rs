@@ -105,12 +105,11 @@ impl Search {
         let mut defs = vec![self.base.clone()];
         for (path, axis) in &self.axes {
             let Axis::Values(values) = axis else {
-                return Err(self.error(path, "a range has no grid: list its values with `values`, or draw with `random`"));
+                return Err(
+                    self.error(path, "a range has no grid: list its values with `values`, or draw with `random`")
+                );
             };
-            defs = defs
-                .iter()
-                .flat_map(|d| values.iter().map(move |v| with(d, path, v.clone())))
-                .collect();
+            defs = defs.iter().flat_map(|d| values.iter().map(move |v| with(d, path, v.clone()))).collect();
         }
         Ok(defs)
     }
@@ -140,8 +139,12 @@ impl Search {
             resolve(&self.base.args, path).map_err(|why| self.error(path, &why))?;
             let bad = match axis {
                 Axis::Values(v) if v.is_empty() => Some("no values to take"),
-                Axis::Uniform(lo, hi) if !(lo <= hi) || !lo.is_finite() || !hi.is_finite() => Some("the range needs finite lo <= hi"),
-                Axis::LogUniform(lo, hi) if !(0.0 < *lo && lo <= hi) || !hi.is_finite() => Some("a log-uniform range needs 0 < lo <= hi"),
+                Axis::Uniform(lo, hi) if !lo.is_finite() || !hi.is_finite() || lo > hi => {
+                    Some("the range needs finite lo <= hi")
+                }
+                Axis::LogUniform(lo, hi) if !lo.is_finite() || !hi.is_finite() || *lo <= 0.0 || lo > hi => {
+                    Some("a log-uniform range needs 0 < lo <= hi")
+                }
                 Axis::Ints(lo, hi) if lo > hi => Some("the range needs lo <= hi"),
                 _ => None,
             };
@@ -206,10 +209,18 @@ impl Repo {
     pub fn best(&self, sel: &Selector, group_by: &str, metric: &str, goal: Goal) -> Vec<(Value, &Entry)> {
         let mut best: std::collections::BTreeMap<String, (Value, f64, &Entry)> = Default::default();
         for e in self.find(sel) {
-            let Some(score) = e.meta.metrics.as_ref().and_then(|m| if metric.is_empty() { Some(m) } else { resolve(m, metric).ok() }).and_then(Value::as_f64) else {
+            let Some(score) = e
+                .meta
+                .metrics
+                .as_ref()
+                .and_then(|m| if metric.is_empty() { Some(m) } else { resolve(m, metric).ok() })
+                .and_then(Value::as_f64)
+            else {
                 continue;
             };
-            let group = if group_by.is_empty() { Value::Null } else {
+            let group = if group_by.is_empty() {
+                Value::Null
+            } else {
                 match resolve(&e.def.args, group_by) {
                     Ok(v) => v.clone(),
                     Err(_) => continue,
@@ -240,8 +251,15 @@ mod tests {
 
     #[test]
     fn a_grid_is_every_combination_last_fastest_and_keeps_the_rest() {
-        let grid = Search::over(&base()).values("depth", [1, 2]).values("layers.0.conv2d.channels", [4, 8, 16]).grid().unwrap();
-        let got: Vec<(i64, i64)> = grid.iter().map(|d| (d.args["depth"].as_i64().unwrap(), d.args["layers"][0]["conv2d"]["channels"].as_i64().unwrap())).collect();
+        let grid = Search::over(&base())
+            .values("depth", [1, 2])
+            .values("layers.0.conv2d.channels", [4, 8, 16])
+            .grid()
+            .unwrap();
+        let got: Vec<(i64, i64)> = grid
+            .iter()
+            .map(|d| (d.args["depth"].as_i64().unwrap(), d.args["layers"][0]["conv2d"]["channels"].as_i64().unwrap()))
+            .collect();
         assert_eq!(got, [(1, 4), (1, 8), (1, 16), (2, 4), (2, 8), (2, 16)]);
         assert!(grid.iter().all(|d| d.args["lr"] == 0.1 && d.args["layers"][1] == "relu" && d.type_name == "Net"));
         assert_eq!(Search::over(&base()).grid().unwrap(), vec![base()], "no parameter: the base alone");
@@ -249,7 +267,8 @@ mod tests {
 
     #[test]
     fn random_draws_are_seeded_and_in_range() {
-        let s = Search::over(&base()).uniform("lr", 0.5, 1.0).int_range("depth", 3, 5).values("layers.1", ["relu", "tanh"]);
+        let s =
+            Search::over(&base()).uniform("lr", 0.5, 1.0).int_range("depth", 3, 5).values("layers.1", ["relu", "tanh"]);
         let a = s.random(50, 1).unwrap();
         assert_eq!(a, s.random(50, 1).unwrap());
         assert_ne!(a, s.random(50, 2).unwrap());
@@ -264,17 +283,27 @@ mod tests {
     fn the_best_of_each_group_by_a_metric() {
         use crate::objects::object::tests::{Cfg, Named};
         use crate::objects::{Build, Meta, Object};
-        let dir = std::env::temp_dir().join(format!("dryml-search-{}-{}", std::process::id(), crate::objects::uuid_v4()));
+        let dir =
+            std::env::temp_dir().join(format!("dryml-search-{}-{}", std::process::id(), crate::objects::uuid_v4()));
         let mut repo = Repo::create(&dir).unwrap();
         // (data, lr, accuracy): the best lr for "a" is 0.2, for "b" 0.1; one has no metrics.
-        for (data, lr, acc) in [("a", 0.1, Some(0.7)), ("a", 0.2, Some(0.9)), ("b", 0.1, Some(0.8)), ("b", 0.3, Some(0.6)), ("b", 0.4, None)] {
+        for (data, lr, acc) in [
+            ("a", 0.1, Some(0.7)),
+            ("a", 0.2, Some(0.9)),
+            ("b", 0.1, Some(0.8)),
+            ("b", 0.3, Some(0.6)),
+            ("b", 0.4, None),
+        ] {
             let mut n = Named::build(Cfg { lr, data: data.into() }, Meta::new());
             n.meta_mut().metrics = acc.map(|a| json!({"accuracy": a}));
             repo.add(&n).unwrap();
         }
         let lr = |e: &Entry| e.def.args["lr"].as_f64().unwrap();
         let best = repo.best(&Selector::any(), "data", "accuracy", Goal::Max);
-        assert_eq!(best.iter().map(|(g, e)| (g.clone(), lr(e))).collect::<Vec<_>>(), [(json!("a"), 0.2), (json!("b"), 0.1)]);
+        assert_eq!(
+            best.iter().map(|(g, e)| (g.clone(), lr(e))).collect::<Vec<_>>(),
+            [(json!("a"), 0.2), (json!("b"), 0.1)]
+        );
         let worst = repo.best(&Selector::any(), "", "accuracy", Goal::Min);
         assert_eq!((worst.len(), lr(worst[0].1)), (1, 0.3));
         assert!(repo.best(&Selector::any(), "nope", "accuracy", Goal::Max).is_empty());
@@ -284,10 +313,22 @@ mod tests {
     #[test]
     fn bad_paths_and_ranges_say_what_and_where() {
         let err = |s: Search| s.grid().map(|_| ()).unwrap_err().to_string();
-        assert_eq!(err(Search::over(&base()).values("layers.2", [1])), "arguments of `Net`: `layers.2`: `layers` is a list of 2 (index it 0..2)");
-        assert_eq!(err(Search::over(&base()).values("lr.x", [1])), "arguments of `Net`: `lr.x`: `lr` is 0.1, which has no `x`");
-        assert_eq!(err(Search::over(&base()).values("layers.0.conv", [1])), "arguments of `Net`: `layers.0.conv`: the definition has no `layers.0.conv` (it has: conv2d)");
-        assert_eq!(err(Search::over(&base()).values("lr", Vec::<f64>::new())), "arguments of `Net`: `lr`: no values to take");
+        assert_eq!(
+            err(Search::over(&base()).values("layers.2", [1])),
+            "arguments of `Net`: `layers.2`: `layers` is a list of 2 (index it 0..2)"
+        );
+        assert_eq!(
+            err(Search::over(&base()).values("lr.x", [1])),
+            "arguments of `Net`: `lr.x`: `lr` is 0.1, which has no `x`"
+        );
+        assert_eq!(
+            err(Search::over(&base()).values("layers.0.conv", [1])),
+            "arguments of `Net`: `layers.0.conv`: the definition has no `layers.0.conv` (it has: conv2d)"
+        );
+        assert_eq!(
+            err(Search::over(&base()).values("lr", Vec::<f64>::new())),
+            "arguments of `Net`: `lr`: no values to take"
+        );
         assert!(err(Search::over(&base()).uniform("lr", 0.0, 1.0)).contains("`lr`: a range has no grid"));
         let e = Search::over(&base()).log_uniform("lr", 0.0, 1.0).random(1, 0).unwrap_err().to_string();
         assert!(e.contains("a log-uniform range needs 0 < lo <= hi"), "{e}");

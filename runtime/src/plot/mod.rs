@@ -14,6 +14,8 @@
 
 mod boxes;
 mod live;
+mod scale;
+use scale::{esc, finite_runs, min_max, short, thin, thin_line, ticks};
 
 use boxes::BoxStats;
 pub use live::Curve;
@@ -31,20 +33,17 @@ macro_rules! num {
 num!(f32, f64, i8, i16, i32, i64, isize, u8, u16, u32, u64, usize);
 
 /// Tableau's ten colours: distinct, and readable on white.
-const PALETTE: [&str; 10] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
-];
-
-/// The most points a line keeps per series: more than a plot is wide in pixels only grows the
-/// SVG (and every redraw of it), so longer series are thinned to each bucket's min and max.
-const MAX_LINE_POINTS: usize = 1200;
+const PALETTE: [&str; 10] =
+    ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"];
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
     Line,
     Scatter,
     /// Bars centred on x, `width` wide in x units.
-    Bars { width: f64 },
+    Bars {
+        width: f64,
+    },
     /// A box and whiskers of the ys at one x.
     Box,
 }
@@ -146,7 +145,12 @@ impl Figure {
 
     /// Points, unconnected.
     pub fn scatter<X: Num, Y: Num>(mut self, name: &str, xs: &[X], ys: &[Y]) -> Self {
-        self.push(name, Kind::Scatter, xs.iter().map(|x| x.to_f64()).collect(), ys.iter().map(|y| y.to_f64()).collect());
+        self.push(
+            name,
+            Kind::Scatter,
+            xs.iter().map(|x| x.to_f64()).collect(),
+            ys.iter().map(|y| y.to_f64()).collect(),
+        );
         self
     }
 
@@ -156,7 +160,12 @@ impl Figure {
             self.x_names = Some(labels.iter().enumerate().map(|(i, l)| (i as f64, l.as_ref().to_string())).collect());
         }
         let n = values.len().min(labels.len());
-        self.push(name, Kind::Bars { width: 0.7 }, (0..n).map(|i| i as f64).collect(), values[..n].iter().map(|v| v.to_f64()).collect());
+        self.push(
+            name,
+            Kind::Bars { width: 0.7 },
+            (0..n).map(|i| i as f64).collect(),
+            values[..n].iter().map(|v| v.to_f64()).collect(),
+        );
         self.y_from_zero = true;
         self
     }
@@ -230,13 +239,19 @@ impl Figure {
 
     /// Shows the figure as a new output.
     pub fn show(&self) {
-        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], crate::display::Update::New);
+        crate::display::display(
+            &[("image/svg+xml", &self.svg()), ("text/plain", &self.text())],
+            crate::display::Update::New,
+        );
     }
 
     /// Shows the figure under `id`: the first time in a cell it is a new output, after that the
     /// same output is redrawn.
     pub fn show_as(&self, id: &str) {
-        crate::display::display(&[("image/svg+xml", &self.svg()), ("text/plain", &self.text())], crate::display::Update::InPlace(id));
+        crate::display::display(
+            &[("image/svg+xml", &self.svg()), ("text/plain", &self.text())],
+            crate::display::Update::InPlace(id),
+        );
     }
 
     /// evcxr's display protocol: a figure that is a cell's value shows as the plot.
@@ -259,7 +274,12 @@ impl Figure {
             "<svg xmlns=\"http://www.w3.org/2000/svg\" y=\"{y_offset}\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>"
         );
         if let Some(t) = &self.title {
-            let _ = writeln!(s, "<text x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">{}</text>", left + pw / 2.0, esc(t));
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"18\" text-anchor=\"middle\" font-size=\"13\" font-weight=\"bold\">{}</text>",
+                left + pw / 2.0,
+                esc(t)
+            );
         }
         let (xr, yr) = self.ranges();
         let xt = ticks(xr.0, xr.1, (pw / 80.0).clamp(2.0, 10.0) as usize);
@@ -304,7 +324,13 @@ impl Figure {
             match series.kind {
                 Kind::Bars { width } => {
                     // Series of bars side by side within each slot.
-                    let bar_series: Vec<usize> = self.series.iter().enumerate().filter(|(_, s)| matches!(s.kind, Kind::Bars { .. })).map(|(i, _)| i).collect();
+                    let bar_series: Vec<usize> = self
+                        .series
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| matches!(s.kind, Kind::Bars { .. }))
+                        .map(|(i, _)| i)
+                        .collect();
                     let slot = bar_series.iter().position(|i| *i == k).unwrap_or(0) as f64;
                     let each = width / bar_series.len().max(1) as f64;
                     for (&x, &y) in series.xs.iter().zip(&series.ys).filter(|(_, y)| y.is_finite()) {
@@ -337,17 +363,27 @@ impl Figure {
                         let _ = writeln!(s, "<line x1=\"{l:.1}\" y1=\"{y:.1}\" x2=\"{r:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>");
                     }
                     for &y in series.ys.iter().filter(|&&y| y < b.low || y > b.high) {
-                        let _ = writeln!(s, "<circle cx=\"{mid:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"none\" stroke=\"{color}\"/>", py(y));
+                        let _ = writeln!(
+                            s,
+                            "<circle cx=\"{mid:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"none\" stroke=\"{color}\"/>",
+                            py(y)
+                        );
                     }
                 }
                 Kind::Scatter => {
                     for (&x, &y) in series.xs.iter().zip(&series.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
-                        let _ = writeln!(s, "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.75\"/>", px(x), py(y));
+                        let _ = writeln!(
+                            s,
+                            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{color}\" fill-opacity=\"0.75\"/>",
+                            px(x),
+                            py(y)
+                        );
                     }
                 }
                 Kind::Line => {
                     for run in finite_runs(&series.xs, &series.ys) {
-                        let pts: Vec<String> = thin_line(&run).iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
+                        let pts: Vec<String> =
+                            thin_line(&run).iter().map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y))).collect();
                         if pts.len() == 1 {
                             let (cx, cy) = pts[0].split_once(',').unwrap_or(("0", "0"));
                             let _ = writeln!(s, "<circle cx=\"{cx}\" cy=\"{cy}\" r=\"2.5\" fill=\"{color}\"/>");
@@ -366,11 +402,21 @@ impl Figure {
             left + pw
         );
         if let Some(l) = &self.x_label {
-            let _ = writeln!(s, "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>", left + pw / 2.0, h - 8.0, esc(l));
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                left + pw / 2.0,
+                h - 8.0,
+                esc(l)
+            );
         }
         if let Some(l) = &self.y_label {
             let (x, y) = (14.0, top + ph / 2.0);
-            let _ = writeln!(s, "<text x=\"{x}\" y=\"{y:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 {x} {y:.1})\">{}</text>", esc(l));
+            let _ = writeln!(
+                s,
+                "<text x=\"{x}\" y=\"{y:.1}\" text-anchor=\"middle\" transform=\"rotate(-90 {x} {y:.1})\">{}</text>",
+                esc(l)
+            );
         }
         if named > 1 || (named == 1 && self.series.len() == 1 && self.title.is_none()) {
             let width = self.series.iter().map(|s| s.name.chars().count()).max().unwrap_or(0) as f64 * 6.5 + 30.0;
@@ -470,102 +516,6 @@ pub fn hist<Y: Num>(values: &[Y], bins: usize) -> Figure {
 /// A scatter of `(xs[i], ys[i])`; show it with `.show()` or as a cell's value.
 pub fn scatter<X: Num, Y: Num>(xs: &[X], ys: &[Y]) -> Figure {
     Figure::new().scatter("", xs, ys)
-}
-
-fn min_max(v: &[f64]) -> Option<(f64, f64)> {
-    let mut it = v.iter().copied().filter(|x| x.is_finite());
-    let first = it.next()?;
-    Some(it.fold((first, first), |(a, b), x| (a.min(x), b.max(x))))
-}
-
-/// About `n` round tick values (1, 2 or 5 times a power of ten apart) covering `lo..=hi`.
-fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    let raw = (hi - lo) / n.max(1) as f64;
-    // Ranges past f64's reach (values near 1e308) get their ends as the only ticks.
-    if !raw.is_finite() || raw <= 0.0 {
-        return vec![lo, hi];
-    }
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
-    let start = (lo / step).floor() * step;
-    let mut t = Vec::new();
-    let mut k = 0.0;
-    while start + k * step <= hi + step * 0.999 && t.len() < 50 {
-        let v = start + k * step;
-        // Snap float noise (0.30000000000000004) to the tick's precision.
-        t.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
-        k += 1.0;
-    }
-    t
-}
-
-/// A number as a short label: `1.5`, `2,000`, `3e-5`.
-fn short(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if !(1e-3..1e7).contains(&a) {
-        let s = format!("{v:.1e}");
-        s.replace(".0e", "e")
-    } else if a >= 1000.0 {
-        let n = v.round() as i64;
-        let digits = n.unsigned_abs().to_string();
-        let mut out = String::new();
-        for (i, c) in digits.chars().enumerate() {
-            if i > 0 && (digits.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        if n < 0 { format!("-{out}") } else { out }
-    } else {
-        let s = format!("{v:.4}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}
-
-/// At most `max` evenly spaced category labels.
-fn thin(names: &[(f64, String)], max: usize) -> Vec<(f64, String)> {
-    let step = names.len().div_ceil(max.max(1)).max(1);
-    names.iter().step_by(step).cloned().collect()
-}
-
-/// The runs of consecutive finite points: a NaN or infinity breaks a line.
-fn finite_runs(xs: &[f64], ys: &[f64]) -> Vec<Vec<(f64, f64)>> {
-    let mut runs = vec![Vec::new()];
-    for (&x, &y) in xs.iter().zip(ys) {
-        if x.is_finite() && y.is_finite() {
-            runs.last_mut().unwrap().push((x, y));
-        } else if !runs.last().unwrap().is_empty() {
-            runs.push(Vec::new());
-        }
-    }
-    runs.retain(|r| !r.is_empty());
-    runs
-}
-
-/// A long run thinned to each bucket's first, min and max points, so spikes stay visible.
-fn thin_line(run: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    if run.len() <= MAX_LINE_POINTS {
-        return run.to_vec();
-    }
-    let per = run.len().div_ceil(MAX_LINE_POINTS / 3);
-    let mut out = Vec::new();
-    for chunk in run.chunks(per) {
-        let lo = chunk.iter().copied().fold(chunk[0], |a, p| if p.1 < a.1 { p } else { a });
-        let hi = chunk.iter().copied().fold(chunk[0], |a, p| if p.1 > a.1 { p } else { a });
-        let mut three = [chunk[0], lo, hi];
-        three.sort_by(|a, b| a.0.total_cmp(&b.0));
-        out.extend(three);
-    }
-    out.push(*run.last().unwrap());
-    out.dedup();
-    out
-}
-
-/// Text for SVG: `&`, `<`, `>` and quotes escaped.
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]

@@ -16,8 +16,13 @@ fn round_ticks_cover_the_range() {
 
 #[test]
 fn a_curve_has_axes_labels_and_a_legend() {
-    let svg = Figure::new().title("loss <train>").x_label("step").y_label("loss")
-        .curve("train", &[2.0, 1.0, 0.5]).curve("val", &[2.2f32, 1.4, 0.9]).svg();
+    let svg = Figure::new()
+        .title("loss <train>")
+        .x_label("step")
+        .y_label("loss")
+        .curve("train", &[2.0, 1.0, 0.5])
+        .curve("val", &[2.2f32, 1.4, 0.9])
+        .svg();
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<polyline").count(), 2);
     assert!(svg.contains("loss &lt;train&gt;"), "the title is escaped");

@@ -42,11 +42,7 @@ pub struct CellLogger {
 
 impl CellLogger {
     pub fn new() -> Self {
-        CellLogger {
-            mode: LoggerMode::Off,
-            log: vec![],
-            gpu_labels: vec![],
-        }
+        CellLogger { mode: LoggerMode::Off, log: vec![], gpu_labels: vec![] }
     }
 
     /// Records a cell from its samples; returns the line to print.
@@ -95,13 +91,19 @@ impl CellLogger {
         let text = if self.mode == LoggerMode::Compact {
             let mut t = format!("{LOGGER_MARK} RAM: △Consumed △Peaked Used Total");
             for (l, m) in &rows {
-                let _ = write!(t, " | {l}: {} {} {} MiB", mib(m.consumed as f64), mib(m.peaked as f64), mib(m.used as f64));
+                let _ =
+                    write!(t, " | {l}: {} {} {} MiB", mib(m.consumed as f64), mib(m.peaked as f64), mib(m.used as f64));
             }
             let _ = write!(t, " | Exec time {}", hms(e.secs));
             t
         } else {
             let w = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(3).max(3);
-            let mut t = format!("{LOGGER_MARK} {:<w$}  △Consumed    △Peaked    Used Total | Exec time {}", "RAM:", hms(e.secs), w = w + 1);
+            let mut t = format!(
+                "{LOGGER_MARK} {:<w$}  △Consumed    △Peaked    Used Total | Exec time {}",
+                "RAM:",
+                hms(e.secs),
+                w = w + 1
+            );
             for (l, m) in &rows {
                 let _ = write!(
                     t,
@@ -119,10 +121,8 @@ impl CellLogger {
     }
 
     fn head(&self) -> Vec<String> {
-        let mut h: Vec<String> = ["cell", "time (s)", "CPU △consumed", "CPU △peaked", "CPU used"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let mut h: Vec<String> =
+            ["cell", "time (s)", "CPU △consumed", "CPU △peaked", "CPU used"].iter().map(|s| s.to_string()).collect();
         for l in &self.gpu_labels {
             for k in ["△consumed", "△peaked", "used"] {
                 h.push(format!("{} {k}", l.to_uppercase()));
@@ -176,7 +176,8 @@ impl CellLogger {
     /// `%cell_logger plot`: memory and time per cell as an inline SVG.
     pub fn plot(&self) -> Value {
         if self.log.is_empty() {
-            let text = "No cell has been logged yet: turn the logger on with %cell_logger on, run some cells, then plot.";
+            let text =
+                "No cell has been logged yet: turn the logger on with %cell_logger on, run some cells, then plot.";
             return json!({"text/plain": text});
         }
         let svg = plot_svg(&self.log);

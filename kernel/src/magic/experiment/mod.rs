@@ -8,17 +8,17 @@ pub mod report;
 
 use super::cell::{BodyResult, CellMagic, CellObserver, Outcome};
 use super::{Host, Magics};
-use logger::{CellLogger, LoggerMode};
-use report::{self as exp, Experiment};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
 use crate::protocol::ErrorContent;
 use dryml_magics::{ExperimentCall, LoggerCall, Preload};
+use logger::{CellLogger, LoggerMode};
+use report::{self as exp, Experiment};
 
 /// A sample once the GPUs' readings hold still: NVML's per-process figures can trail a new CUDA
 /// context, so readings are repeated every 50 ms until two agree (at most 2 s).
 fn settled(host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
-    let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
+    let pids = dryml_sys::procfs::with_descendants(host.child_pid());
     let mut last = host.meter.sample(&pids, gpus, false);
     if gpus.is_empty() {
         return last;
@@ -111,7 +111,7 @@ impl Experiments {
         if let Some(p) = preload {
             self.preload(host, p, &gpus, "before the experiment's starting sample")?;
         }
-        let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), &gpus, true);
+        let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), &gpus, true);
         let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
         let note = host.meter.gpu_note();
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
@@ -121,7 +121,13 @@ impl Experiments {
     }
 
     /// Starts the experiment of a `%%experiment` cell, which ends with the cell.
-    fn start_for_cell(&mut self, host: &mut Host<'_>, name: Option<String>, keep: Vec<String>, preload: Option<Preload>) -> Result<(), ErrorContent> {
+    fn start_for_cell(
+        &mut self,
+        host: &mut Host<'_>,
+        name: Option<String>,
+        keep: Vec<String>,
+        preload: Option<Preload>,
+    ) -> Result<(), ErrorContent> {
         self.start(host, name, keep, preload)?;
         self.ends_with_cell = true;
         Ok(())
@@ -131,7 +137,7 @@ impl Experiments {
     /// experiment's: libtorch's code and CUDA's context stay for the process's life.
     fn preload(&mut self, host: &mut Host<'_>, p: Preload, gpus: &[Gpu], when: &str) -> Result<(), ErrorContent> {
         let Preload::Torch = p;
-        let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
+        let pids = dryml_sys::procfs::with_descendants(host.child_pid());
         let before = host.meter.sample(&pids, gpus, true);
         let t0 = std::time::Instant::now();
         let device = host.session.preload_torch()?;
@@ -152,13 +158,17 @@ impl Experiments {
     /// first (unless the child has it), and the experiment starts over from after the preload.
     fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !crate::session::deps::Named::in_code(body).tch {
+        if e.cells() > 0
+            || host.session.torch_loaded()
+            || crate::torch::available().is_none()
+            || !crate::session::deps::Named::in_code(body).tch
+        {
             return;
         }
         let gpus = e.gpus().to_vec();
         match self.preload(host, Preload::Torch, &gpus, "as the experiment's first cell names `tch`") {
             Ok(()) => {
-                let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), &gpus, true);
+                let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), &gpus, true);
                 if let Some(e) = &mut self.open {
                     e.rebase(s);
                 }
@@ -171,7 +181,7 @@ impl Experiments {
     fn finish(&mut self, host: &mut Host<'_>) {
         let Some(mut e) = self.open.take() else { return };
         host.session.note_child_pid();
-        let pids = dryml::__kernel::procfs::with_descendants(host.child_pid());
+        let pids = dryml_sys::procfs::with_descendants(host.child_pid());
         let before = host.meter.sample(&pids, e.gpus(), true);
         e.observe(&before);
         let plan = e.cleanup(&host.session.variables());
@@ -192,8 +202,10 @@ impl Experiments {
             notes.push(n);
         }
         let report = e.report(&before, &after, plan, failed, notes);
-        let path = host.state_dir.join(dryml::__kernel::protocol::EXPERIMENT_LAST_FILE);
-        if let Err(err) = dryml::__kernel::fs::write_atomic(&path, report.to_record().as_bytes(), dryml::__kernel::fs::Durability::NoFsync) {
+        let path = host.state_dir.join(dryml_sys::protocol::EXPERIMENT_LAST_FILE);
+        if let Err(err) =
+            dryml_sys::fs::write_atomic(&path, report.to_record().as_bytes(), dryml_sys::fs::Durability::NoFsync)
+        {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
         // The GPU note, if any, is already among the report's notes.
@@ -253,7 +265,7 @@ impl Experiments {
 
     /// Samples memory, restarts the high-water mark, and feeds an open experiment.
     fn checkpoint(&mut self, host: &mut Host<'_>, gpus: &[Gpu]) -> Sample {
-        let s = host.meter.sample(&dryml::__kernel::procfs::with_descendants(host.child_pid()), gpus, true);
+        let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), gpus, true);
         if let Some(e) = &mut self.open {
             e.observe(&s);
         }
@@ -269,7 +281,12 @@ impl CellObserver for Experiments {
         self.measure = self.begin_cell(host);
     }
 
-    fn watch_body(&mut self, host: &mut Host<'_>, body: &str, eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult) -> BodyResult {
+    fn watch_body(
+        &mut self,
+        host: &mut Host<'_>,
+        body: &str,
+        eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult,
+    ) -> BodyResult {
         self.before_body(host, body);
         let gpus = self.gpus_to_watch(host);
         let watch = host.meter.watch_gpus(&gpus, host.child_pid());

@@ -156,15 +156,11 @@ impl Experiment {
     ) -> Report {
         let start = &self.start;
         if !cleanup.unknown_keep.is_empty() {
-            notes.push(format!(
-                "asked to keep {}, but no such variable exists",
-                cleanup.unknown_keep.join(", ")
-            ));
+            notes.push(format!("asked to keep {}, but no such variable exists", cleanup.unknown_keep.join(", ")));
         }
         if before.pids != start.pids {
             notes.push(
-                "the child process was restarted during the experiment, so the figures compare two processes"
-                    .into(),
+                "the child process was restarted during the experiment, so the figures compare two processes".into(),
             );
         }
         let peak_cpu = self.peak_cpu.max(before.cpu.hwm);
@@ -255,9 +251,7 @@ fn pattern_names(pat: &syn::Pat, out: &mut Vec<String>) {
 /// The code that deletes variables in the child and hands freed heap back to the system.
 pub fn cleanup_code(names: &[String]) -> String {
     let mut code = crate::session::forget_code(names);
-    code.push_str(
-        "{ unsafe extern \"C\" { fn malloc_trim(pad: usize) -> i32; } unsafe { malloc_trim(0); } }\n",
-    );
+    code.push_str("{ unsafe extern \"C\" { fn malloc_trim(pad: usize) -> i32; } unsafe { malloc_trim(0); } }\n");
     code
 }
 
@@ -269,20 +263,7 @@ pub fn mib(b: impl Into<f64>) -> String {
 
 /// Whole MiB with thousands separators, as IPyExperiments prints them.
 fn group(v: f64) -> String {
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 {
-        format!("-{out}")
-    } else {
-        out
-    }
+    dryml_sys::units::grouped(v.round() as i64)
 }
 
 /// A display bundle: text, HTML and the figures as data (under [`dryml::__kernel::display::DATA_MIME`]).
@@ -452,8 +433,11 @@ pub fn hms(secs: f64) -> String {
 
 /// A finished experiment's memory per device as grouped bars (consumed, peaked, reclaimed).
 pub fn report_svg(r: &Report) -> String {
-    let labels: Vec<String> = r.devices.iter().map(|d| if d.device == "cpu" { "CPU".to_string() } else { d.device.clone() }).collect();
-    let col = |f: &dyn Fn(&dryml::experiment::DeviceFigures) -> i64| -> Vec<f64> { r.devices.iter().map(|d| f(d) as f64 / MIB).collect() };
+    let labels: Vec<String> =
+        r.devices.iter().map(|d| if d.device == "cpu" { "CPU".to_string() } else { d.device.clone() }).collect();
+    let col = |f: &dyn Fn(&dryml::experiment::DeviceFigures) -> i64| -> Vec<f64> {
+        r.devices.iter().map(|d| f(d) as f64 / MIB).collect()
+    };
     dryml::plot::Figure::new()
         .y_label("MiB")
         .size(420, 190)
@@ -483,14 +467,23 @@ mod tests {
 
     #[test]
     fn rebound_names_from_top_level_bindings() {
-        let got = rebound_names("let a = 1; let (b, mut c): (i32, i32) = (1, 2); d = 3; if x { e = 4; } let S { f, .. } = s;").unwrap();
+        let got = rebound_names(
+            "let a = 1; let (b, mut c): (i32, i32) = (1, 2); d = 3; if x { e = 4; } let S { f, .. } = s;",
+        )
+        .unwrap();
         assert_eq!(got, ["a", "b", "c", "d", "f"]);
         assert!(rebound_names("let = ;").unwrap().is_empty());
     }
 
     #[test]
     fn cleanup_plan() {
-        let mut e = Experiment::start("x".into(), sample(100, 100), vec![], vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "i32")]), ["k".to_string()]);
+        let mut e = Experiment::start(
+            "x".into(),
+            sample(100, 100),
+            vec![],
+            vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "i32")]),
+            ["k".to_string()],
+        );
         e.note_cell("let m = vec![1u8];").unwrap();
         let now = vars(&[("old", "i32"), ("m", "Vec<u8>"), ("t", "String"), ("new1", "u8"), ("k", "u8")]);
         let c = e.cleanup(&now);
@@ -503,8 +496,13 @@ mod tests {
     fn report_figures() {
         let mut e = Experiment::start("x".into(), sample(100 << 20, 100 << 20), vec![], BTreeMap::new(), []);
         e.observe(&sample(400 << 20, 900 << 20));
-        let r = e.report(&sample(612 << 20, 612 << 20), &sample(101 << 20, 101 << 20),
-            Cleanup { delete: vec!["a".into()], reassigned: vec![], kept: vec![], unknown_keep: vec!["modle".into()] }, vec![], vec![]);
+        let r = e.report(
+            &sample(612 << 20, 612 << 20),
+            &sample(101 << 20, 101 << 20),
+            Cleanup { delete: vec!["a".into()], reassigned: vec![], kept: vec![], unknown_keep: vec!["modle".into()] },
+            vec![],
+            vec![],
+        );
         assert_eq!(r.notes, ["asked to keep modle, but no such variable exists"]);
         let cpu = r.cpu().unwrap();
         assert_eq!(cpu.consumed, 512 << 20);

@@ -56,7 +56,10 @@ impl RepoMagic {
         }
         let Some(repo) = self.repo.as_mut() else {
             let sub = call.name();
-            return Err(ErrorContent::new("RepoError", format!("%repo {sub}: no repo is open (use %repo open DIR [--create])")));
+            return Err(ErrorContent::new(
+                "RepoError",
+                format!("%repo {sub}: no repo is open (use %repo open DIR [--create])"),
+            ));
         };
         // Other processes (sandboxes, other notebooks) may have added objects.
         repo.reload().map_err(repo_error)?;

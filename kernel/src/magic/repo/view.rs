@@ -1,8 +1,8 @@
 //! `%repo`'s views of a repo's index: the table of entries and one entry's page, as text,
 //! HTML and JSON.
 
-use dryml::__kernel::units::size;
 use dryml::objects::{Entry, Repo};
+use dryml_sys::units::size;
 use serde_json::{json, Value};
 
 /// `2026-11-22 03:04:05` (UTC) from Unix seconds.
@@ -13,7 +13,11 @@ pub fn utc(secs: f64) -> String {
 }
 
 fn clip(text: String) -> String {
-    if text.chars().count() > 80 { text.chars().take(77).collect::<String>() + "..." } else { text }
+    if text.chars().count() > 80 {
+        text.chars().take(77).collect::<String>() + "..."
+    } else {
+        text
+    }
 }
 
 /// Entries as a table: id, type, arguments, created, size, and the metrics training gave (a
@@ -23,7 +27,13 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let mut row = vec![e.meta.id.clone(), e.def.type_name.clone(), clip(e.def.args.to_string()), utc(e.meta.created), size(e.size)];
+            let mut row = vec![
+                e.meta.id.clone(),
+                e.def.type_name.clone(),
+                clip(e.def.args.to_string()),
+                utc(e.meta.created),
+                size(e.size),
+            ];
             if with_metrics {
                 row.push(e.meta.metrics.as_ref().map(|m| clip(m.to_string())).unwrap_or_default());
             }

@@ -20,9 +20,12 @@ fn unit(generation: &Path, name: &str, hash: &str, kib: usize, age: Duration) {
         let f = p.join(rel);
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(&f, vec![1u8; len]).unwrap();
-        File::options().write(true).open(&f).unwrap().set_times(
-            std::fs::FileTimes::new().set_accessed(t).set_modified(t),
-        ).unwrap();
+        File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_accessed(t).set_modified(t))
+            .unwrap();
     }
     let fp = p.join(format!(".fingerprint/{name}-{hash}"));
     File::open(&fp).unwrap().set_modified(t).unwrap();
@@ -33,11 +36,19 @@ fn a_killed_build_leaves_no_cell_objects_or_incremental_state() {
     let root = scratch("killed");
     let profile = root.join("x86_64-unknown-linux-gnu/debug");
     let ours = "ctx_k0123456789ab";
-    let gone = [format!("deps/{ours}.1907g0s9.1hn7dxg.rcgu.o"), format!("incremental/{ours}-3lyl1a8/s-h1-working/dep-graph.bin")];
+    let gone = [
+        format!("deps/{ours}.1907g0s9.1hn7dxg.rcgu.o"),
+        format!("incremental/{ours}-3lyl1a8/s-h1-working/dep-graph.bin"),
+    ];
     // Another kernel's cell crate, and other crates, are not this build's.
-    let kept = ["deps/ctx_k0123456789abc.1907g0s9.rcgu.o", "deps/ctx_kfedcba987654.1907g0s9.rcgu.o",
-                "incremental/ctx_kfedcba987654-3lyl1a8/s-h1/dep-graph.bin", "deps/libregex-0123456789abcdef.rlib",
-                "deps/ctx_k0123456789ab-0123456789abcdef.d", "incremental/regex-1q2w/s-x/query.bin"];
+    let kept = [
+        "deps/ctx_k0123456789abc.1907g0s9.rcgu.o",
+        "deps/ctx_kfedcba987654.1907g0s9.rcgu.o",
+        "incremental/ctx_kfedcba987654-3lyl1a8/s-h1/dep-graph.bin",
+        "deps/libregex-0123456789abcdef.rlib",
+        "deps/ctx_k0123456789ab-0123456789abcdef.d",
+        "incremental/regex-1q2w/s-x/query.bin",
+    ];
     for f in gone.iter().map(String::as_str).chain(kept) {
         std::fs::create_dir_all(profile.join(f).parent().unwrap()).unwrap();
         std::fs::write(profile.join(f), b"x").unwrap();
@@ -64,9 +75,14 @@ fn kernels_claim_their_own_crates_and_a_gone_kernels_are_removed() {
     let files = |c: &Claim| {
         // `job_`: a Slurm program of an earlier version's, which goes with its kernel's claim too.
         let (cell, job) = (c.cell_crate(), format!("job_{}", c.token));
-        vec![profile.join(format!("deps/lib{cell}.so")), profile.join(format!(".fingerprint/{cell}-0123456789abcdef/lib-{cell}")),
-             profile.join(format!("deps/{cell}-0123456789abcdef.d")), profile.join(format!("incremental/{cell}-3lyl1a8/s-1/x.bin")),
-             host.join(format!("deps/{job}-fedcba9876543210")), host.join(format!(".fingerprint/{job}-fedcba9876543210/bin-{job}"))]
+        vec![
+            profile.join(format!("deps/lib{cell}.so")),
+            profile.join(format!(".fingerprint/{cell}-0123456789abcdef/lib-{cell}")),
+            profile.join(format!("deps/{cell}-0123456789abcdef.d")),
+            profile.join(format!("incremental/{cell}-3lyl1a8/s-1/x.bin")),
+            host.join(format!("deps/{job}-fedcba9876543210")),
+            host.join(format!(".fingerprint/{job}-fedcba9876543210/bin-{job}")),
+        ]
     };
     let shared = profile.join("deps/libdryml-0123456789abcdef.rlib");
     for f in files(&a).iter().chain(&files(&b)).chain([&shared]) {
@@ -95,7 +111,14 @@ fn kernel_tokens_are_read_from_file_names() {
     assert_eq!(token_of("job_k0123456789ab-0123456789abcdef.d"), Some("k0123456789ab"));
     assert_eq!(token_of("ctx_k0123456789ab-3lyl1a8"), Some("k0123456789ab"));
     assert_eq!(token_of("ctx_k0123456789ab.1907g0s9.rcgu.o"), Some("k0123456789ab"));
-    for other in ["libctx.so", "ctx-3lyl1a8", "ctx_k0123.so", "libdryml-0123456789abcdef.rlib", "job_kxyz456789abc", "my_ctx_k0123456789ab"] {
+    for other in [
+        "libctx.so",
+        "ctx-3lyl1a8",
+        "ctx_k0123.so",
+        "libdryml-0123456789abcdef.rlib",
+        "job_kxyz456789abc",
+        "my_ctx_k0123456789ab",
+    ] {
         assert_eq!(token_of(other), None, "{other}");
     }
 }

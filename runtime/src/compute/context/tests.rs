@@ -21,7 +21,10 @@ fn requests_that_parse() {
     let r = Requests::parse("tf gpu/0=0.5").unwrap();
     assert_eq!(r.get("tf").unwrap().gpus[&0], 0.5);
     // Pairs before any framework are `default`'s.
-    assert_eq!(Requests::parse("num_cpus=4 gpu/0=0.5 tf").unwrap(), Requests::parse("default num_cpus=4 gpu/0=0.5 tf").unwrap());
+    assert_eq!(
+        Requests::parse("num_cpus=4 gpu/0=0.5 tf").unwrap(),
+        Requests::parse("default num_cpus=4 gpu/0=0.5 tf").unwrap()
+    );
     assert!(r.get("torch").is_none());
 }
 
@@ -92,7 +95,9 @@ fn checks_against_a_context() {
         context: ctx.to_string(),
         why: "x".into(),
     };
-    assert!(e.to_string().starts_with("ContextIncompatibilityError: Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}"));
+    assert!(e
+        .to_string()
+        .starts_with("ContextIncompatibilityError: Context doesn't satisfy requirements {'tf': {'num_gpus': 2}}"));
 }
 
 #[test]
@@ -133,7 +138,39 @@ fn a_share_of_a_gpu_caps_libtorchs_allocator() {
         "expandable_segments:True,per_process_memory_fraction:0.25",
         "the user's settings kept, an earlier cap replaced"
     );
-    let machine = Machine { cpus: 1, gpus: vec![crate::compute::devices::GpuInfo { index: 0, cuda_id: "0".into(), name: "A".into(), total_bytes: 1 }] };
+    let machine = Machine {
+        cpus: 1,
+        gpus: vec![crate::compute::devices::GpuInfo {
+            index: 0,
+            cuda_id: "0".into(),
+            name: "A".into(),
+            total_bytes: 1,
+        }],
+    };
     let env: BTreeMap<String, String> = Context::decode("torch=gpu/0:0.5").unwrap().env(&machine).into_iter().collect();
     assert!(env["PYTORCH_CUDA_ALLOC_CONF"].ends_with("per_process_memory_fraction:0.5"), "{env:?}");
+}
+
+#[test]
+fn requests_built_in_rust_are_the_parsed_ones_and_checked_alike() {
+    let built = Requests::build().num_cpus(4).framework("tf").gpu(0, 0.5).cpu(1, 1.0).framework("torch").num_gpus(-1);
+    assert_eq!(built.done().unwrap(), Requests::parse("num_cpus=4 tf gpu/0=0.5 cpu/1=1 torch num_gpus=-1").unwrap());
+    assert_eq!(Requests::build().done().unwrap(), Requests::default());
+    // Each mistake the grammar refuses, refused with the same words and no token.
+    for (built, text) in [
+        (Requests::build().framework("tf").gpu(0, 2.0), "tf gpu/0=2"),
+        (Requests::build().gpu(0, 0.0), "gpu/0=0"),
+        (Requests::build().cpu(0, f64::NAN), "cpu/0=NaN"),
+        (Requests::build().num_cpus(-2), "num_cpus=-2"),
+        (Requests::build().num_gpus(1).num_gpus(2), "num_gpus=1 num_gpus=2"),
+        (Requests::build().framework("tf").framework("tf"), "tf tf"),
+    ] {
+        let e = built.done().expect_err(text);
+        assert_eq!(e.token, None, "{text}");
+        assert_eq!(e.message, Requests::parse(text).unwrap_err().message, "{text}");
+    }
+    // A name the grammar would split, and the first of two mistakes.
+    assert!(Requests::build().framework("a b").done().unwrap_err().message.contains("`a b`"));
+    let e = Requests::build().gpu(0, 2.0).framework("x y").done().unwrap_err();
+    assert!(e.message.starts_with("default: gpu/0"), "{}", e.message);
 }

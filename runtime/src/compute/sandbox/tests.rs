@@ -10,11 +10,12 @@ fn reqs(s: &str) -> Requests {
 #[test]
 fn returns_values_and_applies_the_context() {
     let big: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
-    let got = Compute::new(&reqs("default num_cpus=1")).run(move || {
-        let ctx = crate::compute::context::current().unwrap();
-        (big.iter().map(|&b| b as u64).sum::<u64>(), ctx.to_string(), std::env::var("OMP_NUM_THREADS").unwrap())
-    })
-    .unwrap();
+    let got = Compute::new(&reqs("default num_cpus=1"))
+        .run(move || {
+            let ctx = crate::compute::context::current().unwrap();
+            (big.iter().map(|&b| b as u64).sum::<u64>(), ctx.to_string(), std::env::var("OMP_NUM_THREADS").unwrap())
+        })
+        .unwrap();
     let want: u64 = (0..1_000_000u32).map(|i| (i % 251) as u64).sum();
     assert_eq!(got.0, want);
     assert!(got.1.starts_with("default: cpu/"), "{}", got.1);
@@ -48,7 +49,10 @@ fn failures_are_reported_and_leave_the_caller_intact() {
     }
     // The name is said once: in Display, and as the cell error's ename.
     let e = ComputeError::Failed("the cell returned an error: X".into());
-    assert_eq!((e.to_string().as_str(), e.message().as_str()), ("SandboxFailed: the cell returned an error: X", "the cell returned an error: X"));
+    assert_eq!(
+        (e.to_string().as_str(), e.message().as_str()),
+        ("SandboxFailed: the cell returned an error: X", "the cell returned an error: X")
+    );
     let r = Compute::new(&reqs("default num_cpus=0")).run(|| -> u8 { std::process::exit(4) });
     assert_eq!(r.unwrap_err(), ComputeError::Exited { code: 4 });
     let r = Compute::new(&reqs("default num_cpus=0")).run(|| -> u8 { std::process::abort() });

@@ -2,12 +2,12 @@
 //! object to the repo (`%%sweep --on slurm`, `Compute::on(Slurm).sweep`), so a notebook that
 //! dies mid-sweep loses nothing; the notebook follows the array and reads the tasks' records.
 
-use crate::sys::fs::{write_atomic, Durability};
 use crate::compute::slurm::job::{JobDir, DIR_ENV};
 use crate::compute::slurm::{self, JobState};
 use crate::compute::sweep::{open_or_create, train, Progress, SweepReport, Task, Trained};
 use crate::compute::ComputeError;
 use crate::objects::{Object, ObjectDef};
+use crate::sys::fs::{write_atomic, Durability};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -24,14 +24,16 @@ pub fn task_main<T: Object + crate::objects::Build, M: Serialize>(f: impl FnOnce
         eprintln!("dryml: {m}");
         std::process::exit(2)
     };
-    let Some(path) = std::env::var_os(DIR_ENV) else { fail(format!("{DIR_ENV} is not set: this program is started by its sweep's batch script")) };
+    let Some(path) = std::env::var_os(DIR_ENV) else {
+        fail(format!("{DIR_ENV} is not set: this program is started by its sweep's batch script"))
+    };
     let dir = JobDir::new(path);
-    let index: usize = std::env::var("SLURM_ARRAY_TASK_ID")
-        .ok()
-        .and_then(|i| i.parse().ok())
-        .unwrap_or_else(|| fail("SLURM_ARRAY_TASK_ID is not set: a sweep task runs as part of a Slurm job array".into()));
+    let index: usize = std::env::var("SLURM_ARRAY_TASK_ID").ok().and_then(|i| i.parse().ok()).unwrap_or_else(|| {
+        fail("SLURM_ARRAY_TASK_ID is not set: a sweep task runs as part of a Slurm job array".into())
+    });
     let (defs, repo) = read_sweep(&dir).unwrap_or_else(|e| fail(e));
-    let def = defs.get(index).unwrap_or_else(|| fail(format!("the sweep has {} definitions, not {}", defs.len(), index + 1)));
+    let def =
+        defs.get(index).unwrap_or_else(|| fail(format!("the sweep has {} definitions, not {}", defs.len(), index + 1)));
     let failed_at = task_file(&dir, index, "failed");
     let job_dir = dir.clone();
     // A panic ends the task at once (nothing unwinds), recorded for the sweep and the job.
@@ -48,7 +50,11 @@ pub fn task_main<T: Object + crate::objects::Build, M: Serialize>(f: impl FnOnce
             }
         }
         Err(e) => {
-            let _ = write_atomic(&task_file(&dir, index, "failed"), json!({"error": e}).to_string().as_bytes(), Durability::Fsync);
+            let _ = write_atomic(
+                &task_file(&dir, index, "failed"),
+                json!({"error": e}).to_string().as_bytes(),
+                Durability::Fsync,
+            );
             fail(e);
         }
     }
@@ -69,7 +75,12 @@ fn read_sweep(dir: &JobDir) -> Result<(Vec<ObjectDef>, PathBuf), String> {
 
 /// The notebook's side of `%%sweep --on slurm`: writes the definitions, submits the array and,
 /// unless `detach`, follows it to its end.
-pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, detach: bool) -> Result<SweepReport, ComputeError> {
+pub fn submit(
+    job: slurm::follow::Submission,
+    defs: &[ObjectDef],
+    repo: &str,
+    detach: bool,
+) -> Result<SweepReport, ComputeError> {
     let failed = |m: String| ComputeError::Failed(m);
     if defs.is_empty() {
         return Err(failed("the sweep has no definitions".into()));
@@ -81,12 +92,14 @@ pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, de
         "defs": defs.iter().map(|d| json!({"type": d.type_name, "args": d.args})).collect::<Vec<_>>(),
         "repo": repo.display().to_string(),
     });
-    write_atomic(&dir.file("defs.json"), format!("{v:#}\n").as_bytes(), Durability::Fsync).map_err(|e| failed(format!("writing defs.json: {e}")))?;
+    write_atomic(&dir.file("defs.json"), format!("{v:#}\n").as_bytes(), Durability::Fsync)
+        .map_err(|e| failed(format!("writing defs.json: {e}")))?;
     std::fs::create_dir_all(dir.file("tasks")).map_err(|e| failed(format!("creating tasks/: {e}")))?;
     // The array's size is known here, not to the kernel that wrote the script.
     let script = std::fs::read_to_string(dir.file("job.sh")).map_err(|e| failed(format!("reading job.sh: {e}")))?;
     let script = script.replacen('\n', &format!("\n#SBATCH --array=0-{}\n", defs.len() - 1), 1);
-    write_atomic(&dir.file("job.sh"), script.as_bytes(), Durability::Fsync).map_err(|e| failed(format!("writing job.sh: {e}")))?;
+    write_atomic(&dir.file("job.sh"), script.as_bytes(), Durability::Fsync)
+        .map_err(|e| failed(format!("writing job.sh: {e}")))?;
     let id = job.submit()?;
     if detach {
         return Ok(SweepReport { tasks: Vec::new(), repo, seconds: 0.0, job: Some(id) });
@@ -97,7 +110,9 @@ pub fn submit(job: slurm::follow::Submission, defs: &[ObjectDef], repo: &str, de
 /// Waits for the sweep a directory records (`%jobs wait`, also from a new kernel).
 pub fn wait(dir: &str) -> Result<SweepReport, ComputeError> {
     let dir = JobDir::new(dir);
-    let id = dir.slurm_id().ok_or_else(|| ComputeError::Failed(format!("{} records no submitted sweep", dir.path.display())))?;
+    let id = dir
+        .slurm_id()
+        .ok_or_else(|| ComputeError::Failed(format!("{} records no submitted sweep", dir.path.display())))?;
     follow(&dir, id)
 }
 
@@ -105,7 +120,11 @@ pub fn wait(dir: &str) -> Result<SweepReport, ComputeError> {
 fn records(dir: &JobDir, n: usize) -> Vec<Option<Result<Trained, String>>> {
     (0..n)
         .map(|i| {
-            let read = |what| std::fs::read_to_string(task_file(dir, i, what)).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok());
+            let read = |what| {
+                std::fs::read_to_string(task_file(dir, i, what))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            };
             if let Some(v) = read("done") {
                 Some(Ok(Trained {
                     id: v["id"].as_str().unwrap_or_default().to_string(),
@@ -127,8 +146,14 @@ pub fn status(dir: &JobDir) -> String {
     let queued = slurm::array_tasks(id).unwrap_or_default();
     let done = recs.iter().flatten().filter(|r| r.is_ok()).count();
     let failed_rec = recs.iter().flatten().filter(|r| r.is_err()).count();
-    let running = queued.iter().filter(|(i, s)| recs[*i].is_none() && matches!(s, JobState::Running | JobState::Completing)).count();
-    let pending = queued.iter().filter(|(i, s)| recs[*i].is_none() && matches!(s, JobState::Pending | JobState::Configuring)).count();
+    let running = queued
+        .iter()
+        .filter(|(i, s)| recs[*i].is_none() && matches!(s, JobState::Running | JobState::Completing))
+        .count();
+    let pending = queued
+        .iter()
+        .filter(|(i, s)| recs[*i].is_none() && matches!(s, JobState::Pending | JobState::Configuring))
+        .count();
     let lost = defs.len() - done - failed_rec - running - pending;
     format!("sweep: {done}/{} done, {running} running, {pending} pending, {} failed", defs.len(), failed_rec + lost)
 }
@@ -184,7 +209,8 @@ fn follow(dir: &JobDir, id: u64) -> Result<SweepReport, ComputeError> {
                 .enumerate()
                 .map(|(i, (def, r))| {
                     let result = r.unwrap_or_else(|| {
-                        let log = std::fs::read_to_string(dir.path.join("tasks").join(format!("{i}.log"))).unwrap_or_default();
+                        let log = std::fs::read_to_string(dir.path.join("tasks").join(format!("{i}.log")))
+                            .unwrap_or_default();
                         let last = log.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output");
                         Err(format!("ended without a record; its log's last line: {last}"))
                     });

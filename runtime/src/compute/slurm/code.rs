@@ -14,12 +14,12 @@
 //! its inputs.
 
 use crate::compute::context::Requests;
-use crate::compute::{Compute, ComputeError};
-use crate::objects::{Object, ObjectDef};
 use crate::compute::slurm::follow::{follow, status, Submission};
 use crate::compute::slurm::job::{shell_quote, write_error, JobDir, DIR_ENV};
 use crate::compute::slurm::{JobOptions, SbatchArgs};
 use crate::compute::sweep::SweepReport;
+use crate::compute::{Compute, ComputeError};
+use crate::objects::{Object, ObjectDef};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::json;
@@ -109,7 +109,8 @@ impl<O> fmt::Debug for SlurmJob<O> {
 impl<O: DeserializeOwned> SlurmJob<O> {
     /// The job `id` that this notebook (or another, under the same root) submitted from code.
     pub fn attach(id: u64) -> Result<SlurmJob<O>, ComputeError> {
-        let dir = JobOptions::from_env().find_job(id).map_err(|m| ComputeError::Job { name: "KeyError", message: m })?;
+        let dir =
+            JobOptions::from_env().find_job(id).map_err(|m| ComputeError::Job { name: "KeyError", message: m })?;
         Ok(SlurmJob { dir: JobDir::new(dir), id, value: PhantomData })
     }
 
@@ -184,7 +185,12 @@ impl OnSlurm<'_> {
     }
 
     /// [`OnSlurm::sweep`], returning once the array is submitted (its report has the job id).
-    pub fn submit_sweep<T, M, F>(&self, defs: &[ObjectDef], repo: impl AsRef<Path>, f: F) -> Result<SweepReport, ComputeError>
+    pub fn submit_sweep<T, M, F>(
+        &self,
+        defs: &[ObjectDef],
+        repo: impl AsRef<Path>,
+        f: F,
+    ) -> Result<SweepReport, ComputeError>
     where
         T: Object + crate::objects::Build,
         M: Serialize,
@@ -193,7 +199,13 @@ impl OnSlurm<'_> {
         self.sweep_job(defs, repo.as_ref(), f, true)
     }
 
-    fn sweep_job<T, M, F>(&self, defs: &[ObjectDef], repo: &Path, f: F, detach: bool) -> Result<SweepReport, ComputeError>
+    fn sweep_job<T, M, F>(
+        &self,
+        defs: &[ObjectDef],
+        repo: &Path,
+        f: F,
+        detach: bool,
+    ) -> Result<SweepReport, ComputeError>
     where
         T: Object + crate::objects::Build,
         M: Serialize,
@@ -234,7 +246,12 @@ pub fn ship_cell(entry: usize, body_line: u32, request: &str) -> Result<Submissi
 /// Writes a job's directory: the library that holds `entry` (the node calls it there), the
 /// node's program, the request (`request`, with the options merged over `%slurm`'s, the
 /// library and where the entry is in it) and the batch script. Nothing is left on an error.
-fn ship(own: &JobOptions, requests: &Requests, entry: usize, mut request: serde_json::Value) -> Result<Submission, ComputeError> {
+fn ship(
+    own: &JobOptions,
+    requests: &Requests,
+    entry: usize,
+    mut request: serde_json::Value,
+) -> Result<Submission, ComputeError> {
     let failed = |m: String| ComputeError::Failed(m);
     let runner = runner()?;
     let lib = library_of(entry)?;
@@ -253,7 +270,9 @@ fn ship(own: &JobOptions, requests: &Requests, entry: usize, mut request: serde_
     ] {
         request[k] = v;
     }
-    let dir = settings.new_job_dir().map_err(|e| failed(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
+    let dir = settings
+        .new_job_dir()
+        .map_err(|e| failed(format!("creating the job's directory in {}: {e}", settings.notebook_dir().display())))?;
     let jd = JobDir::new(&dir);
     let written = (|| -> std::io::Result<()> {
         std::fs::copy(&lib.path, jd.file(LIBRARY))?;
@@ -368,7 +387,8 @@ where
 /// library from `$DRYML_JOB_DIR` and calls the entry its request names, which writes the job's
 /// records. A library that does not load is recorded as the job's error.
 pub fn run_library() -> Result<(), String> {
-    let dir = JobDir::new(std::env::var_os(DIR_ENV).ok_or_else(|| format!("{DIR_ENV} is not set: job.sh starts this"))?);
+    let dir =
+        JobDir::new(std::env::var_os(DIR_ENV).ok_or_else(|| format!("{DIR_ENV} is not set: job.sh starts this"))?);
     let fail = |m: String| {
         write_error(&dir, "error", &m);
         m
@@ -389,7 +409,9 @@ pub fn run_library() -> Result<(), String> {
             return Err(fail(format!("the node could not load the cell's library: {why}")));
         }
         let mut map: *mut c_void = std::ptr::null_mut();
-        if libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, &mut map as *mut *mut c_void as *mut c_void) != 0 || map.is_null() {
+        if libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, &mut map as *mut *mut c_void as *mut c_void) != 0
+            || map.is_null()
+        {
             return Err(fail("the node could not find where the cell's library was loaded".into()));
         }
         let base = *(map as *const usize);

@@ -5,9 +5,9 @@
 
 use super::job::{End, Finished, JobDir, JobError};
 use super::{cancel, job, submit, Job, JobState};
-use crate::sys::units::size;
 use crate::compute::cell::CellResult;
 use crate::compute::ComputeError;
+use crate::sys::units::size;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
@@ -58,7 +58,9 @@ impl Submission {
         }
         let failed = |what: String| ComputeError::Failed(what);
         for (name, bytes) in &self.inputs {
-            self.dir.write_input(name, bytes).map_err(|e| failed(format!("writing `{name}` to {}: {e}", self.dir.path.display())))?;
+            self.dir
+                .write_input(name, bytes)
+                .map_err(|e| failed(format!("writing `{name}` to {}: {e}", self.dir.path.display())))?;
         }
         let t0 = Instant::now();
         let id = match submit(&self.dir.file("job.sh"), &[]) {
@@ -70,8 +72,14 @@ impl Submission {
             }
         };
         let submit_s = t0.elapsed().as_secs_f64();
-        self.dir.set_slurm_id(id).map_err(|e| failed(format!("recording the job id in {}: {e}", self.dir.path.display())))?;
-        println!("dryml: submitted Slurm job {id} in {:.0} ms; its directory is {}", submit_s * 1000.0, self.dir.path.display());
+        self.dir
+            .set_slurm_id(id)
+            .map_err(|e| failed(format!("recording the job id in {}: {e}", self.dir.path.display())))?;
+        println!(
+            "dryml: submitted Slurm job {id} in {:.0} ms; its directory is {}",
+            submit_s * 1000.0,
+            self.dir.path.display()
+        );
         Ok(id)
     }
 
@@ -102,7 +110,10 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     let mut unanswered: Option<Instant> = None;
     let mut show = |text: String| {
         if text != shown {
-            crate::display::display(&[("text/plain", &text), ("text/html", &state_html(&text))], crate::display::Update::InPlace(&display_id));
+            crate::display::display(
+                &[("text/plain", &text), ("text/html", &state_html(&text))],
+                crate::display::Update::InPlace(&display_id),
+            );
             shown = text;
         }
     };
@@ -117,7 +128,9 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
             };
             return Err(ComputeError::Job {
                 name: "KeyboardInterrupt",
-                message: format!("the interrupt stopped following Slurm job {id} and {how}; the notebook's variables are unchanged"),
+                message: format!(
+                    "the interrupt stopped following Slurm job {id} and {how}; the notebook's variables are unchanged"
+                ),
             });
         }
         offset = pump(dir, offset);
@@ -155,7 +168,9 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
                 }
                 if !over {
                     show(match &j.state {
-                        JobState::Pending => format!("Slurm job {id}: PENDING{} for {:.0} s", reason(j), t0.elapsed().as_secs_f64()),
+                        JobState::Pending => {
+                            format!("Slurm job {id}: PENDING{} for {:.0} s", reason(j), t0.elapsed().as_secs_f64())
+                        }
                         JobState::Running => format!(
                             "Slurm job {id}: RUNNING on {} for {:.0} s",
                             j.nodes,
@@ -174,10 +189,13 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
     }
     pump(dir, offset);
     let end = dir.end();
-    let finished = dir.finished().map_err(|e| ComputeError::Failed(format!("reading the job's result in {}: {e}", dir.path.display())))?;
+    let finished = dir
+        .finished()
+        .map_err(|e| ComputeError::Failed(format!("reading the job's result in {}: {e}", dir.path.display())))?;
     let request = dir.request().unwrap_or(Value::Null);
     let out = outcome(id, last.as_ref(), end.as_ref(), dir.error(), finished, &output_tail(dir), &request);
-    let node = end.as_ref().map(|e| e.node.clone()).or_else(|| last.as_ref().map(|j| j.nodes.clone())).unwrap_or_default();
+    let node =
+        end.as_ref().map(|e| e.node.clone()).or_else(|| last.as_ref().map(|j| j.nodes.clone())).unwrap_or_default();
     let state = match (&out, &last) {
         (Ok(_), _) => "COMPLETED".to_string(),
         (Err(e), Some(j)) if j.state.is_final() => format!("{} ({})", state_name(&j.state), e.name()),
@@ -203,13 +221,21 @@ pub fn follow(dir: &JobDir, id: u64, from: u64) -> Result<Finished, ComputeError
 
 /// ` (Resources)`, or nothing for Slurm's `None`.
 fn reason(j: &Job) -> String {
-    if j.reason.is_empty() || j.reason == "None" { String::new() } else { format!(" ({})", j.reason) }
+    if j.reason.is_empty() || j.reason == "None" {
+        String::new()
+    } else {
+        format!(" ({})", j.reason)
+    }
 }
 
 fn state_name(s: &JobState) -> String {
     match s {
         JobState::Other(o) => o.clone(),
-        s => format!("{s:?}").to_uppercase().replace("OUTOFMEMORY", "OUT_OF_MEMORY").replace("NODEFAIL", "NODE_FAIL").replace("BOOTFAIL", "BOOT_FAIL"),
+        s => format!("{s:?}")
+            .to_uppercase()
+            .replace("OUTOFMEMORY", "OUT_OF_MEMORY")
+            .replace("NODEFAIL", "NODE_FAIL")
+            .replace("BOOTFAIL", "BOOT_FAIL"),
     }
 }
 
@@ -261,10 +287,15 @@ pub fn outcome(
     }
     let err = |name: &'static str, message: String| Err(ComputeError::Job { name, message });
     let state = job.map(|j| j.state.clone());
-    let over_memory = output_tail.contains("Exceeded job memory limit") || output_tail.contains("oom-kill") || output_tail.contains("oom_kill");
+    let over_memory = output_tail.contains("Exceeded job memory limit")
+        || output_tail.contains("oom-kill")
+        || output_tail.contains("oom_kill");
     if state == Some(JobState::OutOfMemory) || over_memory {
         let mem = request["mem"].as_u64().map(|m| format!(" of {}", size(m))).unwrap_or_default();
-        return err("SandboxOutOfMemory", format!("Slurm stopped job {id} for going over its memory limit{mem} (--mem)"));
+        return err(
+            "SandboxOutOfMemory",
+            format!("Slurm stopped job {id} for going over its memory limit{mem} (--mem)"),
+        );
     }
     if state == Some(JobState::Timeout) {
         let limit = request["time"].as_str().map(|t| format!(" ({t})")).unwrap_or_default();
@@ -282,7 +313,12 @@ pub fn outcome(
     }
     let reason = job.map(reason).unwrap_or_default();
     match state {
-        Some(JobState::Cancelled) => return err("SlurmJobCancelled", format!("Slurm job {id} was cancelled (scancel, or by an administrator){reason}")),
+        Some(JobState::Cancelled) => {
+            return err(
+                "SlurmJobCancelled",
+                format!("Slurm job {id} was cancelled (scancel, or by an administrator){reason}"),
+            )
+        }
         Some(JobState::NodeFail) => {
             let node = job.map(|j| j.nodes.as_str()).filter(|n| !n.is_empty()).unwrap_or("its node");
             return err("SlurmNodeFail", format!("Slurm job {id} ended because {node} failed"));
@@ -295,7 +331,10 @@ pub fn outcome(
             return err("SandboxKilled", format!("Slurm job {id}'s program was killed by signal {sig}{by}"));
         }
         if e.exit_code != 0 {
-            return err("SandboxExited", format!("Slurm job {id}'s program exited with code {} before returning", e.exit_code));
+            return err(
+                "SandboxExited",
+                format!("Slurm job {id}'s program exited with code {} before returning", e.exit_code),
+            );
         }
     }
     let what = match (&state, job) {
@@ -308,14 +347,18 @@ pub fn outcome(
 /// `src/lib.rs:L:C` in a message, as `cell line N, column C` where L is in the cell's body
 /// (`request.json` says where the body starts in the cell's library's source).
 fn in_cell_lines(message: &str, request: &Value) -> String {
-    let (Some(first), Some(offset), Some(len)) = (request["body_line"].as_u64(), request["body_offset"].as_u64(), request["body_lines"].as_u64()) else {
+    let (Some(first), Some(offset), Some(len)) =
+        (request["body_line"].as_u64(), request["body_offset"].as_u64(), request["body_lines"].as_u64())
+    else {
         return message.to_string();
     };
     const AT: &str = "src/lib.rs:";
     let Some(at) = message.find(AT) else { return message.to_string() };
     let rest = &message[at + AT.len()..];
     let mut parts = rest.splitn(3, |c: char| !c.is_ascii_digit());
-    let (Some(l), Some(c)) = (parts.next().and_then(|l| l.parse::<u64>().ok()), parts.next().and_then(|c| c.parse::<u64>().ok())) else {
+    let (Some(l), Some(c)) =
+        (parts.next().and_then(|l| l.parse::<u64>().ok()), parts.next().and_then(|c| c.parse::<u64>().ok()))
+    else {
         return message.to_string();
     };
     if l < first || l >= first + len.max(1) {
@@ -338,7 +381,15 @@ pub fn status(dir: &JobDir) -> String {
             s => state_name(&s),
         },
         Ok(j) => {
-            let out = outcome(id, j.as_ref(), dir.end().as_ref(), dir.error(), None, &output_tail(dir), &dir.request().unwrap_or(Value::Null));
+            let out = outcome(
+                id,
+                j.as_ref(),
+                dir.end().as_ref(),
+                dir.error(),
+                None,
+                &output_tail(dir),
+                &dir.request().unwrap_or(Value::Null),
+            );
             match out {
                 Err(e) => e.name().to_string(),
                 Ok(_) => "COMPLETED".into(),
@@ -403,25 +454,56 @@ mod tests {
     #[test]
     fn ends_map_to_sandbox_errors() {
         let req = json!({"time": "0-00:01:00", "mem": 64 << 20});
-        let at = |s: JobState, end: Option<End>, e: Option<JobError>, tail: &str| name_and_message(outcome(7, Some(&job(s, "x")), end.as_ref(), e, None, tail, &req));
-        assert_eq!(at(JobState::Timeout, None, None, ""), ("SandboxTimedOut".into(), "Slurm stopped job 7 at its time limit (0-00:01:00)".into()));
+        let at = |s: JobState, end: Option<End>, e: Option<JobError>, tail: &str| {
+            name_and_message(outcome(7, Some(&job(s, "x")), end.as_ref(), e, None, tail, &req))
+        };
+        assert_eq!(
+            at(JobState::Timeout, None, None, ""),
+            ("SandboxTimedOut".into(), "Slurm stopped job 7 at its time limit (0-00:01:00)".into())
+        );
         assert_eq!(at(JobState::OutOfMemory, None, None, "").0, "SandboxOutOfMemory");
         // jobacct_gather's enforcement (no cgroups) ends the job FAILED, and says why in the output.
         let (n, m) = at(JobState::Failed, None, None, "slurmstepd-vm: error: Exceeded job memory limit\n");
-        assert_eq!((n.as_str(), m.as_str()), ("SandboxOutOfMemory", "Slurm stopped job 7 for going over its memory limit of 64.0 MiB (--mem)"));
-        assert_eq!(at(JobState::Failed, None, Some(JobError::Panic("boom at src/lib.rs:9:5".into())), ""), ("SandboxPanicked".into(), "Slurm job 7 panicked: boom at src/lib.rs:9:5".into()));
+        assert_eq!(
+            (n.as_str(), m.as_str()),
+            ("SandboxOutOfMemory", "Slurm stopped job 7 for going over its memory limit of 64.0 MiB (--mem)")
+        );
+        assert_eq!(
+            at(JobState::Failed, None, Some(JobError::Panic("boom at src/lib.rs:9:5".into())), ""),
+            ("SandboxPanicked".into(), "Slurm job 7 panicked: boom at src/lib.rs:9:5".into())
+        );
         let cell = json!({"body_line": 8, "body_offset": 1, "body_lines": 3});
-        let (_, m) = name_and_message(outcome(7, None, None, Some(JobError::Panic("boom at src/lib.rs:9:5".into())), None, "", &cell));
+        let (_, m) = name_and_message(outcome(
+            7,
+            None,
+            None,
+            Some(JobError::Panic("boom at src/lib.rs:9:5".into())),
+            None,
+            "",
+            &cell,
+        ));
         assert_eq!(m, "Slurm job 7 panicked: boom at cell line 3, column 5");
         assert_eq!(at(JobState::Failed, None, Some(JobError::Error("\"bad\"".into())), "").0, "SandboxFailed");
         assert_eq!(at(JobState::Cancelled, None, None, "").0, "SlurmJobCancelled");
-        assert_eq!(at(JobState::NodeFail, None, None, ""), ("SlurmNodeFail".into(), "Slurm job 7 ended because n3 failed".into()));
+        assert_eq!(
+            at(JobState::NodeFail, None, None, ""),
+            ("SlurmNodeFail".into(), "Slurm job 7 ended because n3 failed".into())
+        );
         let killed = End { exit_code: 139, signal: Some(11), terminated: false, node: "n3".into(), seconds: 1.0 };
         assert_eq!(at(JobState::Failed, Some(killed), None, "").0, "SandboxKilled");
         let exited = End { exit_code: 4, signal: None, terminated: false, node: "n3".into(), seconds: 1.0 };
         assert_eq!(at(JobState::Failed, Some(exited), None, "").0, "SandboxExited");
-        assert_eq!(at(JobState::BootFail, None, None, ""), ("SlurmJobEnded".into(), "Slurm job 7 ended as BOOT_FAIL (x), without a result".into()));
+        assert_eq!(
+            at(JobState::BootFail, None, None, ""),
+            ("SlurmJobEnded".into(), "Slurm job 7 ended as BOOT_FAIL (x), without a result".into())
+        );
         let (n, m) = name_and_message(outcome(7, None, None, None, None, "", &req));
-        assert_eq!((n.as_str(), m.as_str()), ("SlurmJobEnded", "Slurm job 7 is no longer known to the controller and left no end record, without a result"));
+        assert_eq!(
+            (n.as_str(), m.as_str()),
+            (
+                "SlurmJobEnded",
+                "Slurm job 7 is no longer known to the controller and left no end record, without a result"
+            )
+        );
     }
 }

@@ -62,7 +62,8 @@ impl JobDir {
     /// The kernel's description of the job: the cell, requests, options, variables in and out.
     pub fn request(&self) -> io::Result<Value> {
         let text = std::fs::read_to_string(self.file("request.json"))?;
-        serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("request.json: {e}")))
+        serde_json::from_str(&text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("request.json: {e}")))
     }
 
     pub fn write_request(&self, request: &Value) -> io::Result<()> {
@@ -72,7 +73,8 @@ impl JobDir {
     /// Writes `job.sh` under `options`: a sweep's array script or a single job's.
     pub fn write_script(&self, sweep: bool, options: &[String]) -> io::Result<()> {
         let name = format!("dryml-{}", super::notebook_name());
-        let script = if sweep { array_script(&self.path, &name, options) } else { batch_script(&self.path, &name, options) };
+        let script =
+            if sweep { array_script(&self.path, &name, options) } else { batch_script(&self.path, &name, options) };
         write_atomic(&self.file("job.sh"), script.as_bytes(), Durability::Fsync)
     }
 
@@ -126,7 +128,8 @@ impl JobDir {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let v: Value = serde_json::from_str(&text).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("result.json: {e}")))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("result.json: {e}")))?;
         let mut updates = Vec::new();
         for name in v["updates"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             updates.push((name.to_string(), std::fs::read(self.var_file("updates", name))?));
@@ -160,18 +163,21 @@ impl Io {
     pub fn input<T: DeserializeOwned>(&mut self, name: &str) -> Result<T, CellError> {
         let bytes = std::fs::read(self.dir.var_file("inputs", name))
             .map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))?;
-        rmp_serde::from_slice(&bytes).map_err(|e| CellError::new(format!("the notebook's variable `{name}` did not deserialize: {e}")))
+        rmp_serde::from_slice(&bytes)
+            .map_err(|e| CellError::new(format!("the notebook's variable `{name}` did not deserialize: {e}")))
     }
 
     /// The notebook's variable `name` as it was sent (see [`crate::compute::carry`]).
     pub fn input_bytes(&mut self, name: &str) -> Result<Vec<u8>, CellError> {
-        std::fs::read(self.dir.var_file("inputs", name)).map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))
+        std::fs::read(self.dir.var_file("inputs", name))
+            .map_err(|e| CellError::new(format!("reading the notebook's variable `{name}`: {e}")))
     }
 
     /// Sends bytes [`crate::compute::carry::Out`] made back as the notebook's variable `name`.
     pub fn update_bytes(&mut self, name: &str, encoded: Result<Vec<u8>, String>) -> Result<(), CellError> {
         let bytes = encoded.map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
-        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
+        std::fs::create_dir_all(self.dir.file("updates"))
+            .map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         write_atomic(&self.dir.var_file("updates", name), &bytes, Durability::Fsync)
             .map_err(|e| CellError::new(format!("--update {name}: writing it: {e}")))?;
         self.updates.push(name.to_string());
@@ -180,8 +186,10 @@ impl Io {
 
     /// Sends `value` back as the notebook's variable `name` (`--update`).
     pub fn update<T: Serialize>(&mut self, name: &str, value: &T) -> Result<(), CellError> {
-        let bytes = rmp_serde::to_vec(value).map_err(|e| CellError::new(format!("--update {name}: the value does not serialize: {e}")))?;
-        std::fs::create_dir_all(self.dir.file("updates")).map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
+        let bytes = rmp_serde::to_vec(value)
+            .map_err(|e| CellError::new(format!("--update {name}: the value does not serialize: {e}")))?;
+        std::fs::create_dir_all(self.dir.file("updates"))
+            .map_err(|e| CellError::new(format!("--update {name}: {e}")))?;
         write_atomic(&self.dir.var_file("updates", name), &bytes, Durability::Fsync)
             .map_err(|e| CellError::new(format!("--update {name}: writing it: {e}")))?;
         self.updates.push(name.to_string());
@@ -201,7 +209,8 @@ impl Io {
             "peak_rss": crate::sys::procfs::status(std::process::id(), ["VmHWM:"])[0],
             "seconds": self.t0.elapsed().as_secs_f64(),
         });
-        if let Err(e) = write_atomic(&self.dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync) {
+        if let Err(e) = write_atomic(&self.dir.file("result.json"), format!("{result}\n").as_bytes(), Durability::Fsync)
+        {
             eprintln!("dryml: writing result.json: {e}");
             crate::compute::ending::exit_now(1);
         }
@@ -238,7 +247,9 @@ pub(crate) fn end_without_unwinding(record: impl Fn(&str, &str) + Send + Sync + 
                 eprintln!("thread '{thread}' panicked{place}:\n{message}");
                 ("panic", panic_text(&message, &at), 101)
             }
-            Early::Unwound { .. } => ("panic", "the job's code unwound without a panic (std::panic::resume_unwind)".to_string(), 101),
+            Early::Unwound { .. } => {
+                ("panic", "the job's code unwound without a panic (std::panic::resume_unwind)".to_string(), 101)
+            }
             Early::Returned(e) => {
                 let m = e.unwrap_or_else(|| "the job's code returned early".into());
                 eprintln!("Error: {m}");
@@ -320,7 +331,10 @@ pub fn array_script(dir: &Path, name: &str, options: &[String]) -> String {
 /// A batch script's first lines: the shell, the job's name, where its output goes, its options.
 fn script_header(name: &str, output: &Path, options: &[String]) -> String {
     let mut s = String::from("#!/bin/bash\n");
-    s.push_str(&format!("#SBATCH --job-name={}\n", name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")));
+    s.push_str(&format!(
+        "#SBATCH --job-name={}\n",
+        name.replace(|c: char| !(c.is_alphanumeric() || "-_.".contains(c)), "_")
+    ));
     s.push_str(&format!("#SBATCH --output={}\n", output.display()));
     for o in options {
         s.push_str(&format!("#SBATCH {o}\n"));
@@ -346,8 +360,15 @@ mod tests {
         assert!(dir.finished().unwrap().is_none() && dir.end().is_none() && dir.slurm_id().is_none());
         dir.set_slurm_id(42).unwrap();
         assert_eq!(dir.slurm_id(), Some(42));
-        std::fs::write(dir.file("end.json"), r#"{"exit_code": 137, "terminated": false, "node": "n1", "seconds": 1.5}"#).unwrap();
-        assert_eq!(dir.end().unwrap(), End { exit_code: 137, signal: Some(9), terminated: false, node: "n1".into(), seconds: 1.5 });
+        std::fs::write(
+            dir.file("end.json"),
+            r#"{"exit_code": 137, "terminated": false, "node": "n1", "seconds": 1.5}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            dir.end().unwrap(),
+            End { exit_code: 137, signal: Some(9), terminated: false, node: "n1".into(), seconds: 1.5 }
+        );
         write_error(&dir, "panic", "boom at src/lib.rs:3:1");
         assert_eq!(dir.error(), Some(JobError::Panic("boom at src/lib.rs:3:1".into())));
         let mut io = Io { dir: dir.clone(), updates: Vec::new(), shown: None, t0: Instant::now() };
@@ -355,12 +376,19 @@ mod tests {
         dir.write_input("w", &rmp_serde::to_vec(&7u32).unwrap()).unwrap();
         assert_eq!(io.input::<u32>("w").ok(), Some(7));
         assert!(io.input::<u32>("nope").err().unwrap().0.starts_with("reading the notebook's variable `nope`"));
-        std::fs::write(dir.file("result.json"), r#"{"updates": ["w"], "shown": "3", "peak_rss": 1024, "seconds": 0.5}"#).unwrap();
+        std::fs::write(
+            dir.file("result.json"),
+            r#"{"updates": ["w"], "shown": "3", "peak_rss": 1024, "seconds": 0.5}"#,
+        )
+        .unwrap();
         let mut f = dir.finished().unwrap().unwrap();
         assert_eq!(f.result.take::<Vec<f64>>("w").unwrap(), vec![1.5, 2.0]);
         assert_eq!((f.result.shown().0, f.peak_rss), ("3".to_string(), 1024));
         let script = batch_script(&tmp, "my cell", &["--cpus-per-task=2".into()]);
-        assert!(script.contains("#SBATCH --job-name=my_cell\n") && script.contains("#SBATCH --cpus-per-task=2\n"), "{script}");
+        assert!(
+            script.contains("#SBATCH --job-name=my_cell\n") && script.contains("#SBATCH --cpus-per-task=2\n"),
+            "{script}"
+        );
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 }

@@ -19,13 +19,19 @@ fn tensors_round_trip_bit_for_bit_and_keep_the_batch() {
     let batched = Dataset::from_vec(rows.clone()).batch(3, false).unwrap();
     let tensors = batched.to_candle();
     assert_eq!((tensors.len(), tensors.batch_size()), (batched.len(), Some(3)), "batched as it was");
-    let shapes: Vec<(Vec<usize>, Vec<usize>, DType)> = tensors.collect().unwrap().iter().map(|t| (t.x.dims().to_vec(), t.y.dims().to_vec(), t.x.dtype())).collect();
-    assert_eq!(shapes, [(vec![3, 6], vec![3], DType::F32), (vec![3, 6], vec![3], DType::F32), (vec![1, 6], vec![1], DType::F32)]);
+    let shapes: Vec<(Vec<usize>, Vec<usize>, DType)> =
+        tensors.collect().unwrap().iter().map(|t| (t.x.dims().to_vec(), t.y.dims().to_vec(), t.x.dtype())).collect();
+    assert_eq!(
+        shapes,
+        [(vec![3, 6], vec![3], DType::F32), (vec![3, 6], vec![3], DType::F32), (vec![1, 6], vec![1], DType::F32)]
+    );
     let back = tensors.from_candle::<Xy<Array2<f32>, Array1<i64>>>().unbatch().unwrap().collect().unwrap();
     assert_eq!(bits(&back), bits(&rows));
     // Every dtype a leaf can be, unbatched and indexed too.
-    let mixed = Dataset::from_vec(vec![(array![1.5f64, -2.0], array![[1u8, 255]], 7i32, 9u32)]).map(|(a, b, c, d)| Xy { x: Indexed { i: c, e: a }, y: Indexed { i: d, e: b } });
-    let again = mixed.to_candle().from_candle::<Xy<Indexed<i32, Array1<f64>>, Indexed<u32, Array2<u8>>>>().collect().unwrap();
+    let mixed = Dataset::from_vec(vec![(array![1.5f64, -2.0], array![[1u8, 255]], 7i32, 9u32)])
+        .map(|(a, b, c, d)| Xy { x: Indexed { i: c, e: a }, y: Indexed { i: d, e: b } });
+    let again =
+        mixed.to_candle().from_candle::<Xy<Indexed<i32, Array1<f64>>, Indexed<u32, Array2<u8>>>>().collect().unwrap();
     assert_eq!(again, mixed.collect().unwrap());
     // A view that is not in standard layout goes over in its logical order.
     let t = array![[1.0f32, 2.0], [3.0, 4.0]].reversed_axes().to_candle().unwrap();
@@ -56,7 +62,11 @@ fn tch_and_candle_agree_bit_for_bit() {
     let from_candle_to_tch = data.to_candle().from_candle::<Xy<Array2<f32>, Array1<i64>>>().to_tch();
     for (a, b) in from_candle_to_tch.collect().unwrap().iter().zip(data.to_tch().collect().unwrap()) {
         assert_eq!((a.x.size(), a.x.kind()), (b.x.size(), b.x.kind()));
-        let (va, vb) = (Vec::<f32>::try_from(a.x.flatten(0, -1)).unwrap(), Vec::<f32>::try_from(b.x.flatten(0, -1)).unwrap());
-        assert_eq!(va.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), vb.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+        let (va, vb) =
+            (Vec::<f32>::try_from(a.x.flatten(0, -1)).unwrap(), Vec::<f32>::try_from(b.x.flatten(0, -1)).unwrap());
+        assert_eq!(
+            va.iter().map(|f| f.to_bits()).collect::<Vec<_>>(),
+            vb.iter().map(|f| f.to_bits()).collect::<Vec<_>>()
+        );
     }
 }

@@ -79,14 +79,24 @@ fn a_bad_file_or_folder_is_named() {
     let corrupt = f.data.skip(5).collect().unwrap_err().to_string();
     assert!(corrupt.starts_with(&format!("{}: element 5: ", root.join("b/2.png").display())), "{corrupt}");
     // A size asked for that no file has.
-    let e = folder(&root, &ImageOptions { size: Some((8, 8)), ..Default::default() }).unwrap().data.peek().unwrap_err().to_string();
+    let e = folder(&root, &ImageOptions { size: Some((8, 8)), ..Default::default() })
+        .unwrap()
+        .data
+        .peek()
+        .unwrap_err()
+        .to_string();
     assert!(e.ends_with("element 0: the image is 4×4 pixels; the folder's images are 8×8"), "{e}");
     // Folders that hold no images.
     let empty = scratch();
-    assert_eq!(folder(&empty, &ImageOptions::default()).unwrap_err().to_string(),
-               format!("{}: no class folders: an image folder holds one folder of images per class", empty.display()));
+    assert_eq!(
+        folder(&empty, &ImageOptions::default()).unwrap_err().to_string(),
+        format!("{}: no class folders: an image folder holds one folder of images per class", empty.display())
+    );
     std::fs::create_dir_all(empty.join("c")).unwrap();
-    assert!(folder(&empty, &ImageOptions::default()).unwrap_err().to_string().contains("no .png or .jpg files in its 1 class folders"));
+    assert!(folder(&empty, &ImageOptions::default())
+        .unwrap_err()
+        .to_string()
+        .contains("no .png or .jpg files in its 1 class folders"));
     let missing = folder(root.join("nowhere"), &ImageOptions::default()).unwrap_err().to_string();
     assert!(missing.starts_with(&format!("{}: ", root.join("nowhere").display())), "{missing}");
     std::fs::remove_dir_all(&root).unwrap();

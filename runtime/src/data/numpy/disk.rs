@@ -114,7 +114,11 @@ impl Header {
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
-            .map(|s| s.trim_end_matches('L').parse::<usize>().map_err(|_| format!("its shape ({shape}) is not a list of sizes")))
+            .map(|s| {
+                s.trim_end_matches('L')
+                    .parse::<usize>()
+                    .map_err(|_| format!("its shape ({shape}) is not a list of sizes"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Header { dtype, fortran, shape, data_at: (at + len) as u64 })
     }

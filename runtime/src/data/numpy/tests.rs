@@ -100,7 +100,12 @@ fn an_npy_read_where_it_lies_gives_what_reading_it_whole_gives() {
     let bytes = std::fs::read(d.join("f32.npy")).unwrap();
     std::fs::write(d.join("cut.npy"), &bytes[..bytes.len() - 3]).unwrap();
     let e = rows_on_disk(d.join("cut.npy")).unwrap_err().to_string();
-    assert!(e.contains("cut.npy: the file is cut: its header promises 592 bytes of values (shape [37, 4]) and it holds 589"), "{e}");
+    assert!(
+        e.contains(
+            "cut.npy: the file is cut: its header promises 592 bytes of values (shape [37, 4]) and it holds 589"
+        ),
+        "{e}"
+    );
     Array2::<f32>::zeros((3, 2)).reversed_axes().write_npy(create("fortran.npy")).unwrap();
     let e = rows_on_disk(d.join("fortran.npy")).unwrap_err().to_string();
     assert!(e.contains("fortran.npy: its values are in Fortran order"), "{e}");
@@ -119,7 +124,12 @@ fn an_npy_read_where_it_lies_gives_what_reading_it_whole_gives() {
     assert!(e.ends_with("text.npy: not a .npy file: it does not start with numpy's header"), "{e}");
     // A file that shrinks under a dataset: the pass that reaches the lost rows says which.
     let lies = rows_on_disk(d.join("f32.npy")).unwrap();
-    std::fs::OpenOptions::new().write(true).open(d.join("f32.npy")).unwrap().set_len(bytes.len() as u64 - 16 * 20).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("f32.npy"))
+        .unwrap()
+        .set_len(bytes.len() as u64 - 16 * 20)
+        .unwrap();
     let e = lies.collect().unwrap_err().to_string();
     assert!(e.contains("f32.npy: element 17: failed to fill whole buffer"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();

@@ -54,18 +54,43 @@ fn bad_columns_files_and_values_are_named() {
     let path = write(table(10), 10);
     let shown = path.display().to_string();
     let err = |r: Result<Dataset<Xy<Array1<f32>, usize>>, DataError>| r.map(|_| ()).unwrap_err().to_string();
-    assert_eq!(err(xy::<usize>(&path, &["a", "name"], "label")), format!("{shown}: column `name` holds Utf8; a feature column must hold numbers"));
-    assert_eq!(err(xy::<usize>(&path, &["a"], "b")), format!("{shown}: column `b` holds Float64; the target column must hold integers (classes)"));
-    assert_eq!(err(xy::<usize>(&path, &["a"], "class")), format!("{shown}: has no column `class` (it has a, label, b, name)"));
+    assert_eq!(
+        err(xy::<usize>(&path, &["a", "name"], "label")),
+        format!("{shown}: column `name` holds Utf8; a feature column must hold numbers")
+    );
+    assert_eq!(
+        err(xy::<usize>(&path, &["a"], "b")),
+        format!("{shown}: column `b` holds Float64; the target column must hold integers (classes)")
+    );
+    assert_eq!(
+        err(xy::<usize>(&path, &["a"], "class")),
+        format!("{shown}: has no column `class` (it has a, label, b, name)")
+    );
     // Every column but the target, by default: here one of them is text.
     assert!(err(xy::<usize>(&path, &[], "label")).contains("column `name` holds Utf8"));
     // A negative class and a null, named by row.
-    let neg = write(vec![("a", Arc::new(Float32Array::from(vec![1.0, 2.0])) as ArrayRef), ("y", Arc::new(Int64Array::from(vec![0, -2])) as ArrayRef)], 2);
-    assert_eq!(xy::<usize>(&neg, &[], "y").unwrap().collect().unwrap_err().to_string(),
-               format!("{}: column `y`, row 1: -2 is not a class (0 or more)", neg.display()));
-    let null = write(vec![("a", Arc::new(Float32Array::from(vec![Some(1.0), None])) as ArrayRef), ("y", Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef)], 2);
-    assert_eq!(xy::<usize>(&null, &[], "y").unwrap().collect().unwrap_err().to_string(),
-               format!("{}: column `a`, row 1: null, and every row needs a number", null.display()));
+    let neg = write(
+        vec![
+            ("a", Arc::new(Float32Array::from(vec![1.0, 2.0])) as ArrayRef),
+            ("y", Arc::new(Int64Array::from(vec![0, -2])) as ArrayRef),
+        ],
+        2,
+    );
+    assert_eq!(
+        xy::<usize>(&neg, &[], "y").unwrap().collect().unwrap_err().to_string(),
+        format!("{}: column `y`, row 1: -2 is not a class (0 or more)", neg.display())
+    );
+    let null = write(
+        vec![
+            ("a", Arc::new(Float32Array::from(vec![Some(1.0), None])) as ArrayRef),
+            ("y", Arc::new(Int64Array::from(vec![0, 1])) as ArrayRef),
+        ],
+        2,
+    );
+    assert_eq!(
+        xy::<usize>(&null, &[], "y").unwrap().collect().unwrap_err().to_string(),
+        format!("{}: column `a`, row 1: null, and every row needs a number", null.display())
+    );
     // Not a Parquet file, or cut short.
     let cut = std::env::temp_dir().join(format!("dryml-{}.parquet", crate::objects::uuid_v4()));
     std::fs::write(&cut, &std::fs::read(&path).unwrap()[..100]).unwrap();

@@ -57,13 +57,26 @@ fn groups_from_a_repo_read_the_metrics_a_sweep_kept() {
         obj.meta.metrics = Some(serde_json::json!({"test": {"accuracy": acc}}));
         repo.add(&obj).unwrap();
     }
-    let c = Comparison::from_repo(&repo, "test.accuracy", &[("k=1", Selector::of("Scored").arg("k", 1.into())), ("k=2", Selector::of("Scored").arg("k", 2.into()))]).unwrap();
+    let c = Comparison::from_repo(
+        &repo,
+        "test.accuracy",
+        &[("k=1", Selector::of("Scored").arg("k", 1.into())), ("k=2", Selector::of("Scored").arg("k", 2.into()))],
+    )
+    .unwrap();
     let s = c.summaries();
     assert_eq!((s[0].n, s[0].mean, s[1].mean), (2, 0.6, 0.9));
     let best = c.best().unwrap();
-    assert_eq!(repo.by_id(&best.1).unwrap().downcast_ref::<Scored>().unwrap().args.k, 2, "the best comes back by its id");
+    assert_eq!(
+        repo.by_id(&best.1).unwrap().downcast_ref::<Scored>().unwrap().args.k,
+        2,
+        "the best comes back by its id"
+    );
     let e = Comparison::from_repo(&repo, "loss", &[("all", Selector::of("Scored"))]).unwrap_err();
-    assert!(e.to_string().starts_with("compare: Scored ") && e.to_string().contains("(in `all`) has no number `loss`: it has metrics {\"test\""), "{e}");
+    assert!(
+        e.to_string().starts_with("compare: Scored ")
+            && e.to_string().contains("(in `all`) has no number `loss`: it has metrics {\"test\""),
+        "{e}"
+    );
     let e = Comparison::from_repo(&repo, "test.accuracy", &[("none", Selector::of("Nothing"))]).unwrap_err();
     assert!(e.to_string().contains("`none` selects no object"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -7,7 +7,9 @@ use crate::models::{Model, TrainSpec};
 use serde_json::{json, Value};
 
 fn net(training: Value) -> CandleClassifier {
-    CandleClassifier::new(json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adam", "lr": 0.02}, "training": training}))
+    CandleClassifier::new(
+        json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adam", "lr": 0.02}, "training": training}),
+    )
 }
 
 #[test]
@@ -15,7 +17,9 @@ fn history_hears_every_epoch_with_its_losses() {
     let (train, _) = iris_split(1);
     let mut history = History::default();
     let mut spec = TrainSpec::epochs(0);
-    net(json!({"epochs": 12, "batch_size": 16, "validation_split": 0.2})).train_with(&train, &mut spec, &mut [&mut history]).unwrap();
+    net(json!({"epochs": 12, "batch_size": 16, "validation_split": 0.2}))
+        .train_with(&train, &mut spec, &mut [&mut history])
+        .unwrap();
     assert_eq!(history.epochs.iter().map(|e| e.epoch).collect::<Vec<_>>(), (1..=12).collect::<Vec<u64>>());
     let (tl, vl) = (history.train_losses(), history.val_losses());
     assert_eq!((tl.len(), vl.len()), (12, 12), "a training loss and a validation loss every epoch");
@@ -36,7 +40,11 @@ fn a_callback_that_says_stop_ends_the_training_there_for_good() {
     let mut heard = 0;
     let mut stop_at_3 = |e: &crate::models::training::Epoch| {
         heard += 1;
-        if e.epoch == 3 { Control::Stop } else { Control::Continue }
+        if e.epoch == 3 {
+            Control::Stop
+        } else {
+            Control::Continue
+        }
     };
     let mut spec = TrainSpec::epochs(0);
     model.train_with(&train, &mut spec, &mut [&mut stop_at_3]).unwrap();

@@ -1,8 +1,8 @@
 //! Tests of candle's networks: definitions and a user's own, on iris and diabetes.
 
 use super::*;
-use crate::models::{Model, TrainSpec};
 use crate::models::eval;
+use crate::models::{Model, TrainSpec};
 use serde_json::json;
 
 fn def(training: Value) -> Value {
@@ -12,7 +12,8 @@ fn def(training: Value) -> Value {
 #[test]
 fn a_candle_network_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
     let args = def(json!({"epochs": 40, "batch_size": 16}));
-    let (obj, _, spec) = crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &args, 1, 0.9);
+    let (obj, _, spec) =
+        crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &args, 1, 0.9);
     assert_eq!(spec, TrainSpec { epochs: 40, epoch: 40, step: 280 });
     // One definition, one network: a second build trains to the same scores.
     let (train, test) = crate::models::testing::iris_split(1);
@@ -26,24 +27,38 @@ fn a_candle_network_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
 fn a_killed_adamw_training_resumes_to_the_same_bits() {
     let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adamw", "lr": 0.02},
                       "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_adamw_training_resumes_to_the_same_bits", args);
+    crate::models::testing::killed_and_resumed::<CandleClassifier>(
+        "models::candle::tests::a_killed_adamw_training_resumes_to_the_same_bits",
+        args,
+    );
 }
 
 #[test]
 fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
     let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
                       "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<CandleClassifier>("models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
+    crate::models::testing::killed_and_resumed::<CandleClassifier>(
+        "models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits",
+        args,
+    );
 }
 
 #[test]
 fn a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits() {
-    let cnn = |training| json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
+    let cnn = |training| {
+        json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
                                           {"max_pool": 1}, {"avg_pool": 1}, "flatten", {"dropout": 0.1}, {"linear": 16}, "tanh", {"linear": 3}],
-                               "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
-    let test = "models::candle::tests::a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits";
+                               "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
+    };
+    let test =
+        "models::candle::tests::a_cnn_definition_trains_and_scores_the_same_reloaded_and_resumes_to_the_same_bits";
     if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-        crate::models::testing::floor_and_reload::<CandleClassifier>("CandleClassifier", &cnn(json!({"epochs": 40, "batch_size": 16})), 1, 0.85);
+        crate::models::testing::floor_and_reload::<CandleClassifier>(
+            "CandleClassifier",
+            &cnn(json!({"epochs": 40, "batch_size": 16})),
+            1,
+            0.85,
+        );
     }
     crate::models::testing::killed_and_resumed::<CandleClassifier>(test, cnn(json!({"epochs": 30, "batch_size": 16})));
 }
@@ -71,10 +86,16 @@ crate::models::testing::resumable!(CandleModel<Mlp>);
 #[test]
 fn a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits() {
     let own = |training| json!({"width": 16, "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
-    let test = "models::candle::tests::a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits";
+    let test =
+        "models::candle::tests::a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits";
     CandleModel::<Mlp>::register();
     if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-        crate::models::testing::floor_and_reload::<CandleModel<Mlp>>("tests.CandleMlp", &own(json!({"epochs": 40, "batch_size": 16})), 1, 0.9);
+        crate::models::testing::floor_and_reload::<CandleModel<Mlp>>(
+            "tests.CandleMlp",
+            &own(json!({"epochs": 40, "batch_size": 16})),
+            1,
+            0.9,
+        );
         // candle cannot seed its initialisation; dryml draws it again from the seed.
         let (train, _) = crate::models::testing::iris_split(1);
         let first = |seed: u64| {
@@ -95,7 +116,10 @@ fn a_candle_regressor_learns_diabetes_below_its_ceiling_and_scores_the_same_relo
     let mse = crate::models::testing::ceiling_and_reload::<CandleRegressor>("CandleRegressor", &args, 1, 0.7);
     eprintln!("CandleRegressor on diabetes: held-out MSE {mse:.3} (in spreads)");
     let (train, _) = crate::models::testing::diabetes_split(1);
-    let e = CandleRegressor::new(json!({"layers": [{"linear": 2}]})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    let e = CandleRegressor::new(json!({"layers": [{"linear": 2}]}))
+        .train(&train, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "CandleRegressor: each target has 1 value(s) and the network gives 2 outputs: make its last layer {\"linear\": 1}");
 }
 
@@ -104,7 +128,10 @@ fn candle_errors_name_what_and_where() {
     let train = crate::models::linfa::iris().take(20);
     let mut m = CandleClassifier::new(json!({"layers": [{"linear": 3}], "training": {"epochs": 1}}));
     m.train(&train, &mut TrainSpec::epochs(0)).unwrap();
-    assert_eq!(m.predict(&Array1::zeros(2)).unwrap_err().to_string(), "CandleClassifier: elements have 2 features; the network takes 4");
+    assert_eq!(
+        m.predict(&Array1::zeros(2)).unwrap_err().to_string(),
+        "CandleClassifier: elements have 2 features; the network takes 4"
+    );
 }
 
 /// Several inputs by name: each measure's name, its value.
@@ -117,7 +144,8 @@ impl CandleNet<std::collections::BTreeMap<String, Array1<f32>>> for Measures {
         Ok(Measures(hidden, candle_nn::linear(16, 3, vb.pp("out")).map_err(|e| e.to_string())?))
     }
     fn forward_t(&self, xs: &std::collections::BTreeMap<String, Tensor>, _train: bool) -> candle_core::Result<Tensor> {
-        let columns: Vec<&Tensor> = ["petal_length", "petal_width", "sepal_length", "sepal_width"].iter().map(|k| &xs[*k]).collect();
+        let columns: Vec<&Tensor> =
+            ["petal_length", "petal_width", "sepal_length", "sepal_width"].iter().map(|k| &xs[*k]).collect();
         self.1.forward(&self.0.forward(&Tensor::cat(&columns, 1)?)?.relu()?)
     }
 }
@@ -127,8 +155,18 @@ fn a_users_candle_network_takes_its_inputs_by_name() {
     type ByName = std::collections::BTreeMap<String, Array1<f32>>;
     CandleModel::<Measures, usize, ByName>::register();
     let by_name = |x: Array1<f32>| -> ByName {
-        ["sepal_length", "sepal_width", "petal_length", "petal_width"].iter().zip(x).map(|(k, v)| (k.to_string(), Array1::from_elem(1, v))).collect()
+        ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+            .iter()
+            .zip(x)
+            .map(|(k, v)| (k.to_string(), Array1::from_elem(1, v)))
+            .collect()
     };
     let args = json!({"optimizer": {"type": "adam", "lr": 0.02}, "training": {"epochs": 40, "batch_size": 16}});
-    crate::models::testing::floor_and_reload_as::<CandleModel<Measures, usize, ByName>>("tests.CandleNamed", &args, 1, 0.9, by_name);
+    crate::models::testing::floor_and_reload_as::<CandleModel<Measures, usize, ByName>>(
+        "tests.CandleNamed",
+        &args,
+        1,
+        0.9,
+        by_name,
+    );
 }

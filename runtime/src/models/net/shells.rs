@@ -36,7 +36,7 @@ macro_rules! defined_model {
 
             /// Every parameter of its network by name, sorted, with its shape and values
             /// (empty before it is built): the weights, exact to the bit.
-            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+            pub fn parameters(&self) -> Result<crate::models::net::Named, crate::models::ModelError> {
                 self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
             }
 
@@ -152,7 +152,7 @@ macro_rules! own_model {
             }
 
             /// Every parameter of its network by name, sorted, with its shape and values.
-            pub fn parameters(&self) -> Result<crate::models::optim::Named, crate::models::ModelError> {
+            pub fn parameters(&self) -> Result<crate::models::net::Named, crate::models::ModelError> {
                 self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
             }
 

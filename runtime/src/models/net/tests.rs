@@ -14,25 +14,62 @@ fn a_cnn_definition_gives_each_layer_its_shape() {
                      {"dropout": 0.25}, {"linear": 10}]);
     let got = shapes(cnn, 64).unwrap();
     use Shape::{Flat, Image};
-    assert_eq!(got, vec![Flat(64), Image([1, 8, 8]), Image([8, 8, 8]), Image([8, 8, 8]), Image([8, 8, 8]), Image([8, 4, 4]),
-                         Image([16, 1, 1]), Image([16, 1, 1]), Flat(16), Flat(16), Flat(10)]);
+    assert_eq!(
+        got,
+        vec![
+            Flat(64),
+            Image([1, 8, 8]),
+            Image([8, 8, 8]),
+            Image([8, 8, 8]),
+            Image([8, 8, 8]),
+            Image([8, 4, 4]),
+            Image([16, 1, 1]),
+            Image([16, 1, 1]),
+            Flat(16),
+            Flat(16),
+            Flat(10)
+        ]
+    );
 }
 
 #[test]
 fn a_layer_that_cannot_take_what_it_gets_is_named() {
     let cases = [
-        (json!([{"reshape": [1, 8, 8]}, {"linear": 10}]), 64, "M: layer 1 ({\"linear\":10}) takes flat features, and gets images of 1×8×8: add \"flatten\" before it"),
-        (json!([{"conv2d": {"channels": 4, "kernel": 3}}, {"linear": 2}]), 64, "takes images, and gets 64 features: add {\"reshape\": [channels, height, width]} before it"),
-        (json!([{"reshape": [1, 8, 7]}, "flatten", {"linear": 2}]), 64, "makes images of [1, 8, 7] (56 values) from 64 features"),
-        (json!([{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 1, "kernel": 5}}, "flatten", {"linear": 2}]), 4, "has a kernel of 5 for images of 1×2×2 padded by 0"),
-        (json!([{"reshape": [1, 2, 2]}, {"max_pool": 3}, "flatten", {"linear": 2}]), 4, "pools windows of 3 over images of 1×2×2"),
+        (
+            json!([{"reshape": [1, 8, 8]}, {"linear": 10}]),
+            64,
+            "M: layer 1 ({\"linear\":10}) takes flat features, and gets images of 1×8×8: add \"flatten\" before it",
+        ),
+        (
+            json!([{"conv2d": {"channels": 4, "kernel": 3}}, {"linear": 2}]),
+            64,
+            "takes images, and gets 64 features: add {\"reshape\": [channels, height, width]} before it",
+        ),
+        (
+            json!([{"reshape": [1, 8, 7]}, "flatten", {"linear": 2}]),
+            64,
+            "makes images of [1, 8, 7] (56 values) from 64 features",
+        ),
+        (
+            json!([{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 1, "kernel": 5}}, "flatten", {"linear": 2}]),
+            4,
+            "has a kernel of 5 for images of 1×2×2 padded by 0",
+        ),
+        (
+            json!([{"reshape": [1, 2, 2]}, {"max_pool": 3}, "flatten", {"linear": 2}]),
+            4,
+            "pools windows of 3 over images of 1×2×2",
+        ),
     ];
     for (layers, inputs, want) in cases {
         let e = shapes(layers.clone(), inputs).unwrap_err();
         assert!(e.contains(want), "{layers}: {e}");
     }
     let parse = [
-        (json!([{"conv2d": {"channels": 4}}, {"linear": 2}]), "layer 0 ({\"conv2d\":{\"channels\":4}}): conv2d needs `kernel`"),
+        (
+            json!([{"conv2d": {"channels": 4}}, {"linear": 2}]),
+            "layer 0 ({\"conv2d\":{\"channels\":4}}): conv2d needs `kernel`",
+        ),
         (json!([{"conv2d": {"channels": 4, "kernel": 3, "dilation": 2}}, {"linear": 2}]), "conv2d has no `dilation`"),
         (json!([{"dropout": 1.5}, {"linear": 2}]), "the dropout probability must be a number from 0 up to 1, not 1.5"),
         (json!([{"reshape": [1, 8]}, {"linear": 2}]), "reshape takes [channels, height, width]"),

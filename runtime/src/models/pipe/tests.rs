@@ -6,7 +6,9 @@ use crate::models::tch::TchClassifier;
 use serde_json::json;
 
 fn net() -> TchClassifier {
-    TchClassifier::new(json!({"layers": [{"linear": 32}, "relu", {"linear": 9}], "optimizer": {"type": "adam", "lr": 0.01}, "training": {"epochs": 15, "batch_size": 32}}))
+    TchClassifier::new(
+        json!({"layers": [{"linear": 32}, "relu", {"linear": 9}], "optimizer": {"type": "adam", "lr": 0.01}, "training": {"epochs": 15, "batch_size": 32}}),
+    )
 }
 
 #[test]
@@ -32,7 +34,9 @@ fn a_standardising_step_is_learnt_and_the_classes_follow() {
     assert_eq!(acc, categorical_accuracy(&scores).unwrap());
     assert!(acc >= 0.5, "accuracy {acc} on 399 held-out wines, floor 0.5 (a third are of one class)");
     // The fitted step travels as an object; reloaded, it standardises the same.
-    let back = crate::objects::object::from_bytes(&crate::objects::object::to_bytes(&piped.model.transform).unwrap(), None).unwrap();
+    let back =
+        crate::objects::object::from_bytes(&crate::objects::object::to_bytes(&piped.model.transform).unwrap(), None)
+            .unwrap();
     let back = back.downcast_ref::<Standardize>().unwrap();
     assert_eq!(back.apply(&raw[0]).unwrap(), piped.model.transform.apply(&raw[0]).unwrap());
 }
@@ -42,8 +46,15 @@ fn steps_fail_clearly() {
     assert_eq!(Standardize::new().apply(&Array1::zeros(2)).unwrap_err(), ModelError::NotTrained("Standardize"));
     let mut s = Standardize::new();
     s.fit(&Dataset::from_vec(vec![Array1::from_vec(vec![1.0f32, 2.0])])).unwrap();
-    assert_eq!(s.apply(&Array1::zeros(3)).unwrap_err().to_string(), "Standardize: an element of 3 features; it was fitted on 2");
-    assert_eq!(s.apply(&Array1::from_vec(vec![1.0, 2.0])).unwrap().to_vec(), [0.0, 0.0], "a constant feature is only centred");
+    assert_eq!(
+        s.apply(&Array1::zeros(3)).unwrap_err().to_string(),
+        "Standardize: an element of 3 features; it was fitted on 2"
+    );
+    assert_eq!(
+        s.apply(&Array1::from_vec(vec![1.0, 2.0])).unwrap().to_vec(),
+        [0.0, 0.0],
+        "a constant feature is only centred"
+    );
     assert_eq!(ArgMax::new().apply(&Array1::zeros(0)).unwrap_err().to_string(), "ArgMax: scores of no classes");
     let e = Standardize::new().fit(&Dataset::from_vec(Vec::<Array1<f32>>::new())).unwrap_err();
     assert!(e.to_string().contains("no elements") || e.to_string().contains("at least one element"), "{e}");

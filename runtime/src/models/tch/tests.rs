@@ -1,8 +1,8 @@
 use super::*;
-use crate::models::placement::Placement;
-use crate::models::{Model, TrainSpec};
 use crate::data::ndarray::{array, Array3};
 use crate::models::eval;
+use crate::models::placement::Placement;
+use crate::models::{Model, TrainSpec};
 use serde_json::json;
 
 /// Iris as every network test here splits it.
@@ -16,7 +16,12 @@ fn def(training: Value) -> Value {
 
 #[test]
 fn a_network_beats_its_floor_and_scores_the_same_reloaded() {
-    let (_, back, spec) = crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &def(json!({"epochs": 40, "batch_size": 16})), 1, 0.9);
+    let (_, back, spec) = crate::models::testing::floor_and_reload::<TchClassifier>(
+        "TchClassifier",
+        &def(json!({"epochs": 40, "batch_size": 16})),
+        1,
+        0.9,
+    );
     // 100 elements in batches of 16: 7 steps an epoch.
     assert_eq!(spec, TrainSpec { epochs: 40, epoch: 40, step: 280 });
     assert_eq!(back.downcast_ref::<TchClassifier>().unwrap().train_spec(), spec, "the cursor travels with the weights");
@@ -25,7 +30,8 @@ fn a_network_beats_its_floor_and_scores_the_same_reloaded() {
 #[test]
 fn early_stopping_ends_the_training_with_the_best_weights() {
     let (train, _) = iris_split();
-    let mut model = TchClassifier::new(def(json!({"epochs": 500, "batch_size": 8, "validation_split": 0.3, "patience": 3})));
+    let mut model =
+        TchClassifier::new(def(json!({"epochs": 500, "batch_size": 8, "validation_split": 0.3, "patience": 3})));
     let mut spec = TrainSpec::epochs(0);
     model.train(&train, &mut spec).unwrap();
     assert!(spec.is_done() && spec.epoch < 500, "stopped early: {spec:?}");
@@ -42,10 +48,19 @@ fn bad_components_and_data_are_clear_errors() {
     let cases = [
         (json!({"layers": [{"linear": 16}, "swish", {"linear": 3}]}), "layer 1 (\"swish\") is not one of"),
         (json!({"layers": [{"linear": 16}, "relu"]}), "the last layer must be {\"linear\": N}"),
-        (json!({"layers": [{"linear": 3}], "optimizer": {"type": "lbfgs"}}), "optimizer `lbfgs` is not adam, adamw or sgd"),
+        (
+            json!({"layers": [{"linear": 3}], "optimizer": {"type": "lbfgs"}}),
+            "optimizer `lbfgs` is not adam, adamw or sgd",
+        ),
         (json!({"layers": [{"linear": 3}], "loss": "hinge"}), "`loss` must be \"cross_entropy\" or \"mse\""),
-        (json!({"layers": [{"linear": 3}], "training": {"epochs": 0}}), "training: `epochs` must be a positive integer, not 0"),
-        (json!({"layers": [{"linear": 3}], "training": {"patience": 2}}), "`patience` (early stopping) needs a `validation_split`"),
+        (
+            json!({"layers": [{"linear": 3}], "training": {"epochs": 0}}),
+            "training: `epochs` must be a positive integer, not 0",
+        ),
+        (
+            json!({"layers": [{"linear": 3}], "training": {"patience": 2}}),
+            "`patience` (early stopping) needs a `validation_split`",
+        ),
         (json!({"layers": [{"linear": 2}]}), "class 2 is not below the network's 2 outputs"),
     ];
     for (args, want) in cases {
@@ -65,7 +80,10 @@ fn bad_components_and_data_are_clear_errors() {
 #[test]
 fn a_killed_adam_training_resumes_to_the_same_bits() {
     let args = def(json!({"epochs": 30, "batch_size": 16, "validation_split": 0.2}));
-    crate::models::testing::killed_and_resumed::<TchClassifier>("models::tch::tests::a_killed_adam_training_resumes_to_the_same_bits", args);
+    crate::models::testing::killed_and_resumed::<TchClassifier>(
+        "models::tch::tests::a_killed_adam_training_resumes_to_the_same_bits",
+        args,
+    );
 }
 
 /// A small CNN on iris's four features as 2×2 images, with every kind of layer.
@@ -77,7 +95,12 @@ pub(crate) fn cnn(training: Value) -> Value {
 
 #[test]
 fn a_cnn_definition_trains_and_scores_the_same_reloaded() {
-    crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &cnn(json!({"epochs": 40, "batch_size": 16})), 1, 0.85);
+    crate::models::testing::floor_and_reload::<TchClassifier>(
+        "TchClassifier",
+        &cnn(json!({"epochs": 40, "batch_size": 16})),
+        1,
+        0.85,
+    );
 }
 
 #[test]
@@ -92,7 +115,10 @@ fn a_killed_cnn_with_dropout_and_batch_norm_resumes_to_the_same_bits() {
 fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
     let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001},
                       "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<TchClassifier>("models::tch::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits", args);
+    crate::models::testing::killed_and_resumed::<TchClassifier>(
+        "models::tch::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits",
+        args,
+    );
 }
 
 #[test]
@@ -110,7 +136,11 @@ fn early_stopping_keeps_its_memory_in_the_checkpoint() {
     assert!(spec.epoch > 4 && spec.epoch < 500, "stopped early, after a few epochs: {spec:?}");
     let saved = crate::load_object(&whole_file).unwrap();
     let saved = saved.downcast_ref::<TchClassifier>().unwrap();
-    assert_eq!(eval(saved, &test).unwrap().collect().unwrap(), eval(&whole, &test).unwrap().collect().unwrap(), "the best weights");
+    assert_eq!(
+        eval(saved, &test).unwrap().collect().unwrap(),
+        eval(&whole, &test).unwrap().collect().unwrap(),
+        "the best weights"
+    );
     assert!(saved.trained.best.is_none());
     // Interrupted in its fourth epoch (a pass that fails): the file holds the memory too.
     let cut_file = dir.join("cut.dryml");
@@ -129,7 +159,9 @@ fn early_stopping_keeps_its_memory_in_the_checkpoint() {
     };
     let reads = |epochs: u64| {
         let (data, seen) = counting(usize::MAX);
-        TchClassifier::new(def(json!({"epochs": epochs, "batch_size": 8, "validation_split": 0.3}))).train(&data, &mut TrainSpec::epochs(0)).unwrap();
+        TchClassifier::new(def(json!({"epochs": epochs, "batch_size": 8, "validation_split": 0.3})))
+            .train(&data, &mut TrainSpec::epochs(0))
+            .unwrap();
         seen.load(SeqCst)
     };
     let (one, two) = (reads(1), reads(2));
@@ -161,7 +193,10 @@ impl TchNet for Mlp {
     const NAME: &'static str = "tests.Mlp";
     fn build(p: &nn::Path<'_>, args: &Value) -> Result<Mlp, String> {
         let width = args["width"].as_i64().ok_or_else(|| format!("`width` must be a number, not {}", args["width"]))?;
-        Ok(Mlp { hidden: nn::linear(p / "hidden", 4, width, Default::default()), out: nn::linear(p / "out", width, 3, Default::default()) })
+        Ok(Mlp {
+            hidden: nn::linear(p / "hidden", 4, width, Default::default()),
+            out: nn::linear(p / "out", width, 3, Default::default()),
+        })
     }
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         xs.apply(&self.hidden).relu().apply(&self.out)
@@ -178,7 +213,12 @@ fn own(training: Value) -> Value {
 fn a_users_own_network_trains_reloads_and_resumes_to_the_same_bits() {
     TchModel::<Mlp>::register();
     if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-        let (obj, back, _) = crate::models::testing::floor_and_reload::<TchModel<Mlp>>("tests.Mlp", &own(json!({"epochs": 40, "batch_size": 16})), 1, 0.9);
+        let (obj, back, _) = crate::models::testing::floor_and_reload::<TchModel<Mlp>>(
+            "tests.Mlp",
+            &own(json!({"epochs": 40, "batch_size": 16})),
+            1,
+            0.9,
+        );
         assert_eq!(obj.definition().args["width"], 16, "its own arguments are its definition's");
         let back = back.downcast_ref::<TchModel<Mlp>>().unwrap();
         assert_eq!(back.placement(), Some(Placement::Cpu));
@@ -213,10 +253,19 @@ fn a_users_network_that_errs_is_named_and_nothing_panics_through() {
     let e = TchModel::<Mlp>::new(json!({})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
     assert_eq!(e, "tests.Mlp: `width` must be a number, not null");
     let e = TchModel::<Broken>::new(json!({})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
-    assert_eq!(e, "tests.Broken: the forward pass gave a tensor of shape [32] for 32 elements; it must give [32, outputs]");
-    let e = TchModel::<Broken>::new(json!({"panic": true})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "tests.Broken: the forward pass gave a tensor of shape [32] for 32 elements; it must give [32, outputs]"
+    );
+    let e = TchModel::<Broken>::new(json!({"panic": true}))
+        .train(&train, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("tests.Broken: the forward pass panicked: "), "{e}");
-    let e = TchModel::<Mlp>::new(json!({"width": 4, "optimizer": {"type": "lbfgs"}})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    let e = TchModel::<Mlp>::new(json!({"width": 4, "optimizer": {"type": "lbfgs"}}))
+        .train(&train, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "tests.Mlp: optimizer `lbfgs` is not adam, adamw or sgd");
 }
 
@@ -235,7 +284,10 @@ impl TchNet for Reg {
     const NAME: &'static str = "tests.Reg";
     fn build(p: &nn::Path<'_>, args: &Value) -> Result<Reg, String> {
         let outputs = args["outputs"].as_i64().unwrap_or(1);
-        Ok(Reg(nn::linear(p / "hidden", 10, 16, Default::default()), nn::linear(p / "out", 16, outputs, Default::default())))
+        Ok(Reg(
+            nn::linear(p / "hidden", 10, 16, Default::default()),
+            nn::linear(p / "out", 16, outputs, Default::default()),
+        ))
     }
     fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
         xs.apply(&self.0).relu().apply(&self.1)
@@ -253,11 +305,23 @@ fn a_users_own_regression_network_learns_values_and_mismatches_are_named() {
     let two = train.apply_y(|y| array![y, 2.0 * y]);
     let mut m2 = TchModel::<Reg, Array1<f32>>::new(json!({"outputs": 2, "training": {"epochs": 2}}));
     m2.train(&two, &mut TrainSpec::epochs(0)).unwrap();
-    let e = TchModel::<Reg, Array1<f32>>::new(json!({"training": {"epochs": 1}})).train(&two, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
-    assert_eq!(e, "tests.Reg: each target has 2 value(s) and the network gives 1 outputs: make its last layer {\"linear\": 2}");
-    let e = TchModel::<Reg, f32>::new(json!({"loss": "cross_entropy"})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    let e = TchModel::<Reg, Array1<f32>>::new(json!({"training": {"epochs": 1}}))
+        .train(&two, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "tests.Reg: each target has 2 value(s) and the network gives 1 outputs: make its last layer {\"linear\": 2}"
+    );
+    let e = TchModel::<Reg, f32>::new(json!({"loss": "cross_entropy"}))
+        .train(&train, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("tests.Reg: the targets are values, and cross-entropy scores classes"), "{e}");
-    let e = TchRegressor::new(json!({"layers": [{"linear": 1}], "loss": "cross_entropy"})).train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    let e = TchRegressor::new(json!({"layers": [{"linear": 1}], "loss": "cross_entropy"}))
+        .train(&train, &mut TrainSpec::epochs(0))
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("TchRegressor: the targets are values"), "{e}");
 }
 
@@ -268,7 +332,10 @@ fn one_network_as_a_classifier_and_as_a_regression_loads_as_each() {
     let classes = TchModel::<Reg>::new(json!({"outputs": 3}));
     let mut values = TchModel::<Reg, f32>::new(json!({"training": {"epochs": 1}}));
     let several = TchModel::<Reg, Array1<f32>>::new(json!({"outputs": 2}));
-    assert_eq!([classes.type_name(), values.type_name(), several.type_name()], ["tests.Reg", "tests.Reg<f32>", "tests.Reg<Array1<f32>>"]);
+    assert_eq!(
+        [classes.type_name(), values.type_name(), several.type_name()],
+        ["tests.Reg", "tests.Reg<f32>", "tests.Reg<Array1<f32>>"]
+    );
     values.train(&crate::models::testing::diabetes_split(1).0, &mut TrainSpec::epochs(0)).unwrap();
     // Each loads as what it was saved as, whichever was registered last.
     let back = from_bytes(&to_bytes(&values).unwrap(), None).unwrap();
@@ -276,7 +343,6 @@ fn one_network_as_a_classifier_and_as_a_regression_loads_as_each() {
     assert!(from_bytes(&to_bytes(&classes).unwrap(), None).unwrap().downcast_ref::<TchModel<Reg>>().is_some());
     assert_eq!(classes.definition().type_name, "tests.Reg");
 }
-
 
 /// Two inputs, the sepals' measures and the petals', each through a layer of its own.
 struct Halves {
@@ -305,7 +371,10 @@ struct Square {
 impl TchNet<Array3<f32>> for Square {
     const NAME: &'static str = "tests.Square";
     fn build(p: &nn::Path<'_>, _: &Value) -> Result<Square, String> {
-        Ok(Square { conv: nn::conv2d(p / "conv", 1, 8, 2, Default::default()), out: nn::linear(p / "out", 8, 3, Default::default()) })
+        Ok(Square {
+            conv: nn::conv2d(p / "conv", 1, 8, 2, Default::default()),
+            out: nn::linear(p / "out", 8, 3, Default::default()),
+        })
     }
     fn forward_t(&self, images: &Tensor, _train: bool) -> Tensor {
         assert_eq!(images.size()[1..], [1, 2, 2], "images, not rows");
@@ -328,8 +397,20 @@ fn a_users_network_of_two_inputs_or_of_images_trains_and_scores_the_same_reloade
     TchModel::<Halves, usize, TwoInputs>::register();
     TchModel::<Square, usize, Array3<f32>>::register();
     let args = json!({"optimizer": {"type": "adam", "lr": 0.02}, "training": {"epochs": 40, "batch_size": 16}});
-    let (obj, ..) = crate::models::testing::floor_and_reload_as::<TchModel<Halves, usize, TwoInputs>>("tests.Halves", &args, 1, 0.9, halves);
-    crate::models::testing::floor_and_reload_as::<TchModel<Square, usize, Array3<f32>>>("tests.Square", &args, 1, 0.9, square);
+    let (obj, ..) = crate::models::testing::floor_and_reload_as::<TchModel<Halves, usize, TwoInputs>>(
+        "tests.Halves",
+        &args,
+        1,
+        0.9,
+        halves,
+    );
+    crate::models::testing::floor_and_reload_as::<TchModel<Square, usize, Array3<f32>>>(
+        "tests.Square",
+        &args,
+        1,
+        0.9,
+        square,
+    );
     // Inputs of other widths are named, whichever input differs.
     let two = obj.downcast_ref::<TchModel<Halves, usize, TwoInputs>>().unwrap();
     let e = two.predict(&(array![1.0, 2.0, 3.0], array![1.0, 2.0])).unwrap_err().to_string();

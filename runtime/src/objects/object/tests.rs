@@ -91,10 +91,32 @@ fn bad_files_say_what_is_wrong_and_where() {
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (good[..good.len() - 3].to_vec(), "truncated: the header promises"),
         (good[..10].to_vec(), "truncated: 10 bytes"),
-        ({ let mut b = good.clone(); let n = b.len(); b[n - 2] ^= 0xff; b }, "corrupt: the checksum does not match"),
-        ({ let mut b = good.clone(); b[8..12].copy_from_slice(&7u32.to_le_bytes()); b }, "written by a newer dryml (format version 7"),
+        (
+            {
+                let mut b = good.clone();
+                let n = b.len();
+                b[n - 2] ^= 0xff;
+                b
+            },
+            "corrupt: the checksum does not match",
+        ),
+        (
+            {
+                let mut b = good.clone();
+                b[8..12].copy_from_slice(&7u32.to_le_bytes());
+                b
+            },
+            "written by a newer dryml (format version 7",
+        ),
         (b"PK\x03\x04 a zip file, not ours at all".to_vec(), "not a DRYML object file"),
-        ({ let mut b = good.clone(); b.push(0); b }, "1 stray bytes"),
+        (
+            {
+                let mut b = good.clone();
+                b.push(0);
+                b
+            },
+            "1 stray bytes",
+        ),
         (unknown_type_file(), "unknown type `Gone`"),
     ];
     for (bytes, words) in cases {

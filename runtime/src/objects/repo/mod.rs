@@ -17,8 +17,8 @@
 //! the README's benchmark); a log needs no dependency compiled into every notebook, is
 //! readable with `grep`, and its appends are atomic under the lock.
 
-use crate::sys::fs::{write_atomic, Durability, Staged};
 use crate::objects::{from_record, record, Meta, Object, ObjectDef, ObjectError};
+use crate::sys::fs::{write_atomic, Durability, Staged};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -77,7 +77,11 @@ pub enum RepoError {
 impl fmt::Display for RepoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RepoError::NotARepo(p) => write!(f, "{} is not a dryml repo (no {MARKER} file; create one with Repo::create or %repo open DIR --create)", p.display()),
+            RepoError::NotARepo(p) => write!(
+                f,
+                "{} is not a dryml repo (no {MARKER} file; create one with Repo::create or %repo open DIR --create)",
+                p.display()
+            ),
             RepoError::Exists(p) => write!(f, "{} already holds a dryml repo; open it instead", p.display()),
             RepoError::Io(p, e) => write!(f, "{}: {e}", p.display()),
             RepoError::Object(e) => write!(f, "{e}"),
@@ -123,13 +127,8 @@ impl Repo {
             Ok(t) if t.starts_with("dryml-repo ") => {}
             _ => return Err(RepoError::NotARepo(dir.to_path_buf())),
         }
-        let mut repo = Repo {
-            dir: dir.to_path_buf(),
-            entries: HashMap::new(),
-            by_type: HashMap::new(),
-            offset: 0,
-            skipped: 0,
-        };
+        let mut repo =
+            Repo { dir: dir.to_path_buf(), entries: HashMap::new(), by_type: HashMap::new(), offset: 0, skipped: 0 };
         repo.reload()?;
         Ok(repo)
     }
@@ -196,7 +195,12 @@ impl Repo {
     /// The index lock: held while object files are replaced and their records appended.
     fn lock(&self) -> Result<std::fs::File, RepoError> {
         let lock_path = self.dir.join(LOCK);
-        let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(io(&lock_path))?;
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io(&lock_path))?;
         while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {
@@ -554,12 +558,14 @@ impl Selector {
 fn value_matches(want: &Value, have: &Value) -> bool {
     match (want, have) {
         (Value::Number(a), Value::Number(b)) => a.as_f64() == b.as_f64(),
-        (Value::Object(w), Value::Object(h)) => w.iter().all(|(k, wv)| h.get(k).is_some_and(|hv| value_matches(wv, hv))),
+        (Value::Object(w), Value::Object(h)) => {
+            w.iter().all(|(k, wv)| h.get(k).is_some_and(|hv| value_matches(wv, hv)))
+        }
         (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| value_matches(a, b)),
         // A dotted path's number reaches into a list (`layers.1.conv2d.channels`), as in a search.
-        (Value::Object(w), Value::Array(h)) => {
-            w.iter().all(|(k, wv)| k.parse::<usize>().ok().and_then(|i| h.get(i)).is_some_and(|hv| value_matches(wv, hv)))
-        }
+        (Value::Object(w), Value::Array(h)) => w
+            .iter()
+            .all(|(k, wv)| k.parse::<usize>().ok().and_then(|i| h.get(i)).is_some_and(|hv| value_matches(wv, hv))),
         (a, b) => a == b,
     }
 }

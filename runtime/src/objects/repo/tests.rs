@@ -219,8 +219,10 @@ fn two_processes_adding_at_once_lose_nothing_and_torn_lines_are_skipped() {
 }
 
 fn files(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(d.join(OBJECTS)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(d.join(OBJECTS))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -232,8 +234,10 @@ fn a_failed_batch_adds_nothing_and_leaves_no_file() {
     let kept = repo.add(&named(1.0, "kept")).unwrap();
     let before = (files(&d), std::fs::read(d.join(INDEX)).unwrap());
     // Two objects with one id: refused before anything is written.
-    let twins = [Named::build(Cfg { lr: 2.0, data: "a".into() }, Meta::with_id("twin")),
-                 Named::build(Cfg { lr: 3.0, data: "b".into() }, Meta::with_id("twin"))];
+    let twins = [
+        Named::build(Cfg { lr: 2.0, data: "a".into() }, Meta::with_id("twin")),
+        Named::build(Cfg { lr: 3.0, data: "b".into() }, Meta::with_id("twin")),
+    ];
     let e = repo.add_many(twins.iter().map(|o| o as &dyn Object)).unwrap_err();
     assert_eq!(e, RepoError::DuplicateId("twin".into()));
     assert!(e.to_string().contains("nothing was added"), "{e}");

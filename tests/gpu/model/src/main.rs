@@ -63,7 +63,8 @@ fn train() -> Result<Value, String> {
     }));
     let started = std::time::Instant::now();
     m.train(&clouds(2000, 1), &mut TrainSpec::epochs(0)).map_err(|e| e.to_string())?;
-    let accuracy = categorical_accuracy(&eval(&m, &clouds(500, 2)).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    let accuracy =
+        categorical_accuracy(&eval(&m, &clouds(500, 2)).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     Ok(json!({
         "placement": m.placement().map(|p| p.to_string()),
         "accuracy": accuracy,

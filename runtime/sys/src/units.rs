@@ -1,6 +1,6 @@
 //! Sizes and durations as people write them (`512M`, `2GiB`, `90s`, `30m`), read the same way
 //! by the magics, the kernel's settings and the code that reads `DRYML_*` variables, and the
-//! one way bytes are written for people ([`size`]).
+//! one way bytes and counts are written for people ([`size`], [`grouped`]).
 
 /// `512M`, `1.5G`, `2GiB`, `1000`: bytes, with binary K/M/G/T suffixes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
@@ -51,14 +51,45 @@ pub fn size(bytes: u64) -> String {
     }
 }
 
+/// A whole number with thousands separators: `-12,345`.
+pub fn grouped(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn counts_group_by_thousands() {
+        let cases = [
+            (0, "0"),
+            (999, "999"),
+            (1000, "1,000"),
+            (-1234567, "-1,234,567"),
+            (i64::MIN, "-9,223,372,036,854,775,808"),
+        ];
+        for (n, want) in cases {
+            assert_eq!(grouped(n), want);
+        }
+    }
+
+    #[test]
     fn sizes_and_durations_parse() {
-        for (text, bytes) in [("512M", 512u64 << 20), ("2GiB", 2 << 30), ("1000", 1000), ("4k", 4096), ("1.5g", 3 << 29)] {
+        for (text, bytes) in
+            [("512M", 512u64 << 20), ("2GiB", 2 << 30), ("1000", 1000), ("4k", 4096), ("1.5g", 3 << 29)]
+        {
             assert_eq!(parse_size(text).unwrap(), bytes, "{text}");
         }
         for bad in ["", "M", "-1G", "0", "1.2.3M", "ten", "10X"] {

@@ -27,7 +27,10 @@ pub fn private_dir(path: &Path) -> io::Result<()> {
         let what = if meta.is_dir() { format!("owned by uid {}", meta.uid()) } else { "not a directory".into() };
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("{} is {what}, not a private directory of uid {uid}: refusing to use it (remove it)", path.display()),
+            format!(
+                "{} is {what}, not a private directory of uid {uid}: refusing to use it (remove it)",
+                path.display()
+            ),
         ));
     }
     if meta.mode() & 0o077 != 0 {
@@ -136,7 +139,8 @@ mod tests {
     }
 
     fn names(d: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        let mut v: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }

@@ -163,9 +163,9 @@ pub fn memory() -> (u64, u64) {
     let [available, total] = meminfo(["MemAvailable:", "MemTotal:"]);
     let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let limits = cgroup_limits(&cgroups, std::path::Path::new("/sys/fs/cgroup"));
-    limits.into_iter().fold((available, total), |(a, t), (limit, usage)| {
-        (a.min(limit.saturating_sub(usage)), t.min(limit))
-    })
+    limits
+        .into_iter()
+        .fold((available, total), |(a, t), (limit, usage)| (a.min(limit.saturating_sub(usage)), t.min(limit)))
 }
 
 /// (limit, usage) of each memory cgroup that holds this process, from its own up, read under
@@ -336,7 +336,9 @@ mod tests {
         assert_eq!(libc::WEXITSTATUS(status), 0, "memory() inside a 256 MiB cgroup");
         // The files as /proc/self/cgroup names them, from its own cgroup up.
         let tmp = std::env::temp_dir().join(format!("dryml-cg-{}", std::process::id()));
-        for (d, limit, usage) in [("memory/a", "1048576", "4096"), ("memory/a/b", "9223372036854771712", "0"), ("x/a", "max", "1")] {
+        for (d, limit, usage) in
+            [("memory/a", "1048576", "4096"), ("memory/a/b", "9223372036854771712", "0"), ("x/a", "max", "1")]
+        {
             let p = tmp.join(d);
             std::fs::create_dir_all(&p).unwrap();
             let v1 = d.starts_with("memory");
