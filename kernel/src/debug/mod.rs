@@ -256,7 +256,7 @@ impl Debugger {
             }
         }
         self.attached = true;
-        self.state.debugging.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.state.set_debugging(true);
         Ok(())
     }
 
@@ -408,7 +408,7 @@ impl Debugger {
         self.shared.pid.store(0, std::sync::atomic::Ordering::SeqCst);
         self.attached = false;
         self.loaded = None;
-        self.state.debugging.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.state.set_debugging(false);
         lock(&self.shared.stopped).clear();
     }
 

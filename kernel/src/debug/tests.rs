@@ -1,5 +1,4 @@
 use super::*;
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 
 fn debugger() -> (Debugger, DebugEvents, Receiver<Value>) {
@@ -90,7 +89,7 @@ fn lldb_dap_attaches_stops_continues_and_detaches_leaving_the_process_running() 
     );
     let mut target = std::process::Command::new("sleep").arg("60").spawn().unwrap();
     let (mut d, events, rx) = debugger();
-    d.state.child_pid.store(target.id(), Ordering::SeqCst);
+    d.state.set_child_pid(target.id());
     let init = d.handle(&request(1, "initialize", json!({"clientID": "jupyterlab", "adapterID": "dryml-rust", "pathFormat": "path", "linesStartAt1": true, "columnsStartAt1": true})), events.clone());
     assert_eq!(init["success"], true, "{init}");
     assert_eq!(
@@ -131,7 +130,7 @@ fn lldb_dap_attaches_stops_continues_and_detaches_leaving_the_process_running() 
 
 /// Started on a `sleep` as the panel starts it; the adapter's pid.
 fn attached(d: &mut Debugger, events: &DebugEvents, target: u32) -> u32 {
-    d.state.child_pid.store(target, Ordering::SeqCst);
+    d.state.set_child_pid(target);
     let init = d.handle(
         &request(
             1,
@@ -170,7 +169,7 @@ fn lldb_dap_that_dies_or_hangs_ends_the_session_and_the_panel_hears_why() {
     assert!(got.ends_with(&["output".to_string(), "terminated".to_string()]), "{got:?}");
     let r = d.handle(&request(3, "threads", json!({})), events.clone());
     assert!(r["success"] == false && r["message"].as_str().unwrap().contains("not started"), "{r}");
-    assert!(!d.state.debugging.load(Ordering::SeqCst), "cells build as without the debugger");
+    assert!(!d.state.debugging(), "cells build as without the debugger");
 
     // Hung: a request waits its limit, fails saying so, and the session ends.
     let dap = attached(&mut d, &events, target.id());
@@ -212,7 +211,7 @@ fn a_replaced_process_gets_a_new_lldb_dap_at_the_next_cell_and_one_run_elsewhere
     old.kill().unwrap();
     old.wait().unwrap();
     let mut new = std::process::Command::new("sleep").arg("60").spawn().unwrap();
-    d.state.child_pid.store(new.id(), Ordering::SeqCst);
+    d.state.set_child_pid(new.id());
     d.cell_began("let x = 1;");
     d.cell_built(Path::new("/nonexistent/lib.rs"), &[1]);
     assert_ne!(d.adapter.as_ref().map(Adapter::pid), Some(first), "a new lldb-dap");

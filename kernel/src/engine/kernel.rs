@@ -62,7 +62,7 @@ impl Kernel {
 impl Handler for Kernel {
     fn start(&self) {
         // From here until the warm-up ends, an interrupt stops the start-up's optional work.
-        self.state.starting.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.state.start_begins();
         let mut slot = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         if let Slot::Waiting(scratch) = &*slot {
             *slot = match Engine::start(self.state.clone(), self.history.clone(), scratch.clone()) {
@@ -73,7 +73,7 @@ impl Handler for Kernel {
                 }
             };
         }
-        self.state.starting.store(false, std::sync::atomic::Ordering::SeqCst);
+        self.state.start_ends();
     }
 
     fn idle(&self) -> bool {

@@ -16,7 +16,6 @@ use crate::session::state::CellState;
 use crate::session::Session;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 pub struct Engine {
@@ -61,16 +60,14 @@ impl Engine {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
         *self.state.io.lock().unwrap() = Some(io.clone());
-        self.state.early_interrupt.store(false, Ordering::SeqCst);
-        self.state.requested.store(true, Ordering::SeqCst);
-        self.state.quiet.store(req.silent, Ordering::SeqCst);
+        self.state.request_begins(req.silent);
         let count = req.execution_count;
         if req.store_history {
             if let Err(e) = self.history.lock().unwrap().store(count, &req.code) {
                 tracing::warn!("history not saved: {e:#}");
             }
         }
-        if self.state.debugging.load(Ordering::SeqCst) {
+        if self.state.debugging() {
             if let Some(hook) = self.state.debug_hook.get() {
                 hook.began(&req.code);
             }
@@ -78,8 +75,6 @@ impl Engine {
         let run = self.run_cell(&req.code, io, count);
         // Names and types only (microseconds); values are read when the panel asks.
         self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).types = self.session.variables();
-        self.state.requested.store(false, Ordering::SeqCst);
-        self.state.early_interrupt.store(false, Ordering::SeqCst);
         let mut user_expressions = Map::new();
         if run.error.is_none() {
             if let (true, Some(text)) = (req.store_history, &run.result_text) {
@@ -95,7 +90,7 @@ impl Engine {
                 user_expressions.insert(name.clone(), value);
             }
         }
-        self.state.quiet.store(false, Ordering::SeqCst);
+        self.state.request_ends();
         ExecuteOutcome { payload: run.payload, user_expressions, error: run.error }
     }
 
@@ -142,7 +137,7 @@ impl Engine {
     /// Reads the variables' short values for the debugger's Variables panel with a hidden cell
     /// (see [`crate::debug::values`]), unless they are as of the last cell already.
     pub fn read_variable_values(&mut self) {
-        let seq = self.state.cell_seq.load(Ordering::SeqCst);
+        let seq = self.state.cells_begun();
         if self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values_of == Some(seq) {
             return;
         }

@@ -53,9 +53,7 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
         out.error = Some(e);
         return out;
     }
-    if let (Some(why), true) =
-        (handler.runs_elsewhere(), host.state.debugging.load(std::sync::atomic::Ordering::SeqCst))
-    {
+    if let (Some(why), true) = (handler.runs_elsewhere(), host.state.debugging()) {
         if let Some(note) = host.state.debug_hook.get().and_then(|hook| hook.elsewhere(why)) {
             host.state.stream("stderr", &note);
         }

@@ -24,13 +24,12 @@
 //! - kills only builds (`cargo build`/`check` and below, and the cell crate's rustc run alone, told
 //!   by its `--crate-name`), never the analyzer's `cargo metadata`.
 //!
-//! The interrupter's kills and the end of a cell share a gate (`CellState::gate`), so a kill meant
-//! for one cell never reaches the next one's build. evcxr restarts a dead child inside the failing
-//! eval; the next cell re-applies `%env` and the context.
+//! The interrupter's kills and the end of a cell share one lock, the cell's phase
+//! (`CellState::life`), so a kill meant for one cell never reaches the next one's build. evcxr
+//! restarts a dead child inside the failing eval; the next cell re-applies `%env` and the context.
 
-use super::state::CellState;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use super::state::{CellState, Phase, Run};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a cell has to stop after SIGINT before the child is killed; a cell in a loop that
@@ -40,51 +39,46 @@ const GRACE_POLLING: Duration = Duration::from_secs(60);
 
 /// Stops the running cell. A second interrupt while the first is pending kills the child at once.
 pub fn interrupt(state: &Arc<CellState>) {
-    let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut life = state.life();
     let child = state.child_pid();
-    if state.warming.load(Ordering::SeqCst) {
+    match &mut life.phase {
         // The warm-up is only ahead-of-time work: the first cell that needs it builds it.
-        state.warm_up_stopped.store(true, Ordering::SeqCst);
-        stop_warm_up_step(state);
-        return;
-    }
-    if state.starting.load(Ordering::SeqCst) {
+        Phase::Warming => {
+            life.stop_warm_up();
+            stop_warm_up_step(state);
+        }
         // evcxr's own start-up builds too, but without it there is no kernel: only what would
         // follow it is skipped.
-        state.warm_up_stopped.store(true, Ordering::SeqCst);
-        return;
-    }
-    if !state.running.load(Ordering::SeqCst) {
+        Phase::Starting => life.stop_warm_up(),
+        Phase::Idle => {}
         // The request is being handled but its cell has not started: it will not.
-        if state.requested.load(Ordering::SeqCst) {
-            state.early_interrupt.store(true, Ordering::SeqCst);
+        Phase::Requested { interrupted } => *interrupted = true,
+        Phase::Running(run) => {
+            run.interrupted = true;
+            for pid in build_processes(std::process::id(), child) {
+                kill_build(state, pid);
+            }
+            // A second press kills at once, but only after a SIGINT: one just after a build was
+            // killed must not take the notebook's variables with it.
+            if run.signalled && child != 0 {
+                run.killed = true;
+                unsafe { libc::kill(child as i32, libc::SIGKILL) };
+                return;
+            }
+            let sigint_at = running_code(run, child).then(|| signal(run, child));
+            let (state, cell) = (state.clone(), run.seq);
+            std::thread::spawn(move || watch(&state, cell, child, sigint_at));
         }
-        return;
     }
-    state.interrupted.store(true, Ordering::SeqCst);
-    for pid in build_processes(std::process::id(), child) {
-        kill_build(state, pid);
-    }
-    // A second press kills at once, but only after a SIGINT: one just after a build was killed
-    // must not take the notebook's variables with it.
-    if state.signalled.load(Ordering::SeqCst) && child != 0 {
-        state.killed.store(true, Ordering::SeqCst);
-        unsafe { libc::kill(child as i32, libc::SIGKILL) };
-        return;
-    }
-    let sigint_at = running_code(state, child).then(|| signal(state, child));
-    let state = state.clone();
-    let cell = state.cell_seq.load(Ordering::SeqCst);
-    std::thread::spawn(move || watch(&state, cell, child, sigint_at));
 }
 
 /// A request was queued: the warm-up's step under way (if any) stops, its build killed, and the
-/// next step waits until no request does. The flag and `warming` are read under the gate, so
-/// either this sees the step or the step sees the flag before it builds.
+/// next step waits until no request does. Both are decided under the phase's lock, so either
+/// this sees the step or the step sees the flag before it builds.
 pub fn give_way(state: &Arc<CellState>) {
-    let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
-    state.work_waiting.store(true, Ordering::SeqCst);
-    if state.warming.load(Ordering::SeqCst) {
+    let mut life = state.life();
+    life.work_queued();
+    if life.phase == Phase::Warming {
         stop_warm_up_step(state);
     }
 }
@@ -94,8 +88,8 @@ fn stop_warm_up_step(state: &Arc<CellState>) {
     let state = state.clone();
     std::thread::spawn(move || loop {
         {
-            let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
-            if !state.warming.load(Ordering::SeqCst) {
+            let life = state.life();
+            if life.phase != Phase::Warming {
                 return;
             }
             for pid in build_processes(std::process::id(), state.child_pid()) {
@@ -110,12 +104,12 @@ fn stop_warm_up_step(state: &Arc<CellState>) {
 /// request. A child blocked reading stdin otherwise waits for evcxr's next command: the cell
 /// is still being built, and neither a SIGINT (its flag would outlive the cell) nor a kill
 /// (the notebook's variables) is called for.
-fn running_code(state: &CellState, child: u32) -> bool {
-    child != 0 && (state.awaiting_input.load(Ordering::SeqCst) || !dryml_sys::procfs::reading_stdin(child))
+fn running_code(run: &Run, child: u32) -> bool {
+    child != 0 && (run.awaiting_input || !dryml_sys::procfs::reading_stdin(child))
 }
 
-fn signal(state: &CellState, child: u32) -> std::time::Instant {
-    state.signalled.store(true, Ordering::SeqCst);
+fn signal(run: &mut Run, child: u32) -> std::time::Instant {
+    run.signalled = true;
     unsafe { libc::kill(child as i32, libc::SIGINT) };
     std::time::Instant::now()
 }
@@ -126,18 +120,19 @@ fn signal(state: &CellState, child: u32) -> std::time::Instant {
 fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::time::Instant>) {
     loop {
         {
-            let _gate = state.gate.lock().unwrap_or_else(PoisonError::into_inner);
-            if !state.running.load(Ordering::SeqCst) || state.cell_seq.load(Ordering::SeqCst) != cell {
+            let mut life = state.life();
+            let Phase::Running(run) = &mut life.phase else { return };
+            if run.seq != cell {
                 return;
             }
             for pid in build_processes(std::process::id(), child) {
                 kill_build(state, pid);
             }
-            if running_code(state, child) {
-                let at = *sigint_at.get_or_insert_with(|| signal(state, child));
-                let grace = if state.polling.load(Ordering::SeqCst) > 0 { GRACE_POLLING } else { GRACE };
+            if running_code(run, child) {
+                let at = *sigint_at.get_or_insert_with(|| signal(run, child));
+                let grace = if run.polling > 0 { GRACE_POLLING } else { GRACE };
                 if at.elapsed() >= grace {
-                    state.killed.store(true, Ordering::SeqCst);
+                    run.killed = true;
                     unsafe { libc::kill(child as i32, libc::SIGKILL) };
                     return;
                 }
@@ -148,7 +143,7 @@ fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::ti
 }
 
 fn kill_build(state: &CellState, pid: u32) {
-    state.build_killed.store(true, Ordering::SeqCst);
+    state.build_was_killed();
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
 }
 

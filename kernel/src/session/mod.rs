@@ -17,14 +17,13 @@ use crate::protocol::{ErrorContent, Io};
 use cache::{BuildCache, Claim};
 use dryml_sys::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use evcxr::{CommandContext, Error as EvcxrError, EvalCallbacks};
-use state::CellState;
+use state::{CellState, WarmUp};
 
 /// evcxr's build env (our patch) that builds the cell crate for the debugger.
 const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,7 +129,7 @@ impl Session {
             while let Ok(first) = stderr.recv() {
                 if first.starts_with(crate::child::STARTUP_FAILED) {
                     tracing::warn!("{first}; the next cell carries the start-up code");
-                    st.startup_failed.store(true, Ordering::SeqCst);
+                    st.startup_failed();
                     continue;
                 }
                 let mut next = Some(first);
@@ -208,7 +207,7 @@ impl Session {
     /// interrupter and the meter.
     pub fn note_child_pid(&self) -> u32 {
         let pid = self.ctx.process_handle().lock().unwrap().id();
-        self.state.child_pid.store(pid, Ordering::SeqCst);
+        self.state.set_child_pid(pid);
         pid
     }
 
@@ -236,31 +235,23 @@ impl Session {
     /// costs what any cell does; then the cache's collection. It waits for the analyzer's own
     /// start-up work first.
     pub fn warm_up_step(&mut self) -> bool {
-        {
-            let _gate = self.state.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if self.state.warm_up_stopped.load(Ordering::SeqCst) {
-                return false;
-            }
-            if self.state.work_waiting.swap(false, Ordering::SeqCst) {
-                return true;
-            }
-            // The analyzer's first load and priming take a core for seconds after the start;
-            // `dryml` would change Cargo.toml under it and make it start over.
-            if self.ctx.analysis_busy() {
-                drop(_gate);
+        match self.state.warm_up_begins(|| self.ctx.analysis_busy()) {
+            WarmUp::Stopped => return false,
+            WarmUp::Later => return true,
+            WarmUp::Busy => {
                 std::thread::sleep(Duration::from_millis(50));
                 return true;
             }
-            self.state.warming.store(true, Ordering::SeqCst);
+            WarmUp::Go => {}
         }
         let more = self.warm_up_next();
-        self.state.end_cell();
+        let go_on = self.state.warm_up_ends();
         self.clean_killed_build();
-        more && !self.state.warm_up_stopped.load(Ordering::SeqCst)
+        more && go_on
     }
 
     fn warm_up_next(&mut self) -> bool {
-        self.flusher_pending |= self.state.startup_failed.swap(false, Ordering::SeqCst);
+        self.flusher_pending |= self.state.take_startup_failed();
         let with_cache = matches!(self.cache, Ok(Some(_)));
         let deps = if with_cache { self.deps_for("dryml::") } else { None };
         if self.flusher_pending || deps.is_some() {
@@ -279,7 +270,7 @@ impl Session {
                     return with_cache;
                 }
                 // Stopped for a request: tried again once the worker is idle.
-                Err(_) if self.state.work_waiting.load(Ordering::SeqCst) => return true,
+                Err(_) if self.state.work_waiting() => return true,
                 Err(e) => {
                     tracing::warn!("warm-up failed, the first cell builds what it needs: {}", e.evalue);
                     return false;
@@ -304,7 +295,7 @@ impl Session {
     /// After an interrupt killed a build, removes what it left of the cell crate's build (see
     /// [`cache::clean_killed_build`]): in the machine's cache, or evcxr's own directory.
     fn clean_killed_build(&mut self) {
-        if !self.state.build_killed.swap(false, Ordering::SeqCst) {
+        if !self.state.take_build_killed() {
             return;
         }
         let root = match &self.cache {
@@ -367,13 +358,13 @@ impl Session {
 
     /// Evaluates kernel-written code with its output suppressed.
     pub fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, ErrorContent> {
-        let was_quiet = self.state.quiet.swap(true, Ordering::SeqCst);
+        let was_quiet = self.state.set_quiet(true);
         self.drain_syncs();
         let r = self.ctx.execute(code);
         if r.is_ok() && runs_code(code) {
             self.wait_sync(Duration::from_millis(500));
         }
-        self.state.quiet.store(was_quiet, Ordering::SeqCst);
+        self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
         for why in self.ctx.take_dropped() {
             self.state.stream("stderr", &format!("{why}\n"));
@@ -404,7 +395,7 @@ impl Session {
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
     pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
         self.ensure_child_setup();
-        self.flusher_pending |= self.state.startup_failed.swap(false, Ordering::SeqCst);
+        self.flusher_pending |= self.state.take_startup_failed();
         let vars_before: Vec<String> = self.variables().into_keys().collect();
         // The flusher and new dependencies are compiled with the user's cell rather than as cells
         // of their own, each of which would cost a whole extra build (and for `tch`, a load)
@@ -428,7 +419,7 @@ impl Session {
         // While the debugger is attached, the cell crate is built with debug info (evcxr's
         // wrapper, the cell crate only), and the hook hears where the cell's lines went.
         self.user_opt |= code.lines().any(|l| l.trim_start().starts_with(":opt"));
-        let debugging = self.state.debugging.load(Ordering::SeqCst);
+        let debugging = self.state.debugging();
         let builds = debug_builds(debugging, self.user_opt);
         if builds != self.debug_builds {
             self.ctx.set_build_env(DEBUG_CELLS_ENV, builds);
@@ -446,8 +437,7 @@ impl Session {
             *cell_state.locations.lock().unwrap() = Some(std::sync::Arc::new(at));
         };
         self.drain_syncs();
-        self.state.begin_cell();
-        if self.state.interrupted.load(Ordering::SeqCst) {
+        if self.state.begin_cell() {
             self.state.end_cell();
             return Err(errors::interrupted(false, &[]));
         }
@@ -457,9 +447,9 @@ impl Session {
         let (io, state) = (io.clone(), self.state.clone());
         let mut callbacks = EvalCallbacks {
             input_reader: &move |req| -> String {
-                state.awaiting_input.store(true, Ordering::SeqCst);
+                state.awaiting_input(true);
                 let line = io.input(&req.prompt, req.is_password).unwrap_or_default();
-                state.awaiting_input.store(false, Ordering::SeqCst);
+                state.awaiting_input(false);
                 line
             },
             before_run: Some(&before_run),
@@ -470,7 +460,7 @@ impl Session {
         if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
             hook.ended();
         }
-        self.state.end_cell();
+        let ended = self.state.end_cell();
         self.clean_killed_build();
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
         if ran && with_flusher {
@@ -482,8 +472,8 @@ impl Session {
         if ran && runs_code(&code) {
             self.wait_sync(Duration::from_secs(2));
         }
-        if self.state.interrupted.load(Ordering::SeqCst) {
-            let killed = self.state.killed.load(Ordering::SeqCst);
+        if ended.interrupted {
+            let killed = ended.killed;
             // Code that stopped on the interrupt may say what it did (a Slurm job cancelled).
             let said = self.state.raised.lock().unwrap().take().filter(|(ename, _)| ename == "KeyboardInterrupt");
             if let (false, Some((ename, evalue))) = (killed, said) {
@@ -492,8 +482,7 @@ impl Session {
             self.note_child_pid();
             return Err(errors::interrupted(killed, if killed { &vars_before } else { &[] }));
         }
-        if self.state.panicked.load(Ordering::SeqCst) {
-            let backtrace = self.state.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(backtrace) = self.state.take_panic() {
             return Err(errors::panic(self.state.stderr_lines(), backtrace));
         }
         if let Some((ename, evalue)) = self.state.raised.lock().unwrap().take() {

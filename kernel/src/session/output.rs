@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Listens at `path`; each child (a new one after every restart) connects once.
@@ -67,8 +66,7 @@ fn control(line: &str, state: &CellState) {
     if kind == PANIC {
         // The backtrace of a panic that ends the cell (kept by the child's panic hook).
         let trace = serde_json::from_str::<Value>(body).ok().and_then(|v| v["backtrace"].as_str().map(str::to_string));
-        *state.panic_backtrace.lock().unwrap_or_else(|e| e.into_inner()) = trace;
-        state.panicked.store(true, Ordering::SeqCst);
+        state.panicked(trace);
         return;
     }
     let body: Value = match serde_json::from_str(body) {
@@ -79,11 +77,7 @@ fn control(line: &str, state: &CellState) {
         }
     };
     if kind == POLLING {
-        if body["on"].as_bool().unwrap_or(false) {
-            state.polling.fetch_add(1, Ordering::SeqCst);
-        } else {
-            let _ = state.polling.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        }
+        state.polling(body["on"].as_bool().unwrap_or(false));
         return;
     }
     if kind == ERROR {
@@ -151,6 +145,7 @@ mod tests {
     use super::*;
     use crate::protocol::wire::Message;
     use crate::protocol::{Io, Outbox};
+    use crate::session::state::Phase;
     use std::io::Write;
     use std::time::Duration;
 
@@ -180,6 +175,8 @@ mod tests {
         };
         let state = Arc::new(CellState::default());
         *state.io.lock().unwrap() = Some(Io::new(out, parent, true, 1));
+        // A cell's user code runs: its loops' `DRYML_POLLING` lines count for it.
+        state.begin_cell();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
         listen(&path, state.clone(), sync_tx).unwrap();
 
@@ -212,7 +209,8 @@ mod tests {
         let update = got.iter().find(|(t, _)| t == "update_display_data").expect("the display update");
         assert_eq!(update.1["transient"]["display_id"], "bar");
         assert_eq!(update.1["data"]["text/plain"], "7/8");
-        assert_eq!(state.polling.load(Ordering::SeqCst), 1);
+        let Phase::Running(run) = state.phase() else { panic!("the cell runs") };
+        assert_eq!(run.polling, 1);
         assert_eq!(*state.raised.lock().unwrap(), Some(("SandboxFailed".into(), "no".into())));
     }
 }

@@ -1,63 +1,120 @@
 //! The running cell's state, shared by the worker thread (the engine), the output listener,
 //! evcxr's stderr thread and the interrupter (which runs on the protocol's tasks).
+//!
+//! Where the kernel is in a cell's life is one value, a [`Phase`], behind one lock and changed
+//! only by the methods below, each of which says which phases it expects: the engine's
+//! (`request_begins`, `begin_cell`, `end_cell`, ...), the warm-up's, and the interrupter's
+//! (`session::interrupt`, which holds the lock while it kills, so a kill meant for one cell
+//! never reaches the next one's build). The other threads read snapshots.
 
 use crate::protocol::Io;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Where the kernel is in a cell's life.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Phase {
+    /// evcxr's own start-up, before the first request is served.
+    Starting,
+    /// A step of the warm-up (ahead-of-time builds, done while no request waits).
+    Warming,
+    /// Nothing runs.
+    #[default]
+    Idle,
+    /// An execute request is handled, and no user code of it runs (its magics, kernel-written
+    /// code, its `user_expressions`); `interrupted`: an interrupt came, so user code it would
+    /// start ends as interrupted before it builds.
+    Requested { interrupted: bool },
+    /// A cell's user code is being built or run.
+    Running(Run),
+}
+
+/// A running cell, as the interrupter and the output listener change it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Run {
+    /// Which cell, counting from the start: a late interrupt timer cannot reach a later cell.
+    pub seq: u64,
+    /// Whether it belongs to an execute request (the phase after it is `Requested`).
+    pub in_request: bool,
+    /// An interrupt hit it; `signalled` once its child got SIGINT (a second interrupt then
+    /// kills); `killed` when the child had to be killed.
+    pub interrupted: bool,
+    pub signalled: bool,
+    pub killed: bool,
+    /// It waits for an `input_reply` (its child reads stdin for the answer).
+    pub awaiting_input: bool,
+    /// How many loops that stop between steps on interrupt it is in (`DRYML_POLLING`; they nest).
+    pub polling: u32,
+}
+
+/// How a cell's user code ended, as far as interrupts go.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ended {
+    pub interrupted: bool,
+    pub killed: bool,
+}
+
+/// What a warm-up step may do now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum WarmUp {
+    /// An interrupt ended the warm-up: no more steps.
+    Stopped,
+    /// A request is queued: try again when the worker is idle.
+    Later,
+    /// The analyzer's own start-up work is under way: wait a little and try again.
+    Busy,
+    /// The step runs (the phase is `Warming` until [`CellState::warm_up_ends`]).
+    Go,
+}
+
+/// The phase and what the start-up's interrupts leave, under the one lock.
+#[derive(Debug, Default)]
+pub struct Life {
+    pub phase: Phase,
+    /// Cells begun since the start.
+    cells: u64,
+    /// An interrupt ended (or skipped) the warm-up.
+    warm_up_stopped: bool,
+    /// A request was queued: the warm-up's step under way gives way (its build is killed) and
+    /// the next one waits until the worker is idle again.
+    work_waiting: bool,
+}
+
+impl Life {
+    /// Marks the warm-up stopped by an interrupt.
+    pub fn stop_warm_up(&mut self) {
+        self.warm_up_stopped = true;
+    }
+
+    /// Marks a request queued.
+    pub fn work_queued(&mut self) {
+        self.work_waiting = true;
+    }
+}
 
 #[derive(Default)]
 pub struct CellState {
-    /// The request whose output is flowing now (kept after the cell for late output).
-    pub io: Mutex<Option<Io>>,
-    /// A cell's user code is running in the child.
-    pub running: AtomicBool,
-    /// The kernel is starting; `warming` while a step of its warm-up (optional, ahead-of-time
-    /// builds, done while no request waits) runs, and `warm_up_stopped` once an interrupt ended
-    /// or skipped the warm-up.
-    pub starting: AtomicBool,
-    pub warming: AtomicBool,
-    pub warm_up_stopped: AtomicBool,
-    /// A request was queued: the warm-up's step under way gives way (its build is killed) and
-    /// the next one waits until the worker is idle again.
-    pub work_waiting: AtomicBool,
-    /// The child could not load the start-up library (its stderr said so).
-    pub startup_failed: AtomicBool,
-    pub child_pid: AtomicU32,
-    /// An interrupt hit the running cell; `killed` when the child had to be killed.
-    pub interrupted: AtomicBool,
-    pub killed: AtomicBool,
-    /// Held while the interrupter kills a cell's builds or child, and while a cell (or the
-    /// warm-up) is marked ended: a kill meant for one cell cannot reach the next one's build.
-    pub gate: Mutex<()>,
-    /// An interrupt killed a build: its leftovers are cleaned before the next one.
-    pub build_killed: AtomicBool,
-    /// An execute request is being handled (its cell may not have reached user code yet), and
-    /// an interrupt came before it did: the cell then ends as interrupted before it builds.
-    pub requested: AtomicBool,
-    pub early_interrupt: AtomicBool,
-    /// The running cell waits for an `input_reply` (its child reads stdin for the answer).
-    pub awaiting_input: AtomicBool,
+    life: Mutex<Life>,
+    child_pid: AtomicU32,
     /// The debugger is attached: cells are built for it, and `debug_hook` (set by the kernel)
     /// hears of each user cell's build and end.
-    pub debugging: AtomicBool,
+    debugging: AtomicBool,
+    /// Suppress output (hidden kernel-written evals, silent executes).
+    quiet: AtomicBool,
+    /// The child could not load the start-up library (its stderr said so).
+    startup_failed: AtomicBool,
+    /// An interrupt killed a build: its leftovers are cleaned before the next one.
+    build_killed: AtomicBool,
+    /// The cell panicked (its `DRYML_PANIC` line), with the backtrace the user did not ask for.
+    panic: Mutex<Option<Option<String>>>,
+    /// The request whose output is flowing now (kept after the cell for late output).
+    pub io: Mutex<Option<Io>>,
     pub debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
     /// The notebook's variables as the last cell left them (the debugger's Variables panel
     /// reads them while a cell may run).
     pub variables: Mutex<Variables>,
-    /// The running cell's child got SIGINT (a second interrupt then kills it).
-    pub signalled: AtomicBool,
-    /// Counts cells run, so a late interrupt timer cannot kill the child under a later cell.
-    pub cell_seq: AtomicU64,
-    /// How many loops that stop between steps on interrupt the running cell is in
-    /// (`DRYML_POLLING`; loops nest).
-    pub polling: AtomicU32,
-    pub panicked: AtomicBool,
-    /// The backtrace of the panic that ended the cell, when the user did not ask for them all.
-    pub panic_backtrace: Mutex<Option<String>>,
     /// An error a cell raised through a `DRYML_ERROR` line (ename, evalue).
     pub raised: Mutex<Option<(String, String)>>,
-    /// Suppress output (hidden kernel-written evals, silent executes).
-    pub quiet: AtomicBool,
     /// When set, stdout is collected here instead of published.
     pub capture: Mutex<Option<String>>,
     /// Where the running cell's library lines are in the cell, once it is built.
@@ -89,8 +146,198 @@ impl CellState {
         self.quiet.load(Ordering::SeqCst)
     }
 
+    /// Sets whether output is suppressed; returns what it was.
+    pub fn set_quiet(&self, quiet: bool) -> bool {
+        self.quiet.swap(quiet, Ordering::SeqCst)
+    }
+
     pub fn child_pid(&self) -> u32 {
         self.child_pid.load(Ordering::SeqCst)
+    }
+
+    pub fn set_child_pid(&self, pid: u32) {
+        self.child_pid.store(pid, Ordering::SeqCst);
+    }
+
+    pub fn debugging(&self) -> bool {
+        self.debugging.load(Ordering::SeqCst)
+    }
+
+    pub fn set_debugging(&self, on: bool) {
+        self.debugging.store(on, Ordering::SeqCst);
+    }
+
+    /// The child's stderr said it could not load the start-up library.
+    pub fn startup_failed(&self) {
+        self.startup_failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the start-up library failed to load since this was last asked.
+    pub fn take_startup_failed(&self) -> bool {
+        self.startup_failed.swap(false, Ordering::SeqCst)
+    }
+
+    /// An interrupt killed a build (the interrupter says so under the lock).
+    pub fn build_was_killed(&self) {
+        self.build_killed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a build was killed since this was last asked.
+    pub fn take_build_killed(&self) -> bool {
+        self.build_killed.swap(false, Ordering::SeqCst)
+    }
+
+    /// The cell panicked: `DRYML_PANIC`, with the backtrace its hook kept.
+    pub fn panicked(&self, backtrace: Option<String>) {
+        *self.panic.lock().unwrap_or_else(PoisonError::into_inner) = Some(backtrace);
+    }
+
+    /// The cell's panic, if it panicked: its backtrace, if one was kept.
+    pub fn take_panic(&self) -> Option<Option<String>> {
+        self.panic.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// The phase and the start-up's flags, locked: the interrupter's view (`session::interrupt`).
+    pub fn life(&self) -> MutexGuard<'_, Life> {
+        self.life.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A snapshot of the phase.
+    pub fn phase(&self) -> Phase {
+        self.life().phase.clone()
+    }
+
+    /// How many cells have begun since the start.
+    pub fn cells_begun(&self) -> u64 {
+        self.life().cells
+    }
+
+    /// Idle → Starting: evcxr's start-up, whose optional work an interrupt skips.
+    pub fn start_begins(&self) {
+        self.expect("the start-up", |p| matches!(p, Phase::Idle), Phase::Starting);
+    }
+
+    /// Starting → Idle.
+    pub fn start_ends(&self) {
+        self.expect("the end of the start-up", |p| matches!(p, Phase::Starting), Phase::Idle);
+    }
+
+    /// Idle → Requested: an execute request is handled (`silent`: its output suppressed).
+    pub fn request_begins(&self, silent: bool) {
+        self.set_quiet(silent);
+        self.expect("a request", |p| matches!(p, Phase::Idle), Phase::Requested { interrupted: false });
+    }
+
+    /// Requested → Idle, its output no longer suppressed.
+    pub fn request_ends(&self) {
+        self.expect("the end of a request", |p| matches!(p, Phase::Requested { .. }), Phase::Idle);
+        self.set_quiet(false);
+    }
+
+    /// Idle → Warming, unless the warm-up was stopped, a request waits (the flag is taken: the
+    /// worker is idle again when the step is tried next) or `busy` says the analyzer's own
+    /// start-up work is under way.
+    pub fn warm_up_begins(&self, busy: impl FnOnce() -> bool) -> WarmUp {
+        let mut life = self.life();
+        if life.warm_up_stopped {
+            return WarmUp::Stopped;
+        }
+        if std::mem::take(&mut life.work_waiting) {
+            return WarmUp::Later;
+        }
+        // The analyzer's first load and priming take a core for seconds after the start;
+        // `dryml` would change Cargo.toml under it and make it start over.
+        if busy() {
+            return WarmUp::Busy;
+        }
+        if life.phase != Phase::Idle {
+            tracing::error!("a warm-up step in phase {:?}", life.phase);
+            return WarmUp::Stopped;
+        }
+        life.phase = Phase::Warming;
+        WarmUp::Go
+    }
+
+    /// Warming → Idle; whether the warm-up may go on (no interrupt stopped it).
+    pub fn warm_up_ends(&self) -> bool {
+        let mut life = self.life();
+        if life.phase == Phase::Warming {
+            life.phase = Phase::Idle;
+        }
+        !life.warm_up_stopped
+    }
+
+    /// Whether a request waits for the warm-up's step to give way.
+    pub fn work_waiting(&self) -> bool {
+        self.life().work_waiting
+    }
+
+    /// Idle or Requested → Running: clears what the last cell left and starts the next one.
+    /// Returns true when an interrupt already came for the request (the cell then ends, as
+    /// interrupted, before it builds).
+    pub fn begin_cell(&self) -> bool {
+        self.stderr_tail.lock().unwrap().clear();
+        self.locations.lock().unwrap().take();
+        self.take_panic();
+        self.raised.lock().unwrap().take();
+        let mut life = self.life();
+        let (in_request, interrupted) = match life.phase {
+            Phase::Requested { interrupted } => (true, interrupted),
+            Phase::Idle => (false, false),
+            ref other => {
+                tracing::error!("a cell began in phase {other:?}");
+                debug_assert!(false, "a cell began in phase {other:?}");
+                (false, false)
+            }
+        };
+        life.cells += 1;
+        let seq = life.cells;
+        life.phase = Phase::Running(Run { seq, in_request, interrupted, ..Run::default() });
+        interrupted
+    }
+
+    /// Running → Requested (or Idle, for a cell outside a request): how its code ended. Taken
+    /// under the lock, so no kill for it is under way after this.
+    pub fn end_cell(&self) -> Ended {
+        let mut life = self.life();
+        match std::mem::take(&mut life.phase) {
+            Phase::Running(run) => {
+                life.phase = if run.in_request { Phase::Requested { interrupted: false } } else { Phase::Idle };
+                Ended { interrupted: run.interrupted, killed: run.killed }
+            }
+            other => {
+                tracing::error!("a cell ended in phase {other:?}");
+                debug_assert!(false, "a cell ended in phase {other:?}");
+                life.phase = other;
+                Ended::default()
+            }
+        }
+    }
+
+    /// The running cell waits for an `input_reply` (or got it).
+    pub fn awaiting_input(&self, waiting: bool) {
+        if let Phase::Running(run) = &mut self.life().phase {
+            run.awaiting_input = waiting;
+        }
+    }
+
+    /// The running cell entered (or left) a loop that stops between steps on interrupt.
+    pub fn polling(&self, on: bool) {
+        if let Phase::Running(run) = &mut self.life().phase {
+            run.polling = if on { run.polling + 1 } else { run.polling.saturating_sub(1) };
+        }
+    }
+
+    /// A transition from the phases `from` accepts to `to`; any other phase is a bug of ours,
+    /// said in the log (and a panic in debug builds), the phase left as it was.
+    fn expect(&self, what: &str, from: impl FnOnce(&Phase) -> bool, to: Phase) {
+        let mut life = self.life();
+        if from(&life.phase) {
+            life.phase = to;
+        } else {
+            tracing::error!("{what} in phase {:?}", life.phase);
+            debug_assert!(false, "{what} in phase {:?}", life.phase);
+        }
     }
 
     /// The current request's output, unless it is silenced.
@@ -145,32 +392,10 @@ impl CellState {
         let tail = self.stderr_tail.lock().unwrap();
         tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].to_vec()
     }
-
-    /// Marks the running cell (or the warm-up) ended, once no kill for it is under way.
-    pub fn end_cell(&self) {
-        let _gate = self.gate.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.running.store(false, Ordering::SeqCst);
-        self.warming.store(false, Ordering::SeqCst);
-    }
-
-    /// Clears the per-cell flags before user code runs.
-    pub fn begin_cell(&self) {
-        self.stderr_tail.lock().unwrap().clear();
-        self.locations.lock().unwrap().take();
-        self.panicked.store(false, Ordering::SeqCst);
-        self.panic_backtrace.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
-        self.raised.lock().unwrap().take();
-        self.interrupted.store(self.early_interrupt.swap(false, Ordering::SeqCst), Ordering::SeqCst);
-        self.killed.store(false, Ordering::SeqCst);
-        self.polling.store(0, Ordering::SeqCst);
-        self.signalled.store(false, Ordering::SeqCst);
-        self.cell_seq.fetch_add(1, Ordering::SeqCst);
-        self.running.store(true, Ordering::SeqCst);
-    }
 }
 
 /// The notebook's variables: their types after every cell, and short values (read by a hidden
-/// cell, only when the debugger's panel asks) as of cell `values_of` (`cell_seq`).
+/// cell, only when the debugger's panel asks) as of cell `values_of` (`cells_begun`).
 #[derive(Default)]
 pub struct Variables {
     pub types: std::collections::BTreeMap<String, String>,
