@@ -5,5 +5,6 @@
 
 mod debugger;
 mod frontend;
+mod generated;
 mod layers;
 mod protocol;
