@@ -1,6 +1,7 @@
 //! Input history in SQLite, laid out as IPython's `history.sqlite` so it survives restarts:
 //! a `sessions` table, one row per kernel run, and `history(session, line, source, source_raw)`.
 
+use crate::protocol::messages::HistoryRequest;
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection};
 use serde_json::{json, Value};
@@ -78,51 +79,45 @@ impl History {
         Ok(())
     }
 
-    /// Answers a `history_request` content with the `history` list of its reply.
-    pub fn query(&self, req: &Value) -> Result<Vec<Value>> {
-        let output = req["output"].as_bool().unwrap_or(false);
+    /// Answers a `history_request` with the `history` list of its reply.
+    pub fn query(&self, req: &HistoryRequest) -> Result<Vec<Value>> {
         let select = "SELECT h.session, h.line, h.source, o.output FROM history h \
                       LEFT JOIN output_history o ON o.session = h.session AND o.line = h.line";
-        let (sql, args): (String, Vec<rusqlite::types::Value>) =
-            match req["hist_access_type"].as_str().unwrap_or("tail") {
-                "range" => {
-                    let mut session = req["session"].as_i64().unwrap_or(0);
-                    if session <= 0 {
-                        session += self.session;
-                    }
-                    let start = req["start"].as_i64().unwrap_or(0);
-                    let stop = req["stop"].as_i64().filter(|s| *s > 0).unwrap_or(i64::MAX);
-                    (
-                        format!("{select} WHERE h.session = ?1 AND h.line >= ?2 AND h.line < ?3 ORDER BY h.line"),
-                        vec![session.into(), start.into(), stop.into()],
+        let (sql, args, output): (String, Vec<rusqlite::types::Value>, bool) = match req {
+            HistoryRequest::Range { session, start, stop, output } => {
+                let session = if *session <= 0 { session + self.session } else { *session };
+                let stop = stop.filter(|s| *s > 0).unwrap_or(i64::MAX);
+                (
+                    format!("{select} WHERE h.session = ?1 AND h.line >= ?2 AND h.line < ?3 ORDER BY h.line"),
+                    vec![session.into(), (*start).into(), stop.into()],
+                    *output,
+                )
+            }
+            HistoryRequest::Search { pattern, n, unique, output } => {
+                let n = n.filter(|n| *n > 0).unwrap_or(i64::MAX);
+                let sql = if *unique {
+                    format!(
+                        "SELECT * FROM ({select} WHERE h.source GLOB ?1 AND h.rowid IN \
+                             (SELECT max(rowid) FROM history GROUP BY source) \
+                             ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
                     )
-                }
-                "search" => {
-                    let pattern = req["pattern"].as_str().unwrap_or("*").to_string();
-                    let n = req["n"].as_i64().filter(|n| *n > 0).unwrap_or(i64::MAX);
-                    let unique = req["unique"].as_bool().unwrap_or(false);
-                    let sql = if unique {
-                        format!(
-                            "SELECT * FROM ({select} WHERE h.source GLOB ?1 AND h.rowid IN \
-                                 (SELECT max(rowid) FROM history GROUP BY source) \
-                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
-                        )
-                    } else {
-                        format!(
-                            "SELECT * FROM ({select} WHERE h.source GLOB ?1 \
-                                 ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
-                        )
-                    };
-                    (sql, vec![pattern.into(), n.into()])
-                }
-                _ => {
-                    let n = req["n"].as_i64().filter(|n| *n > 0).unwrap_or(10);
-                    (
-                        format!("SELECT * FROM ({select} ORDER BY h.session DESC, h.line DESC LIMIT ?1) ORDER BY 1, 2"),
-                        vec![n.into()],
+                } else {
+                    format!(
+                        "SELECT * FROM ({select} WHERE h.source GLOB ?1 \
+                             ORDER BY h.session DESC, h.line DESC LIMIT ?2) ORDER BY 1, 2"
                     )
-                }
-            };
+                };
+                (sql, vec![pattern.clone().into(), n.into()], *output)
+            }
+            HistoryRequest::Tail { n, output } => {
+                let n = n.filter(|n| *n > 0).unwrap_or(10);
+                (
+                    format!("SELECT * FROM ({select} ORDER BY h.session DESC, h.line DESC LIMIT ?1) ORDER BY 1, 2"),
+                    vec![n.into()],
+                    *output,
+                )
+            }
+        };
         let mut stmt = self.conn.prepare(&sql)?;
         let rows = stmt.query_map(rusqlite::params_from_iter(args), |r| {
             let session: i64 = r.get(0)?;
@@ -150,16 +145,23 @@ mod tests {
         }
         let mut h = History::open(&path).unwrap();
         h.store(1, "let b = 2;").unwrap();
-        let tail = h.query(&json!({"hist_access_type": "tail", "n": 2})).unwrap();
+        let tail = h.query(&HistoryRequest::from_content(&json!({"hist_access_type": "tail", "n": 2}))).unwrap();
         assert_eq!(tail.len(), 2);
         assert_eq!(tail[0][2], "a + 1");
         assert_eq!(tail[1][2], "let b = 2;");
-        let prev = h.query(&json!({"hist_access_type": "range", "session": -1, "start": 1, "stop": 3})).unwrap();
+        let prev = h
+            .query(&HistoryRequest::from_content(
+                &json!({"hist_access_type": "range", "session": -1, "start": 1, "stop": 3}),
+            ))
+            .unwrap();
         assert_eq!(prev.len(), 2);
-        let search = h.query(&json!({"hist_access_type": "search", "pattern": "let*"})).unwrap();
+        let search =
+            h.query(&HistoryRequest::from_content(&json!({"hist_access_type": "search", "pattern": "let*"}))).unwrap();
         assert_eq!(search.len(), 2);
         h.store_output(1, "2").unwrap();
-        let with_out = h.query(&json!({"hist_access_type": "range", "session": 0, "output": true})).unwrap();
+        let with_out = h
+            .query(&HistoryRequest::from_content(&json!({"hist_access_type": "range", "session": 0, "output": true})))
+            .unwrap();
         assert_eq!(with_out[0][2][1], "2");
     }
 }

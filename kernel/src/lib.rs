@@ -18,7 +18,7 @@ pub mod table;
 pub mod torch;
 
 /// Serves a kernel for the connection file's `info` until a client shuts it down.
-pub fn run(info: jupyter_protocol::ConnectionInfo) -> anyhow::Result<()> {
+pub fn run(info: protocol::ConnectionInfo) -> anyhow::Result<()> {
     let scratch = scratch_with_evcxr_dir()?;
     let kernel = engine::kernel::Kernel::new(scratch.clone());
     let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));

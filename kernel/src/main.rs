@@ -118,7 +118,7 @@ fn run() -> anyhow::Result<()> {
         (None, Some(file)) => {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading connection file {}", file.display()))?;
-            let info: jupyter_protocol::ConnectionInfo =
+            let info: dryml_kernel::protocol::ConnectionInfo =
                 serde_json::from_str(&text).with_context(|| format!("parsing connection file {}", file.display()))?;
             dryml_kernel::run(info)?;
         }

@@ -142,7 +142,7 @@ impl Handler for Kernel {
         }
     }
 
-    fn history(&self, request: &Value) -> Value {
+    fn history(&self, request: &crate::protocol::HistoryRequest) -> Value {
         match self.history.lock().unwrap_or_else(PoisonError::into_inner).query(request) {
             Ok(h) => json!({"status": "ok", "history": h}),
             Err(e) => json!({"status": "error", "ename": "HistoryError", "evalue": format!("{e:#}"), "traceback": []}),

@@ -11,6 +11,7 @@
 pub mod flow;
 pub mod heartbeat;
 pub mod iopub;
+pub mod messages;
 pub mod outbox;
 pub mod parent;
 pub mod shell;
@@ -18,11 +19,11 @@ pub mod stdin;
 pub mod wire;
 mod worker;
 
+pub use messages::{ConnectionInfo, HistoryRequest, Request};
 pub use outbox::{Io, Outbox};
 pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
 use anyhow::{Context, Result};
-use jupyter_protocol::ConnectionInfo;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,8 +156,8 @@ pub trait Handler: Send + Sync + 'static {
     fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value;
     /// The `is_complete_reply` content.
     fn is_complete(&self, code: &str) -> Value;
-    /// The `history_reply` content for a `history_request`'s content.
-    fn history(&self, request: &Value) -> Value;
+    /// The `history_reply` content for a `history_request`.
+    fn history(&self, request: &HistoryRequest) -> Value;
     /// A `debug_request`'s DAP request: its DAP response (the `debug_reply`). `events`
     /// publishes `debug_event`s on iopub, now or later, from any thread. By default there is
     /// no debugger: a failed response that says so.
@@ -172,11 +173,7 @@ pub trait Handler: Send + Sync + 'static {
 
 /// How a connection file's transport and port become a ZeroMQ endpoint.
 pub fn endpoint(info: &ConnectionInfo, port: u16) -> String {
-    let transport = serde_json::to_value(&info.transport)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "tcp".into());
-    if transport == "ipc" {
+    if info.transport == "ipc" {
         format!("ipc://{}-{}", info.ip, port)
     } else {
         format!("tcp://{}:{}", info.ip, port)

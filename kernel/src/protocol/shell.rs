@@ -3,6 +3,7 @@
 //! (kernel_info, is_complete, history, comms, debug requests, interrupt, shutdown) are answered
 //! at once.
 
+use super::messages::Request;
 use super::outbox::Outbox;
 use super::wire::{Message, Signer};
 use super::worker::Queue;
@@ -35,31 +36,28 @@ impl<H: Handler> Dispatch<H> {
     /// Handles one verified message. Returns `Some(restart)` when the kernel should exit.
     fn handle(&self, msg: Message) -> Option<bool> {
         let h = &self.handler;
-        match msg.msg_type() {
-            "execute_request" | "complete_request" | "inspect_request" => {
+        match Request::read(msg.msg_type(), &msg.content) {
+            work if work.is_work() => {
                 self.work.send(msg);
                 h.work_arrived();
             }
-            "kernel_info_request" => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
-            "is_complete_request" => self
-                .out
-                .answer(&msg, || guarded(|| h.is_complete(msg.content["code"].as_str().unwrap_or("")), |e| e.reply())),
-            "history_request" => self.out.answer(&msg, || guarded(|| h.history(&msg.content), |e| e.reply())),
-            "debug_request" => {
+            Request::KernelInfo => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
+            Request::IsComplete { code } => self.out.answer(&msg, || guarded(|| h.is_complete(&code), |e| e.reply())),
+            Request::History(req) => self.out.answer(&msg, || guarded(|| h.history(&req), |e| e.reply())),
+            Request::Debug(request) => {
                 let (out, parent) = (self.out.clone(), msg.clone());
                 let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, "debug_event", e));
-                let failed = |e: super::ErrorContent| super::dap_response(&msg.content, Err(e.evalue));
-                self.out.answer(&msg, || guarded(|| h.debug(&msg.content, events), failed));
+                let failed = |e: super::ErrorContent| super::dap_response(&request, Err(e.evalue));
+                self.out.answer(&msg, || guarded(|| h.debug(&request, events), failed));
             }
-            "comm_info_request" => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
-            "comm_open" => {
+            Request::CommInfo => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
+            Request::CommOpen { comm_id } => {
                 // No comm targets: close it at once, as ipykernel does for unknown targets.
                 self.out.status(&msg, "busy");
-                let id = msg.content["comm_id"].clone();
-                self.out.publish(&msg, "comm_close", json!({"comm_id": id, "data": {}}));
+                self.out.publish(&msg, "comm_close", json!({"comm_id": comm_id, "data": {}}));
                 self.out.status(&msg, "idle");
             }
-            "interrupt_request" => self.out.answer(&msg, || {
+            Request::Interrupt => self.out.answer(&msg, || {
                 guarded(
                     || {
                         h.interrupt();
@@ -72,15 +70,14 @@ impl<H: Handler> Dispatch<H> {
                     |e| e.reply(),
                 )
             }),
-            "shutdown_request" => {
-                let restart = msg.content["restart"].as_bool().unwrap_or(false);
+            Request::Shutdown { restart } => {
                 self.out.answer(&msg, || json!({"status": "ok", "restart": restart}));
                 return Some(restart);
             }
+            // comm_msg, comm_close, usage_request and unknown types: no reply is owed.
             other => {
-                // comm_msg, comm_close, usage_request and unknown types: no reply is owed.
-                if !matches!(other, "comm_msg" | "comm_close" | "usage_request") {
-                    tracing::warn!("{:?}: no handler for {other}", self.channel);
+                if let Request::Unknown(kind) = other {
+                    tracing::warn!("{:?}: no handler for {kind}", self.channel);
                 }
                 self.out.status(&msg, "busy");
                 self.out.status(&msg, "idle");

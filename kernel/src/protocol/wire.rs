@@ -2,7 +2,6 @@
 
 use bytes::Bytes;
 use hmac::{Hmac, Mac};
-use jupyter_protocol::Header;
 use serde_json::{json, Value};
 use sha2::Sha256;
 
@@ -148,17 +147,16 @@ impl Message {
     }
 }
 
-/// A header built through jupyter-protocol's `Header`, so field names and date format follow it.
+/// A new message's header; its date in ISO 8601 with the zone, as the protocol asks.
 pub fn new_header(msg_type: &str, session: &str) -> Value {
-    let header = Header {
-        msg_id: uuid::Uuid::new_v4().to_string(),
-        username: "kernel".into(),
-        session: session.to_string(),
-        date: chrono::Utc::now(),
-        msg_type: msg_type.to_string(),
-        version: PROTOCOL_VERSION.to_string(),
-    };
-    serde_json::to_value(header).expect("header serializes")
+    serde_json::json!({
+        "msg_id": uuid::Uuid::new_v4().to_string(),
+        "username": "kernel",
+        "session": session,
+        "date": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        "msg_type": msg_type,
+        "version": PROTOCOL_VERSION,
+    })
 }
 
 #[cfg(test)]

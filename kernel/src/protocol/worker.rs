@@ -2,6 +2,7 @@
 //! execute discipline (busy, `execute_input`, the handler, `error`, reply, idle), execution
 //! counts, and `stop_on_error` aborts.
 
+use super::messages::Request;
 use super::outbox::{Io, Outbox};
 use super::wire::Message;
 use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
@@ -128,18 +129,15 @@ impl<H: Handler> Worker<H> {
                     Err(_) => return,
                 },
             };
-            match msg.msg_type() {
-                "execute_request" => self.execute(&msg),
-                "complete_request" => {
-                    let (code, cursor) = code_and_cursor(&msg);
-                    self.out.answer(&msg, || guarded(|| self.handler.complete(code, cursor), |e| e.reply()));
+            match Request::read(msg.msg_type(), &msg.content) {
+                Request::Execute => self.execute(&msg),
+                Request::Complete { code, cursor_pos } => {
+                    self.out.answer(&msg, || guarded(|| self.handler.complete(&code, cursor_pos), |e| e.reply()));
                 }
-                "inspect_request" => {
-                    let (code, cursor) = code_and_cursor(&msg);
-                    let level = msg.content["detail_level"].as_u64().unwrap_or(0);
-                    self.out.answer(&msg, || guarded(|| self.handler.inspect(code, cursor, level), |e| e.reply()));
-                }
-                other => tracing::warn!("worker: {other} is not queued work"),
+                Request::Inspect { code, cursor_pos, detail_level } => self
+                    .out
+                    .answer(&msg, || guarded(|| self.handler.inspect(&code, cursor_pos, detail_level), |e| e.reply())),
+                other => tracing::warn!("worker: {other:?} is not queued work"),
             }
             self.last_done = Some(Instant::now());
         }
@@ -210,11 +208,4 @@ impl<H: Handler> Worker<H> {
         }
         executes
     }
-}
-
-/// A request's code and cursor (characters; the end of the code when absent).
-fn code_and_cursor(msg: &Message) -> (&str, usize) {
-    let code = msg.content["code"].as_str().unwrap_or("");
-    let cursor = msg.content["cursor_pos"].as_u64().map(|c| c as usize).unwrap_or(code.chars().count());
-    (code, cursor)
 }

@@ -12,7 +12,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// The connection file a test kernel binds: ipc endpoints in a fresh directory, so parallel
 /// tests never race for ports.
-pub fn connection_info(dir: &std::path::Path) -> jupyter_protocol::ConnectionInfo {
+pub fn connection_info(dir: &std::path::Path) -> dryml_kernel::protocol::ConnectionInfo {
     serde_json::from_value(json!({
         "transport": "ipc",
         "ip": dir.join("k").to_string_lossy(),
@@ -37,7 +37,7 @@ pub struct Frontend {
 
 impl Frontend {
     /// Connects every socket and waits for iopub's welcome, so no published message is lost.
-    pub fn connect(info: &jupyter_protocol::ConnectionInfo) -> Frontend {
+    pub fn connect(info: &dryml_kernel::protocol::ConnectionInfo) -> Frontend {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let ep = |port| dryml_kernel::protocol::endpoint(info, port);
         // Shell and stdin share one identity, as jupyter_client's do: the kernel routes an

@@ -75,7 +75,7 @@ impl Handler for Toy {
         json!({"status": status})
     }
 
-    fn history(&self, _request: &Value) -> Value {
+    fn history(&self, _request: &dryml_kernel::protocol::HistoryRequest) -> Value {
         json!({"status": "ok", "history": [[0, 1, "print hi"]]})
     }
 
