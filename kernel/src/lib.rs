@@ -5,6 +5,7 @@
 
 pub mod child;
 pub mod debug;
+pub mod display_table;
 pub mod engine;
 pub mod history;
 pub mod install;
@@ -14,13 +15,12 @@ pub mod paths;
 pub mod protocol;
 pub mod session;
 pub mod syntax;
-pub mod table;
 pub mod torch;
 
 /// Serves a kernel for the connection file's `info` until a client shuts it down.
 pub fn run(info: protocol::ConnectionInfo) -> anyhow::Result<()> {
     let scratch = scratch_with_evcxr_dir()?;
-    let kernel = engine::kernel::Kernel::new(scratch.clone());
+    let kernel = engine::handler::JupyterHandler::new(scratch.clone());
     let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));
     let _ = std::fs::remove_dir_all(&scratch);
     result

@@ -2,7 +2,7 @@
 //! from the checked arguments; the kernel runs them without reading the arguments again, and
 //! matches them exhaustively, so no arm silently stands for a subcommand.
 
-use crate::context::{ComputeOptions, ContextCommand, SweepOptions};
+use crate::compute_args::{ComputeOptions, ContextCommand, SweepOptions};
 use serde_json::{Map, Value};
 
 /// A line magic's or a cell magic's call.

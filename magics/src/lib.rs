@@ -7,7 +7,7 @@
 
 mod args;
 pub mod call;
-pub mod context;
+pub mod compute_args;
 mod parsers;
 mod registry;
 mod tokens;
@@ -17,7 +17,7 @@ pub use call::{
     CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall,
     SlurmCall, SlurmSetting,
 };
-pub use context::{
+pub use compute_args::{
     compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions,
 };
 pub use registry::{parse_seconds, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};

@@ -6,7 +6,7 @@ use crate::call::{
     CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall,
     SlurmCall, SlurmSetting,
 };
-use crate::context::parse_size;
+use crate::compute_args::parse_size;
 use crate::tokens::Token;
 
 pub(crate) fn env_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {

@@ -298,7 +298,7 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
             ArgSpec::Flag { long: "restart", short: None, help: "restart the process with this context (variables are lost)" },
             ArgSpec::Pos { name: "[check] REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::context::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
+        parse: |a, t| crate::compute_args::context_command(a, t).map(|c| Call::Line(LineCall::Context(c))),
     },
     MagicSpec {
         name: "repo",
@@ -362,7 +362,7 @@ returns at once; %jobs follows it, also from a new kernel.",
             ArgSpec::Opt { long: "sbatch", value: "OPTS", help: "with --on slurm: more sbatch options, quoted" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "the resource requests" },
         ],
-        parse: |a, t| crate::context::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
+        parse: |a, t| crate::compute_args::compute_options(a, t).map(|o| Call::Cell(CellCall::Compute(o))),
     },
     MagicSpec {
         name: "sweep",
@@ -388,7 +388,7 @@ object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the s
             ArgSpec::Pos { name: "DEFS", required: true, many: false, help: "the variable holding the definitions" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "each task's resource requests" },
         ],
-        parse: |a, t| crate::context::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
+        parse: |a, t| crate::compute_args::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
     },
     MagicSpec {
         name: "slurm",

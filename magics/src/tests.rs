@@ -264,7 +264,7 @@ fn calls_are_typed_once() {
 
 /// `%context`, `%%compute` and `%%sweep` arguments: requests in text and JSON, options.
 mod context_args {
-    use crate::context::*;
+    use crate::compute_args::*;
     use dryml::compute::context::Requests;
 
     fn args_of(magic: &str) -> Result<crate::Invocation, crate::MagicError> {

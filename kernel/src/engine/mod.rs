@@ -1,11 +1,11 @@
 //! The engine runs cells and nothing else: parse the cell's magics, run them, evaluate the
 //! body through the evcxr session, and say how the cell ended. It owns the session, the meter
-//! and the magics' state, and lives on the protocol's worker thread; [`kernel::Kernel`] is
+//! and the magics' state, and lives on the protocol's worker thread; [`handler::JupyterHandler`] is
 //! its face to the protocol. User code only ever runs in evcxr's child, never in the kernel.
 
 pub mod complete;
+pub mod handler;
 pub mod is_complete;
-pub mod kernel;
 
 use crate::history::History;
 use crate::magic::cell::Cell;

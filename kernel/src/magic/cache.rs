@@ -68,13 +68,16 @@ pub fn render(r: &Report) -> (String, String) {
             ]
         })
         .collect();
-    let (mut text, mut html) =
-        crate::table::render(&title, &["toolchain and libtorch", "size", "crate builds", "last kernel start"], &rows);
+    let (mut text, mut html) = crate::display_table::render(
+        &title,
+        &["toolchain and libtorch", "size", "crate builds", "last kernel start"],
+        &rows,
+    );
     if !r.largest.is_empty() {
         let largest: Vec<String> = r.largest.iter().map(|(n, b)| format!("{n} {}", size(*b))).collect();
         let line = format!("Largest here: {}", largest.join(", "));
         text.push_str(&format!("\n{line}\n"));
-        html.push_str(&format!("<p>{}</p>", crate::table::escape(&line)));
+        html.push_str(&format!("<p>{}</p>", crate::display_table::escape(&line)));
     }
     (text, html)
 }

@@ -233,10 +233,10 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Opt
     if memory.is_some() {
         columns.push("memory free");
     }
-    let (mut text, mut html) = crate::table::render(&head, &columns, &rows);
+    let (mut text, mut html) = crate::display_table::render(&head, &columns, &rows);
     if let Some(n) = memory.and_then(|m| m.note.as_deref()) {
         text.push_str(&format!("\n({n})"));
-        html.push_str(&format!("<p><em>{}</em></p>", crate::table::escape(n)));
+        html.push_str(&format!("<p><em>{}</em></p>", crate::display_table::escape(n)));
     }
     let claims: Vec<Value> = pool
         .claims

@@ -74,7 +74,7 @@ impl SlurmMagic {
                     .into()
             }
         };
-        let (text, html) = crate::table::render(
+        let (text, html) = crate::display_table::render(
             &format!("Slurm settings for %%compute --on slurm ({cluster})"),
             &["key", "value"],
             &rows,
@@ -129,7 +129,7 @@ impl SlurmMagic {
                     .collect();
                 let head = format!("{} Slurm job(s) of this notebook in {}", rows.len(), nb.display());
                 let (text, html) =
-                    crate::table::render(&head, &["job", "state", "submitted", "cell", "directory"], &rows);
+                    crate::display_table::render(&head, &["job", "state", "submitted", "cell", "directory"], &rows);
                 host.show(json!({"text/plain": text, "text/html": html}));
                 Ok(())
             }

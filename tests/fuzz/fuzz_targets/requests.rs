@@ -16,7 +16,7 @@ fuzz_target!(|text: &str| {
             }
         }
     }
-    if let Ok(r) = dryml_magics::context::requests_from_json(text) {
+    if let Ok(r) = dryml_magics::compute_args::requests_from_json(text) {
         let _ = r.to_string();
     }
 });

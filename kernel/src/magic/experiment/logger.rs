@@ -2,9 +2,9 @@
 //! shown after it, the log as a table (`%cell_logger data`) and as a chart (`plot`).
 
 use super::report::{bundle, hms, mib, peaked, MIB};
+use crate::display_table::figures;
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
-use crate::table::figures;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::time::Duration;

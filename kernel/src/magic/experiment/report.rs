@@ -3,9 +3,9 @@
 //! start, the names it saw re-bound, and the highest marks seen, and turns them into a
 //! [`Report`]. The cell logger is [`super::logger`]'s.
 
+use crate::display_table::{escape, figures};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
-use crate::table::{escape, figures};
 use dryml::experiment::{DeviceFigures, Report};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};

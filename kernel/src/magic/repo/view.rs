@@ -44,7 +44,7 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
     if with_metrics {
         header.push("metrics");
     }
-    let (text, html) = crate::table::render(title, &header, &rows);
+    let (text, html) = crate::display_table::render(title, &header, &rows);
     let objects: Vec<Value> = entries
         .iter()
         .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size, "metrics": e.meta.metrics}))

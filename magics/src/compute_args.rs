@@ -1,6 +1,6 @@
-//! The arguments of `%context` and `%%compute`: resource requests in the text form or the JSON
-//! form (`%context {"tf": {"gpu/0": 0.5}}`), read into one grammar so both give the same values
-//! and the same errors, plus `%%compute`'s options.
+//! The arguments of `%context`, `%%compute` and `%%sweep`: resource requests in the text form
+//! or the JSON form (`%context {"tf": {"gpu/0": 0.5}}`), read into one grammar so both give the
+//! same values and the same errors, plus the cell magics' options.
 
 use crate::args::{flag_token, is_ident, keep_list, option_token, positional_token, ArgError, Args};
 use crate::tokens::Token;

@@ -1,4 +1,4 @@
-//! The kernel as the protocol sees it: [`Kernel`] implements `protocol::Handler`, handing
+//! The kernel as the protocol sees it: [`JupyterHandler`] implements `protocol::Handler`, handing
 //! cells to the [`Engine`] (started on the worker thread, so sockets answer while evcxr
 //! starts) and answering kernel_info, is_complete, history and interrupt on its own.
 
@@ -19,7 +19,7 @@ enum Slot {
     Failed(String),
 }
 
-pub struct Kernel {
+pub struct JupyterHandler {
     state: Arc<CellState>,
     history: Arc<Mutex<History>>,
     /// Locked by the worker thread only, so a running cell never blocks the other handlers.
@@ -28,8 +28,8 @@ pub struct Kernel {
     debugger: Arc<Mutex<crate::debug::Debugger>>,
 }
 
-impl Kernel {
-    pub fn new(scratch: PathBuf) -> anyhow::Result<Kernel> {
+impl JupyterHandler {
+    pub fn new(scratch: PathBuf) -> anyhow::Result<JupyterHandler> {
         let history_path = crate::history::default_path();
         let history = match History::open(&history_path) {
             Ok(h) => h,
@@ -41,7 +41,7 @@ impl Kernel {
         let state = Arc::new(CellState::default());
         let debugger = Arc::new(Mutex::new(crate::debug::Debugger::new(state.clone())));
         let _ = state.debug_hook.set(Box::new(DebugHook(debugger.clone())));
-        Ok(Kernel {
+        Ok(JupyterHandler {
             debugger,
             state,
             history: Arc::new(Mutex::new(history)),
@@ -59,7 +59,7 @@ impl Kernel {
     }
 }
 
-impl Handler for Kernel {
+impl Handler for JupyterHandler {
     fn start(&self) {
         // From here until the warm-up ends, an interrupt stops the start-up's optional work.
         self.state.start_begins();
