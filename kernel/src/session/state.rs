@@ -70,7 +70,7 @@ pub enum WarmUp {
 /// The phase and what the start-up's interrupts leave, under the one lock.
 #[derive(Debug, Default)]
 pub struct Life {
-    pub phase: Phase,
+    pub(super) phase: Phase,
     /// Cells begun since the start.
     cells: u64,
     /// An interrupt ended (or skipped) the warm-up.
@@ -197,8 +197,9 @@ impl CellState {
         self.panic.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 
-    /// The phase and the start-up's flags, locked: the interrupter's view (`session::interrupt`).
-    pub fn life(&self) -> MutexGuard<'_, Life> {
+    /// The phase and the start-up's flags, locked: the interrupter's view (`session::interrupt`);
+    /// outside the session, [`CellState::phase`] gives a snapshot.
+    pub(super) fn life(&self) -> MutexGuard<'_, Life> {
         self.life.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
