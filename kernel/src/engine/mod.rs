@@ -60,7 +60,8 @@ impl Engine {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
         *self.state.io.lock().unwrap() = Some(io.clone());
-        self.state.request_begins(req.silent);
+        let state = self.state.clone();
+        let _request = state.request_begins(req.silent);
         let count = req.execution_count;
         if req.store_history {
             if let Err(e) = self.history.lock().unwrap().store(count, &req.code) {
@@ -90,7 +91,6 @@ impl Engine {
                 user_expressions.insert(name.clone(), value);
             }
         }
-        self.state.request_ends();
         ExecuteOutcome { payload: run.payload, user_expressions, error: run.error }
     }
 

@@ -127,6 +127,23 @@ pub struct CellState {
     pub shown: Mutex<(String, std::collections::HashSet<String>)>,
 }
 
+/// An execute request under way; dropped, it ends the request: Requested (or Running, left by
+/// a panic of ours mid-cell) → Idle, its output no longer suppressed.
+#[must_use = "the request ends when this is dropped"]
+pub struct RequestGuard<'a>(&'a CellState);
+
+impl Drop for RequestGuard<'_> {
+    fn drop(&mut self) {
+        let mut life = self.0.life();
+        if !matches!(life.phase, Phase::Requested { .. }) {
+            tracing::error!("a request ended in phase {:?}", life.phase);
+        }
+        life.phase = Phase::Idle;
+        drop(life);
+        self.0.set_quiet(false);
+    }
+}
+
 /// How many stderr lines of a cell are kept to explain its panic or crash: a panic's message
 /// and backtrace are the last lines, and a flood of warnings must not grow the kernel.
 const STDERR_TAIL_LINES: usize = 200;
@@ -223,16 +240,17 @@ impl CellState {
         self.expect("the end of the start-up", |p| matches!(p, Phase::Starting), Phase::Idle);
     }
 
-    /// Idle → Requested: an execute request is handled (`silent`: its output suppressed).
-    pub fn request_begins(&self, silent: bool) {
+    /// Idle → Requested: an execute request is handled (`silent`: its output suppressed) until
+    /// the guard this returns is dropped, however the request ends (a bug of ours that panics
+    /// costs that request, not the next one's phase).
+    pub fn request_begins(&self, silent: bool) -> RequestGuard<'_> {
         self.set_quiet(silent);
-        self.expect("a request", |p| matches!(p, Phase::Idle), Phase::Requested { interrupted: false });
-    }
-
-    /// Requested → Idle, its output no longer suppressed.
-    pub fn request_ends(&self) {
-        self.expect("the end of a request", |p| matches!(p, Phase::Requested { .. }), Phase::Idle);
-        self.set_quiet(false);
+        let mut life = self.life();
+        if life.phase != Phase::Idle {
+            tracing::error!("a request began in phase {:?}", life.phase);
+        }
+        life.phase = Phase::Requested { interrupted: false };
+        RequestGuard(self)
     }
 
     /// Idle → Warming, unless the warm-up was stopped, a request waits (the flag is taken: the
@@ -417,4 +435,49 @@ pub trait CellDebugHook: Send + Sync {
     /// That code has ended (the hidden cells the kernel runs next must not stop on its
     /// breakpoints).
     fn ended(&self);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn a_cells_life_goes_through_its_phases_and_a_panic_of_ours_resets_it() {
+        let state = Arc::new(CellState::default());
+        {
+            let _request = state.request_begins(true);
+            assert!(state.quiet());
+            // An interrupt before the cell's code starts: the cell ends before it builds.
+            crate::session::interrupt::interrupt(&state);
+            assert_eq!(state.phase(), Phase::Requested { interrupted: true });
+            assert!(state.begin_cell(), "the cell starts interrupted");
+            assert!(matches!(state.phase(), Phase::Running(Run { seq: 1, in_request: true, .. })));
+            assert_eq!(state.end_cell(), Ended { interrupted: true, killed: false });
+            // The next cell of the same request starts afresh.
+            assert!(!state.begin_cell());
+            state.polling(true);
+            let Phase::Running(run) = state.phase() else { panic!("running") };
+            assert_eq!((run.seq, run.polling), (2, 1));
+            // A panic of ours here leaves the cell running; the request's guard ends it.
+        }
+        assert_eq!((state.phase(), state.quiet()), (Phase::Idle, false));
+        let _request = state.request_begins(false);
+        assert!(!state.begin_cell(), "a new request is not interrupted by an old one");
+        assert_eq!(state.cells_begun(), 3);
+    }
+
+    #[test]
+    fn the_warm_up_stops_for_an_interrupt_and_gives_way_to_a_request() {
+        let state = Arc::new(CellState::default());
+        crate::session::interrupt::give_way(&state);
+        assert_eq!(state.warm_up_begins(|| false), WarmUp::Later, "a request waits");
+        assert_eq!(state.warm_up_begins(|| true), WarmUp::Busy, "the analyzer's start-up first");
+        assert_eq!(state.warm_up_begins(|| false), WarmUp::Go);
+        assert_eq!(state.phase(), Phase::Warming);
+        crate::session::interrupt::interrupt(&state);
+        assert!(!state.warm_up_ends(), "an interrupt ends the warm-up");
+        assert_eq!(state.warm_up_begins(|| false), WarmUp::Stopped);
+        assert_eq!(state.phase(), Phase::Idle);
+    }
 }
