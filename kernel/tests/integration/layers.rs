@@ -73,26 +73,39 @@ fn module_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// Panics with the cycle if the graph has one.
-fn assert_acyclic(graph: &BTreeMap<String, BTreeSet<String>>) {
+/// The first import cycle of the graph, as `a -> b -> a`.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<String> {
     // Depth-first search for a back edge.
-    fn visit(n: &str, g: &BTreeMap<String, BTreeSet<String>>, path: &mut Vec<String>, done: &mut BTreeSet<String>) {
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<String> {
         if done.contains(n) {
-            return;
+            return None;
         }
         if let Some(i) = path.iter().position(|p| p == n) {
-            panic!("import cycle: {} -> {n}", path[i..].join(" -> "));
+            return Some(format!("{} -> {n}", path[i..].join(" -> ")));
         }
         path.push(n.to_string());
         for d in g.get(n).into_iter().flatten() {
-            visit(d, g, path, done);
+            if let Some(cycle) = visit(d, g, path, done) {
+                return Some(cycle);
+            }
         }
         path.pop();
         done.insert(n.to_string());
+        None
     }
     let mut done = BTreeSet::new();
-    for n in graph.keys() {
-        visit(n, graph, &mut Vec::new(), &mut done);
+    graph.keys().find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+/// Panics with the cycle if the graph has one.
+fn assert_acyclic(graph: &BTreeMap<String, BTreeSet<String>>) {
+    if let Some(cycle) = find_cycle(graph) {
+        panic!("import cycle: {cycle}");
     }
 }
 
@@ -235,13 +248,12 @@ fn assert_no_cycles_inside_folders(krate: &str) {
             }
         }
     }
-    let mut cycles = Vec::new();
-    for (folder, graph) in &graphs {
-        if let Err(e) = std::panic::catch_unwind(|| assert_acyclic(graph)) {
-            let msg = e.downcast_ref::<String>().cloned().unwrap_or_default();
-            cycles.push(format!("inside {krate}/src/{}: {msg}", folder.join("/")));
-        }
-    }
+    let cycles: Vec<String> = graphs
+        .iter()
+        .filter_map(|(folder, graph)| {
+            find_cycle(graph).map(|c| format!("inside {krate}/src/{}: import cycle: {c}", folder.join("/")))
+        })
+        .collect();
     assert!(cycles.is_empty(), "{}", cycles.join("\n"));
 }
 
