@@ -106,6 +106,8 @@ fn every_generated_template_compiles_against_dryml() {
          impl dryml::Build for Fit { type Args = Args; fn build(args: Args, meta: dryml::Meta) -> Self { Fit { args, meta, loss: 0.0 } } }\n",
     );
     for (name, code) in cells() {
+        // evcxr reads a line that starts with `:` as one of its commands.
+        assert!(code.lines().all(|l| !l.trim_start().starts_with(':')), "{name}: a line starts with `:`:\n{code}");
         // A cell's code is statements; one ending in a value is that value's expression.
         lib.push_str(&format!("\npub fn {name}() {{\n{VARS}\nlet _ = {{\n{code}\n}};\n}}\n"));
     }

@@ -3,6 +3,13 @@
 
 #![allow(missing_docs)]
 
+mod shim;
+#[cfg(test)]
+mod tests;
+
+pub use crate::__dryml_compute_cell as compute_cell;
+pub use crate::__dryml_job_cell as job_cell;
+
 /// How a notebook variable crosses into a sandbox or a job and back.
 pub mod carry {
     pub use crate::compute::carry::*;
@@ -10,6 +17,7 @@ pub mod carry {
 
 /// What a `%%compute` body and its notebook side exchange, and how a sandbox ends.
 pub mod cell {
+    pub use super::shim::{failed, show, show_result, sweep, Spec};
     pub use crate::compute::cell::{run_cell, where_to_run, Cell, CellError, CellResult, Shown};
     pub use crate::compute::ending::Keep;
     pub use crate::compute::outcome::{print_report, raise, record_here};
