@@ -166,7 +166,7 @@ class Soak:
         n = self.rng.randrange(2, 60)
         self.cell("display", f'dryml::display::html("<b>soak {self.n}</b>");\n'
                   f'for i in 0..{n} {{ dryml::display::display(&[("text/plain", &format!("{{i}}/{n}"))], '
-                  f'if i == 0 {{ dryml::display::Update::NewAs("bar-{self.n}") }} else {{ dryml::display::Update::Replace("bar-{self.n}") }}); }}')
+                  f'if i == 0 {{ dryml::display::Update::InPlace("bar-{self.n}") }} else {{ dryml::display::Update::Replace("bar-{self.n}") }}); }}')
 
     def compile_error(self):
         self.cell("compile error", f'let bad_{self.n}: u32 = "soak";', want="CompilationError")

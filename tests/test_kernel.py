@@ -267,7 +267,7 @@ def test_rich_html_and_displays(kernel):
     assert reply["status"] == "ok", reply
     data = of_type(msgs, "execute_result")[0]["content"]["data"]
     assert data["text/html"] == "<b>bold</b>" and data["text/plain"] == "bold"
-    reply, msgs = kernel.execute('dryml::display::display(&[("text/plain", "v1")], dryml::display::Update::NewAs("p")); dryml::display::display(&[("text/plain", "v2")], dryml::display::Update::Replace("p")); dryml::clear_output(false);')
+    reply, msgs = kernel.execute('dryml::display::display(&[("text/plain", "v1")], dryml::display::Update::InPlace("p")); dryml::display::display(&[("text/plain", "v2")], dryml::display::Update::Replace("p")); dryml::clear_output(false);')
     assert of_type(msgs, "display_data")[0]["content"]["transient"]["display_id"] == "p"
     assert of_type(msgs, "update_display_data")[0]["content"]["data"]["text/plain"] == "v2"
     assert of_type(msgs, "clear_output")

@@ -16,7 +16,7 @@ def test_a_training_curve_redraws_in_place_and_a_rerun_shows_it_afresh(kernel):
     code = """let mut losses: Vec<f64> = Vec::new();
 for step in 0..30 {
     losses.push(2.0 / (step + 1) as f64);
-    if step % 10 == 9 { dryml::plot::curve("loss", &losses); }
+    if step % 10 == 9 { dryml::plot::Figure::new().title("loss").x_label("step").curve("", &losses).show_as("loss"); }
 }"""
     for _ in range(2):
         msgs = ok(kernel, code)

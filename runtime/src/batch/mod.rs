@@ -503,7 +503,7 @@ impl Progress {
                 });
                 let text = self.text(at);
                 let html = self.html(at, &text);
-                let update = if update { Update::Replace(id) } else { Update::NewAs(id) };
+                let update = if update { Update::Replace(id) } else { Update::InPlace(id) };
                 crate::display::display(&[("text/plain", &text), ("text/html", &html)], update);
             }
             // Straight to fd 2: a redirected stderr is where the line belongs.

@@ -34,14 +34,13 @@ use wire::{emit, in_kernel, send, strip_tags};
 pub enum Update<'a> {
     /// A new output of the running cell.
     New,
-    /// A new output under a display id, which later [`Update::Replace`] calls redraw.
-    NewAs(&'a str),
-    /// Redraws the output shown under this display id, in whichever cell it is.
-    Replace(&'a str),
     /// This id's output in the running cell: new the first time the cell shows the id, redrawn
     /// after that (a re-run cell shows it afresh: its old output is gone). The mode for a
     /// progress bar or a training curve.
     InPlace(&'a str),
+    /// Redraws the output shown under this display id, in whichever cell it is (a redraw that
+    /// may come after its cell ended).
+    Replace(&'a str),
 }
 
 /// Shows a mime bundle (pairs of mime type and content, `text/plain` as the fallback), as a new
@@ -59,7 +58,6 @@ pub enum Update<'a> {
 pub fn display(bundle: &[(&str, &str)], update: Update<'_>) {
     match update {
         Update::New => send(bundle, None, "false"),
-        Update::NewAs(id) => send(bundle, Some(id), "false"),
         Update::Replace(id) => send(bundle, Some(id), "true"),
         Update::InPlace(id) => send(bundle, Some(id), "\"auto\""),
     }

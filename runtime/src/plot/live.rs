@@ -24,9 +24,17 @@ struct Live {
     points: Vec<(Vec<f64>, Vec<f64>)>,
     x_label: String,
     shown: bool,
+    /// The points shown by the last draw: a trailing redraw with nothing new is skipped.
+    drawn: usize,
     last_draw: Option<Instant>,
     timer: bool,
     every: Duration,
+}
+
+impl Live {
+    fn points(&self) -> usize {
+        self.points.iter().map(|(xs, _)| xs.len()).sum()
+    }
 }
 
 impl Curve {
@@ -39,6 +47,7 @@ impl Curve {
                 points: Vec::new(),
                 x_label: "step".into(),
                 shown: false,
+                drawn: 0,
                 last_draw: None,
                 timer: false,
                 every: Duration::from_millis(200),
@@ -95,7 +104,9 @@ impl Curve {
                 std::thread::sleep(wait);
                 let mut l = me.live();
                 l.timer = false;
-                me.draw(&mut l);
+                if l.points() > l.drawn {
+                    me.draw(&mut l);
+                }
             });
             if spawned.is_err() {
                 self.show();
@@ -117,7 +128,7 @@ impl Curve {
         f
     }
 
-    /// Redraws now.
+    /// Redraws now: after a loop, the last points show at once (a redraw still due is skipped).
     pub fn show(&self) {
         let mut l = self.live();
         self.draw(&mut l);
@@ -129,9 +140,10 @@ impl Curve {
         let bundle: Vec<(&str, &str)> = bundle.iter().map(|(m, c)| (*m, c.as_str())).collect();
         // The first draw is the curve's output in the cell that made it; later ones (a trailing
         // redraw may land after the cell ended) update that output wherever it is.
-        let update = if l.shown { Update::Replace(&self.id) } else { Update::NewAs(&self.id) };
+        let update = if l.shown { Update::Replace(&self.id) } else { Update::InPlace(&self.id) };
         crate::display::display(&bundle, update);
         l.shown = true;
+        l.drawn = l.points();
         l.last_draw = Some(Instant::now());
     }
 }

@@ -1,12 +1,16 @@
 //! Plots as inline SVG for notebooks: curves, histograms, scatters and bars with axes, labels and a
-//! legend, shown as a cell's output and redrawn in place by display id (a training curve).
+//! legend, shown as a cell's output. One way redraws in place, by display id: a loop pushes
+//! points to a [`Curve`], which redraws at most five times a second; any figure redraws with
+//! [`Figure::show_as`]. (Both draw through [`crate::display::display`] with a display id.)
 //!
 //! ```
-//! use dryml::plot::Figure;
+//! use dryml::plot::{Curve, Figure};
 //!
-//! let losses = vec![2.3, 1.1, 0.7, 0.5];
-//! dryml::plot::curve("loss", &losses); // a new plot, or the same plot redrawn
-//! // A figure of several series; shown with `.show()` or as a cell's value.
+//! let curve = Curve::new("loss"); // one plot, redrawn as points come
+//! for loss in [2.3, 1.1, 0.7, 0.5] {
+//!     curve.push("train", loss);
+//! }
+//! // A figure of several series; shown with `.show()`, `.show_as(id)` or as a cell's value.
 //! let fig = Figure::new().title("fit").line("data", &[0, 1, 2], &[0.0, 1.1, 1.9]).scatter("points", &[0, 2], &[0.1, 2.0]);
 //! assert!(fig.svg().starts_with("<svg"));
 //! ```
@@ -490,22 +494,6 @@ pub fn stack(figures: &[Figure]) -> String {
     }
     s.push_str("</svg>\n");
     s
-}
-
-/// Plots `ys` over steps as the curve `id`, redrawn in place when called again in the cell:
-/// `dryml::plot::curve("loss", &losses)` every N steps of a training loop.
-pub fn curve<Y: Num>(id: &str, ys: &[Y]) {
-    Figure::new().title(id).x_label("step").curve("", ys).show_as(id);
-}
-
-/// Several named curves over steps in one plot, redrawn in place like [`curve`]:
-/// `dryml::plot::curves("loss", &[("train", &train), ("val", &val)])`.
-pub fn curves<Y: Num>(id: &str, series: &[(&str, &[Y])]) {
-    let mut f = Figure::new().title(id).x_label("step");
-    for (name, ys) in series {
-        f = f.curve(name, ys);
-    }
-    f.show_as(id);
 }
 
 /// A histogram of `values` in `bins` bins; show it with `.show()` or as a cell's value.
