@@ -38,7 +38,7 @@ impl<H: Handler> Dispatch<H> {
         let h = &self.handler;
         match Request::read(msg.msg_type(), &msg.content) {
             work if work.is_work() => {
-                self.work.send(msg);
+                self.work.send(msg, work);
                 h.work_arrived();
             }
             Request::KernelInfo => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),

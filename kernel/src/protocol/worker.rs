@@ -22,8 +22,14 @@ const IDLE_AFTER: Duration = Duration::from_millis(1000);
 /// The worker's queue, and whether it is still in [`Handler::start`].
 #[derive(Clone)]
 pub(crate) struct Queue {
-    tx: crossbeam_channel::Sender<Message>,
+    tx: crossbeam_channel::Sender<Work>,
     starting: Arc<Starting>,
+}
+
+/// A queued request: the message (for its replies) and what the shell read it as, once.
+struct Work {
+    msg: Message,
+    request: Request,
 }
 
 #[derive(Default)]
@@ -33,8 +39,8 @@ struct Starting {
 }
 
 impl Queue {
-    pub(crate) fn send(&self, msg: Message) {
-        let _ = self.tx.send(msg);
+    pub(crate) fn send(&self, msg: Message, request: Request) {
+        let _ = self.tx.send(Work { msg, request });
     }
 
     /// An interrupt while the handler starts: the executes queued behind the start-up are the
@@ -52,7 +58,7 @@ pub const WORKER_STACK_BYTES: usize = 1 << 30;
 /// Starts the worker: it calls [`Handler::start`], then serves the queue until every sender is
 /// gone.
 pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result<Queue> {
-    let (tx, rx) = crossbeam_channel::unbounded::<Message>();
+    let (tx, rx) = crossbeam_channel::unbounded::<Work>();
     let starting = Arc::new(Starting { now: AtomicBool::new(true), interrupted: AtomicBool::new(false) });
     let queue = Queue { tx, starting: starting.clone() };
     // Handlers parse users' code (evcxr's parser recurses once per level of nesting): a large
@@ -74,13 +80,15 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
                     "KeyboardInterrupt",
                     "interrupted while the kernel was starting; the cell did not run",
                 );
-                worker.execute_with(&first, |_, _| ExecuteOutcome {
+                worker.execute_with(&first.msg, |_, _| ExecuteOutcome {
                     payload: Vec::new(),
                     user_expressions: Default::default(),
                     error: Some(error),
                 });
-                for m in queued {
-                    worker.out.answer(&m, || json!({"status": "aborted", "execution_count": worker.execution_count}));
+                for w in queued {
+                    worker
+                        .out
+                        .answer(&w.msg, || json!({"status": "aborted", "execution_count": worker.execution_count}));
                 }
             }
         }
@@ -92,9 +100,9 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
 struct Worker<H> {
     handler: Arc<H>,
     out: Outbox,
-    rx: crossbeam_channel::Receiver<Message>,
+    rx: crossbeam_channel::Receiver<Work>,
     /// Requests taken off the queue while looking for executes to abort.
-    pending: VecDeque<Message>,
+    pending: VecDeque<Work>,
     execution_count: i64,
     /// The handler may still have optional work ([`Handler::idle`]).
     idle_work: bool,
@@ -105,7 +113,7 @@ struct Worker<H> {
 impl<H: Handler> Worker<H> {
     fn run(mut self) {
         loop {
-            let msg = match self.pending.pop_front() {
+            let Work { msg, request } = match self.pending.pop_front() {
                 Some(m) => m,
                 None if self.idle_work => {
                     let quiet = self.last_done.map_or(Duration::ZERO, |t| IDLE_AFTER.saturating_sub(t.elapsed()));
@@ -129,7 +137,7 @@ impl<H: Handler> Worker<H> {
                     Err(_) => return,
                 },
             };
-            match Request::read(msg.msg_type(), &msg.content) {
+            match request {
                 Request::Execute => self.execute(&msg),
                 Request::Complete { code, cursor_pos } => {
                     self.out.answer(&msg, || guarded(|| self.handler.complete(&code, cursor_pos), |e| e.reply()));
@@ -191,19 +199,19 @@ impl<H: Handler> Worker<H> {
             if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
         self.out.reply(msg, reply);
         self.out.status(msg, "idle");
-        for m in aborted {
-            self.out.answer(&m, || json!({"status": "aborted", "execution_count": self.execution_count}));
+        for w in aborted {
+            self.out.answer(&w.msg, || json!({"status": "aborted", "execution_count": self.execution_count}));
         }
     }
 
     /// After an error, executes already queued are answered `aborted`, as ipykernel does.
-    fn take_queued_executes(&mut self) -> Vec<Message> {
+    fn take_queued_executes(&mut self) -> Vec<Work> {
         let mut executes = Vec::new();
-        while let Ok(m) = self.rx.try_recv() {
-            if m.msg_type() == "execute_request" {
-                executes.push(m);
+        while let Ok(w) = self.rx.try_recv() {
+            if matches!(w.request, Request::Execute) {
+                executes.push(w);
             } else {
-                self.pending.push_back(m);
+                self.pending.push_back(w);
             }
         }
         executes
