@@ -5,7 +5,9 @@
 //! owns (the fork has its own memory and ends without dropping them), so the body may move or
 //! change them and the notebook's stay as they were; `--update` variables come back through
 //! [`super::carry`]. The carrying is picked per variable by autoref dispatch, which needs the
-//! concrete type where the code is expanded: hence macros and not generic functions.
+//! concrete type where the code is expanded: hence macros and not generic functions. Paths are
+//! written out in full, since a `use` in the expansion would shadow a notebook item of the same
+//! name in the body (the carrying traits are imported as `_`, which names nothing).
 
 use crate::compute::context::Requests;
 use crate::compute::{cell::CellResult, cell::Shown, Compute, ComputeError};
@@ -107,12 +109,11 @@ macro_rules! __dryml_compute_cell {
         }
     }};
     (@sandbox $compute:ident; [$($v:ident)*] [$($u:ident)*]; $shows:ident; $body:block) => {{
-        use $crate::__kernel::cell::CellError;
         // A body that always panics leaves the rest unreachable, which is no concern of the user.
         #[allow(unreachable_code, unused_variables)]
         let result = $crate::__kernel::cell::run_cell(
             &$compute,
-            |out: &mut $crate::__kernel::cell::Cell| -> ::std::result::Result<(), CellError> {
+            |out: &mut $crate::__kernel::cell::Cell| -> ::std::result::Result<(), $crate::__kernel::cell::CellError> {
                 $(
                     #[allow(unused_mut, unused_variables)]
                     let mut $v = unsafe { ::std::ptr::read(&$v) };
@@ -120,11 +121,11 @@ macro_rules! __dryml_compute_cell {
                 // Dropped first if the body leaves early: the sandbox ends before the copies drop.
                 let _keep = $crate::__kernel::cell::Keep::new();
                 // An object brought back goes into compute in the sandbox only.
-                $( (&mut &mut $crate::__kernel::carry::Hook(&mut $u)).load_compute().map_err(CellError::new)?; )*
+                $( (&mut &mut $crate::__kernel::carry::Hook(&mut $u)).load_compute().map_err($crate::__kernel::cell::CellError::new)?; )*
                 #[allow(unused_variables)]
                 let value = $body;
                 $(
-                    (&mut &mut $crate::__kernel::carry::Hook(&mut $u)).save_compute().map_err(CellError::new)?;
+                    (&mut &mut $crate::__kernel::carry::Hook(&mut $u)).save_compute().map_err($crate::__kernel::cell::CellError::new)?;
                     out.update_bytes(stringify!($u), (&&&$crate::__kernel::carry::Out(&$u)).encode());
                 )*
                 $crate::__dryml_compute_cell!(@send $shows out value);
@@ -178,15 +179,14 @@ macro_rules! __dryml_job_cell {
         extern "C" fn __dryml_job_entry() {
             #[allow(unused_imports)]
             use $crate::__kernel::carry::prelude::*;
-            use $crate::__kernel::cell::CellError;
-            $crate::__kernel::slurm::job::main(|io: &mut $crate::__kernel::slurm::job::Io| -> ::std::result::Result<(), CellError> {
+            $crate::__kernel::slurm::job::main(|io: &mut $crate::__kernel::slurm::job::Io| -> ::std::result::Result<(), $crate::__kernel::cell::CellError> {
                 $(
                     let mut $n: $t = (&&&$crate::__kernel::carry::In::<$t>::new())
                         .decode(&io.input_bytes(stringify!($n))?)
-                        .map_err(|e| CellError::new(format!("`{}`: {e}", stringify!($n))))?;
+                        .map_err(|e| $crate::__kernel::cell::CellError::new(format!("`{}`: {e}", stringify!($n))))?;
                     let _keep = $crate::__kernel::cell::Keep::new();
                     // An object goes into compute before the body.
-                    (&mut &mut $crate::__kernel::carry::Hook(&mut $n)).load_compute().map_err(CellError::new)?;
+                    (&mut &mut $crate::__kernel::carry::Hook(&mut $n)).load_compute().map_err($crate::__kernel::cell::CellError::new)?;
                 )*
                 #[allow(unused_variables)]
                 let value = $body;

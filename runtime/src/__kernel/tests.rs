@@ -74,3 +74,14 @@ fn job_shims_compile() {
         m.fitted().is_some()
     });
 }
+
+#[test]
+fn a_body_may_name_what_the_shim_names_inside() {
+    // A notebook's own `CellError`, and variables called as the shim's locals are.
+    struct CellError(u8);
+    let (compute, value, out) = (5u8, 6u8, 7u8);
+    let shown = crate::__kernel::compute_cell!(spec("default num_cpus=0"); [compute out value] []; sandbox show; {
+        CellError(compute + value + out).0
+    });
+    assert_eq!(shown.0, "18");
+}
