@@ -114,7 +114,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   });
 
   it('redraws a training curve in place', async () => {
-    const cell = await run('let mut losses = Vec::new();\nfor step in 0..50 {\n    losses.push(1.0 / (step + 1) as f64);\n    if step % 10 == 9 { dryml::plot::curve("loss", &losses); std::thread::sleep(std::time::Duration::from_millis(100)); }\n}');
+    const cell = await run('let curve = dryml::plot::Curve::new("loss");\nfor step in 0..50 {\n    curve.push("loss", 1.0 / (step + 1) as f64);\n    if step % 10 == 9 { std::thread::sleep(std::time::Duration::from_millis(100)); }\n}\ncurve.show();');
     const kinds = await cell.locator('.jp-OutputArea-output').evaluateAll((els) => els.map((e) => e.getAttribute('data-mime-type') + ': ' + e.innerText.slice(0, 200)));
     assert.equal(kinds.length, 1, `one plot, redrawn: ${JSON.stringify(kinds)}`);
     const src = await cell.locator('.jp-RenderedSVG img').getAttribute('src');
