@@ -72,9 +72,8 @@ where
     M: Serialize,
     F: Fn(&mut T) -> M + Sync,
 {
-    let spec =
-        Spec { requests, timeout: None, mem_limit: None, verbose: false, use_existing: false, dont_create: false };
-    show(spec.compute().sweep(defs, repo, train))
+    let reqs = Requests::parse(requests).expect("checked by the kernel");
+    show(Compute::new(&reqs).sweep(defs, repo, train))
 }
 
 /// A `%%compute` cell: `compute_cell!(spec; [names the body uses] [--update names];
