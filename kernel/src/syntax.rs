@@ -1,7 +1,9 @@
-//! Parsing users' code with `syn` without letting it overflow a stack: syn (and dropping what it
-//! built) recurses once per level of nesting, so code nested deeper than [`MAX_DEPTH`] is not
-//! parsed at all, and what is parsed is parsed on a thread of its own with a large stack, never
-//! on a tokio worker or the engine's thread.
+//! Reading users' code: the words a cell names, and parsing with `syn` without letting it
+//! overflow a stack: syn (and dropping what it built) recurses once per level of nesting, so code
+//! nested deeper than [`MAX_DEPTH`] is not parsed at all, and what is parsed is parsed on a
+//! thread of its own with a large stack, never on a tokio worker or the engine's thread.
+
+use std::collections::BTreeSet;
 
 /// Deeper than this (brackets, plus a run of prefix operators such as `--!x`), code is not
 /// analysed; rustc still judges it when the cell runs.
@@ -17,6 +19,18 @@ impl std::fmt::Display for TooDeep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "the code is nested {} levels deep, over the {MAX_DEPTH} the kernel analyses", self.0)
     }
+}
+
+/// The identifiers `code` mentions (over-inclusive: fields, paths and words in strings count).
+pub fn identifiers(code: &str) -> BTreeSet<&str> {
+    code.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| w.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
+        .collect()
+}
+
+/// Whether `body` ends with an expression (its value is shown) rather than a statement.
+pub fn ends_with_value(body: &str) -> Result<bool, TooDeep> {
+    with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None)))).map(|shows| shows.unwrap_or(false))
 }
 
 /// How deep `code` nests: open brackets plus the current run of prefix operators, at the
@@ -89,6 +103,26 @@ mod tests {
         assert_eq!(depth("- - !x"), 3);
         assert_eq!(depth(&"(".repeat(20_000)), 20_000);
         assert_eq!(depth(")))("), 1);
+    }
+
+    #[test]
+    fn values_and_statements() {
+        for (body, shows) in [
+            ("1 + 1", true),
+            ("let a = 1;", false),
+            ("for i in 0..2 {}", true),
+            ("x.push(1);", false),
+            ("fn f() {}", false),
+            ("(", false),
+        ] {
+            assert_eq!(ends_with_value(body), Ok(shows), "{body}");
+        }
+    }
+
+    #[test]
+    fn identifiers_are_words_not_numbers() {
+        let got: Vec<&str> = identifiers("a.b(c1, 2x, \"s _t\") // w").into_iter().collect();
+        assert_eq!(got, ["_t", "a", "b", "c1", "s", "w"]);
     }
 
     #[test]

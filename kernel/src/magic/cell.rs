@@ -4,25 +4,50 @@
 
 use super::{Host, Magics};
 use crate::protocol::ErrorContent;
+use crate::session::deps::Named;
+use crate::syntax::TooDeep;
 use dryml_magics::ParsedCell;
 use serde_json::Value;
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
-/// One cell, split into its magics and its body.
+/// One cell, split into its magics and its body, with what the body names: the one reading of
+/// its text that every magic and observer takes its parts from.
 pub struct Cell<'a> {
     pub parsed: &'a ParsedCell,
     /// Lines above the body (its magic lines), so compile errors name the cell's own lines.
     pub magic_lines: usize,
+    /// The identifiers the body mentions (over-inclusive), for the variables a `%%compute` or
+    /// job body carries.
+    pub names: BTreeSet<&'a str>,
+    /// The crates the body names (an experiment preloads torch for `tch`).
+    pub crates: Named,
+    /// Whether the body ends with an expression: parsed with syn when first asked, as only
+    /// `%%compute` asks.
+    shows: OnceLock<Result<bool, TooDeep>>,
 }
 
 impl<'a> Cell<'a> {
     /// `code` is the cell as written, `parsed` what `dryml_magics::parse_cell` made of it.
     pub fn new(code: &str, parsed: &'a ParsedCell) -> Cell<'a> {
         let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
-        Cell { parsed, magic_lines }
+        let body = parsed.body.as_str();
+        Cell {
+            parsed,
+            magic_lines,
+            names: crate::syntax::identifiers(body),
+            crates: Named::in_code(body),
+            shows: OnceLock::new(),
+        }
     }
 
     pub fn body(&self) -> &'a str {
         &self.parsed.body
+    }
+
+    /// Whether the body ends with an expression (its value is shown) rather than a statement.
+    pub fn shows(&self) -> Result<bool, TooDeep> {
+        *self.shows.get_or_init(|| crate::syntax::ends_with_value(self.body()))
     }
 }
 
@@ -74,7 +99,7 @@ pub trait CellObserver {
     fn watch_body(
         &mut self,
         host: &mut Host<'_>,
-        body: &str,
+        cell: &Cell<'_>,
         eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult,
     ) -> BodyResult;
 

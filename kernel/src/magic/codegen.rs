@@ -3,15 +3,9 @@
 //! with the options, the variables and the body filled in; the shims themselves are compiled
 //! and run in `dryml`'s tests. The `::dryml::...` paths generated code names live here only.
 
+use super::cell::Cell;
 use dryml_magics::{ComputeOptions, SweepOptions};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// The identifiers a cell body mentions (over-inclusive: fields and paths count too).
-pub fn identifiers(body: &str) -> BTreeSet<&str> {
-    body.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| w.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_'))
-        .collect()
-}
+use std::collections::BTreeMap;
 
 /// The lines (1-based) of `code` where each copy of `body` starts: the generated code holds
 /// the body as its own lines, so its errors name the cell's lines.
@@ -23,24 +17,18 @@ pub fn body_starts(code: &str, body: &str) -> Vec<usize> {
     code.match_indices(&framed).map(|(at, _)| code[..at].matches('\n').count() + 2).collect()
 }
 
-/// Whether the body ends with an expression (its value is shown) rather than a statement.
-pub fn ends_with_value(body: &str) -> Result<bool, crate::syntax::TooDeep> {
-    crate::syntax::with_block(body, |b| matches!(b.stmts.last(), Some(syn::Stmt::Expr(_, None))))
-        .map(|shows| shows.unwrap_or(false))
-}
-
 /// The code a `%%compute` cell runs in the notebook's process: `dryml`'s `compute_cell!` shim
 /// (see there) filled in with the options, the notebook variables the body names and the body,
 /// on lines of its own so its errors name the cell's lines.
-pub fn compute(o: &ComputeOptions, body: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+pub fn compute(o: &ComputeOptions, cell: &Cell<'_>, vars: &BTreeMap<String, String>) -> Result<String, String> {
+    let body = cell.body();
     for u in &o.update {
         if !vars.contains_key(u) {
             return Err(format!("--update {u}: the notebook has no variable `{u}` to update"));
         }
     }
-    let names = identifiers(body);
-    let used: Vec<&str> = vars.keys().filter(|v| names.contains(v.as_str())).map(|v| v.as_str()).collect();
-    let shows = ends_with_value(body).map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
+    let used: Vec<&str> = vars.keys().filter(|v| cell.names.contains(v.as_str())).map(|v| v.as_str()).collect();
+    let shows = cell.shows().map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
     let spec = format!(
         "::dryml::__kernel::cell::Spec {{ requests: {:?}, timeout: {:?}, mem_limit: {:?}, verbose: {}, use_existing: {}, dont_create: {} }}",
         o.requests.to_text(),
@@ -178,11 +166,12 @@ pub fn repo_load(var: &str, dir: &str, id: &str, type_name: &str) -> String {
 mod tests {
     use super::*;
 
-    fn opts(line: &str) -> ComputeOptions {
-        let p = dryml_magics::parse_cell(line).unwrap();
-        let inv = p.cell_magic.unwrap();
-        match inv.cell_call() {
-            Some(dryml_magics::CellCall::Compute(o)) => o.clone(),
+    /// `compute` for the cell of `line` above `body`.
+    fn compute_of(line: &str, body: &str, vars: &BTreeMap<String, String>) -> Result<String, String> {
+        let code = format!("{line}\n{body}");
+        let p = dryml_magics::parse_cell(&code).unwrap();
+        match p.cell_magic.as_ref().and_then(|inv| inv.cell_call()) {
+            Some(dryml_magics::CellCall::Compute(o)) => compute(o, &Cell::new(&code, &p), vars),
             other => panic!("{line}: {other:?}"),
         }
     }
@@ -194,7 +183,7 @@ mod tests {
             .map(|(a, b)| (a.to_string(), b.to_string()))
             .collect();
         let body = "model.push(data.len() as f64);\nmodel.len()";
-        let code = compute(&opts("%%compute tf --update model --timeout 2"), body, &vars).unwrap();
+        let code = compute_of("%%compute tf --update model --timeout 2", body, &vars).unwrap();
         assert_eq!(
             code,
             format!(
@@ -206,27 +195,13 @@ mod tests {
         );
         assert!(!code.contains('?'), "errors go through the kernel, not evcxr's `?`: {code}");
         // A body ending in a statement shows nothing; it stands on lines of its own.
-        let code = compute(&opts("%%compute --use-existing --mem-limit 1k"), "let x = 1;", &vars).unwrap();
+        let code = compute_of("%%compute --use-existing --mem-limit 1k", "let x = 1;", &vars).unwrap();
         assert!(code.ends_with("here_or_sandbox quiet; {\nlet x = 1;\n}) };"), "{code}");
         assert!(code.contains("mem_limit: Some(1024), verbose: false, use_existing: true"), "{code}");
         let starts = body_starts(&code, "let x = 1;");
         assert_eq!(starts, [2], "{code}");
-        let e = compute(&opts("%%compute --update nope"), "1", &vars).unwrap_err();
+        let e = compute_of("%%compute --update nope", "1", &vars).unwrap_err();
         assert_eq!(e, "--update nope: the notebook has no variable `nope` to update");
-    }
-
-    #[test]
-    fn values_and_statements() {
-        for (body, shows) in [
-            ("1 + 1", true),
-            ("let a = 1;", false),
-            ("for i in 0..2 {}", true),
-            ("x.push(1);", false),
-            ("fn f() {}", false),
-            ("(", false),
-        ] {
-            assert_eq!(ends_with_value(body), Ok(shows), "{body}");
-        }
     }
 
     #[test]

@@ -21,11 +21,11 @@ impl CellMagic for ComputeCell<'_> {
         host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());
         if opts.slurm.is_some() {
-            return super::slurm::compute_cell(host, opts, body, cell.magic_lines);
+            return super::slurm::compute_cell(host, opts, cell);
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();
-        let code = codegen::compute(opts, body, &host.session.variables())
+        let code = codegen::compute(opts, cell, &host.session.variables())
             .map_err(|m| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%compute: {m}")))?;
         body_lines(host, &code, body, cell.magic_lines);
         Ok(code)
@@ -52,7 +52,7 @@ impl CellMagic for SweepCell<'_> {
         host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());
         if opts.slurm.is_some() {
-            return super::slurm::sweep_cell(host, opts, body, cell.magic_lines);
+            return super::slurm::sweep_cell(host, opts, cell);
         }
         self.inv.check_devices(&opts.requests, self.devices.0, self.devices.1).map_err(|e| super::error(&e))?;
         host.session.ensure_child_setup();

@@ -59,7 +59,7 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
         }
     }
     if !cell.body().trim().is_empty() {
-        let ran = magics.observer().watch_body(host, cell.body(), &mut |host| {
+        let ran = magics.observer().watch_body(host, cell, &mut |host| {
             let code = handler.code(host, cell)?;
             host.session.eval_user(&code, host.io)
         });

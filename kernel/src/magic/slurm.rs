@@ -4,6 +4,7 @@
 //! does with a closure) and `%jobs` (the notebook's jobs, read from their directories, so a new
 //! kernel finds an old one's).
 
+use super::cell::Cell;
 use super::codegen::{self, Var};
 use super::Host;
 use crate::protocol::ErrorContent;
@@ -190,12 +191,7 @@ impl SlurmMagic {
 }
 
 /// The code a `%%compute --on slurm` cell runs in the notebook's process.
-pub fn compute_cell(
-    host: &mut Host<'_>,
-    opts: &ComputeOptions,
-    body: &str,
-    magic_lines: usize,
-) -> Result<String, ErrorContent> {
+pub fn compute_cell(host: &mut Host<'_>, opts: &ComputeOptions, cell: &Cell<'_>) -> Result<String, ErrorContent> {
     let job = Job {
         requests: &opts.requests,
         timeout: opts.timeout,
@@ -204,16 +200,11 @@ pub fn compute_cell(
         update: &opts.update,
         sweep: None,
     };
-    job_code(host, &job, body, magic_lines)
+    job_code(host, &job, cell)
 }
 
 /// The code a `%%sweep --on slurm` cell runs: the definitions written, the array submitted.
-pub fn sweep_cell(
-    host: &mut Host<'_>,
-    opts: &SweepOptions,
-    body: &str,
-    magic_lines: usize,
-) -> Result<String, ErrorContent> {
+pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, cell: &Cell<'_>) -> Result<String, ErrorContent> {
     let job = Job {
         requests: &opts.requests,
         timeout: opts.timeout,
@@ -222,12 +213,13 @@ pub fn sweep_cell(
         update: &[],
         sweep: Some(opts),
     };
-    job_code(host, &job, body, magic_lines)
+    job_code(host, &job, cell)
 }
 
 /// The cell as code that ships its library as a job (see [`codegen::Job`]); what can be
 /// checked before the cell compiles (the variables, the requests against the settings) is.
-fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) -> Result<String, ErrorContent> {
+fn job_code(host: &mut Host<'_>, job: &Job<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
+    let (body, magic_lines) = (cell.body(), cell.magic_lines);
     let what = if job.kind() == "sweep" { "%%sweep" } else { "%%compute" };
     host.session.ensure_child_setup();
     let vars = host.session.variables();
@@ -239,15 +231,14 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, body: &str, magic_lines: usize) 
             ));
         }
     }
-    let names = codegen::identifiers(body);
     let inputs: Vec<Var> = vars
         .iter()
-        .filter(|(n, _)| names.contains(n.as_str()) || job.update.contains(n))
+        .filter(|(n, _)| cell.names.contains(n.as_str()) || job.update.contains(n))
         .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
         .collect();
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();
     let shows = job.kind() == "compute"
-        && codegen::ends_with_value(body).map_err(|deep| {
+        && cell.shows().map_err(|deep| {
             ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("{what}: {deep}; split the cell"))
         })?;
     let own = JobOptions { time: job.timeout, mem: job.mem, ..job.slurm.options.clone() };

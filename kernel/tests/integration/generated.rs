@@ -3,6 +3,7 @@
 //! `%repo load`), filled in as a notebook would fill it, must compile against this checkout's
 //! `dryml`, so a change on either side fails here and not in a user's cell.
 
+use dryml_kernel::magic::cell::Cell;
 use dryml_kernel::magic::codegen::{self, Var};
 use dryml_magics::CellCall;
 use std::collections::BTreeMap;
@@ -35,9 +36,13 @@ fn vars() -> BTreeMap<String, String> {
 /// Each template as the body of a function of its own, the notebook's variables in scope.
 fn cells() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let compute = |line: &str, body: &str| match call(line) {
-        CellCall::Compute(o) => codegen::compute(&o, body, &vars()).unwrap(),
-        other => panic!("{other:?}"),
+    let compute = |line: &str, body: &str| {
+        let code = format!("{line}\n{body}");
+        let parsed = dryml_magics::parse_cell(&code).unwrap();
+        match parsed.cell_magic.as_ref().and_then(|inv| inv.cell_call()) {
+            Some(CellCall::Compute(o)) => codegen::compute(o, &Cell::new(&code, &parsed), &vars()).unwrap(),
+            other => panic!("{other:?}"),
+        }
     };
     out.push(("compute_shows".into(), compute("%%compute tf", "model.len() + data.len()")));
     out.push(("compute_statement".into(), compute("%%compute", "let n = data.len();\nprintln!(\"{n}\");")));

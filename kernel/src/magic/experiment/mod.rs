@@ -6,7 +6,7 @@
 pub mod logger;
 pub mod report;
 
-use super::cell::{BodyResult, CellMagic, CellObserver, Outcome};
+use super::cell::{BodyResult, Cell, CellMagic, CellObserver, Outcome};
 use super::{Host, Magics};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
@@ -156,13 +156,9 @@ impl Experiments {
 
     /// Before an experiment's first cell runs: a body that names `tch` gets torch preloaded
     /// first (unless the child has it), and the experiment starts over from after the preload.
-    fn before_body(&mut self, host: &mut Host<'_>, body: &str) {
+    fn before_body(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0
-            || host.session.torch_loaded()
-            || crate::torch::available().is_none()
-            || !crate::session::deps::Named::in_code(body).tch
-        {
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !cell.crates.tch {
             return;
         }
         let gpus = e.gpus().to_vec();
@@ -284,10 +280,11 @@ impl CellObserver for Experiments {
     fn watch_body(
         &mut self,
         host: &mut Host<'_>,
-        body: &str,
+        cell: &Cell<'_>,
         eval: &mut dyn FnMut(&mut Host<'_>) -> BodyResult,
     ) -> BodyResult {
-        self.before_body(host, body);
+        let body = cell.body();
+        self.before_body(host, cell);
         let gpus = self.gpus_to_watch(host);
         let watch = host.meter.watch_gpus(&gpus, host.child_pid());
         let result = eval(host);
