@@ -147,6 +147,19 @@ def test_cells_build_with_rustc_alone_until_something_cargo_watches_changes(tmp_
         assert record.stat().st_mtime_ns != recorded
 
 
+def test_nothing_is_built_before_the_kernels_settings(tmp_path):
+    evcxr_dir, cache = tmp_path / "evcxr", tmp_path / "cache"
+    env = {"EVCXR_TMPDIR": str(evcxr_dir), "DRYML_BUILD_CACHE": str(cache), "DRYML_NO_WARM_UP": "1"}
+    with running_kernel(env) as k:
+        assert value(k, "40 + 2") == "42"
+        # evcxr's own start-up build (`42`, as crate `ctx`, outside the cache) ran before the
+        # kernel could name the cell crate and point builds at the cache: cargo's probes and
+        # the analyzer's load were then done twice.
+        crates = {p.name.split("-")[0] for d in (evcxr_dir, cache) for p in d.rglob(".fingerprint/ctx*")}
+        assert len(crates) == 1 and next(iter(crates)).startswith("ctx_"), crates
+        assert cell_crates(cache) == crates
+
+
 def test_without_a_usable_cache_kernels_build_alone(tmp_path):
     with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
         assert "The build cache is off" in stdout_of(ok(k, "%cache"))
