@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from conftest import of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -262,6 +262,45 @@ def test_evcxr_commands_still_work(kernel):
     assert "listed_var" in data["text/plain"] and "f64" in data["text/plain"]
 
 
+def test_timing_shows_each_later_cells_time_as_evcxr_does(kernel):
+    assert value(kernel, ":timing").strip() == "Timing: true"
+    try:
+        msgs = ok(kernel, "let timed = 20 + 1; timed * 2")
+        # Below the value, as evcxr_jupyter shows it.
+        kinds = [m["msg_type"] for _, m in msgs if m["msg_type"] in ("execute_result", "display_data")]
+        assert kinds == ["execute_result", "display_data"], kinds
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        took = [d for d in displays(msgs) if d.get("text/plain", "").startswith("Took ")]
+        assert len(took) == 1 and took[0]["text/plain"].endswith("ms"), displays(msgs)
+        assert int(took[0]["text/plain"][5:-2]) >= 0 and "Took " in took[0]["text/html"]
+    finally:
+        assert value(kernel, ":timing").strip() == "Timing: false"
+    assert not any("Took " in d.get("text/plain", "") for d in displays(ok(kernel, "timed + 1")))
+
+
+def test_evcxrs_start_up_files_are_loaded_before_the_first_cell(tmp_path):
+    lib = tmp_path / "mylib"
+    (lib / "src").mkdir(parents=True)
+    (lib / "Cargo.toml").write_text('[package]\nname = "mylib"\nversion = "0.1.0"\nedition = "2021"\n')
+    (lib / "src" / "lib.rs").write_text("pub fn v() -> u32 { 7 }\n")
+    conf = tmp_path / "evcxr-config"
+    conf.mkdir()
+    (conf / "init.evcxr").write_text(f':dep mylib = {{ path = "{lib}" }}\n')
+    (conf / "prelude.rs").write_text('use std::collections::HashMap;\nlet greeting = String::from("hi");\n')
+    env = {"EVCXR_CONFIG_DIR": str(conf), "DRYML_NO_WARM_UP": "1"}
+    with running_kernel(env) as k:
+        got = value(k, "(mylib::v(), HashMap::<u8, u8>::new().len(), greeting.clone())", timeout=600)
+        assert got == '(7, 0, "hi")', got
+    # A prelude that does not compile is said on the first cell, which runs all the same.
+    (conf / "prelude.rs").write_text('let broken: u8 = "no";\n')
+    with running_kernel(env) as k:
+        reply, msgs = k.execute("40 + 2")
+        assert reply["status"] == "ok" and of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        said = stderr_of(msgs)
+        assert "start-up files in" in said and str(conf) in said and "mismatched types" in said, said
+        assert value(k, "mylib::v()") == "7"
+
+
 def test_rich_html_and_displays(kernel):
     reply, msgs = kernel.execute('dryml::Html("<b>bold</b>".to_string())', timeout=240)
     assert reply["status"] == "ok", reply
@@ -287,11 +326,19 @@ def test_is_complete_and_completion(kernel):
         assert r["status"] == want, (code, r)
     r, _ = kernel.request("complete", "%ls", 3, timeout=30)
     assert r["matches"] == ["%lsmagic"] and r["cursor_start"] == 0 and r["cursor_end"] == 3
+    # Each match with its kind, which JupyterLab shows as an icon.
+    assert r["metadata"]["_jupyter_types_experimental"] == [{"text": "%lsmagic", "type": "magic", "start": 0, "end": 3}]
     kernel.execute("let completion_target_value = 1;")
     code = "completion_tar"
     r, _ = kernel.request("complete", code, len(code), timeout=60)
     assert "completion_target_value" in r["matches"], r
     assert r["cursor_start"] == 0 and r["cursor_end"] == len(code)
+    kinds = lambda r: {t["text"]: t["type"] for t in r["metadata"]["_jupyter_types_experimental"]}
+    assert kinds(r)["completion_target_value"] == "instance", r
+    code = "let listed = vec![1u8]; listed.le"
+    r, _ = kernel.request("complete", code, len(code), timeout=60)
+    assert len(r["metadata"]["_jupyter_types_experimental"]) == len(r["matches"]), r
+    assert kinds(r).get("len()") == "function", r
 
 
 def test_kernel_info(kernel):

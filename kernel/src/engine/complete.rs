@@ -4,16 +4,17 @@
 use crate::session::Session;
 use serde_json::{json, Value};
 
-/// The `complete_reply` content; `cursor` counts characters.
+/// The `complete_reply` content; `cursor` counts characters. Each match carries its kind
+/// (function, class, module, instance, keyword, magic) as JupyterLab reads it for its icons.
 pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_prefix = &code[line_start..byte_pos];
-    let mut matches: Vec<String> = Vec::new();
+    let mut matches: Vec<(String, &str)> = Vec::new();
     let (mut start, mut end) = (byte_pos, byte_pos);
     if line_prefix.trim_start().starts_with('%') && !line_prefix.contains(' ') {
         let word = line_prefix.trim_start();
-        matches = dryml_magics::complete(word);
+        matches = dryml_magics::complete(word).into_iter().map(|m| (m, "magic")).collect();
         start = byte_pos - word.len();
     } else {
         match session.evcxr().completions(code, byte_pos) {
@@ -23,7 +24,7 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
                 let mut seen = std::collections::HashSet::new();
                 for comp in c.completions {
                     if seen.insert(comp.code.clone()) {
-                        matches.push(comp.code);
+                        matches.push((comp.code, comp.kind));
                     }
                 }
             }
@@ -33,26 +34,32 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
                 let word = &code[word_start..byte_pos];
                 if !word.is_empty() {
                     let ctx = session.evcxr();
-                    let mut names: Vec<String> = ctx
+                    // Items' kinds are not known here.
+                    let mut names: Vec<(String, &str)> = ctx
                         .variables_and_types()
-                        .map(|(n, _)| n.to_string())
-                        .chain(ctx.defined_item_names().map(str::to_string))
-                        .filter(|n| n.starts_with(word))
+                        .map(|(n, _)| (n.to_string(), "instance"))
+                        .chain(ctx.defined_item_names().map(|n| (n.to_string(), "<unknown>")))
+                        .filter(|(n, _)| n.starts_with(word))
                         .collect();
                     names.sort();
-                    names.dedup();
+                    names.dedup_by(|a, b| a.0 == b.0);
                     matches = names;
                     start = word_start;
                 }
             }
         }
     }
+    let (cursor_start, cursor_end) = (byte_to_char(code, start), byte_to_char(code, end));
+    let types: Vec<Value> = matches
+        .iter()
+        .map(|(text, kind)| json!({"text": text, "type": kind, "start": cursor_start, "end": cursor_end}))
+        .collect();
     json!({
         "status": "ok",
-        "matches": matches,
-        "cursor_start": byte_to_char(code, start),
-        "cursor_end": byte_to_char(code, end),
-        "metadata": {},
+        "matches": matches.into_iter().map(|m| m.0).collect::<Vec<_>>(),
+        "cursor_start": cursor_start,
+        "cursor_end": cursor_end,
+        "metadata": {"_jupyter_types_experimental": types},
     })
 }
 

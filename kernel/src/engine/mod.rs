@@ -130,6 +130,10 @@ impl Engine {
             result_text = data["text/plain"].as_str().map(str::to_string);
             io.execute_result(data);
         }
+        // `:timing` on: below the value, as evcxr_jupyter shows it.
+        if let Some(took) = host.session.take_took() {
+            io.display(crate::session::output::took(took));
+        }
         magics.observer().after(&mut host, &outcome);
         CellRun { payload: outcome.payload, error: outcome.error, result_text }
     }

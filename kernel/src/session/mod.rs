@@ -5,6 +5,7 @@
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
 pub mod cache;
+mod config;
 pub mod deps;
 pub mod errors;
 pub mod interrupt;
@@ -61,6 +62,10 @@ pub struct Session {
     cache: Result<Option<BuildCache>, String>,
     /// This kernel's crate names in the cache, held while it runs.
     claim: Option<Claim>,
+    /// How long the last user code took to build and run, while `:timing` is on.
+    took: Option<Duration>,
+    /// evcxr's start-up files, not loaded yet (see [`config`]).
+    config: Option<std::path::PathBuf>,
 }
 
 impl Session {
@@ -179,6 +184,8 @@ impl Session {
             env_overrides: BTreeMap::new(),
             cache,
             claim,
+            took: None,
+            config: config::found(),
         };
         session.ensure_child_setup();
         Ok(session)
@@ -395,6 +402,7 @@ impl Session {
     /// Evaluates user code, its output going to `io`; returns the `execute_result` bundle.
     pub fn eval_user(&mut self, code: &str, io: &Io) -> Result<Option<Value>, ErrorContent> {
         self.ensure_child_setup();
+        self.load_config();
         self.flusher_pending |= self.state.take_startup_failed();
         let vars_before: Vec<String> = self.variables().into_keys().collect();
         // The flusher and new dependencies are compiled with the user's cell rather than as cells
@@ -444,11 +452,12 @@ impl Session {
         if let Some(n) = &notice {
             self.state.stream("stderr", n);
         }
-        let (io, state) = (io.clone(), self.state.clone());
+        self.took = None;
+        let (input_io, state) = (io.clone(), self.state.clone());
         let mut callbacks = EvalCallbacks {
             input_reader: &move |req| -> String {
                 state.awaiting_input(true);
-                let line = io.input(&req.prompt, req.is_password).unwrap_or_default();
+                let line = input_io.input(&req.prompt, req.is_password).unwrap_or_default();
                 state.awaiting_input(false);
                 line
             },
@@ -489,7 +498,10 @@ impl Session {
             return Err(ErrorContent::new(&ename, self.state.in_cell(&evalue)));
         }
         match result {
-            Ok(outputs) => Ok(output::mime_bundle(outputs)),
+            Ok(outputs) => {
+                self.took = outputs.timing;
+                Ok(output::mime_bundle(outputs))
+            }
             Err(e) => {
                 let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
                 let err = errors::evcxr_in(e, self.state.stderr_lines(), &vars_before, src);
@@ -497,6 +509,11 @@ impl Session {
                 Err(err)
             }
         }
+    }
+
+    /// The time `:timing` shows for the last user code, once.
+    pub fn take_took(&mut self) -> Option<Duration> {
+        self.took.take()
     }
 
     fn drain_syncs(&self) {

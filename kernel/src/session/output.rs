@@ -112,6 +112,15 @@ fn control(line: &str, state: &CellState) {
     }
 }
 
+/// What `:timing` shows for a cell that took `took`: evcxr_jupyter's grey line, and its text.
+pub fn took(took: std::time::Duration) -> Value {
+    let ms = took.as_millis();
+    json!({
+        "text/plain": format!("Took {ms}ms"),
+        "text/html": format!("<span style=\"color: rgba(0,0,0,0.4);\">Took {ms}ms</span>"),
+    })
+}
+
 /// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
 pub(super) fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
     // A cell ending in a loop or a call that returns nothing has no result to show (as Python's
