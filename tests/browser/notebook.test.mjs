@@ -149,6 +149,10 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     await page.keyboard.press('Tab');
     const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'my_long_variable' });
     await item.first().waitFor({ timeout: 60_000 });
+    // Its kind, from the reply's _jupyter_types_experimental: JupyterLab's icon and label.
+    assert.equal(await item.first().locator('.jp-Completer-typeExtended').textContent(), 'instance');
+    assert.equal(await item.first().locator('.jp-Completer-type').count(), 1);
+    await page.screenshot({ path: join(ARTIFACTS, 'completion.png') });
     await page.keyboard.press('Enter');
     assert.match(await cell.locator('.cm-content').innerText(), /my_long_variable/);
     await page.keyboard.press('Shift+Enter');
