@@ -10,11 +10,11 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_prefix = &code[line_start..byte_pos];
-    let mut matches: Vec<(String, &str)> = Vec::new();
+    let mut matches: Vec<(String, Option<&str>)> = Vec::new();
     let (mut start, mut end) = (byte_pos, byte_pos);
     if line_prefix.trim_start().starts_with('%') && !line_prefix.contains(' ') {
         let word = line_prefix.trim_start();
-        matches = dryml_magics::complete(word).into_iter().map(|m| (m, "magic")).collect();
+        matches = dryml_magics::complete(word).into_iter().map(|m| (m, Some("magic"))).collect();
         start = byte_pos - word.len();
     } else {
         match session.evcxr().completions(code, byte_pos) {
@@ -24,7 +24,7 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
                 let mut seen = std::collections::HashSet::new();
                 for comp in c.completions {
                     if seen.insert(comp.code.clone()) {
-                        matches.push((comp.code, comp.kind));
+                        matches.push((comp.code, Some(comp.kind)));
                     }
                 }
             }
@@ -34,11 +34,11 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
                 let word = &code[word_start..byte_pos];
                 if !word.is_empty() {
                     let ctx = session.evcxr();
-                    // Items' kinds are not known here.
-                    let mut names: Vec<(String, &str)> = ctx
+                    // Items' kinds are not known here: JupyterLab shows them without one.
+                    let mut names: Vec<(String, Option<&str>)> = ctx
                         .variables_and_types()
-                        .map(|(n, _)| (n.to_string(), "instance"))
-                        .chain(ctx.defined_item_names().map(|n| (n.to_string(), "<unknown>")))
+                        .map(|(n, _)| (n.to_string(), Some("instance")))
+                        .chain(ctx.defined_item_names().map(|n| (n.to_string(), None)))
                         .filter(|(n, _)| n.starts_with(word))
                         .collect();
                     names.sort();
@@ -52,7 +52,10 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
     let (cursor_start, cursor_end) = (byte_to_char(code, start), byte_to_char(code, end));
     let types: Vec<Value> = matches
         .iter()
-        .map(|(text, kind)| json!({"text": text, "type": kind, "start": cursor_start, "end": cursor_end}))
+        .map(|(text, kind)| match kind {
+            Some(kind) => json!({"text": text, "type": kind, "start": cursor_start, "end": cursor_end}),
+            None => Value::Null,
+        })
         .collect();
     json!({
         "status": "ok",
