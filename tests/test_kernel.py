@@ -341,6 +341,18 @@ def test_is_complete_and_completion(kernel):
     assert kinds(r).get("len()") == "function", r
 
 
+def test_inspection_at_detail_level_1_adds_a_variables_type_documentation(kernel):
+    ok(kernel, "let inspected = vec![1u8, 2];")
+    code = "inspected"
+    brief, _ = kernel.request("inspect", code, len(code), 0, timeout=60)
+    assert brief["found"] and brief["data"] == {"text/plain": "inspected: Vec<u8>"}, brief
+    full, _ = kernel.request("inspect", code, len(code), 1, timeout=60)
+    plain = full["data"]["text/plain"]
+    assert full["found"] and plain.startswith("inspected: Vec<u8>\n\n"), full
+    assert "contiguous growable array type" in plain, plain
+    assert full["data"]["text/html"].startswith("<pre>inspected: Vec&lt;u8&gt;</pre>"), full
+
+
 def test_kernel_info(kernel):
     r, _ = kernel.request("kernel_info", timeout=10)
     li = r["language_info"]

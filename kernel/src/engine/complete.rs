@@ -67,7 +67,8 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
 }
 
 /// The `inspect_reply` content: a magic's help, a variable's type, or rust-analyzer's hover.
-pub fn inspect(session: &mut Session, code: &str, cursor: usize) -> Value {
+/// At `detail_level` 1 (IPython's `??`), a variable's type comes with its documentation.
+pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u64) -> Value {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = code[line_start..].lines().next().unwrap_or("").trim();
@@ -82,8 +83,17 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize) -> Value {
     // Extend to the end of the identifier under the cursor.
     let end = code[byte_pos..].find(|c: char| !is_ident_char(c)).map(|i| byte_pos + i).unwrap_or(code.len());
     let word = &code[ident_start(code, end)..end];
-    if let Some((_, ty)) = session.evcxr().variables_and_types().find(|(n, _)| *n == word) {
-        return found(json!({"text/plain": format!("{word}: {ty}")}));
+    let ty = session.evcxr().variables_and_types().find(|(n, _)| *n == word).map(|(_, ty)| ty.to_string());
+    if let Some(ty) = ty {
+        let typed = format!("{word}: {ty}");
+        let docs = if detail_level > 0 { type_docs(session, &typed[word.len() + 2..]) } else { None };
+        return match docs {
+            Some((plain, html)) => found(json!({
+                "text/plain": format!("{typed}\n\n{plain}"),
+                "text/html": format!("<pre>{}</pre>{html}", escape(&typed)),
+            })),
+            None => found(json!({"text/plain": typed})),
+        };
     }
     match session.evcxr().hover_at(code, end) {
         Ok((plain, html)) if !plain.is_empty() && plain != "No documentation found" => {
@@ -91,6 +101,22 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize) -> Value {
         }
         _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
     }
+}
+
+/// rust-analyzer's hover on a type's path (`Vec` of `Vec<u8>`): its signature and documentation.
+/// None for types without a path of their own (tuples, arrays, references to them).
+fn type_docs(session: &mut Session, ty: &str) -> Option<(String, String)> {
+    let ty = ty.trim_start_matches('&').trim_start_matches("mut ").trim_start();
+    let path = &ty[..ty.find('<').unwrap_or(ty.len())];
+    if path.is_empty() || !path.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+        return None;
+    }
+    let (plain, html) = session.evcxr().hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?;
+    (!plain.is_empty() && plain != "No documentation found").then_some((plain, html))
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn found(data: Value) -> Value {

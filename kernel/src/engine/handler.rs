@@ -131,8 +131,8 @@ impl Handler for JupyterHandler {
         self.with_engine(|e| e.complete(code, cursor_pos))
     }
 
-    fn inspect(&self, code: &str, cursor_pos: usize, _detail_level: u64) -> Value {
-        self.with_engine(|e| e.inspect(code, cursor_pos))
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value {
+        self.with_engine(|e| e.inspect(code, cursor_pos, detail_level))
     }
 
     fn is_complete(&self, code: &str) -> Value {

@@ -167,7 +167,7 @@ impl Engine {
         complete::complete(&mut self.session, code, cursor)
     }
 
-    pub fn inspect(&mut self, code: &str, cursor: usize) -> Value {
-        complete::inspect(&mut self.session, code, cursor)
+    pub fn inspect(&mut self, code: &str, cursor: usize, detail_level: u64) -> Value {
+        complete::inspect(&mut self.session, code, cursor, detail_level)
     }
 }
