@@ -41,13 +41,12 @@ fn module_graph(krate: &str) -> BTreeMap<String, BTreeSet<String>> {
     let files = rust_files(&src);
     let modules: BTreeSet<String> = files.iter().map(|f| top_of(f)).filter(|t| t != "lib" && t != "main").collect();
     // `pub use m::{A, b};` and `pub use m::A;` at the root: which module each name is from.
-    let reexport = regex::Regex::new(r"(?m)^pub use ([a-z_][a-z0-9_]*)::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)").unwrap();
     let mut from_module: BTreeMap<String, String> = BTreeMap::new();
     for root in ["lib.rs", "main.rs"].map(|r| src.join(r)).iter().filter(|r| r.exists()) {
-        for c in reexport.captures_iter(&code_of(root)) {
-            if modules.contains(&c[1]) {
-                for name in c[2].trim_matches(['{', '}']).split(',') {
-                    from_module.insert(name.trim().to_string(), c[1].to_string());
+        for (module, names) in reexports(&code_of(root)) {
+            if modules.contains(&module) {
+                for name in names {
+                    from_module.insert(name, module.clone());
                 }
             }
         }
@@ -172,6 +171,24 @@ fn referenced_paths(code: &str) -> Vec<String> {
     out
 }
 
+/// A file's re-exports of its child modules' names (`pub use m::{A, b};`, `pub(crate) use
+/// self::m::A;`): each module with the names it gives.
+fn reexports(code: &str) -> Vec<(String, Vec<String>)> {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?m)^pub(?:\([a-z]+\))? use (?:self::)?([a-z_][a-z0-9_]*)::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*);",
+        )
+        .unwrap()
+    });
+    re.captures_iter(code)
+        .map(|c| {
+            let names = c[2].trim_matches(['{', '}']).split(',').map(str::trim).filter(|n| !n.is_empty());
+            (c[1].to_string(), names.map(str::to_string).collect())
+        })
+        .collect()
+}
+
 /// Panics with the cycle if files (or folders) that sit side by side in one folder of `krate`
 /// name each other in a circle: `a.rs` names `b.rs`, `b.rs` names `a.rs` (or `a` through
 /// `c`), at any depth. A folder's `mod.rs` and its children naming each other is not a cycle
@@ -183,18 +200,14 @@ fn assert_no_cycles_inside_folders(krate: &str) {
     let files = rust_files(&src);
     let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
     // `pub use child::{A, B}` in a folder's `mod.rs`: `folder::A` is `folder::child`'s.
-    let reexport = regex::Regex::new(
-        r"(?m)^pub(?:\([a-z]+\))? use (?:self::)?([a-z_][a-z0-9_]*)::(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*);",
-    )
-    .unwrap();
     let mut owner: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
     for file in &files {
         let here = module_path(&src, file);
-        for c in reexport.captures_iter(&code_of(file)) {
-            let child = [here.clone(), vec![c[1].to_string()]].concat();
+        for (module, names) in reexports(&code_of(file)) {
+            let child = [here.clone(), vec![module]].concat();
             if modules.contains(&child) {
-                for name in c[2].trim_matches(['{', '}']).split(',').map(str::trim).filter(|n| !n.is_empty()) {
-                    owner.insert([here.clone(), vec![name.to_string()]].concat(), child.clone());
+                for name in names {
+                    owner.insert([here.clone(), vec![name]].concat(), child.clone());
                 }
             }
         }
