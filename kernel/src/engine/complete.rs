@@ -90,7 +90,7 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u
         return match docs {
             Some((plain, html)) => found(json!({
                 "text/plain": format!("{typed}\n\n{plain}"),
-                "text/html": format!("<pre>{}</pre>{html}", escape(&typed)),
+                "text/html": format!("<pre>{}</pre>{html}", crate::display_table::escape(&typed)),
             })),
             None => found(json!({"text/plain": typed})),
         };
@@ -113,10 +113,6 @@ fn type_docs(session: &mut Session, ty: &str) -> Option<(String, String)> {
     }
     let (plain, html) = session.evcxr().hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?;
     (!plain.is_empty() && plain != "No documentation found").then_some((plain, html))
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn found(data: Value) -> Value {

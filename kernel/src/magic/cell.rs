@@ -17,13 +17,9 @@ pub struct Cell<'a> {
     pub parsed: &'a ParsedCell,
     /// Lines above the body (its magic lines), so compile errors name the cell's own lines.
     pub magic_lines: usize,
-    /// The identifiers the body mentions (over-inclusive), for the variables a `%%compute` or
-    /// job body carries.
-    pub names: BTreeSet<&'a str>,
-    /// The crates the body names (an experiment preloads torch for `tch`).
-    pub crates: Named,
-    /// Whether the body ends with an expression: parsed with syn when first asked, as only
-    /// `%%compute` asks.
+    // Each read of the body when first asked: a plain cell asks none of them.
+    names: OnceLock<BTreeSet<&'a str>>,
+    crates: OnceLock<Named>,
     shows: OnceLock<Result<bool, TooDeep>>,
 }
 
@@ -31,21 +27,26 @@ impl<'a> Cell<'a> {
     /// `code` is the cell as written, `parsed` what `dryml_magics::parse_cell` made of it.
     pub fn new(code: &str, parsed: &'a ParsedCell) -> Cell<'a> {
         let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
-        let body = parsed.body.as_str();
-        Cell {
-            parsed,
-            magic_lines,
-            names: crate::syntax::identifiers(body),
-            crates: Named::in_code(body),
-            shows: OnceLock::new(),
-        }
+        Cell { parsed, magic_lines, names: OnceLock::new(), crates: OnceLock::new(), shows: OnceLock::new() }
     }
 
     pub fn body(&self) -> &'a str {
         &self.parsed.body
     }
 
-    /// Whether the body ends with an expression (its value is shown) rather than a statement.
+    /// The identifiers the body mentions (over-inclusive), for the variables a `%%compute` or
+    /// job body carries.
+    pub fn names(&self) -> &BTreeSet<&'a str> {
+        self.names.get_or_init(|| crate::syntax::identifiers(self.body()))
+    }
+
+    /// The crates the body names (an experiment preloads torch for `tch`).
+    pub fn crates(&self) -> Named {
+        *self.crates.get_or_init(|| Named::in_code(self.body()))
+    }
+
+    /// Whether the body ends with an expression (its value is shown) rather than a statement,
+    /// parsed with syn.
     pub fn shows(&self) -> Result<bool, TooDeep> {
         *self.shows.get_or_init(|| crate::syntax::ends_with_value(self.body()))
     }

@@ -27,7 +27,7 @@ pub fn compute(o: &ComputeOptions, cell: &Cell<'_>, vars: &BTreeMap<String, Stri
             return Err(format!("--update {u}: the notebook has no variable `{u}` to update"));
         }
     }
-    let used: Vec<&str> = vars.keys().filter(|v| cell.names.contains(v.as_str())).map(|v| v.as_str()).collect();
+    let used: Vec<&str> = vars.keys().filter(|v| cell.names().contains(v.as_str())).map(|v| v.as_str()).collect();
     let shows = cell.shows().map_err(|deep| format!("{deep}; split the cell, or run it without %%compute"))?;
     let spec = format!(
         "::dryml::__kernel::cell::Spec {{ requests: {:?}, timeout: {:?}, mem_limit: {:?}, verbose: {}, use_existing: {}, dont_create: {} }}",

@@ -233,7 +233,7 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, cell: &Cell<'_>) -> Result<Strin
     }
     let inputs: Vec<Var> = vars
         .iter()
-        .filter(|(n, _)| cell.names.contains(n.as_str()) || job.update.contains(n))
+        .filter(|(n, _)| cell.names().contains(n.as_str()) || job.update.contains(n))
         .map(|(n, t)| Var { name: n.clone(), ty: t.clone() })
         .collect();
     let updates: Vec<Var> = inputs.iter().filter(|v| job.update.contains(&v.name)).cloned().collect();

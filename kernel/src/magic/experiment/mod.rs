@@ -158,7 +158,7 @@ impl Experiments {
     /// first (unless the child has it), and the experiment starts over from after the preload.
     fn before_body(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) {
         let Some(e) = &self.open else { return };
-        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !cell.crates.tch {
+        if e.cells() > 0 || host.session.torch_loaded() || crate::torch::available().is_none() || !cell.crates().tch {
             return;
         }
         let gpus = e.gpus().to_vec();
