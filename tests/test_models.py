@@ -416,3 +416,39 @@ m.train(&folder("{bad}", &ImageOptions::default()).unwrap().data, &mut TrainSpec
     got = value(kernel, f'dryml::data::parquet::xy::<usize>("{words}", &[], "label").map(|_| ()).unwrap_err().to_string()')
     assert got == f'"{words}: column `label` holds Utf8; the target column must hold integers (classes)"', got
     assert value(kernel, "train.count().unwrap()") == "1400"
+
+
+def test_a_sweeps_models_write_tensorboard_runs_that_tensorboard_reads(kernel, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    repo, logdir = tmp_path / "runs", tmp_path / "tensorboard"
+    ok(kernel, """use dryml::models::Model;
+use dryml::models::candle::CandleClassifier;
+use dryml::models::tensorboard::TensorBoard;
+let iris = dryml::models::linfa::iris().shuffle(150, 1);
+let defs: Vec<dryml::ObjectDef> = [0.01, 0.05].iter().map(|lr| dryml::ObjectDef::new("CandleClassifier", &dryml::serde_json::json!({
+    "layers": [{"linear": 8}, "relu", {"linear": 3}],
+    "optimizer": {"type": "adam", "lr": lr},
+    "training": {"epochs": 4, "batch_size": 16, "validation_split": 0.2}
+})).unwrap()).collect();""", timeout=1800)
+    msgs = ok(kernel, f"""%%sweep defs --repo {repo}
+|m: &mut CandleClassifier| {{
+    let mut tb = TensorBoard::for_object("{logdir}", &*m).unwrap();
+    let mut spec = m.train_spec();
+    m.train_with(&iris, &mut spec, &mut [&mut tb]).unwrap();
+    spec.step
+}}""", timeout=1200)
+    report = of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
+    assert "2 trained, 0 failed" in report, report
+    shown = displays(ok(kernel, f"%repo open {repo}\n%repo get CandleClassifier"))
+    ids = sorted(o["id"] for o in [d for d in shown if DATA_MIME in d][-1][DATA_MIME]["objects"])
+    # One run per model, named by its object id, read back by TensorBoard's own reader.
+    assert sorted(p.name for p in logdir.iterdir()) == ids
+    for run in ids:
+        acc = EventAccumulator(str(logdir / run), size_guidance={"tensors": 0, "scalars": 0})
+        acc.Reload()
+        assert {"loss/train", "loss/validation"} <= set(acc.Tags()["scalars"]), acc.Tags()
+        train = acc.Scalars("loss/train")
+        assert [e.step for e in train] == [1, 2, 3, 4] and all(e.value > 0 for e in train), train
+        assert len(acc.Scalars("loss/validation")) == 4
+        text = acc.Tensors("definition")[0].tensor_proto.string_val[0].decode()
+        assert "CandleClassifier" in text and '"lr"' in text, text

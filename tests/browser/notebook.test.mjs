@@ -76,6 +76,22 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     assert.equal(await page.locator('.jp-RenderedJSON').count(), 0, 'no output shows as a JSON tree');
   });
 
+  it('shows a 2-D array and a Dataset as tables, the head and tail of a long one', async () => {
+    const array = await run('let grid = dryml::data::ndarray::Array2::<f64>::from_shape_fn((1_000_000, 3), |(i, j)| (i * 3 + j) as f64);\ngrid');
+    const table = array.locator('.jp-RenderedHTMLCommon table');
+    await table.waitFor();
+    assert.equal(await table.locator('tbody tr').count(), 11, 'five rows, the elision, five rows');
+    assert.match(await table.locator('tbody tr').last().innerText(), /999999\s+2999997\s+2999998\s+2999999/);
+    assert.match(await array.innerText(), /1000000 rows × 3 columns, f64/);
+    const data = await run('dryml::data::Dataset::from_vec((0..100usize).map(|i| dryml::data::Xy { x: vec![i as f32; 3], y: i % 10 }).collect::<Vec<_>>())');
+    const dt = data.locator('.jp-RenderedHTMLCommon table');
+    await dt.waitFor();
+    assert.deepEqual(await dt.locator('thead th').allInnerTexts(), ['', 'x', 'y']);
+    assert.match(await dt.locator('tbody tr').nth(2).innerText(), /2\s+\[2\.0, 2\.0, 2\.0\]\s+2/);
+    assert.match(await data.innerText(), /Dataset of 100 Xy<Vec<f32>, usize> \(supervised\)/);
+    await data.screenshot({ path: join(ARTIFACTS, 'tables.png') });
+  });
+
   it('plots the cell log as an SVG', async () => {
     await run('%cell_logger compact');
     const logged = await run('let v = vec![0u8; 32 << 20];');

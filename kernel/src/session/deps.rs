@@ -13,6 +13,9 @@ const LINFA_VERSION: &str = "0.8";
 /// The candle the runtime's `candle` feature is built against.
 const CANDLE_VERSION: &str = "0.11";
 
+/// Put in the block that shows a cell's value once `dryml` is in (evcxr patch, second part).
+const SHOW_TABLES: &str = "#[allow(unused_imports)] use ::dryml::display::ShowTable as _;";
+
 /// The frameworks a notebook has named, each added with `dryml`'s feature for it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Frameworks {
@@ -96,6 +99,10 @@ impl Session {
     }
 
     pub(super) fn note_deps_added(&mut self, frameworks: Frameworks) {
+        if !self.dryml_added {
+            // A cell's value of a type with a table (arrays, datasets) shows as one.
+            self.ctx.set_display_prelude(SHOW_TABLES);
+        }
         self.dryml_added = true;
         self.frameworks = frameworks;
     }
@@ -160,9 +167,11 @@ pub struct Named {
     pub numpy: bool,
     /// dryml's image folders (`dryml::data::images`, or `images::` once imported).
     pub images: bool,
-    /// dryml's Parquet reader (`dryml::data::parquet`, or `parquet::` once imported).
+    /// dryml's Parquet reader (`dryml::data::parquet`, or `parquet::` once imported), or Arrow,
+    /// whose record batches show as `dryml`'s tables with that feature.
     pub parquet: bool,
-    /// `dryml`, so the dependency is added only for cells that name it.
+    /// `dryml`, so the dependency is added only for cells that name it; or `ndarray`, whose
+    /// arrays show as `dryml`'s tables.
     pub dryml: bool,
 }
 
@@ -175,10 +184,10 @@ impl Named {
                 r"\btch\s*::|\buse\s+tch\b",
                 r"\blinfa\w*\s*::|\buse\s+linfa",
                 r"\bcandle(_core|_nn)?\s*::|\buse\s+candle",
-                r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b",
+                r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b|\bndarray\s*::|\buse\s+ndarray\b|:dep\s+ndarray\b",
                 r"\bdata\s*::\s*numpy\b|\bnumpy\s*::",
                 r"\bdata\s*::\s*images\b|\bimages\s*::",
-                r"\bdata\s*::\s*parquet\b|\bparquet\s*::",
+                r"\bdata\s*::\s*parquet\b|\bparquet\s*::|\barrow(_array)?\s*::|\buse\s+arrow|:dep\s+arrow",
             ])
             .expect("static regexes")
         });
@@ -225,6 +234,11 @@ mod tests {
         );
         assert!(!named("let images = 3; let parquet_file = p;").images && !named("let parquet_file = p;").parquet);
         assert!(!named("let tchotchke = 1;").tch);
+        // ndarray's arrays and Arrow's batches show as dryml's tables.
+        assert!(named(":dep ndarray = \"0.16\"").dryml && named("use ndarray::Array2;").dryml);
+        assert!(named("ndarray::arr1(&[1])").dryml && !named("let ndarray_x = 1;").dryml);
+        assert!(named("use arrow_array::RecordBatch;").parquet && named("arrow::array::Int32Array::from(v)").parquet);
+        assert!(!named("let arrows = 2; let arrow_x = 1;").parquet);
     }
 
     #[test]

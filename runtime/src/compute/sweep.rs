@@ -163,7 +163,7 @@ impl Progress {
             let pct = ((done + failed) * 100).checked_div(total).unwrap_or(0);
             let html = format!(
                 "<div style=\"font-family: monospace\"><progress value=\"{pct}\" max=\"100\"></progress> {}</div>",
-                text.replace('&', "&amp;").replace('<', "&lt;")
+                crate::display::wire::escape_html(&text)
             );
             crate::display::display(
                 &[("text/plain", &text), ("text/html", &html)],

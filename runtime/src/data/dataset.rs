@@ -1,8 +1,10 @@
 //! [`Dataset`]: a lazy, re-iterable, cheaply cloned sequence of elements, and its methods.
 
 use super::access::Access;
-use super::element::{Batch, Element, Elements, Indexed, Layout, ScalarFn, Supervised};
+use super::element::{Batch, Columns, Element, Elements, Indexed, Layout, ScalarFn, Supervised};
 use super::DataError;
+use crate::display::table::short_type;
+use crate::display::{Table, Tabular};
 use std::fmt;
 use std::sync::Arc;
 
@@ -61,6 +63,45 @@ impl<E> Clone for Dataset<E> {
 
 impl<E: Layout> fmt::Debug for Dataset<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.summary(std::any::type_name::<E>()))
+    }
+}
+
+/// Elements a dataset's table shows; after the first, no more once this long has passed.
+const TABLE_ELEMENTS: usize = 5;
+const TABLE_BUDGET: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The layout, the length and the first elements (one pass, stopped after five: the rest of
+/// the pipeline does not run), one column per part of an element.
+impl<E: Layout + Columns + Send + 'static> Tabular for Dataset<E> {
+    fn table(&self) -> Table {
+        let start = std::time::Instant::now();
+        let mut rows = Vec::new();
+        let mut pass = self.iter();
+        while rows.len() < TABLE_ELEMENTS && (rows.is_empty() || start.elapsed() < TABLE_BUDGET) {
+            match pass.next() {
+                Some(Ok(e)) => rows.push((rows.len().to_string(), e.cells())),
+                Some(Err(e)) => {
+                    rows.push((rows.len().to_string(), vec![format!("error: {e}")]));
+                    break;
+                }
+                None => break,
+            }
+        }
+        let more = match self.len {
+            Len::Known(n) => n > rows.len(),
+            _ => !rows.is_empty(),
+        };
+        if more {
+            rows.push(("…".into(), E::names().iter().map(|_| "…".into()).collect()));
+        }
+        Table::from_rows(self.summary(&short_type::<E>()), "", &E::names(), rows)
+    }
+}
+
+impl<E: Layout> Dataset<E> {
+    /// "Dataset of N T (flags)", with the element type named as given.
+    fn summary(&self, ty: &str) -> String {
         let len = match self.len {
             Len::Known(n) => n.to_string(),
             Len::Infinite => "infinitely many".into(),
@@ -77,7 +118,7 @@ impl<E: Layout> fmt::Debug for Dataset<E> {
             flags.push(format!("batches of {}", b.size));
         }
         let flags = if flags.is_empty() { String::new() } else { format!(" ({})", flags.join(", ")) };
-        write!(f, "Dataset of {len} {}{flags}", std::any::type_name::<E>())
+        format!("Dataset of {len} {ty}{flags}")
     }
 }
 

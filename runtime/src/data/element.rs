@@ -331,6 +331,15 @@ pub trait Supervised: Layout {
     fn drop_y(self) -> Self::Unsupervised;
 }
 
+/// How an element shows in a table ([`Dataset`](super::Dataset)'s): its parts as columns, each
+/// part's `Debug` text.
+pub trait Columns {
+    /// The columns' names: `x`, then `y` for a supervised element, after `i` for an indexed one.
+    fn names() -> Vec<&'static str>;
+    /// Each column's text.
+    fn cells(&self) -> Vec<String>;
+}
+
 /// Plain elements: the features are the whole element.
 macro_rules! plain_layout {
     ($([$($g:ident),*] $t:ty),* $(,)?) => {$(
@@ -341,6 +350,14 @@ macro_rules! plain_layout {
             const SUPERVISED: bool = false;
             fn map_x<X2>(self, f: impl FnOnce(Self) -> X2) -> X2 {
                 f(self)
+            }
+        }
+        impl<$($g),*> Columns for $t where $t: std::fmt::Debug {
+            fn names() -> Vec<&'static str> {
+                vec!["x"]
+            }
+            fn cells(&self) -> Vec<String> {
+                vec![format!("{self:?}")]
             }
         }
     )*};
@@ -357,6 +374,15 @@ impl<X, Y> Layout for Xy<X, Y> {
     const SUPERVISED: bool = true;
     fn map_x<X2>(self, f: impl FnOnce(X) -> X2) -> Xy<X2, Y> {
         Xy { x: f(self.x), y: self.y }
+    }
+}
+
+impl<X: std::fmt::Debug, Y: std::fmt::Debug> Columns for Xy<X, Y> {
+    fn names() -> Vec<&'static str> {
+        vec!["x", "y"]
+    }
+    fn cells(&self) -> Vec<String> {
+        vec![format!("{:?}", self.x), format!("{:?}", self.y)]
     }
 }
 
@@ -380,6 +406,19 @@ impl<I, E: Layout> Layout for Indexed<I, E> {
     const SUPERVISED: bool = E::SUPERVISED;
     fn map_x<X2>(self, f: impl FnOnce(E::X) -> X2) -> Self::WithX<X2> {
         Indexed { i: self.i, e: self.e.map_x(f) }
+    }
+}
+
+impl<I: std::fmt::Debug, E: Columns> Columns for Indexed<I, E> {
+    fn names() -> Vec<&'static str> {
+        let mut n = vec!["i"];
+        n.extend(E::names());
+        n
+    }
+    fn cells(&self) -> Vec<String> {
+        let mut c = vec![format!("{:?}", self.i)];
+        c.extend(self.e.cells());
+        c
     }
 }
 

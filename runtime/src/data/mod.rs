@@ -55,7 +55,7 @@ mod torch;
 #[cfg(feature = "candle")]
 pub use candle::{CandleScalar, FromCandle, ToCandle};
 pub use dataset::{Dataset, Len};
-pub use element::{Batch, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
+pub use element::{Batch, Columns, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.
 pub use ndarray;
 pub use source::CsvOptions;

@@ -3,7 +3,8 @@
 //!
 //! Each display prints one `DRYML_...` line that the kernel turns into a Jupyter message while
 //! the cell is still running; outside the kernel the plain-text form is printed instead, so the
-//! same code runs in a test or a program. Plots are in [`crate::plot`]; a progress bar comes with
+//! same code runs in a test or a program. Arrays, datasets and record batches show as tables
+//! ([`Tabular`]). Plots are in [`crate::plot`]; a progress bar comes with
 //! [`crate::batch::range`].
 //!
 //! ```
@@ -18,14 +19,18 @@
 //! }
 //! ```
 
+#[cfg(feature = "parquet")]
+mod arrow;
 mod input;
 pub(crate) mod interrupt;
+pub(crate) mod table;
 // Modules marked `allow(missing_docs)` are the kernel's side (`__kernel` re-exports them).
 #[allow(missing_docs)]
 pub(crate) mod wire;
 
 pub use input::input;
 pub use interrupt::interrupted;
+pub use table::{table, ShowTable, Table, Tabular, END_ROWS, MAX_CELL, MAX_COLUMNS, MAX_ROWS};
 pub(crate) use wire::{announce_polling, raise_error};
 use wire::{emit, in_kernel, send, strip_tags};
 

@@ -67,6 +67,11 @@ pub(crate) fn announce_polling(on: bool) {
 }
 
 /// Plain text of an HTML snippet, for the `text/plain` fallback.
+/// Text for HTML (and SVG): `&`, `<`, `>` and quotes escaped.
+pub fn escape_html(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
 pub fn strip_tags(html: &str) -> String {
     let mut out = String::new();
     let mut in_tag = false;

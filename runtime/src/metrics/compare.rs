@@ -204,9 +204,7 @@ fn num(v: f64) -> String {
     format!("{v:.4}")
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-}
+use crate::display::wire::escape_html as esc;
 
 #[cfg(test)]
 mod tests;

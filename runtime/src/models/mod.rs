@@ -65,6 +65,7 @@ pub mod pipe;
 pub mod placement;
 #[cfg(feature = "torch")]
 pub mod tch;
+pub mod tensorboard;
 #[cfg(all(test, feature = "linfa"))]
 mod testing;
 pub mod training;

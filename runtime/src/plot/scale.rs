@@ -86,7 +86,4 @@ pub(super) fn thin_line(run: &[(f64, f64)]) -> Vec<(f64, f64)> {
     out
 }
 
-/// Text for SVG: `&`, `<`, `>` and quotes escaped.
-pub(super) fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
-}
+pub(super) use crate::display::wire::escape_html as esc;

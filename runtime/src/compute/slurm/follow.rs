@@ -240,7 +240,7 @@ fn state_name(s: &JobState) -> String {
 }
 
 fn state_html(text: &str) -> String {
-    let esc = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let esc = crate::display::wire::escape_html(text);
     format!("<div class=\"dryml-slurm\" style=\"font-family: monospace; padding: 2px 0\">{esc}</div>")
 }
 

@@ -1,0 +1,314 @@
+//! TensorBoard event files, where people compare runs over days: a [`TensorBoard`] writer of
+//! scalars, histograms and text, one run directory each, and the training callback that writes
+//! every epoch's losses. `tensorboard --logdir` on the parent directory compares the runs.
+//!
+//! ```
+//! use dryml::models::tensorboard::TensorBoard;
+//! use dryml::models::callbacks::Callback;
+//! use dryml::models::training::Epoch;
+//!
+//! let logdir = std::env::temp_dir().join(format!("dryml-tb-doc-{}", std::process::id()));
+//! let mut run = TensorBoard::create(logdir.join("lr=0.1")).unwrap();
+//! run.text("definition", 0, "a 64-32-10 network, lr 0.1").unwrap();
+//! // As a callback: `loss/train` and `loss/validation` after every epoch.
+//! run.on_epoch(&Epoch { epoch: 1, train_loss: Some(0.7), val_loss: Some(0.8) });
+//! run.histogram("weights/layer1", 1, &[0.1, -0.2, 0.3]).unwrap();
+//! # std::fs::remove_dir_all(&logdir).unwrap();
+//! ```
+//!
+//! The format: TFRecord framing (a length and the data, each with a masked CRC-32C) around
+//! `tensorflow.Event` protocol buffers, encoded by `prost` from the few messages below (the
+//! fields TensorBoard reads, with their numbers from TensorFlow's `event.proto` and
+//! `summary.proto`). Each record is one `write` of whole bytes; a run cut short ends at a
+//! whole record, which TensorBoard reads up to.
+
+use super::callbacks::{Callback, Control};
+use super::training::Epoch;
+use prost::Message;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Event {
+    #[prost(double, tag = "1")]
+    wall_time: f64,
+    #[prost(int64, tag = "2")]
+    step: i64,
+    #[prost(string, optional, tag = "3")]
+    file_version: Option<String>,
+    #[prost(message, optional, tag = "5")]
+    summary: Option<Summary>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Summary {
+    #[prost(message, repeated, tag = "1")]
+    value: Vec<Value>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Value {
+    #[prost(string, tag = "1")]
+    tag: String,
+    #[prost(float, optional, tag = "2")]
+    simple_value: Option<f32>,
+    #[prost(message, optional, tag = "5")]
+    histo: Option<Histogram>,
+    #[prost(message, optional, tag = "8")]
+    tensor: Option<Tensor>,
+    #[prost(message, optional, tag = "9")]
+    metadata: Option<Metadata>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Histogram {
+    #[prost(double, tag = "1")]
+    min: f64,
+    #[prost(double, tag = "2")]
+    max: f64,
+    #[prost(double, tag = "3")]
+    num: f64,
+    #[prost(double, tag = "4")]
+    sum: f64,
+    #[prost(double, tag = "5")]
+    sum_squares: f64,
+    #[prost(double, repeated, tag = "6")]
+    bucket_limit: Vec<f64>,
+    #[prost(double, repeated, tag = "7")]
+    bucket: Vec<f64>,
+}
+
+/// A string tensor of one element (`DT_STRING`, shape `[1]`): how the text plugin stores text.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Tensor {
+    #[prost(int32, tag = "1")]
+    dtype: i32,
+    #[prost(message, optional, tag = "2")]
+    shape: Option<Shape>,
+    #[prost(bytes = "vec", repeated, tag = "8")]
+    string_val: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Shape {
+    #[prost(message, repeated, tag = "2")]
+    dim: Vec<Dim>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Dim {
+    #[prost(int64, tag = "1")]
+    size: i64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Metadata {
+    #[prost(message, optional, tag = "1")]
+    plugin_data: Option<PluginData>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct PluginData {
+    #[prost(string, tag = "1")]
+    plugin_name: String,
+}
+
+/// TensorFlow's `DT_STRING`.
+const DT_STRING: i32 = 7;
+/// Buckets of a histogram.
+const BUCKETS: usize = 30;
+
+/// The masked CRC-32C TFRecord puts after a record's length and after its data.
+fn masked_crc(bytes: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(bytes);
+    crc.rotate_right(15).wrapping_add(0xa282_ead8)
+}
+
+/// One TFRecord: length, its CRC, data, its CRC.
+fn record(data: &[u8]) -> Vec<u8> {
+    let len = (data.len() as u64).to_le_bytes();
+    let mut r = Vec::with_capacity(data.len() + 16);
+    r.extend_from_slice(&len);
+    r.extend_from_slice(&masked_crc(&len).to_le_bytes());
+    r.extend_from_slice(data);
+    r.extend_from_slice(&masked_crc(data).to_le_bytes());
+    r
+}
+
+fn now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+/// One run's event file, in its own directory (`tensorboard --logdir` on the parent shows
+/// each run by its directory's name).
+#[derive(Debug)]
+pub struct TensorBoard {
+    dir: PathBuf,
+    file: File,
+    /// The first write error a callback could not return; later writes are skipped.
+    failed: Option<String>,
+}
+
+impl TensorBoard {
+    /// A new event file in `dir` (made if missing), named as TensorFlow names them
+    /// (`events.out.tfevents.<seconds>.<host>.<pid>`), so several writers never share one.
+    pub fn create(dir: impl AsRef<Path>) -> io::Result<TensorBoard> {
+        let dir = dir.as_ref().to_path_buf();
+        std::fs::create_dir_all(&dir)?;
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let name = format!(
+            "events.out.tfevents.{}.{}.{}.dryml",
+            now() as u64,
+            host.trim().replace('/', "_"),
+            std::process::id()
+        );
+        let path = dir.join(name);
+        let file = File::options().create_new(true).write(true).open(&path)?;
+        let mut tb = TensorBoard { dir, file, failed: None };
+        tb.write(Event { wall_time: now(), file_version: Some("brain.Event:2".into()), ..Event::default() })?;
+        Ok(tb)
+    }
+
+    /// A run for `object` in `logdir`: its directory named by the object's id, its definition
+    /// written as the text `definition`. In a sweep every model gets its own run, so
+    /// `tensorboard --logdir` on `logdir` compares the sweep's runs:
+    ///
+    /// ```text
+    /// %%sweep defs --repo runs
+    /// |m: &mut TchClassifier| {
+    ///     let mut tb = TensorBoard::for_object("runs/tensorboard", &*m).unwrap();
+    ///     m.train_with(&train, &mut m.train_spec(), &mut [&mut tb]).unwrap();
+    /// }
+    /// ```
+    pub fn for_object(logdir: impl AsRef<Path>, object: &dyn crate::Object) -> io::Result<TensorBoard> {
+        let mut tb = TensorBoard::create(logdir.as_ref().join(&object.meta().id))?;
+        tb.text("definition", 0, &format!("`{}`", object.definition()))?;
+        Ok(tb)
+    }
+
+    /// The run's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn write(&mut self, event: Event) -> io::Result<()> {
+        self.file.write_all(&record(&event.encode_to_vec()))
+    }
+
+    fn value(&mut self, step: u64, value: Value) -> io::Result<()> {
+        self.write(Event {
+            wall_time: now(),
+            step: step as i64,
+            summary: Some(Summary { value: vec![value] }),
+            ..Event::default()
+        })
+    }
+
+    /// A scalar at `step` (a curve in TensorBoard's Scalars tab).
+    pub fn scalar(&mut self, tag: &str, step: u64, value: f64) -> io::Result<()> {
+        self.value(step, Value { tag: tag.into(), simple_value: Some(value as f32), ..Value::default() })
+    }
+
+    /// The distribution of `values` at `step` (TensorBoard's Histograms tab): 30 buckets of
+    /// equal width between the least and the greatest finite value; others are left out.
+    pub fn histogram(&mut self, tag: &str, step: u64, values: &[f64]) -> io::Result<()> {
+        let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+        let (min, max) = finite.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+        let mut h = Histogram { num: finite.len() as f64, ..Histogram::default() };
+        if !finite.is_empty() {
+            let width = (max - min) / BUCKETS as f64;
+            let mut counts = [0.0; BUCKETS];
+            for &v in &finite {
+                let i = if width > 0.0 { (((v - min) / width) as usize).min(BUCKETS - 1) } else { 0 };
+                counts[i] += 1.0;
+            }
+            h.min = min;
+            h.max = max;
+            h.sum = finite.iter().sum();
+            h.sum_squares = finite.iter().map(|v| v * v).sum();
+            h.bucket_limit = (1..=BUCKETS).map(|i| if i == BUCKETS { max } else { min + width * i as f64 }).collect();
+            h.bucket = counts.to_vec();
+        }
+        self.value(step, Value { tag: tag.into(), histo: Some(h), ..Value::default() })
+    }
+
+    /// Text at `step` (TensorBoard's Text tab; Markdown): a run's definition, say.
+    pub fn text(&mut self, tag: &str, step: u64, text: &str) -> io::Result<()> {
+        let tensor = Tensor {
+            dtype: DT_STRING,
+            shape: Some(Shape { dim: vec![Dim { size: 1 }] }),
+            string_val: vec![text.as_bytes().to_vec()],
+        };
+        let metadata = Metadata { plugin_data: Some(PluginData { plugin_name: "text".into() }) };
+        self.value(step, Value { tag: tag.into(), tensor: Some(tensor), metadata: Some(metadata), ..Value::default() })
+    }
+
+    /// The first write error the callback met (a full disk, say), if any: the training went on
+    /// without its curves from there.
+    pub fn error(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+}
+
+/// After each epoch: `loss/train` and `loss/validation`, at the epoch's number. A write error
+/// does not stop the training; [`TensorBoard::error`] tells it.
+impl Callback for TensorBoard {
+    fn on_epoch(&mut self, epoch: &Epoch) -> Control {
+        if self.failed.is_none() {
+            let losses = [("loss/train", epoch.train_loss), ("loss/validation", epoch.val_loss)];
+            for (tag, loss) in losses {
+                if let Some(v) = loss {
+                    if let Err(e) = self.scalar(tag, epoch.epoch, v) {
+                        self.failed = Some(format!("{}: {e}", self.dir.display()));
+                        break;
+                    }
+                }
+            }
+        }
+        Control::Continue
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_carry_tensorflows_masked_crc() {
+        // CRC-32C of "123456789" is 0xE3069283 (RFC 3720's check value); then TFRecord's mask.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(masked_crc(b"123456789"), 0xe306_9283u32.rotate_right(15).wrapping_add(0xa282_ead8));
+        let r = record(b"abc");
+        assert_eq!(r.len(), 8 + 4 + 3 + 4);
+        assert_eq!(&r[..8], &3u64.to_le_bytes());
+        assert_eq!(&r[12..15], b"abc");
+    }
+
+    #[test]
+    fn a_run_writes_whole_records_of_events() {
+        let dir = std::env::temp_dir().join(format!("dryml-tb-unit-{}", std::process::id()));
+        let mut tb = TensorBoard::create(&dir).unwrap();
+        tb.on_epoch(&Epoch { epoch: 3, train_loss: Some(0.5), val_loss: None });
+        tb.histogram("w", 3, &[1.0, 2.0, f64::NAN, 3.0]).unwrap();
+        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+        let bytes = std::fs::read(&file).unwrap();
+        let mut events = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let len = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+            let data = &bytes[at + 12..at + 12 + len];
+            assert_eq!(u32::from_le_bytes(bytes[at + 12 + len..at + 16 + len].try_into().unwrap()), masked_crc(data));
+            events.push(Event::decode(data).unwrap());
+            at += 16 + len;
+        }
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0].file_version.as_deref(), Some("brain.Event:2"));
+        let loss = &events[1].summary.as_ref().unwrap().value[0];
+        assert_eq!((loss.tag.as_str(), loss.simple_value, events[1].step), ("loss/train", Some(0.5), 3));
+        let h = events[2].summary.as_ref().unwrap().value[0].histo.clone().unwrap();
+        assert_eq!((h.num, h.min, h.max, h.bucket.iter().sum::<f64>()), (3.0, 1.0, 3.0, 3.0));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

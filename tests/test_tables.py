@@ -1,0 +1,46 @@
+"""Tables: a cell whose value is an `ndarray` array or a `Dataset` shows an HTML table with its
+text form, bounded to the head and tail rows; other values keep their own display."""
+from conftest import of_type, ok
+
+
+def result(kernel, code):
+    return of_type(ok(kernel, code), "execute_result")[0]["content"]["data"]
+
+
+def test_arrays_and_datasets_are_a_cells_table(kernel):
+    ok(kernel, "use dryml::data::ndarray::Array2;\n"
+               "let a = Array2::<f64>::from_shape_fn((100_000, 4), |(i, j)| (i * 4 + j) as f64);")
+    data = result(kernel, "a")
+    html, text = data["text/html"], data["text/plain"]
+    assert "<table" in html and "100000 rows × 4 columns, f64" in html, html[:300]
+    # Pandas' rule: the first and last five rows, an elision between.
+    assert html.count("<tr>") == 5 + 1 + 5, html
+    assert "<th>99999</th><td>399996</td>" in html, html
+    assert text.splitlines()[-2].split() == ["99999", "399996", "399997", "399998", "399999"], text
+    # Shown, not moved: the array is still the notebook's.
+    assert result(kernel, "a.len()")["text/plain"] == "400000"
+    assert "<table" in result(kernel, "a.view()")["text/html"]
+    # A reference keeps evcxr's Debug text (a table for it would make the display ambiguous).
+    assert result(kernel, "&a")["text/plain"].startswith("[[0.0, 1.0, 2.0, 3.0],")
+    assert "3 rows, i64" in result(kernel, "dryml::data::ndarray::arr1(&[1i64, 2, 3])")["text/html"]
+
+    data = result(kernel, "dryml::data::Dataset::from_vec((0..50usize).map(|i| dryml::data::Xy { x: i as f32, y: i % 2 }).collect::<Vec<_>>())")
+    html = data["text/html"]
+    assert "<th>x</th><th>y</th>" in html and "<td>4.0</td><td>0</td>" in html, html
+    assert "Dataset of 50 Xy&lt;f32, usize&gt; (supervised)" in html, html
+    assert html.count("<tr>") == 5 + 1, "five elements and an elision, not fifty"
+
+
+def test_other_values_keep_their_own_display(kernel):
+    ok(kernel, "let a = dryml::data::ndarray::arr1(&[1.5f32]);")
+    # Debug as before for a type without a table; a type's own evcxr_display first.
+    assert result(kernel, "vec![1, 2]") == {"text/plain": "[1, 2]"}
+    data = result(kernel, "dryml::Html(\"<i>mine</i>\".into())")
+    assert data["text/html"] == "<i>mine</i>" and "<table" not in data["text/html"]
+    assert result(kernel, "(1, \"x\")") == {"text/plain": "(1, \"x\")"}
+
+
+def test_a_notebooks_own_ndarray_shows_tables(kernel):
+    # `:dep ndarray` alone brings dryml's tables (the same ndarray as dryml's).
+    data = result(kernel, ':dep ndarray = "0.16"\nndarray::arr2(&[[1, 2], [3, 4]])')
+    assert "2 rows × 2 columns, i32" in data["text/html"], data
