@@ -1,4 +1,5 @@
 use super::*;
+use crate::display::Tabular;
 use ndarray::{array, Array1, Array2, ArrayD, IxDyn};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -211,4 +212,28 @@ fn shuffle_reaches_every_order_the_buffer_allows() {
     assert_eq!(orders.len(), 6, "{orders:?}");
     // A buffer of one keeps the order.
     assert_eq!(data.shuffle(1, 5).collect().unwrap(), [0, 1, 2]);
+}
+
+#[test]
+fn a_dataset_shows_its_layout_and_first_elements_only() {
+    let d = Dataset::from_vec((0..100usize).map(|i| Xy { x: i as f32, y: i % 3 }).collect());
+    let t = d.table();
+    assert_eq!(t.caption(), "Dataset of 100 Xy<f32, usize> (supervised)");
+    let text = t.text();
+    assert!(text.lines().next().unwrap().contains('x') && text.lines().next().unwrap().ends_with('y'), "{text}");
+    assert_eq!(t.shown_rows(), 6, "five elements and the elision: {text}");
+
+    // An endless pipeline: the table takes five elements and stops.
+    let endless = Dataset::from_fn(Len::Infinite, || (0u64..).map(|i| i as f32)).map(|x| x * 2.0);
+    let text = endless.table().text();
+    assert!(text.contains("8.0"), "{text}");
+    assert!(text.ends_with("Dataset of infinitely many f32"), "{text}");
+}
+
+#[test]
+fn a_failing_pass_shows_its_error_in_the_table() {
+    let d: Dataset<f32> =
+        Dataset::from_source(Len::Known(3), || Box::new(vec![Ok(1.0), Err(DataError::EmptyBatch)].into_iter()));
+    let text = d.table().text();
+    assert!(text.contains("error: a batch needs at least one element"), "{text}");
 }

@@ -1,5 +1,5 @@
 //! Tables for values: an HTML table with its text form beside it, for `ndarray` arrays of rank 1
-//! and 2, a [`Dataset`](crate::data::Dataset)'s first elements, and Arrow record batches (the
+//! and 2, a dataset's first elements (`dryml::data::Dataset`), and Arrow record batches (the
 //! `parquet` feature). A cell whose value is one of these shows the table; the kernel puts
 //! [`ShowTable`] in scope for the final expression. However large the value, only the rows and
 //! columns shown are formatted (pandas' rule: past 60 rows, the first and last 5), so a table of

@@ -1,7 +1,6 @@
 //! Tables: what is shown of large values, and the two forms.
 
 use super::*;
-use crate::data::{Dataset, Len, Xy};
 use ndarray::{Array1, Array2, ArrayD};
 
 #[test]
@@ -50,31 +49,6 @@ fn other_ranks_show_their_shape() {
     assert_eq!(a.table().caption(), "shape [2, 2, 2], f32");
     let b = ArrayD::<f32>::zeros(vec![4, 2]);
     assert_eq!(b.table().caption(), "4 rows × 2 columns, f32");
-}
-
-#[test]
-fn a_dataset_shows_its_layout_and_first_elements_only() {
-    let d = Dataset::from_vec((0..100usize).map(|i| Xy { x: i as f32, y: i % 3 }).collect());
-    let t = d.table();
-    assert_eq!(t.caption(), "Dataset of 100 Xy<f32, usize> (supervised)");
-    let text = t.text();
-    assert!(text.lines().next().unwrap().contains('x') && text.lines().next().unwrap().ends_with('y'), "{text}");
-    assert_eq!(t.shown_rows(), 6, "five elements and the elision: {text}");
-
-    // An endless pipeline: the table takes five elements and stops.
-    let endless = Dataset::from_fn(Len::Infinite, || (0u64..).map(|i| i as f32)).map(|x| x * 2.0);
-    let text = endless.table().text();
-    assert!(text.contains("8.0"), "{text}");
-    assert!(text.ends_with("Dataset of infinitely many f32"), "{text}");
-}
-
-#[test]
-fn a_failing_pass_shows_its_error_in_the_table() {
-    let d: Dataset<f32> = Dataset::from_source(Len::Known(3), || {
-        Box::new(vec![Ok(1.0), Err(crate::data::DataError::EmptyBatch)].into_iter())
-    });
-    let text = d.table().text();
-    assert!(text.contains("error: a batch needs at least one element"), "{text}");
 }
 
 #[test]
