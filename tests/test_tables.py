@@ -38,6 +38,11 @@ def test_other_values_keep_their_own_display(kernel):
     data = result(kernel, "dryml::Html(\"<i>mine</i>\".into())")
     assert data["text/html"] == "<i>mine</i>" and "<table" not in data["text/html"]
     assert result(kernel, "(1, \"x\")") == {"text/plain": "(1, \"x\")"}
+    # A type's own evcxr_display, by value and through a reference, with dryml's tables in scope.
+    ok(kernel, '#[derive(Debug)] struct Shown(u8);\n'
+               'impl Shown { fn evcxr_display(&self) { println!("EVCXR_BEGIN_CONTENT text/html\\n<b>{}</b>\\nEVCXR_END_CONTENT", self.0); } }')
+    for expr in ("Shown(7)", "&Shown(7)"):
+        assert result(kernel, expr).get("text/html") == "<b>7</b>", expr
 
 
 def test_a_notebooks_own_ndarray_shows_tables(kernel):

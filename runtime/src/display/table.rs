@@ -246,18 +246,19 @@ impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, IxDyn> {
 }
 
 /// What puts a value's table in a cell's result: the kernel writes `use ShowTable as _;` into
-/// the block that shows the final expression, where it takes precedence over evcxr's `Debug`
-/// display and yields to a type's own `evcxr_display`. A reference (`&array`) shows its `Debug`
-/// text: evcxr's `Debug` display is implemented for references, so a table for them too would
-/// make the call ambiguous; a view (`array.view()`) shows the table.
+/// the block that shows the final expression, which asks `evcxr_table` first and, when a value
+/// has no table (evcxr's fallback, found one autoref later, says `false`), shows it as evcxr
+/// does: its own `evcxr_display`, or its `Debug` text. A reference (`&array`) shows its `Debug`
+/// text (a table for it would tie with that fallback); a view (`array.view()`) shows the table.
 pub trait ShowTable {
-    /// Shows the table as the cell's value.
-    fn evcxr_display(&self);
+    /// Shows the table as the cell's value; `true` when it did.
+    fn evcxr_table(&self) -> bool;
 }
 
 impl<T: Tabular + ?Sized> ShowTable for T {
-    fn evcxr_display(&self) {
+    fn evcxr_table(&self) -> bool {
         self.table().evcxr_display();
+        true
     }
 }
 
