@@ -78,20 +78,23 @@ impl<E: Layout + Columns + Send + 'static> Tabular for Dataset<E> {
         let start = std::time::Instant::now();
         let mut rows = Vec::new();
         let mut pass = self.iter();
+        let mut ended = false;
         while rows.len() < TABLE_ELEMENTS && (rows.is_empty() || start.elapsed() < TABLE_BUDGET) {
             match pass.next() {
                 Some(Ok(e)) => rows.push((rows.len().to_string(), e.cells())),
                 Some(Err(e)) => {
                     rows.push((rows.len().to_string(), vec![format!("error: {e}")]));
+                    ended = true;
                     break;
                 }
-                None => break,
+                None => {
+                    ended = true;
+                    break;
+                }
             }
         }
-        let more = match self.len {
-            Len::Known(n) => n > rows.len(),
-            _ => !rows.is_empty(),
-        };
+        // Past the rows shown: more, unless the pass ended or the length says none.
+        let more = !ended && !matches!(self.len, Len::Known(n) if n <= rows.len());
         if more {
             rows.push(("…".into(), E::names().iter().map(|_| "…".into()).collect()));
         }

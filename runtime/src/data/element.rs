@@ -3,6 +3,7 @@
 //! every leaf gains a leading axis, and splits back.
 
 use super::DataError;
+use crate::display::table::cell_text;
 use ndarray::{Array, ArrayD, Axis, Dimension, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn};
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -357,7 +358,7 @@ macro_rules! plain_layout {
                 vec!["x"]
             }
             fn cells(&self) -> Vec<String> {
-                vec![format!("{self:?}")]
+                vec![cell_text(format_args!("{self:?}"))]
             }
         }
     )*};
@@ -382,7 +383,7 @@ impl<X: std::fmt::Debug, Y: std::fmt::Debug> Columns for Xy<X, Y> {
         vec!["x", "y"]
     }
     fn cells(&self) -> Vec<String> {
-        vec![format!("{:?}", self.x), format!("{:?}", self.y)]
+        vec![cell_text(format_args!("{:?}", self.x)), cell_text(format_args!("{:?}", self.y))]
     }
 }
 
@@ -416,7 +417,7 @@ impl<I: std::fmt::Debug, E: Columns> Columns for Indexed<I, E> {
         n
     }
     fn cells(&self) -> Vec<String> {
-        let mut c = vec![format!("{:?}", self.i)];
+        let mut c = vec![cell_text(format_args!("{:?}", self.i))];
         c.extend(self.e.cells());
         c
     }

@@ -228,6 +228,10 @@ fn a_dataset_shows_its_layout_and_first_elements_only() {
     let text = endless.table().text();
     assert!(text.contains("8.0"), "{text}");
     assert!(text.ends_with("Dataset of infinitely many f32"), "{text}");
+    // A pass that ends before five elements shows no elision, whatever the length says.
+    let short = Dataset::from_fn(Len::Unknown, || (0..3u64).map(|i| i as f32));
+    assert_eq!(short.table().shown_rows(), 3);
+    assert!(!short.table().text().contains('…'), "{}", short.table().text());
 }
 
 #[test]

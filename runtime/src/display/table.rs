@@ -45,6 +45,40 @@ fn cut(s: String) -> String {
     }
 }
 
+/// A writer that takes [`MAX_CELL`] characters and then refuses, so a huge value's `Debug` or
+/// `Display` stops there instead of formatting the whole value.
+#[derive(Default)]
+struct Bounded {
+    text: String,
+    chars: usize,
+    cut: bool,
+}
+
+impl std::fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        for c in s.chars() {
+            if self.chars == MAX_CELL {
+                self.cut = true;
+                return Err(std::fmt::Error);
+            }
+            self.text.push(c);
+            self.chars += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A cell's text from its formatting, at most [`MAX_CELL`] characters (and `…`) formatted.
+pub(crate) fn cell_text(args: std::fmt::Arguments<'_>) -> String {
+    let mut b = Bounded::default();
+    // An error is the writer's own refusal (or the value's), after what fits is written.
+    let _ = std::fmt::Write::write_fmt(&mut b, args);
+    if b.cut {
+        b.text.push('…');
+    }
+    b.text
+}
+
 /// A table ready to show: a caption, column names, and the rows shown (a `None` row or cell
 /// stands for the elided ones).
 #[derive(Debug, Clone, PartialEq)]
@@ -217,7 +251,7 @@ pub(crate) fn short_type<T: ?Sized>() -> String {
 impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, Ix1> {
     fn table(&self) -> Table {
         let caption = format!("{} rows, {}", self.len(), short_type::<A>());
-        Table::build(caption, (self.len(), 1), |_| "0".into(), |i, _| self[i].to_string())
+        Table::build(caption, (self.len(), 1), |_| "0".into(), |i, _| cell_text(format_args!("{}", self[i])))
     }
 }
 
@@ -225,7 +259,7 @@ impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, Ix2> {
     fn table(&self) -> Table {
         let (r, c) = self.dim();
         let caption = format!("{r} rows × {c} columns, {}", short_type::<A>());
-        Table::build(caption, (r, c), |j| j.to_string(), |i, j| self[[i, j]].to_string())
+        Table::build(caption, (r, c), |j| j.to_string(), |i, j| cell_text(format_args!("{}", self[[i, j]])))
     }
 }
 
@@ -240,7 +274,7 @@ impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, IxDyn> {
         }
         .unwrap_or_else(|_| {
             let caption = format!("shape {:?}, {}", self.shape(), short_type::<A>());
-            Table::from_rows(caption, "", &["array"], vec![(String::new(), vec![format!("{self}")])])
+            Table::from_rows(caption, "", &["array"], vec![(String::new(), vec![cell_text(format_args!("{self}"))])])
         })
     }
 }

@@ -153,16 +153,19 @@ pub struct TensorBoard {
 
 impl TensorBoard {
     /// A new event file in `dir` (made if missing), named as TensorFlow names them
-    /// (`events.out.tfevents.<seconds>.<host>.<pid>`), so several writers never share one.
+    /// (`events.out.tfevents.<seconds>.<host>.<pid>.<n>`), so several writers never share one.
     pub fn create(dir: impl AsRef<Path>) -> io::Result<TensorBoard> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)?;
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        // The count tells apart two runs a process starts in one second in one directory.
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let name = format!(
-            "events.out.tfevents.{}.{}.{}.dryml",
+            "events.out.tfevents.{}.{}.{}.{}.dryml",
             now() as u64,
             host.trim().replace('/', "_"),
-            std::process::id()
+            std::process::id(),
+            COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let path = dir.join(name);
         let file = File::options().create_new(true).write(true).open(&path)?;
@@ -309,6 +312,9 @@ mod tests {
         assert_eq!((loss.tag.as_str(), loss.simple_value, events[1].step), ("loss/train", Some(0.5), 3));
         let h = events[2].summary.as_ref().unwrap().value[0].histo.clone().unwrap();
         assert_eq!((h.num, h.min, h.max, h.bucket.iter().sum::<f64>()), (3.0, 1.0, 3.0, 3.0));
+        // A second run in the same directory within the second gets a file of its own.
+        drop(TensorBoard::create(&dir).unwrap());
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

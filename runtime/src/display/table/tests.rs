@@ -57,3 +57,19 @@ fn views_show_as_their_arrays() {
     assert_eq!(a.view().table(), a.table());
     assert_eq!(a.row(1).table().caption(), "2 rows, usize");
 }
+
+#[test]
+fn a_huge_cell_is_formatted_only_as_far_as_it_shows() {
+    struct Endless;
+    impl std::fmt::Display for Endless {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            // Would never end if the writer did not refuse.
+            loop {
+                f.write_str("x")?;
+            }
+        }
+    }
+    let text = cell_text(format_args!("{}", Endless));
+    assert_eq!(text, format!("{}…", "x".repeat(MAX_CELL)));
+    assert_eq!(cell_text(format_args!("{:?}", vec![1; 3])), "[1, 1, 1]");
+}
