@@ -95,10 +95,7 @@ impl<E: Layout + Columns + Send + 'static> Tabular for Dataset<E> {
         }
         // Past the rows shown: more, unless the pass ended or the length says none.
         let more = !ended && !matches!(self.len, Len::Known(n) if n <= rows.len());
-        if more {
-            rows.push(("…".into(), E::names().iter().map(|_| "…".into()).collect()));
-        }
-        Table::from_rows(self.summary(&short_type::<E>()), "", &E::names(), rows)
+        Table::from_rows(self.summary(&short_type::<E>()), "", &E::names(), rows, more)
     }
 }
 

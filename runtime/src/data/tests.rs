@@ -221,7 +221,8 @@ fn a_dataset_shows_its_layout_and_first_elements_only() {
     assert_eq!(t.caption(), "Dataset of 100 Xy<f32, usize> (supervised)");
     let text = t.text();
     assert!(text.lines().next().unwrap().contains('x') && text.lines().next().unwrap().ends_with('y'), "{text}");
-    assert_eq!(t.shown_rows(), 6, "five elements and the elision: {text}");
+    assert_eq!(t.shown_rows(), 5, "five elements: {text}");
+    assert!(text.lines().nth(6).unwrap().trim_start().starts_with('…'), "and the elision: {text}");
 
     // An endless pipeline: the table takes five elements and stops.
     let endless = Dataset::from_fn(Len::Infinite, || (0u64..).map(|i| i as f32)).map(|x| x * 2.0);

@@ -108,12 +108,14 @@ impl Table {
         Table { caption: caption.into(), index: String::new(), columns: header, rows: body }
     }
 
-    /// A table of already formatted rows (each `(index, cells)`), shown as given.
+    /// A table of already formatted rows (each `(index, cells)`), shown as given, with an
+    /// elision row after them when there are `more`.
     pub fn from_rows(
         caption: impl Into<String>,
         index: &str,
         columns: &[&str],
         rows: Vec<(String, Vec<String>)>,
+        more: bool,
     ) -> Table {
         Table {
             caption: caption.into(),
@@ -133,6 +135,7 @@ impl Table {
                             .collect(),
                     ))
                 })
+                .chain(more.then_some(None))
                 .collect(),
         }
     }
@@ -274,7 +277,13 @@ impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, IxDyn> {
         }
         .unwrap_or_else(|_| {
             let caption = format!("shape {:?}, {}", self.shape(), short_type::<A>());
-            Table::from_rows(caption, "", &["array"], vec![(String::new(), vec![cell_text(format_args!("{self}"))])])
+            Table::from_rows(
+                caption,
+                "",
+                &["array"],
+                vec![(String::new(), vec![cell_text(format_args!("{self}"))])],
+                false,
+            )
         })
     }
 }
