@@ -3,7 +3,7 @@
 //! the rows shown are read. Numbers, booleans and strings show their values, nulls as `null`,
 //! other types their type's name.
 
-use super::table::{Table, Tabular};
+use super::table::{cell_text, Table, Tabular};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
     Float32Type, Float64Type, Int16Type, Int32Type, Int64Type, Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
@@ -11,7 +11,7 @@ use arrow_array::types::{
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
-/// Row `i` of a column as text.
+/// Row `i` of a column as text (a long string copied only as far as it shows).
 fn cell(column: &dyn Array, i: usize) -> String {
     if column.is_null(i) {
         return "null".into();
@@ -28,9 +28,9 @@ fn cell(column: &dyn Array, i: usize) -> String {
         DataType::Float32 => column.as_primitive::<Float32Type>().value(i).to_string(),
         DataType::Float64 => column.as_primitive::<Float64Type>().value(i).to_string(),
         DataType::Boolean => column.as_boolean().value(i).to_string(),
-        DataType::Utf8 => column.as_string::<i32>().value(i).to_string(),
-        DataType::LargeUtf8 => column.as_string::<i64>().value(i).to_string(),
-        DataType::Utf8View => column.as_string_view().value(i).to_string(),
+        DataType::Utf8 => cell_text(format_args!("{}", column.as_string::<i32>().value(i))),
+        DataType::LargeUtf8 => cell_text(format_args!("{}", column.as_string::<i64>().value(i))),
+        DataType::Utf8View => cell_text(format_args!("{}", column.as_string_view().value(i))),
         other => format!("<{other}>"),
     }
 }

@@ -39,10 +39,7 @@ fn shown(n: usize, max: usize, end: usize) -> Vec<Option<usize>> {
 
 /// A cell's text, cut to [`MAX_CELL`] characters.
 fn cut(s: String) -> String {
-    match s.char_indices().nth(MAX_CELL) {
-        Some((at, _)) => format!("{}…", &s[..at]),
-        None => s,
-    }
+    cell_text(format_args!("{s}"))
 }
 
 /// A writer that takes [`MAX_CELL`] characters and then refuses, so a huge value's `Debug` or

@@ -24,11 +24,11 @@
 
 use super::callbacks::{Callback, Control};
 use super::training::Epoch;
+use crate::objects::object::now;
 use prost::Message;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Clone, PartialEq, prost::Message)]
 struct Event {
@@ -135,10 +135,6 @@ fn record(data: &[u8]) -> Vec<u8> {
     r.extend_from_slice(data);
     r.extend_from_slice(&masked_crc(data).to_le_bytes());
     r
-}
-
-fn now() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// One run's event file, in its own directory (`tensorboard --logdir` on the parent shows

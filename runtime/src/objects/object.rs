@@ -53,7 +53,8 @@ impl Default for Meta {
     }
 }
 
-fn now() -> f64 {
+/// Seconds since the Unix epoch (0 before it).
+pub(crate) fn now() -> f64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
