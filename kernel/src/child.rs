@@ -33,12 +33,44 @@ pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
     dryml::__kernel::batch::table_record(key, size)
 }
 
+/// Set when the kernel says the frontend renders widgets; `dryml::widgets::available()` reads it.
+#[no_mangle]
+#[used]
+pub static dryml_widgets_available: AtomicBool = AtomicBool::new(false);
+
+/// The child's registry of comms: every cell's copy of `dryml` registers its comms' handlers
+/// here, and the comm reader (below) delivers the frontend's messages through it.
+///
+/// # Safety
+/// As `dryml::__kernel::comm::register`'s.
+#[no_mangle]
+pub unsafe extern "C" fn dryml_comm_register(
+    kind: u8,
+    key: *const u8,
+    len: usize,
+    f: dryml::__kernel::comm::Callback,
+    ctx: *const std::ffi::c_void,
+) {
+    unsafe { dryml::__kernel::comm::register(kind, key, len, f, ctx) }
+}
+
+/// # Safety
+/// As `dryml::__kernel::comm::unregister`'s.
+#[no_mangle]
+pub unsafe extern "C" fn dryml_comm_unregister(kind: u8, key: *const u8, len: usize) {
+    unsafe { dryml::__kernel::comm::unregister(kind, key, len) }
+}
+
 use dryml_sys::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
 
 /// Socket frame tags, child to kernel.
 pub const TAG_OUT: u8 = b'O';
 pub const TAG_SYNC: u8 = b'S';
 pub const TAG_CONTROL: u8 = b'J';
+/// Socket frame tags, kernel to child: a comm message from the frontend, and word that the
+/// frontend renders widgets (no payload).
+pub const TAG_COMM: u8 = b'C';
+pub const TAG_WIDGETS: u8 = b'W';
 
 const MARKERS: [&[u8]; 2] = [b"EVCXR_", b"DRYML_"];
 
@@ -168,6 +200,8 @@ fn pipe() -> std::io::Result<(RawFd, RawFd)> {
 
 fn start_pump(path: &std::path::Path) -> std::io::Result<()> {
     let socket = UnixStream::connect(path)?;
+    let comms = socket.try_clone()?;
+    std::thread::Builder::new().name("dryml-comm-in".into()).spawn(move || read_comms(comms))?;
     let (out_r, out_w) = pipe()?;
     // Flush handshake with the flusher thread that the kernel's start-up cell spawns in user code.
     let (req_r, req_w) = pipe()?;
@@ -314,6 +348,36 @@ impl Pump {
             if tag == TAG_OUT {
                 let _ = self.evcxr.write_all(payload);
             }
+        }
+    }
+}
+
+/// One frame of the output socket, either way: its tag and payload; `None` once it is closed.
+pub fn read_frame(socket: &mut impl Read) -> Option<(u8, Vec<u8>)> {
+    let mut head = [0u8; 5];
+    socket.read_exact(&mut head).ok()?;
+    let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut payload = vec![0u8; len];
+    socket.read_exact(&mut payload).ok()?;
+    Some((head[0], payload))
+}
+
+/// The comm reader: the frontend's comm messages, which the kernel writes back on the output
+/// socket, go to the handlers cells registered, while a cell runs or between cells.
+fn read_comms(mut socket: UnixStream) {
+    while let Some((tag, payload)) = read_frame(&mut socket) {
+        if tag == TAG_WIDGETS {
+            dryml_widgets_available.store(true, Ordering::Relaxed);
+            continue;
+        }
+        if tag != TAG_COMM || dryml::__kernel::comm::deliver(&payload) {
+            continue;
+        }
+        // No handler (its cell's comm is gone): the kernel and the frontend forget the comm.
+        let msg: serde_json::Value = serde_json::from_slice(&payload).unwrap_or_default();
+        if msg["op"] != "close" {
+            let close = serde_json::json!({"op": "close", "comm_id": msg["comm_id"], "data": {}});
+            println!("{} {close}", dryml_sys::protocol::COMM);
         }
     }
 }

@@ -18,7 +18,9 @@
 //!   and remember the size that worked.
 //! - **Experiments** ([`experiment`]): what the last `%%experiment` measured, as a value.
 //! - **Displays and plots** ([`display`], [`plot`]): outputs that redraw in place, input from the
-//!   user, the interrupt, and inline SVG plots.
+//!   user, the interrupt, tables, and inline SVG plots.
+//! - **Widgets** ([`widgets`]): Jupyter comms, sliders, dropdowns, buttons, a progress bar for
+//!   any iterator and `interact`, whose values reach the notebook's code while cells run.
 //!
 //! The names a cell uses most are also at the root:
 //!
@@ -46,6 +48,7 @@ pub mod metrics;
 pub mod models;
 pub mod objects;
 pub mod plot;
+pub mod widgets;
 
 // The bottom layer, a crate of its own that the kernel links too.
 use dryml_sys as sys;

@@ -137,19 +137,43 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     assert.match(decodeURIComponent(src), /loss/);
   });
 
-  it("updates a dryml::batch progress bar in place", async () => {
+  it("updates a dryml::batch progress bar in place, as a widget", async () => {
     const cell = await run('let mut seen = Vec::new();\ndryml::batch::range(0, 20, 2, |lo, hi| {\n    std::thread::sleep(std::time::Duration::from_millis(60));\n    seen.push((lo, hi));\n    Ok::<(), std::collections::TryReserveError>(())\n}).unwrap();\nseen.len()');
     const outputs = cell.locator('.jp-OutputArea-output');
-    // The bar (one output, updated) and the result: not one output per step.
+    // The bar (one output, redrawn) and the result: not one output per step. JupyterLab's widget
+    // manager announced itself, so the bar is ipywidgets' progress bar, not HTML.
     assert.equal(await outputs.count(), 2, await outputText(cell));
-    assert.equal(await cell.locator('progress').getAttribute('value'), '20');
-    assert.match(await outputText(cell), /20\/20/);
+    const bar = cell.locator('.widget-hbox', { has: page.locator('.widget-progress') });
+    await bar.waitFor();
+    assert.match(await bar.innerText(), /100%[\s\S]*20\/20/);
+  });
+
+  it('moves a slider whose value the next cell reads, and shows a widget progress bar', async () => {
+    const cell = await run('let k = dryml::widgets::IntSlider::new(0..=10, 2).description("k");\nk.clone()');
+    const readout = cell.locator('.widget-slider .widget-readout');
+    await readout.waitFor({ timeout: 60_000 });
+    assert.equal((await readout.innerText()).trim(), '2');
+    // The readout is editable, as a user types a value into it.
+    await readout.click();
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('7');
+    await page.keyboard.press('Enter');
+    await cell.locator('.widget-slider .widget-readout', { hasText: '7' }).waitFor();
+    const read = await run('k.value()');
+    assert.equal(await outputText(read), '7', 'the value the slider was set to reached the notebook');
+    const loop = await run('for _ in dryml::widgets::progress_as("steps", 0..30) {\n    std::thread::sleep(std::time::Duration::from_millis(50));\n}', { wait: false });
+    const bar = loop.locator('.widget-hbox', { has: page.locator('.widget-progress') });
+    await bar.waitFor({ timeout: 60_000 });
+    await waitDone(loop);
+    assert.match(await bar.innerText(), /steps: 100%[\s\S]*30\/30/);
+    await cell.screenshot({ path: join(ARTIFACTS, 'slider.png') });
+    await loop.screenshot({ path: join(ARTIFACTS, 'progress.png') });
   });
 
   it("stops a running loop with the toolbar's stop button and keeps going", async () => {
     await run('let mut done: Vec<usize> = Vec::new();');
     const cell = await run('dryml::batch::range(0, 100_000, 1, |_lo, hi| {\n    std::thread::sleep(std::time::Duration::from_millis(50));\n    done.push(hi);\n    Ok::<(), std::collections::TryReserveError>(())\n}).unwrap();', { wait: false });
-    await cell.locator('progress').waitFor({ timeout: 60_000 });
+    await cell.locator('.widget-progress').waitFor({ timeout: 60_000 });
     await page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]').click();
     await waitDone(cell, 30_000);
     assert.match(await outputText(cell), /KeyboardInterrupt/);

@@ -5,7 +5,7 @@
 use super::is_complete::{is_complete, Completeness};
 use super::Engine;
 use crate::history::History;
-use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
+use crate::protocol::{CommRequest, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
 use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -160,6 +160,14 @@ impl Handler for JupyterHandler {
             }
         }
         self.debugger.lock().unwrap_or_else(PoisonError::into_inner).handle(request, events)
+    }
+
+    fn comm(&self, request: CommRequest, io: &Io) {
+        self.state.comms.from_frontend(request, io);
+    }
+
+    fn comm_info(&self, target_name: Option<&str>) -> Value {
+        self.state.comms.info(target_name)
     }
 
     fn interrupt(&self) {

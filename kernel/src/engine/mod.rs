@@ -60,6 +60,7 @@ impl Engine {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
         *self.state.io.lock().unwrap() = Some(io.clone());
+        self.state.comms.cell_began();
         let state = self.state.clone();
         let _request = state.request_begins(req.silent);
         let count = req.execution_count;

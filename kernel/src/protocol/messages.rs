@@ -67,15 +67,16 @@ pub enum Request {
     History(HistoryRequest),
     /// A DAP request, passed to the debugger as it came.
     Debug(Value),
-    CommInfo,
-    CommOpen {
-        comm_id: Value,
+    CommInfo {
+        target_name: Option<String>,
     },
+    /// `comm_open`, `comm_msg` or `comm_close` from the frontend.
+    Comm(CommRequest),
     Interrupt,
     Shutdown {
         restart: bool,
     },
-    /// `comm_msg`, `comm_close`, `usage_request`: no reply is owed.
+    /// `usage_request`: no reply is owed.
     NoReply,
     Unknown(String),
 }
@@ -104,11 +105,11 @@ impl Request {
             "is_complete_request" => Request::IsComplete { code: code() },
             "history_request" => Request::History(HistoryRequest::from_content(c)),
             "debug_request" => Request::Debug(c.clone()),
-            "comm_info_request" => Request::CommInfo,
-            "comm_open" => Request::CommOpen { comm_id: c["comm_id"].clone() },
+            "comm_info_request" => Request::CommInfo { target_name: c["target_name"].as_str().map(str::to_string) },
+            "comm_open" | "comm_msg" | "comm_close" => Request::Comm(CommRequest::from_content(msg_type, c)),
             "interrupt_request" => Request::Interrupt,
             "shutdown_request" => Request::Shutdown { restart: c["restart"].as_bool().unwrap_or(false) },
-            "comm_msg" | "comm_close" | "usage_request" => Request::NoReply,
+            "usage_request" => Request::NoReply,
             other => Request::Unknown(other.to_string()),
         }
     }
@@ -116,6 +117,35 @@ impl Request {
     /// Whether the worker runs it, in shell order, rather than the socket's task at once.
     pub fn is_work(&self) -> bool {
         matches!(self, Request::Execute | Request::Complete { .. } | Request::Inspect { .. })
+    }
+}
+
+/// A comm message from the frontend, read once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommRequest {
+    /// `open`, `msg` or `close`.
+    pub op: &'static str,
+    pub comm_id: String,
+    /// A `comm_open`'s target.
+    pub target_name: Option<String>,
+    pub data: Value,
+    pub metadata: Value,
+}
+
+impl CommRequest {
+    fn from_content(msg_type: &str, c: &Value) -> CommRequest {
+        let op = match msg_type {
+            "comm_open" => "open",
+            "comm_close" => "close",
+            _ => "msg",
+        };
+        CommRequest {
+            op,
+            comm_id: c["comm_id"].as_str().unwrap_or_default().to_string(),
+            target_name: c["target_name"].as_str().map(str::to_string),
+            data: c.get("data").cloned().unwrap_or_else(|| serde_json::json!({})),
+            metadata: c.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+        }
     }
 }
 

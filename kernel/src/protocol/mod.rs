@@ -19,7 +19,7 @@ pub mod stdin;
 pub mod wire;
 mod worker;
 
-pub use messages::{ConnectionInfo, HistoryRequest, Request};
+pub use messages::{CommRequest, ConnectionInfo, HistoryRequest, Request};
 pub use outbox::{Io, Outbox};
 pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
@@ -164,6 +164,20 @@ pub trait Handler: Send + Sync + 'static {
     fn debug(&self, request: &Value, events: DebugEvents) -> Value {
         let _ = events;
         dap_response(request, Err("this kernel has no debugger".into()))
+    }
+    /// A comm message from the frontend, handled at once, while a cell runs too; what it causes
+    /// is published through `io`, whose parent is the message. By default there are no comm
+    /// targets: a `comm_open` is closed at once, as ipykernel closes one to an unknown target.
+    fn comm(&self, request: CommRequest, io: &Io) {
+        if request.op == "open" {
+            io.publish("comm_close", json!({"comm_id": request.comm_id, "data": {}}));
+        }
+    }
+    /// The open comms for a `comm_info_request` (`{id: {"target_name": ..}}`), of one target
+    /// when it names one.
+    fn comm_info(&self, target_name: Option<&str>) -> Value {
+        let _ = target_name;
+        json!({})
     }
     /// Stop the running cell, if any.
     fn interrupt(&self);

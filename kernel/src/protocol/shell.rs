@@ -50,11 +50,15 @@ impl<H: Handler> Dispatch<H> {
                 let failed = |e: super::ErrorContent| super::dap_response(&request, Err(e.evalue));
                 self.out.answer(&msg, || guarded(|| h.debug(&request, events), failed));
             }
-            Request::CommInfo => self.out.answer(&msg, || json!({"status": "ok", "comms": {}})),
-            Request::CommOpen { comm_id } => {
-                // No comm targets: close it at once, as ipykernel does for unknown targets.
+            Request::CommInfo { target_name } => self.out.answer(&msg, || {
+                let comms = guarded(|| h.comm_info(target_name.as_deref()), |_| json!({}));
+                json!({"status": "ok", "comms": comms})
+            }),
+            Request::Comm(request) => {
+                // Handled here, not queued: a widget moved while a cell runs reaches it at once.
                 self.out.status(&msg, "busy");
-                self.out.publish(&msg, "comm_close", json!({"comm_id": comm_id, "data": {}}));
+                let io = super::Io::new(self.out.clone(), msg.clone(), false, 0);
+                guarded(|| h.comm(request, &io), |e| tracing::error!("a comm message: {}", e.evalue));
                 self.out.status(&msg, "idle");
             }
             Request::Interrupt => self.out.answer(&msg, || {
@@ -74,7 +78,7 @@ impl<H: Handler> Dispatch<H> {
                 self.out.answer(&msg, || json!({"status": "ok", "restart": restart}));
                 return Some(restart);
             }
-            // comm_msg, comm_close, usage_request and unknown types: no reply is owed.
+            // usage_request and unknown types: no reply is owed.
             other => {
                 if let Request::Unknown(kind) = other {
                     tracing::warn!("{:?}: no handler for {kind}", self.channel);

@@ -5,6 +5,7 @@
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
 pub mod cache;
+pub mod comms;
 mod config;
 pub mod deps;
 pub mod errors;

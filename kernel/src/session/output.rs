@@ -5,7 +5,6 @@
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
 use serde_json::{json, Value};
-use std::io::Read;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -25,19 +24,15 @@ pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Se
 }
 
 fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<()>) {
+    // The same socket carries the frontend's comm messages the other way.
+    match conn.try_clone() {
+        Ok(back) => state.comms.connected(back, state.io.lock().unwrap().clone()),
+        Err(e) => tracing::warn!("comms disabled: {e}"),
+    }
     // Bytes of a UTF-8 character split across two writes wait here.
     let mut carry: Vec<u8> = Vec::new();
-    loop {
-        let mut head = [0u8; 5];
-        if conn.read_exact(&mut head).is_err() {
-            break;
-        }
-        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        let mut payload = vec![0u8; len];
-        if conn.read_exact(&mut payload).is_err() {
-            break;
-        }
-        match head[0] {
+    while let Some((tag, payload)) = crate::child::read_frame(&mut conn) {
+        match tag {
             TAG_OUT => {
                 carry.extend_from_slice(&payload);
                 let valid = match std::str::from_utf8(&carry) {
@@ -59,9 +54,9 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
 }
 
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
-/// `DRYML_POLLING {json}` lines from the child.
+/// `DRYML_POLLING {json}` lines from the child, and `DRYML_COMM {json}`, a comm's message.
 fn control(line: &str, state: &CellState) {
-    use dryml_sys::protocol::{CLEAR, DISPLAY, ERROR, PANIC, POLLING};
+    use dryml_sys::protocol::{CLEAR, COMM, DISPLAY, ERROR, PANIC, POLLING};
     let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     if kind == PANIC {
         // The backtrace of a panic that ends the cell (kept by the child's panic hook).
@@ -78,6 +73,11 @@ fn control(line: &str, state: &CellState) {
     };
     if kind == POLLING {
         state.polling(body["on"].as_bool().unwrap_or(false));
+        return;
+    }
+    if kind == COMM {
+        // Not `state.io()`: a hidden eval's quiet does not apply to a widget's messages.
+        state.comms.from_child(&body, state.io.lock().unwrap().clone());
         return;
     }
     if kind == ERROR {

@@ -125,6 +125,8 @@ pub struct CellState {
     /// `"update": "auto"` updates one of these in place, and is a new display otherwise, so a
     /// re-run cell (whose old outputs the front end cleared) shows its plot again.
     pub shown: Mutex<(String, std::collections::HashSet<String>)>,
+    /// Jupyter comms between the frontend and the notebook's process.
+    pub comms: super::comms::Comms,
 }
 
 /// An execute request under way; dropped, it ends the request: Requested (or Running, left by

@@ -52,6 +52,11 @@ pub mod slurm {
     }
 }
 
+/// The child's registry of comms, which the kernel binary exports to every cell.
+pub mod comm {
+    pub use crate::widgets::hub::{deliver, register, unregister, Callback};
+}
+
 /// The table of batch sizes the kernel binary exports to every cell.
 pub mod batch {
     pub use crate::batch::table::{table_get, table_record};

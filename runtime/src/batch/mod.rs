@@ -428,10 +428,12 @@ pub fn set_cpu_memory_limit(gib: f64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Where a progress bar goes: a display updated in place in the kernel, a line redrawn with
-/// `\r` on a terminal, else one line at the end of a loop that took a second or more.
+/// Where a progress bar goes: a widget where the frontend renders widgets, a display updated in
+/// place elsewhere in the kernel, a line redrawn with `\r` on a terminal, else one line at the
+/// end of a loop that took a second or more.
 #[derive(Clone, Copy, PartialEq)]
 enum Sink {
+    Widget,
     Kernel,
     Terminal,
     Log,
@@ -446,6 +448,7 @@ struct Progress {
     sink: std::cell::OnceCell<Sink>,
     /// Made on the first update: most loops are too quick to get a bar.
     id: std::cell::OnceCell<String>,
+    widget: std::cell::OnceCell<std::cell::RefCell<crate::widgets::ProgressBar>>,
     last: std::cell::Cell<Option<std::time::Instant>>,
     t0: std::time::Instant,
 }
@@ -457,6 +460,7 @@ impl Progress {
             end,
             sink: std::cell::OnceCell::new(),
             id: std::cell::OnceCell::new(),
+            widget: std::cell::OnceCell::new(),
             last: std::cell::Cell::new(None),
             t0: std::time::Instant::now(),
         }
@@ -483,7 +487,9 @@ impl Progress {
     fn sink(&self) -> Sink {
         use std::io::IsTerminal;
         *self.sink.get_or_init(|| {
-            if crate::display::wire::in_kernel() {
+            if crate::widgets::available() {
+                Sink::Widget
+            } else if crate::display::wire::in_kernel() {
                 Sink::Kernel
             } else if std::io::stderr().is_terminal() {
                 Sink::Terminal
@@ -494,6 +500,19 @@ impl Progress {
     }
     fn send(&self, at: usize, update: bool, last: bool) {
         match self.sink() {
+            Sink::Widget => {
+                let bar = self.widget.get_or_init(|| {
+                    crate::display::announce_polling(true);
+                    let total = self.end.saturating_sub(self.start) as u64;
+                    std::cell::RefCell::new(crate::widgets::ProgressBar::new(Some(total), ""))
+                });
+                let done = at.saturating_sub(self.start) as u64;
+                if last {
+                    bar.borrow_mut().finish(done);
+                } else {
+                    bar.borrow_mut().redraw(done);
+                }
+            }
             Sink::Kernel => {
                 let id = self.id.get_or_init(|| {
                     // A loop slow enough for a bar may have steps longer than the kernel's usual
@@ -539,7 +558,7 @@ impl Progress {
 impl Drop for Progress {
     fn drop(&mut self) {
         // Also on the unwind after an interrupt.
-        if self.id.get().is_some() {
+        if self.id.get().is_some() || self.widget.get().is_some() {
             crate::display::announce_polling(false);
         }
     }

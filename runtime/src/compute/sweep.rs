@@ -145,21 +145,33 @@ pub(crate) fn open_or_create(repo: &Path) -> Result<(), ComputeError> {
     }
 }
 
-/// Shows a sweep's counts in place.
+/// Shows a sweep's counts in place: a widget where the frontend renders widgets, else HTML.
 pub(crate) struct Progress {
     id: String,
     shown: String,
+    widget: Option<crate::widgets::ProgressBar>,
 }
 
 impl Progress {
     pub(crate) fn new(id: String) -> Progress {
-        Progress { id, shown: String::new() }
+        Progress { id, shown: String::new(), widget: None }
     }
 
     pub(crate) fn show(&mut self, head: &str, pending: usize, running: usize, done: usize, failed: usize) {
         let total = pending + running + done + failed;
         let text = format!("{head}: {done}/{total} done, {running} running, {pending} pending, {failed} failed");
-        if text != self.shown {
+        if text != self.shown && crate::widgets::available() {
+            let bar = self.widget.get_or_insert_with(|| crate::widgets::ProgressBar::new(Some(total as u64), head));
+            bar.set_postfix(&format!("{running} running, {pending} pending, {failed} failed"));
+            let ended = (done + failed) as u64;
+            if ended == total as u64 {
+                // Red when any failed: the bar ends short of its total.
+                bar.finish(done as u64);
+            } else {
+                bar.redraw(ended);
+            }
+            self.shown = text;
+        } else if text != self.shown {
             let pct = ((done + failed) * 100).checked_div(total).unwrap_or(0);
             let html = format!(
                 "<div style=\"font-family: monospace\"><progress value=\"{pct}\" max=\"100\"></progress> {}</div>",

@@ -118,5 +118,41 @@ impl Callback for LiveLoss {
     }
 }
 
+/// A training's epochs: the bar moves at each, its losses after the counts. Give the bar the
+/// number of epochs: `ProgressBar::new(Some(epochs), "training")`.
+impl Callback for crate::widgets::ProgressBar {
+    fn on_epoch(&mut self, epoch: &Epoch) -> Control {
+        let loss = |name: &str, l: Option<f64>| l.map(|l| format!("{name}={l:.4}"));
+        let parts: Vec<String> =
+            [loss("loss", epoch.train_loss), loss("val_loss", epoch.val_loss)].into_iter().flatten().collect();
+        self.set_postfix(&parts.join(", "));
+        if self.total().is_some_and(|t| epoch.epoch >= t) {
+            self.finish(epoch.epoch);
+        } else {
+            self.redraw(epoch.epoch);
+        }
+        Control::Continue
+    }
+}
+
 #[cfg(all(test, feature = "candle", feature = "linfa"))]
 mod tests;
+
+#[cfg(test)]
+mod progress_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_training_moves_the_bar_at_each_epoch() {
+        let mut bar = crate::widgets::ProgressBar::new(Some(3), "training");
+        let epoch = |e, l| Epoch { epoch: e, train_loss: Some(l), val_loss: None };
+        bar.on_epoch(&epoch(1, 0.5));
+        let (value, _, counts) = bar.state();
+        assert_eq!(value, 1);
+        assert!(counts.ends_with(" loss=0.5000"), "{counts}");
+        bar.on_epoch(&epoch(3, 0.25));
+        let (value, style, _) = bar.state();
+        assert_eq!((value, style), (json!(3), json!("success")));
+    }
+}

@@ -30,3 +30,6 @@ pub const POLLING: &str = "DRYML_POLLING";
 pub const STDERR_SYNC: &str = "DRYML_STDERR_SYNC";
 /// Sent by the kernel's output pump when evcxr reports that a cell panicked.
 pub const PANIC: &str = "DRYML_PANIC";
+/// `DRYML_COMM {"op": "open"|"msg"|"close"|"target", "comm_id", "target_name", "data",
+/// "metadata"}`: a comm message from a cell, or a comm target it registered.
+pub const COMM: &str = "DRYML_COMM";

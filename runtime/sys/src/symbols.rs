@@ -8,5 +8,12 @@ pub const BATCH_GET: &str = "dryml_batch_get";
 pub const BATCH_RECORD: &str = "dryml_batch_record";
 /// The child's start-up cell registers where the backtrace of a cell's last panic is read.
 pub const BACKTRACE_TAKER: &str = "dryml_register_backtrace_taker";
+/// The child's registry of comms and comm targets: register a handler.
+pub const COMM_REGISTER: &str = "dryml_comm_register";
+/// The child's registry of comms and comm targets: forget one.
+pub const COMM_UNREGISTER: &str = "dryml_comm_unregister";
+/// Set in evcxr's child once the frontend's widget manager has announced itself.
+pub const WIDGETS_AVAILABLE: &str = "dryml_widgets_available";
 /// All of them, for the linker.
-pub const EXPORTED: [&str; 4] = [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD, BACKTRACE_TAKER];
+pub const EXPORTED: [&str; 7] =
+    [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD, BACKTRACE_TAKER, COMM_REGISTER, COMM_UNREGISTER, WIDGETS_AVAILABLE];
