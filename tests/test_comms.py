@@ -40,9 +40,10 @@ def test_comms_both_ways_while_a_cell_runs_and_between_cells(kernel):
                       'c.send(json!({"from": "rust"}));')
     (opened,) = comm_msgs(msgs, "comm_open")
     assert opened["target_name"] == "test.target" and opened["data"] == {"hello": 1}, opened
-    assert opened["metadata"] == {"v": "1"}, opened
+    # The comm's metadata is the message's own, as ipykernel sends it.
+    assert of_type(msgs, "comm_open")[0]["metadata"] == {"v": "1"}
     cid = opened["comm_id"]
-    assert comm_msgs(msgs, "comm_msg") == [{"comm_id": cid, "data": {"from": "rust"}, "metadata": {}}]
+    assert comm_msgs(msgs, "comm_msg") == [{"comm_id": cid, "data": {"from": "rust"}}]
     assert comms(kernel) == {cid: {"target_name": "test.target"}}
     assert comms(kernel, "test.target") == {cid: {"target_name": "test.target"}}
     assert comms(kernel, "other") == {}
@@ -79,7 +80,7 @@ def test_targets_unknown_comms_and_many_comms(kernel):
     opened = arrive(kernel, comm_send(kernel, "comm_open", {"comm_id": "e1", "target_name": "echo", "data": {"a": 1}}), "comm_msg")
     assert comm_msgs(opened, "comm_msg")[0]["data"] == {"opened_with": {"a": 1}}
     echo = arrive(kernel, comm_send(kernel, "comm_msg", {"comm_id": "e1", "data": {"ping": 2}}), "comm_msg")
-    assert comm_msgs(echo, "comm_msg")[0] == {"comm_id": "e1", "data": {"ping": 2}, "metadata": {}}
+    assert comm_msgs(echo, "comm_msg")[0] == {"comm_id": "e1", "data": {"ping": 2}}
     assert comms(kernel, "echo") == {"e1": {"target_name": "echo"}}
 
     # Many comms, closed from the notebook's side.
@@ -98,7 +99,8 @@ def test_a_slider_set_by_the_frontend_is_read_by_the_next_cell(kernel):
     msgs = ok(kernel, 'let k = dryml::widgets::IntSlider::new(1..=10, 3).description("k");\nk.clone()')
     opens = comm_msgs(msgs, "comm_open")
     state = opens[0]["data"]["state"]
-    assert opens[0]["target_name"] == "jupyter.widget" and opens[0]["metadata"] == {"version": "2.1.0"}
+    assert opens[0]["target_name"] == "jupyter.widget"
+    assert of_type(msgs, "comm_open")[0]["metadata"] == {"version": "2.1.0"}, "ipywidgets reads the protocol version here"
     assert (state["_model_name"], state["_view_name"], state["_model_module_version"]) == ("IntSliderModel", "IntSliderView", "2.0.0")
     (result,) = of_type(msgs, "execute_result")
     view = result["content"]["data"][VIEW]
@@ -106,6 +108,17 @@ def test_a_slider_set_by_the_frontend_is_read_by_the_next_cell(kernel):
     assert result["content"]["data"]["text/plain"] == 'IntSlider(value=3, description="k", min=1, max=10)'
     kernel.collect(comm_send(kernel, "comm_msg", {"comm_id": view["model_id"], "data": {"method": "update", "state": {"value": 8}, "buffer_paths": []}}))
     assert "k is 8" in stdout_of(ok(kernel, 'println!("k is {}", k.value());'))
+    # A reloaded page's widget manager reads every state at once on its control comm, the
+    # frontend's update included, and closes it.
+    kernel.collect(comm_send(kernel, "comm_open", {"comm_id": "ctl", "target_name": "jupyter.widget.control", "data": {}}))
+    states = kernel.collect(comm_send(kernel, "comm_msg", {"comm_id": "ctl", "data": {"method": "request_states"}}))[1]
+    (answer,) = comm_msgs(states, "comm_msg")
+    assert answer["data"]["method"] == "update_states", answer
+    mine = answer["data"]["states"][view["model_id"]]
+    assert (mine["model_name"], mine["model_module_version"]) == ("IntSliderModel", "2.0.0")
+    assert (mine["state"]["value"], mine["state"]["description"]) == (8, "k"), mine
+    kernel.collect(comm_send(kernel, "comm_close", {"comm_id": "ctl", "data": {}}))
+    assert "ctl" not in comms(kernel)
 
 
 def test_a_widget_progress_bar_advances_and_ends_at_100_percent(kernel):

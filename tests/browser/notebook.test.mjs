@@ -143,7 +143,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     // The bar (one output, redrawn) and the result: not one output per step. JupyterLab's widget
     // manager announced itself, so the bar is ipywidgets' progress bar, not HTML.
     assert.equal(await outputs.count(), 2, await outputText(cell));
-    const bar = cell.locator('.widget-hbox', { has: page.locator('.widget-progress') });
+    const bar = cell.locator('.widget-hbox', { has: page.locator('.widget-hprogress') });
     await bar.waitFor();
     assert.match(await bar.innerText(), /100%[\s\S]*20\/20/);
   });
@@ -162,10 +162,11 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     const read = await run('k.value()');
     assert.equal(await outputText(read), '7', 'the value the slider was set to reached the notebook');
     const loop = await run('for _ in dryml::widgets::progress_as("steps", 0..30) {\n    std::thread::sleep(std::time::Duration::from_millis(50));\n}', { wait: false });
-    const bar = loop.locator('.widget-hbox', { has: page.locator('.widget-progress') });
+    const bar = loop.locator('.widget-hbox', { has: page.locator('.widget-hprogress') });
     await bar.waitFor({ timeout: 60_000 });
     await waitDone(loop);
     assert.match(await bar.innerText(), /steps: 100%[\s\S]*30\/30/);
+    assert.equal(await bar.locator('.progress-bar-success').count(), 1, 'green at its end');
     await cell.screenshot({ path: join(ARTIFACTS, 'slider.png') });
     await loop.screenshot({ path: join(ARTIFACTS, 'progress.png') });
   });
@@ -173,7 +174,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   it("stops a running loop with the toolbar's stop button and keeps going", async () => {
     await run('let mut done: Vec<usize> = Vec::new();');
     const cell = await run('dryml::batch::range(0, 100_000, 1, |_lo, hi| {\n    std::thread::sleep(std::time::Duration::from_millis(50));\n    done.push(hi);\n    Ok::<(), std::collections::TryReserveError>(())\n}).unwrap();', { wait: false });
-    await cell.locator('.widget-progress').waitFor({ timeout: 60_000 });
+    await cell.locator('.widget-hprogress').waitFor({ timeout: 60_000 });
     await page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:interrupt-kernel"]').click();
     await waitDone(cell, 30_000);
     assert.match(await outputText(cell), /KeyboardInterrupt/);

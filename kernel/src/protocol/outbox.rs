@@ -50,7 +50,14 @@ impl Outbox {
     }
 
     pub fn publish(&self, parent: &Message, msg_type: &str, content: Value) {
+        self.publish_with(parent, msg_type, content, json!({}));
+    }
+
+    /// [`Outbox::publish`] with the message's own `metadata` (a comm's, which ipywidgets reads
+    /// its protocol version from).
+    pub fn publish_with(&self, parent: &Message, msg_type: &str, content: Value, metadata: Value) {
         let mut m = Message::reply_to(parent, msg_type, content);
+        m.metadata = metadata;
         // iopub topics: the message type, as ipykernel uses.
         m.identities = vec![bytes::Bytes::from(format!("kernel.{msg_type}"))];
         self.iopub.publish(m);
@@ -110,6 +117,11 @@ impl Io {
 
     pub fn publish(&self, msg_type: &str, content: Value) {
         self.out.publish(&self.parent, msg_type, content);
+    }
+
+    /// Publishes with the message's own `metadata`.
+    pub fn publish_with(&self, msg_type: &str, content: Value, metadata: Value) {
+        self.out.publish_with(&self.parent, msg_type, content, metadata);
     }
 
     pub fn stream(&self, name: &str, text: &str) {

@@ -12,10 +12,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::child::{TAG_COMM, TAG_WIDGETS};
-/// The target JupyterLab's widget manager opens a comm to when it attaches to a kernel (to read
-/// every widget's state at once; refused here, it falls back to `comm_info` and each model's
-/// `request_state`). Its `comm_open` is how the kernel knows widgets render.
+/// The target JupyterLab's widget manager opens a comm to when it attaches to a kernel, to read
+/// every widget's state at once (`request_states`); the kernel answers it from its copy of the
+/// states. Its `comm_open` is also how the kernel knows widgets render.
 pub const WIDGET_CONTROL: &str = "jupyter.widget.control";
+/// The target of widget models.
+pub const WIDGET: &str = "jupyter.widget";
 
 #[derive(Default)]
 struct Inner {
@@ -30,6 +32,46 @@ struct Inner {
     parent: Option<Io>,
     /// The frontend's widget manager announced itself (kept for a replaced child).
     widgets: bool,
+    /// Every open widget model's state as both sides last set it (each passes through here), so
+    /// a reloaded page gets them all at once on its control comm.
+    states: BTreeMap<String, serde_json::Map<String, Value>>,
+}
+
+impl Inner {
+    /// Keeps the widget states in step with a message either way.
+    fn track(&mut self, op: &str, id: &str, target: Option<&str>, data: &Value) {
+        let state = data["state"].as_object();
+        match (op, state) {
+            ("open", Some(s)) if target == Some(WIDGET) => {
+                self.states.insert(id.to_string(), s.clone());
+            }
+            ("msg", Some(s)) if data["method"] == "update" => {
+                if let Some(mine) = self.states.get_mut(id) {
+                    mine.extend(s.clone());
+                }
+            }
+            ("close", _) => {
+                self.states.remove(id);
+            }
+            _ => {}
+        }
+    }
+
+    /// The control comm's answer to `request_states`.
+    fn all_states(&self) -> Value {
+        let states: serde_json::Map<String, Value> = self
+            .states
+            .iter()
+            .map(|(id, s)| {
+                let model = json!({
+                    "model_name": s.get("_model_name"), "model_module": s.get("_model_module"),
+                    "model_module_version": s.get("_model_module_version"), "state": s,
+                });
+                (id.clone(), model)
+            })
+            .collect();
+        json!({"method": "update_states", "states": states, "buffer_paths": []})
+    }
 }
 
 fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
@@ -45,21 +87,19 @@ pub struct Comms {
     inner: Mutex<Inner>,
 }
 
+/// A comm message on iopub; its metadata is the message's own, as ipykernel sends it.
 fn publish(io: &Io, op: &str, comm_id: &str, target: Option<&str>, data: &Value, metadata: &Value) {
     let mut content = json!({"comm_id": comm_id, "data": data});
     let msg_type = match op {
         "open" => {
             content["target_name"] = json!(target.unwrap_or_default());
-            content["metadata"] = metadata.clone();
             "comm_open"
         }
         "close" => "comm_close",
         _ => "comm_msg",
     };
-    if op != "open" && !metadata.is_null() {
-        content["metadata"] = metadata.clone();
-    }
-    io.publish(msg_type, content);
+    let metadata = if metadata.is_object() { metadata.clone() } else { json!({}) };
+    io.publish_with(msg_type, content, metadata);
 }
 
 impl Comms {
@@ -74,6 +114,7 @@ impl Comms {
         let old = {
             let mut g = self.lock();
             g.targets.clear();
+            g.states.clear();
             g.parent = None;
             if g.widgets {
                 let _ = child.write_all(&frame(TAG_WIDGETS, b""));
@@ -113,6 +154,7 @@ impl Comms {
                 }
                 _ => {}
             }
+            g.track(op, id, target, &body["data"]);
             g.parent.clone().or(cell)
         };
         if let Some(io) = io {
@@ -124,11 +166,12 @@ impl Comms {
     /// or an open comm; otherwise refused as ipykernel does, with a `comm_close`.
     pub fn from_frontend(&self, req: CommRequest, io: &Io) {
         let mut g = self.lock();
-        if req.op == "open" && req.target_name.as_deref() == Some(WIDGET_CONTROL) && !g.widgets {
-            g.widgets = true;
-            if let Some(c) = g.child.as_mut() {
-                let _ = c.write_all(&frame(TAG_WIDGETS, b""));
-            }
+        let control = match req.op {
+            "open" => req.target_name.as_deref() == Some(WIDGET_CONTROL),
+            _ => g.open.get(&req.comm_id).is_some_and(|t| t == WIDGET_CONTROL),
+        };
+        if control {
+            return self.control(g, req, io);
         }
         let known = match req.op {
             "open" => req.target_name.as_ref().is_some_and(|t| g.targets.contains(t)),
@@ -154,6 +197,7 @@ impl Comms {
             }
             _ => {}
         }
+        g.track(req.op, &req.comm_id, req.target_name.as_deref(), &req.data);
         g.parent = Some(io.clone());
         let msg = json!({
             "op": req.op, "comm_id": req.comm_id, "target_name": req.target_name,
@@ -163,6 +207,31 @@ impl Comms {
         let sent = g.child.as_mut().is_some_and(|c| c.write_all(&frame).is_ok());
         if !sent {
             tracing::warn!("a comm message could not reach the child");
+        }
+    }
+
+    /// The widget manager's control comm, answered here: it opens it when it attaches (so widgets
+    /// render: the child is told), asks for every state, and closes it.
+    fn control(&self, mut g: std::sync::MutexGuard<'_, Inner>, req: CommRequest, io: &Io) {
+        match req.op {
+            "open" => {
+                g.open.insert(req.comm_id, WIDGET_CONTROL.to_string());
+                if !g.widgets {
+                    g.widgets = true;
+                    if let Some(c) = g.child.as_mut() {
+                        let _ = c.write_all(&frame(TAG_WIDGETS, b""));
+                    }
+                }
+            }
+            "close" => {
+                g.open.remove(&req.comm_id);
+            }
+            _ if req.data["method"] == "request_states" => {
+                let states = g.all_states();
+                drop(g);
+                publish(io, "msg", &req.comm_id, None, &states, &json!({}));
+            }
+            _ => {}
         }
     }
 
