@@ -339,17 +339,23 @@ impl Pump {
         if tag == TAG_OUT && payload.is_empty() {
             return;
         }
-        let mut frame = Vec::with_capacity(payload.len() + 5);
-        frame.push(tag);
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        frame.extend_from_slice(payload);
-        if self.socket.write_all(&frame).is_err() {
+        if self.socket.write_all(&frame(tag, payload)).is_err() {
             // The kernel went away; keep evcxr's protocol working by falling back to its pipe.
             if tag == TAG_OUT {
                 let _ = self.evcxr.write_all(payload);
             }
         }
     }
+}
+
+/// A frame of the output socket, either way: its tag, the payload's length (u32, little end
+/// first), the payload.
+pub fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(payload.len() + 5);
+    frame.push(tag);
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(payload);
+    frame
 }
 
 /// One frame of the output socket, either way: its tag and payload; `None` once it is closed.

@@ -97,10 +97,7 @@ pub(crate) fn guarded<T>(call: impl FnOnce() -> T, on_panic: impl FnOnce(ErrorCo
 }
 
 pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into())
+    dryml_sys::panic_message(p).unwrap_or_else(|| "a panic".into())
 }
 
 /// How a cell ended. Output (streams, displays, `execute_result`) went out through [`Io`] while

@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::child::{TAG_COMM, TAG_WIDGETS};
+use crate::child::{frame, TAG_COMM, TAG_WIDGETS};
 /// The target JupyterLab's widget manager opens a comm to when it attaches to a kernel, to read
 /// every widget's state at once (`request_states`); the kernel answers it from its copy of the
 /// states. Its `comm_open` is also how the kernel knows widgets render.
@@ -72,14 +72,6 @@ impl Inner {
             .collect();
         json!({"method": "update_states", "states": states, "buffer_paths": []})
     }
-}
-
-fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
-    let mut frame = Vec::with_capacity(payload.len() + 5);
-    frame.push(tag);
-    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    frame.extend_from_slice(payload);
-    frame
 }
 
 #[derive(Default)]

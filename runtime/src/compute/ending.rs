@@ -43,11 +43,7 @@ pub(crate) fn hook_panics() {
             if ENDER.load(Ordering::SeqCst).is_null() {
                 return previous(info);
             }
-            let payload = info.payload();
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
+            let message = crate::sys::panic_message(info.payload())
                 .unwrap_or_else(|| "(a panic with a non-string payload)".into());
             let at = info.location().map(|l| (l.file().to_string(), l.line(), l.column()));
             end(Early::Panicked { message, at })

@@ -235,10 +235,7 @@ impl Optim {
 
 /// What a panic said (tch panics on a shape its kernels cannot take).
 fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
+    crate::sys::panic_message(p).unwrap_or_else(|| "(no message)".into())
 }
 
 fn dims(t: &Tensor) -> Vec<usize> {

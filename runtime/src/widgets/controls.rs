@@ -140,8 +140,7 @@ impl Dropdown {
 
     /// The chosen option.
     pub fn value(&self) -> Option<String> {
-        let labels = self.model.get("_options_labels");
-        self.index().and_then(|i| labels.get(i)?.as_str().map(str::to_string))
+        label(&self.model, &self.model.get("index"))
     }
 
     /// Chooses the option at `index`.
@@ -152,11 +151,14 @@ impl Dropdown {
     /// Calls `f` with each newly chosen option.
     pub fn on_change(&self, f: impl Fn(Option<String>) + Send + Sync + 'static) {
         let model = self.model.clone();
-        self.model.observe("index", move |i| {
-            let labels = model.get("_options_labels");
-            f(i.as_u64().and_then(|i| labels.get(i as usize)?.as_str().map(str::to_string)))
-        });
+        self.model.observe("index", move |i| f(label(&model, i)));
     }
+}
+
+/// A dropdown's option at `index`.
+fn label(model: &Model, index: &serde_json::Value) -> Option<String> {
+    let i = index.as_u64()? as usize;
+    model.get("_options_labels").get(i)?.as_str().map(str::to_string)
 }
 
 widget!(

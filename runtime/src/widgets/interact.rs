@@ -127,11 +127,7 @@ pub fn interact<C: Controls, T: std::fmt::Display>(
             let text = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(controls.values()).to_string()))
             {
                 Ok(t) => t,
-                Err(p) => {
-                    let why =
-                        p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned());
-                    format!("panicked: {}", why.unwrap_or_default())
-                }
+                Err(p) => format!("panicked: {}", crate::sys::panic_message(&*p).unwrap_or_default()),
             };
             output.set_text(&text);
         })

@@ -3,6 +3,7 @@
 
 use super::controls::{Container, Label};
 use super::model::{Model, Widget};
+use crate::display::wire::escape_html;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -49,7 +50,7 @@ impl ProgressBar {
     /// A bar for `total` steps (unknown: `None`, the bar then shows the count and rate only),
     /// shown at once as a new output of the running cell.
     pub fn new(total: Option<u64>, what: &str) -> Self {
-        let left = Label::html(&json_text(what));
+        let left = Label::html(&escape_html(what));
         let max = total.unwrap_or(1).max(1);
         let style = if total.is_some() { "" } else { "info" };
         let bar = Model::control(
@@ -129,19 +130,14 @@ impl ProgressBar {
         };
         let counts = if self.postfix.is_empty() { counts } else { format!("{counts} {}", self.postfix) };
         let desc = if self.what.is_empty() { pct } else { format!("{}: {pct}", self.what) };
-        self.left.set_value(&json_text(&desc));
+        self.left.set_value(&escape_html(&desc));
         let mut bar = json!({"value": if self.total.is_some() { n } else { 1 }});
         if let Some(s) = style {
             bar["bar_style"] = json!(s);
         }
         self.bar.set(bar);
-        self.right.set_value(&json_text(&counts));
+        self.right.set_value(&escape_html(&counts));
     }
-}
-
-/// Text for an `HTML` label.
-fn json_text(s: &str) -> String {
-    crate::display::wire::escape_html(s)
 }
 
 /// An iterator that moves a [`ProgressBar`] (see [`progress`]).
