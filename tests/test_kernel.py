@@ -341,6 +341,35 @@ def test_is_complete_and_completion(kernel):
     assert kinds(r).get("len()") == "function", r
 
 
+def test_tab_and_shift_tab_are_answered_while_a_cell_runs(kernel, tmp_path):
+    """A long training must not hold up Tab: completion and inspection are answered beside the
+    running cell, from the notebook as it found it, and the kernel says it is busy again after."""
+    ok(kernel, "let beside_values = vec![1u8, 2];")
+    go = tmp_path / "go"
+    running = started(kernel, f'println!("running"); while !std::path::Path::new("{go}").exists() '
+                              '{ std::thread::sleep(std::time::Duration::from_millis(20)); }')
+    code = "beside_values.le"
+    r, msgs = kernel.request("complete", code, len(code), timeout=60)
+    assert "len()" in r["matches"] and r["cursor_start"] == len("beside_values."), r
+    assert [m["content"]["execution_state"] for m in of_type(msgs, "status")] == ["busy", "idle"]
+    r, _ = kernel.request("inspect", "beside_values", 5, 0, timeout=60)
+    assert r["found"] and r["data"] == {"text/plain": "beside_values: Vec<u8>"}, r
+    r, _ = kernel.request("complete", "beside_va", 9, timeout=60)
+    assert r["matches"] == ["beside_values"], r
+    kernel.progress(running)  # both answered while the cell still runs
+    go.write_text("")
+    reply, msgs = kernel.collect(running, timeout=60)
+    assert reply["status"] == "ok", reply
+    states = [m["content"]["execution_state"] for m in of_type(msgs, "status")]
+    # Its busy, said again after each answer beside it (JupyterLab reads every idle as the
+    # kernel's), then its idle.
+    assert states == ["busy"] * 4 + ["idle"], states
+    # Between cells, completion is answered in shell order, on the newest state.
+    ok(kernel, "let beside_later = 1;")
+    r, _ = kernel.request("complete", "beside_la", 9, timeout=60)
+    assert r["matches"] == ["beside_later"], r
+
+
 def test_inspection_at_detail_level_1_adds_a_variables_type_documentation(kernel):
     ok(kernel, "let inspected = vec![1u8, 2];")
     code = "inspected"

@@ -2,7 +2,8 @@
 // the Launcher, cells typed and run with Shift+Enter, and what they render checked in the page.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startLab, startBrowser, cellsOf, openNotebook, kernelIdle, ARTIFACTS } from './lab.mjs';
 
@@ -196,6 +197,28 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     await page.screenshot({ path: join(ARTIFACTS, 'completion.png') });
     await page.keyboard.press('Enter');
     assert.match(await cell.locator('.cm-content').innerText(), /my_long_variable/);
+    await page.keyboard.press('Shift+Enter');
+    await waitDone(cell);
+    assert.equal(await outputText(cell), '5');
+  });
+
+  it('answers Tab while a cell runs', async () => {
+    const gate = join(tmpdir(), `dryml-browser-gate-${process.pid}`);
+    rmSync(gate, { force: true });
+    const busy = await run(`println!("running");\nwhile !std::path::Path::new(${JSON.stringify(gate)}).exists() {\n    std::thread::sleep(std::time::Duration::from_millis(20));\n}`, { wait: false });
+    await busy.locator('.jp-OutputArea', { hasText: 'running' }).waitFor({ timeout: 120_000 });
+    const cell = await lastCell();
+    await cell.locator('.cm-content').click();
+    await page.keyboard.insertText('my_long_v');
+    await page.keyboard.press('Tab');
+    const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'my_long_variable' });
+    await item.first().waitFor({ timeout: 30_000 });
+    assert.equal(await prompt(busy), '[*]:', 'answered while the other cell runs');
+    await page.screenshot({ path: join(ARTIFACTS, 'completion-while-running.png') });
+    await page.keyboard.press('Enter');
+    writeFileSync(gate, '');
+    await waitDone(busy);
+    rmSync(gate, { force: true });
     await page.keyboard.press('Shift+Enter');
     await waitDone(cell);
     assert.equal(await outputText(cell), '5');

@@ -1,12 +1,72 @@
 //! Completion and inspection: magic names and help from the registry, Rust from rust-analyzer
-//! inside evcxr, and the notebook's own variables when rust-analyzer has nothing.
+//! inside evcxr, and the notebook's own variables when rust-analyzer has nothing. The same
+//! answers come from evcxr on the worker, or from a snapshot of its analysis beside a running
+//! cell ([`Snapshot`]).
 
+use crate::protocol::Beside;
 use crate::session::Session;
+use evcxr::{AnalysisSnapshot, Completions};
 use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// What completion and inspection ask of evcxr's analysis.
+pub trait Analysis {
+    fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions>;
+    /// `(plain, html)` for the code before `pos`.
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)>;
+    fn variable_type(&mut self, name: &str) -> Option<String>;
+    /// The notebook's variables (`true`) and items (`false`).
+    fn names(&mut self) -> Vec<(String, bool)>;
+}
+
+impl Analysis for Session {
+    fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {
+        self.evcxr().completions(code, pos)
+    }
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)> {
+        self.evcxr().hover_at(code, pos)
+    }
+    fn variable_type(&mut self, name: &str) -> Option<String> {
+        self.evcxr().variables_and_types().find(|(n, _)| *n == name).map(|(_, t)| t.to_string())
+    }
+    fn names(&mut self) -> Vec<(String, bool)> {
+        let ctx = self.evcxr();
+        let variables = ctx.variables_and_types().map(|(n, _)| (n.to_string(), true));
+        variables.chain(ctx.defined_item_names().map(|n| (n.to_string(), false))).collect()
+    }
+}
+
+/// The analysis as the running cell found the notebook, answering beside it.
+pub struct Snapshot(pub Arc<AnalysisSnapshot>);
+
+impl Analysis for Snapshot {
+    fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {
+        self.0.completions(code, pos)
+    }
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)> {
+        self.0.hover_at(code, pos)
+    }
+    fn variable_type(&mut self, name: &str) -> Option<String> {
+        self.0.variables_and_types().find(|(n, _)| *n == name).map(|(_, t)| t.to_string())
+    }
+    fn names(&mut self) -> Vec<(String, bool)> {
+        let variables = self.0.variables_and_types().map(|(n, _)| (n.to_string(), true));
+        variables.chain(self.0.defined_item_names().map(|n| (n.to_string(), false))).collect()
+    }
+}
+
+impl Beside for Snapshot {
+    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+        complete(&mut Snapshot(self.0.clone()), code, cursor_pos)
+    }
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value {
+        inspect(&mut Snapshot(self.0.clone()), code, cursor_pos, detail_level)
+    }
+}
 
 /// The `complete_reply` content; `cursor` counts characters. Each match carries its kind
 /// (function, class, module, instance, keyword, magic) as JupyterLab reads it for its icons.
-pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
+pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> Value {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_prefix = &code[line_start..byte_pos];
@@ -17,7 +77,7 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
         matches = dryml_magics::complete(word).into_iter().map(|m| (m, Some("magic"))).collect();
         start = byte_pos - word.len();
     } else {
-        match session.evcxr().completions(code, byte_pos) {
+        match analysis.completions(code, byte_pos) {
             Ok(c) if !c.completions.is_empty() => {
                 start = c.start_offset;
                 end = c.end_offset;
@@ -33,12 +93,11 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
                 let word_start = ident_start(code, byte_pos);
                 let word = &code[word_start..byte_pos];
                 if !word.is_empty() {
-                    let ctx = session.evcxr();
                     // Items' kinds are not known here: JupyterLab shows them without one.
-                    let mut names: Vec<(String, Option<&str>)> = ctx
-                        .variables_and_types()
-                        .map(|(n, _)| (n.to_string(), Some("instance")))
-                        .chain(ctx.defined_item_names().map(|n| (n.to_string(), None)))
+                    let mut names: Vec<(String, Option<&str>)> = analysis
+                        .names()
+                        .into_iter()
+                        .map(|(n, variable)| (n, variable.then_some("instance")))
                         .filter(|(n, _)| n.starts_with(word))
                         .collect();
                     names.sort();
@@ -68,7 +127,7 @@ pub fn complete(session: &mut Session, code: &str, cursor: usize) -> Value {
 
 /// The `inspect_reply` content: a magic's help, a variable's type, or rust-analyzer's hover.
 /// At `detail_level` 1 (IPython's `??`), a variable's type comes with its documentation.
-pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u64) -> Value {
+pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_level: u64) -> Value {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = code[line_start..].lines().next().unwrap_or("").trim();
@@ -83,10 +142,9 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u
     // Extend to the end of the identifier under the cursor.
     let end = code[byte_pos..].find(|c: char| !is_ident_char(c)).map(|i| byte_pos + i).unwrap_or(code.len());
     let word = &code[ident_start(code, end)..end];
-    let ty = session.evcxr().variables_and_types().find(|(n, _)| *n == word).map(|(_, ty)| ty.to_string());
-    if let Some(ty) = ty {
+    if let Some(ty) = analysis.variable_type(word) {
         let typed = format!("{word}: {ty}");
-        let docs = if detail_level > 0 { type_docs(session, &typed[word.len() + 2..]) } else { None };
+        let docs = if detail_level > 0 { type_docs(analysis, &typed[word.len() + 2..]) } else { None };
         return match docs {
             Some((plain, html)) => found(json!({
                 "text/plain": format!("{typed}\n\n{plain}"),
@@ -95,7 +153,7 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u
             None => found(json!({"text/plain": typed})),
         };
     }
-    match session.evcxr().hover_at(code, end) {
+    match analysis.hover_at(code, end) {
         Ok((plain, html)) if !plain.is_empty() && plain != "No documentation found" => {
             found(json!({"text/plain": plain, "text/html": html}))
         }
@@ -105,13 +163,13 @@ pub fn inspect(session: &mut Session, code: &str, cursor: usize, detail_level: u
 
 /// rust-analyzer's hover on a type's path (`Vec` of `Vec<u8>`): its signature and documentation.
 /// None for types without a path of their own (tuples, arrays, references to them).
-fn type_docs(session: &mut Session, ty: &str) -> Option<(String, String)> {
+fn type_docs(analysis: &mut impl Analysis, ty: &str) -> Option<(String, String)> {
     let ty = ty.trim_start_matches('&').trim_start_matches("mut ").trim_start();
     let path = &ty[..ty.find('<').unwrap_or(ty.len())];
     if path.is_empty() || !path.starts_with(|c: char| c.is_alphabetic() || c == '_') {
         return None;
     }
-    let (plain, html) = session.evcxr().hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?;
+    let (plain, html) = analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?;
     (!plain.is_empty() && plain != "No documentation found").then_some((plain, html))
 }
 

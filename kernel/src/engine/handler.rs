@@ -135,6 +135,11 @@ impl Handler for JupyterHandler {
         self.with_engine(|e| e.inspect(code, cursor_pos, detail_level))
     }
 
+    fn beside(&self) -> Option<Box<dyn crate::protocol::Beside>> {
+        let snapshot = self.state.analysis.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+        self.state.request_under_way().then(|| Box::new(super::complete::Snapshot(snapshot)) as _)
+    }
+
     fn is_complete(&self, code: &str) -> Value {
         match is_complete(code) {
             Completeness::Incomplete { indent } => json!({"status": "incomplete", "indent": indent}),

@@ -132,6 +132,12 @@ pub fn dap_response(request: &Value, body: Result<Value, String>) -> Value {
     r
 }
 
+/// Completion and inspection beside a running cell ([`Handler::beside`]).
+pub trait Beside: Send {
+    fn complete(&self, code: &str, cursor_pos: usize) -> Value;
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value;
+}
+
 pub trait Handler: Send + Sync + 'static {
     /// Called once on the worker thread before any request: slow start-up goes here, while the
     /// sockets already answer `kernel_info`.
@@ -175,6 +181,13 @@ pub trait Handler: Send + Sync + 'static {
     fn comm_info(&self, target_name: Option<&str>) -> Value {
         let _ = target_name;
         json!({})
+    }
+    /// While a cell runs: what answers `complete_request` and `inspect_request` at once, on a
+    /// thread of their own, from the notebook as that cell found it, so a long training does not
+    /// hold up Tab. `None` (the default, and whenever no cell runs) queues them for the worker,
+    /// in shell order.
+    fn beside(&self) -> Option<Box<dyn Beside>> {
+        None
     }
     /// Stop the running cell, if any.
     fn interrupt(&self);

@@ -1,14 +1,15 @@
 //! The shell and control sockets (both ROUTERs, served by the same code): each message is
 //! verified before use, requests that run user code are queued for the worker, the rest
 //! (kernel_info, is_complete, history, comms, debug requests, interrupt, shutdown) are answered
-//! at once.
+//! at once; so are completion and inspection while a cell runs ([`Handler::beside`]).
 
 use super::messages::Request;
 use super::outbox::Outbox;
 use super::wire::{Message, Signer};
 use super::worker::Queue;
-use super::{guarded, panic_text, Handler};
+use super::{guarded, panic_text, Beside, Handler};
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -26,11 +27,17 @@ pub struct Dispatch<H> {
     out: Outbox,
     channel: Channel,
     work: Queue,
+    /// Completions and inspections being answered beside the running cell.
+    beside: Arc<AtomicUsize>,
 }
+
+/// At most this many are answered beside a running cell at once (they may all wait for the
+/// analyzer while the cell builds); more get an empty answer at once.
+const BESIDE_AT_ONCE: usize = 4;
 
 impl<H: Handler> Dispatch<H> {
     pub(crate) fn new(handler: Arc<H>, out: Outbox, channel: Channel, work: Queue) -> Self {
-        Dispatch { handler, out, channel, work }
+        Dispatch { handler, out, channel, work, beside: Arc::default() }
     }
 
     /// Handles one verified message. Returns `Some(restart)` when the kernel should exit.
@@ -38,8 +45,14 @@ impl<H: Handler> Dispatch<H> {
         let h = &self.handler;
         match Request::read(msg.msg_type(), &msg.content) {
             work if work.is_work() => {
-                self.work.send(msg, work);
-                h.work_arrived();
+                let beside = if matches!(work, Request::Execute) { None } else { h.beside() };
+                match beside {
+                    Some(beside) => self.answer_beside(msg, work, beside),
+                    None => {
+                        self.work.send(msg, work);
+                        h.work_arrived();
+                    }
+                }
             }
             Request::KernelInfo => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
             Request::IsComplete { code } => self.out.answer(&msg, || guarded(|| h.is_complete(&code), |e| e.reply())),
@@ -60,6 +73,7 @@ impl<H: Handler> Dispatch<H> {
                 let io = super::Io::new(self.out.clone(), msg.clone(), false, 0);
                 guarded(|| h.comm(request, &io), |e| tracing::error!("a comm message: {}", e.evalue));
                 self.out.status(&msg, "idle");
+                self.work.busy_again(&self.out);
             }
             Request::Interrupt => self.out.answer(&msg, || {
                 guarded(
@@ -88,6 +102,53 @@ impl<H: Handler> Dispatch<H> {
             }
         }
         None
+    }
+}
+
+impl<H: Handler> Dispatch<H> {
+    /// Answers a completion or inspection beside the running cell, on a thread of its own (the
+    /// analyzer may be held by the cell's build for a while). Its `idle` is owed (JupyterLab's
+    /// completer waits for it), and the running cell's `busy` is said again after it.
+    fn answer_beside(&self, msg: Message, request: Request, beside: Box<dyn Beside>) {
+        if self.beside.fetch_add(1, Ordering::SeqCst) >= BESIDE_AT_ONCE {
+            self.beside.fetch_sub(1, Ordering::SeqCst);
+            self.out.answer(&msg, || nothing_found(&request));
+            return self.work.busy_again(&self.out);
+        }
+        let (out, work, count) = (self.out.clone(), self.work.clone(), self.beside.clone());
+        let answer = move || {
+            out.answer(&msg, || {
+                guarded(
+                    || match &request {
+                        Request::Complete { code, cursor_pos } => beside.complete(code, *cursor_pos),
+                        Request::Inspect { code, cursor_pos, detail_level } => {
+                            beside.inspect(code, *cursor_pos, *detail_level)
+                        }
+                        _ => nothing_found(&request),
+                    },
+                    |e| e.reply(),
+                )
+            });
+            work.busy_again(&out);
+            count.fetch_sub(1, Ordering::SeqCst);
+        };
+        // Code is parsed there, as on the worker: the same reserved stack for deep nesting.
+        let spawned = std::thread::Builder::new()
+            .name("dryml-beside".into())
+            .stack_size(super::worker::WORKER_STACK_BYTES)
+            .spawn(answer);
+        if let Err(e) = spawned {
+            tracing::error!("no thread to answer beside the running cell: {e}");
+            self.beside.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// An empty `complete_reply` or `inspect_reply`.
+fn nothing_found(request: &Request) -> serde_json::Value {
+    match request {
+        Request::Inspect { .. } => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+        _ => json!({"status": "ok", "matches": [], "cursor_start": 0, "cursor_end": 0, "metadata": {}}),
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// After the start and after each request, the handler's idle work waits this long for the
@@ -24,6 +24,8 @@ const IDLE_AFTER: Duration = Duration::from_millis(1000);
 pub(crate) struct Queue {
     tx: crossbeam_channel::Sender<Work>,
     starting: Arc<Starting>,
+    /// The execute request the worker runs, from its `busy` until just before its `idle`.
+    running: Arc<Mutex<Option<Message>>>,
 }
 
 /// A queued request: the message (for its replies) and what the shell read it as, once.
@@ -43,6 +45,16 @@ impl Queue {
         let _ = self.tx.send(Work { msg, request });
     }
 
+    /// Says again that the kernel is busy with the running execute, if one runs: a request
+    /// answered beside it has just published its own `idle`, which JupyterLab reads as the
+    /// kernel's. The worker clears the execute under the same lock before its `idle`, so this
+    /// `busy` never follows that `idle`.
+    pub(crate) fn busy_again(&self, out: &Outbox) {
+        if let Some(parent) = &*self.running.lock().unwrap_or_else(PoisonError::into_inner) {
+            out.status(parent, "busy");
+        }
+    }
+
     /// An interrupt while the handler starts: the executes queued behind the start-up are the
     /// cells the user meant to stop, so they end as interrupted instead of running.
     pub(crate) fn interrupted(&self) {
@@ -60,7 +72,8 @@ pub const WORKER_STACK_BYTES: usize = 1 << 30;
 pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result<Queue> {
     let (tx, rx) = crossbeam_channel::unbounded::<Work>();
     let starting = Arc::new(Starting { now: AtomicBool::new(true), interrupted: AtomicBool::new(false) });
-    let queue = Queue { tx, starting: starting.clone() };
+    let running = Arc::new(Mutex::new(None));
+    let queue = Queue { tx, starting: starting.clone(), running: running.clone() };
     // Handlers parse users' code (evcxr's parser recurses once per level of nesting): a large
     // stack, reserved rather than committed, keeps deep code from aborting the process.
     std::thread::Builder::new().name("dryml-shell-worker".into()).stack_size(WORKER_STACK_BYTES).spawn(move || {
@@ -70,8 +83,16 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
         starting.now.store(false, Ordering::SeqCst);
         // The first idle work waits as well: Run All's cells come right after the start.
         let last_done = Some(Instant::now());
-        let mut worker =
-            Worker { handler, out, rx, pending: VecDeque::new(), execution_count: 0, idle_work: true, last_done };
+        let mut worker = Worker {
+            handler,
+            out,
+            rx,
+            pending: VecDeque::new(),
+            execution_count: 0,
+            idle_work: true,
+            last_done,
+            running,
+        };
         if starting.interrupted.load(Ordering::SeqCst) {
             let mut queued = worker.take_queued_executes().into_iter();
             if let Some(first) = queued.next() {
@@ -108,6 +129,8 @@ struct Worker<H> {
     idle_work: bool,
     /// When the last request was done.
     last_done: Option<Instant>,
+    /// The execute under way ([`Queue::busy_again`]).
+    running: Arc<Mutex<Option<Message>>>,
 }
 
 impl<H: Handler> Worker<H> {
@@ -159,6 +182,7 @@ impl<H: Handler> Worker<H> {
     /// The execute discipline around `run`, which makes the outcome.
     fn execute_with(&mut self, msg: &Message, run: impl FnOnce(&ExecuteRequest, &Io) -> ExecuteOutcome) {
         self.out.status(msg, "busy");
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(msg.clone());
         let mut req = ExecuteRequest::from_content(&msg.content, self.execution_count);
         if req.store_history {
             self.execution_count += 1;
@@ -198,6 +222,7 @@ impl<H: Handler> Worker<H> {
         let aborted =
             if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
         self.out.reply(msg, reply);
+        *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.out.status(msg, "idle");
         for w in aborted {
             self.out.answer(&w.msg, || json!({"status": "aborted", "execution_count": self.execution_count}));

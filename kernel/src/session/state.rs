@@ -127,6 +127,9 @@ pub struct CellState {
     pub shown: Mutex<(String, std::collections::HashSet<String>)>,
     /// Jupyter comms between the frontend and the notebook's process.
     pub comms: super::comms::Comms,
+    /// The analysis as the running request found the notebook: completion and inspection are
+    /// answered from it beside that request.
+    pub analysis: Mutex<Option<std::sync::Arc<evcxr::AnalysisSnapshot>>>,
 }
 
 /// An execute request under way; dropped, it ends the request: Requested (or Running, left by
@@ -225,6 +228,11 @@ impl CellState {
     /// A snapshot of the phase.
     pub fn phase(&self) -> Phase {
         self.life().phase.clone()
+    }
+
+    /// Whether an execute request is under way (its magics, its build, its run).
+    pub fn request_under_way(&self) -> bool {
+        matches!(self.life().phase, Phase::Requested { .. } | Phase::Running(_))
     }
 
     /// How many cells have begun since the start.
