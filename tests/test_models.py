@@ -7,7 +7,7 @@ folders of PNG images and Parquet, and bad files named."""
 import numpy as np
 import pytest
 
-from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, stderr_of, value
+from conftest import DATA_MIME, NO_NVML, ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value
 from data.digits import png
 
 TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
@@ -418,7 +418,7 @@ m.train(&folder("{bad}", &ImageOptions::default()).unwrap().data, &mut TrainSpec
     assert value(kernel, "train.count().unwrap()") == "1400"
 
 
-def test_a_sweeps_models_write_tensorboard_runs_that_tensorboard_reads(kernel, tmp_path):
+def test_a_sweeps_and_an_experiments_networks_write_tensorboard_runs_that_tensorboard_reads(kernel, tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     repo, logdir = tmp_path / "runs", tmp_path / "tensorboard"
     ok(kernel, """use dryml::models::Model;
@@ -444,7 +444,7 @@ let defs: Vec<dryml::ObjectDef> = [0.01, 0.05].iter().map(|lr| dryml::ObjectDef:
     # One run per model, named by its object id, read back by TensorBoard's own reader.
     assert sorted(p.name for p in logdir.iterdir()) == ids
     for run in ids:
-        acc = EventAccumulator(str(logdir / run), size_guidance={"tensors": 0, "scalars": 0})
+        acc = EventAccumulator(str(logdir / run), size_guidance={"tensors": 0, "scalars": 0, "histograms": 0})
         acc.Reload()
         assert {"loss/train", "loss/validation"} <= set(acc.Tags()["scalars"]), acc.Tags()
         train = acc.Scalars("loss/train")
@@ -452,3 +452,39 @@ let defs: Vec<dryml::ObjectDef> = [0.01, 0.05].iter().map(|lr| dryml::ObjectDef:
         assert len(acc.Scalars("loss/validation")) == 4
         text = acc.Tensors("definition")[0].tensor_proto.string_val[0].decode()
         assert "CandleClassifier" in text and '"lr"' in text, text
+        # A histogram of each parameter of the network after every epoch.
+        weights = [t for t in acc.Tags()["histograms"] if t.startswith("weights/")]
+        assert len(weights) >= 4, acc.Tags()
+        assert all([e.step for e in acc.Histograms(t)] == [1, 2, 3, 4] for t in weights), weights
+
+    # An experiment that asks for TensorBoard: every network trained in it writes its run unasked,
+    # and the experiment writes its own at the finish; a training after it writes none.
+    exp_dir = tmp_path / "experiments"
+    msgs = ok(kernel, f"""%%experiment lr_probe --tensorboard {exp_dir}
+use dryml::models::TrainSpec;
+let mut probe = CandleClassifier::new(dryml::serde_json::json!({{
+    "layers": [{{"linear": 8}}, "relu", {{"linear": 3}}], "training": {{"epochs": 2, "batch_size": 16}}}}));
+probe.train(&iris, &mut TrainSpec::epochs(0)).unwrap();
+println!("probe={{}}", dryml::Object::meta(&probe).id);""", timeout=600)
+    probe = [line for line in stdout_of(msgs).splitlines() if line.startswith("probe=")][0][len("probe="):]
+    assert sorted(p.name for p in exp_dir.iterdir()) == sorted([probe, "lr_probe"])
+    acc = EventAccumulator(str(exp_dir / probe), size_guidance={"tensors": 0, "scalars": 0, "histograms": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss/train")] == [1, 2]
+    assert any(t.startswith("weights/") for t in acc.Tags()["histograms"]), acc.Tags()
+    assert "CandleClassifier" in acc.Tensors("definition")[0].tensor_proto.string_val[0].decode()
+    acc = EventAccumulator(str(exp_dir / "lr_probe"), size_guidance={"tensors": 0, "scalars": 0})
+    acc.Reload()
+    assert {"memory/cpu/consumed_mib", "memory/cpu/peaked_mib", "memory/cpu/reclaimed_mib", "time/seconds"} <= set(
+        acc.Tags()["scalars"]), acc.Tags()
+    assert acc.Scalars("time/seconds")[0].value > 0
+    report = acc.Tensors("report")[0].tensor_proto.string_val[0].decode()
+    assert "Experiment lr_probe finished" in report and "probe" in report, report
+    ok(kernel, """let mut after = CandleClassifier::new(dryml::serde_json::json!({
+    "layers": [{"linear": 3}], "training": {"epochs": 1}}));
+after.train(&iris, &mut dryml::models::TrainSpec::epochs(0)).unwrap();""", timeout=600)
+    assert sorted(p.name for p in exp_dir.iterdir()) == sorted([probe, "lr_probe"])
+    # A directory that cannot be made is said before the experiment starts.
+    (tmp_path / "file").write_text("")
+    reply, _ = kernel.execute(f"%%experiment --tensorboard {tmp_path / 'file' / 'tb'}\n1")
+    assert reply["status"] == "error" and "--tensorboard" in reply["evalue"] and "cannot make" in reply["evalue"], reply

@@ -38,6 +38,16 @@ pub extern "C" fn dryml_batch_record(key: u64, size: u64) {
 #[used]
 pub static dryml_widgets_available: AtomicBool = AtomicBool::new(false);
 
+/// Where an open experiment has every network write its TensorBoard run; every cell's copy of
+/// `dryml` reads it here (`dryml::models::tensorboard::ambient`).
+///
+/// # Safety
+/// As `dryml::__kernel::tensorboard::ambient_into`'s.
+#[no_mangle]
+pub unsafe extern "C" fn dryml_tensorboard_dir(out: *mut u8, cap: usize) -> usize {
+    unsafe { dryml::__kernel::tensorboard::ambient_into(out, cap) }
+}
+
 /// The child's registry of comms: every cell's copy of `dryml` registers its comms' handlers
 /// here, and the comm reader (below) delivers the frontend's messages through it.
 ///
@@ -67,10 +77,12 @@ use dryml_sys::protocol::{FLUSH_FDS_ENV, STREAM_ENV};
 pub const TAG_OUT: u8 = b'O';
 pub const TAG_SYNC: u8 = b'S';
 pub const TAG_CONTROL: u8 = b'J';
-/// Socket frame tags, kernel to child: a comm message from the frontend, and word that the
-/// frontend renders widgets (no payload).
+/// Socket frame tags, kernel to child: a comm message from the frontend, word that the
+/// frontend renders widgets (no payload), and the directory an experiment's networks write
+/// their TensorBoard runs to (empty: none).
 pub const TAG_COMM: u8 = b'C';
 pub const TAG_WIDGETS: u8 = b'W';
+pub const TAG_TENSORBOARD: u8 = b'T';
 
 const MARKERS: [&[u8]; 2] = [b"EVCXR_", b"DRYML_"];
 
@@ -374,6 +386,10 @@ fn read_comms(mut socket: UnixStream) {
     while let Some((tag, payload)) = read_frame(&mut socket) {
         if tag == TAG_WIDGETS {
             dryml_widgets_available.store(true, Ordering::Relaxed);
+            continue;
+        }
+        if tag == TAG_TENSORBOARD {
+            dryml::__kernel::tensorboard::set_ambient(&payload);
             continue;
         }
         if tag != TAG_COMM || dryml::__kernel::comm::deliver(&payload) {

@@ -30,7 +30,7 @@ pub enum LineCall {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellCall {
     Time,
-    Experiment { name: Option<String>, keep: Vec<String>, preload: Option<Preload> },
+    Experiment { name: Option<String>, keep: Vec<String>, preload: Option<Preload>, tensorboard: Option<String> },
     Compute(ComputeOptions),
     Sweep(SweepOptions),
 }
@@ -48,7 +48,13 @@ pub enum EnvCall {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExperimentCall {
-    Start { name: Option<String>, preload: Option<Preload> },
+    /// `tensorboard`: the directory every network trained during it writes its TensorBoard
+    /// run to, and the experiment its figures.
+    Start {
+        name: Option<String>,
+        preload: Option<Preload>,
+        tensorboard: Option<String>,
+    },
     Keep(Vec<String>),
     Data,
     Finish,

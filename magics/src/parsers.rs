@@ -73,7 +73,11 @@ pub(crate) fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, Ar
         "start" if rest.len() > 1 => {
             return Err(("start takes at most one NAME; quote a name with spaces".into(), positional_token(tokens, 2)))
         }
-        "start" => ExperimentCall::Start { name: rest.first().cloned(), preload: preload_opt(args, tokens)? },
+        "start" => ExperimentCall::Start {
+            name: rest.first().cloned(),
+            preload: preload_opt(args, tokens)?,
+            tensorboard: tensorboard_opt(args, tokens)?,
+        },
         "keep" if rest.is_empty() => return Err(("keep needs the NAMEs of variables to keep".into(), None)),
         "keep" => match rest.iter().position(|n| !is_ident(n)) {
             Some(k) => return Err((format!("`{}` is not a variable name", rest[k]), positional_token(tokens, k + 1))),
@@ -81,6 +85,9 @@ pub(crate) fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, Ar
         },
         _ if args.value("preload").is_some() => {
             return Err((format!("--preload goes with start, not {sub}"), option_token(tokens, "preload")))
+        }
+        _ if args.value("tensorboard").is_some() => {
+            return Err((format!("--tensorboard goes with start, not {sub}"), option_token(tokens, "tensorboard")))
         }
         "data" | "finish" if !rest.is_empty() => {
             return Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
@@ -102,8 +109,15 @@ pub(crate) fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Cal
         Some(v) => keep_list(v).map_err(|m| (m, option_token(tokens, "keep")))?,
         None => Vec::new(),
     };
-    let preload = preload_opt(args, tokens)?;
-    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload }))
+    let (preload, tensorboard) = (preload_opt(args, tokens)?, tensorboard_opt(args, tokens)?);
+    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload, tensorboard }))
+}
+
+fn tensorboard_opt(args: &Args, tokens: &[Token]) -> Result<Option<String>, ArgError> {
+    match args.value("tensorboard") {
+        Some("") => Err(("--tensorboard needs a directory".into(), option_token(tokens, "tensorboard"))),
+        v => Ok(v.map(str::to_string)),
+    }
 }
 
 fn preload_opt(args: &Args, tokens: &[Token]) -> Result<Option<Preload>, ArgError> {

@@ -240,7 +240,7 @@ pub static REGISTRY: &[MagicSpec] = &[
         name: "experiment",
         kind: MagicKind::Line,
         summary: "Run an experiment across cells: report its memory and delete the variables it made.",
-        usage: "%experiment start [NAME] [--preload torch] | %experiment keep NAME... | %experiment data | %experiment finish",
+        usage: "%experiment start [NAME] [--preload torch] [--tensorboard DIR] | %experiment keep NAME... | %experiment data | %experiment finish",
         details: "start snapshots the notebook's variables and memory (finishing an open experiment first).\n\
 keep marks variables to survive the finish. data shows the figures so far. finish deletes every\n\
 variable created since the start, and every earlier one re-bound by a top-level `let` or `=`\n\
@@ -249,9 +249,13 @@ reports consumed, peaked and reclaimed memory per device. Peaks are the kernel's
 mark (VmHWM), not a polling thread. Figures: `dryml::experiment::last()`.\n\
 --preload torch loads libtorch (and makes the CUDA context, where there is CUDA) before the\n\
 starting sample, as IPyExperimentsPytorch does: memory a framework takes once, for good, is then\n\
-not reported as the experiment's. An experiment whose first cell names `tch` preloads it itself.",
+not reported as the experiment's. An experiment whose first cell names `tch` preloads it itself.\n\
+--tensorboard DIR: until the finish, every network trained (in the notebook, a sandbox or a\n\
+sweep) writes its TensorBoard run to DIR/<object id> (losses, weight histograms, definition);\n\
+the finish writes the experiment's memory figures and report to DIR/<NAME>.",
         args: &[
             ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
+            ArgSpec::Opt { long: "tensorboard", value: "DIR", help: "write every network's TensorBoard run, and the experiment's, to DIR" },
             ArgSpec::Pos { name: "SUBCOMMAND", required: true, many: false, help: "start, keep, data or finish" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "NAME for start; variable names for keep" },
         ],
@@ -261,11 +265,13 @@ not reported as the experiment's. An experiment whose first cell names `tch` pre
         name: "experiment",
         kind: MagicKind::Cell,
         summary: "Run this cell as an experiment: report its memory and delete the variables it made.",
-        usage: "%%experiment [NAME] [--keep a,b] [--preload torch]",
+        usage: "%%experiment [NAME] [--keep a,b] [--preload torch] [--tensorboard DIR]",
         details: "The experiment starts before the cell and finishes after it, even when the cell fails.\n\
---preload torch: as for %experiment start (a body that names `tch` preloads it anyway).",
+--preload torch: as for %experiment start (a body that names `tch` preloads it anyway).\n\
+--tensorboard DIR: as for %experiment start, for the networks this cell trains.",
         args: &[
             ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
+            ArgSpec::Opt { long: "tensorboard", value: "DIR", help: "write every network's TensorBoard run, and the experiment's, to DIR" },
             ArgSpec::Opt { long: "keep", value: "a,b", help: "variables to keep after the finish" },
             ArgSpec::Pos { name: "NAME", required: false, many: false, help: "a name for the report" },
         ],

@@ -82,6 +82,8 @@ fn cells_that_fail() {
         ("%experiment finish now", "finish takes no arguments", 1, 20, None),
         ("%experiment start --preload jax", "unknown framework `jax` for --preload (known: torch)", 1, 29, None),
         ("%experiment data --preload torch", "--preload goes with start", 1, 28, None),
+        ("%experiment finish --tensorboard tb", "--tensorboard goes with start", 1, 34, None),
+        ("%%experiment --tensorboard ''\nx", "--tensorboard needs a directory", 1, 28, None),
         ("%%experiment --keep a,,b\nx", "`` is not a variable name", 1, 21, None),
         ("%%experiment --keep=a-b\nx", "`a-b` is not a variable name", 1, 14, None),
         ("%%experiment --keep\nx", "option --keep needs a value", 1, 14, None),
@@ -184,11 +186,27 @@ fn calls_are_typed_once() {
         ("%env -u A B", LineCall::Env(EnvCall::Unset(vec!["A".into(), "B".into()]))),
         (
             "%experiment start 'lr sweep'",
-            LineCall::Experiment(ExperimentCall::Start { name: Some("lr sweep".into()), preload: None }),
+            LineCall::Experiment(ExperimentCall::Start {
+                name: Some("lr sweep".into()),
+                preload: None,
+                tensorboard: None,
+            }),
         ),
         (
             "%experiment start --preload torch",
-            LineCall::Experiment(ExperimentCall::Start { name: None, preload: Some(Preload::Torch) }),
+            LineCall::Experiment(ExperimentCall::Start {
+                name: None,
+                preload: Some(Preload::Torch),
+                tensorboard: None,
+            }),
+        ),
+        (
+            "%experiment start --tensorboard runs/tb",
+            LineCall::Experiment(ExperimentCall::Start {
+                name: None,
+                preload: None,
+                tensorboard: Some("runs/tb".into()),
+            }),
         ),
         ("%experiment keep a b", LineCall::Experiment(ExperimentCall::Keep(vec!["a".into(), "b".into()]))),
         ("%experiment data", LineCall::Experiment(ExperimentCall::Data)),
@@ -223,11 +241,20 @@ fn calls_are_typed_once() {
     assert_eq!(cell("%%time\nx"), CellCall::Time);
     assert_eq!(
         cell("%%experiment big --keep a,b\nx"),
-        CellCall::Experiment { name: Some("big".into()), keep: vec!["a".into(), "b".into()], preload: None }
+        CellCall::Experiment {
+            name: Some("big".into()),
+            keep: vec!["a".into(), "b".into()],
+            preload: None,
+            tensorboard: None
+        }
     );
     assert!(matches!(
         cell("%%experiment --preload tch\nx"),
         CellCall::Experiment { preload: Some(Preload::Torch), .. }
+    ));
+    assert!(matches!(
+        cell("%%experiment lr --tensorboard 'my runs'\nx"),
+        CellCall::Experiment { tensorboard: Some(d), .. } if d == "my runs"
     ));
     assert!(
         matches!(cell("%%compute tf num_cpus=1 --timeout 2\nx"), CellCall::Compute(o) if o.timeout == Some(2.0) && o.slurm.is_none())

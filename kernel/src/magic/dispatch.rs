@@ -16,9 +16,12 @@ impl CellMagic for Plain {}
 fn handler<'a>(magics: &Magics, inv: &'a Invocation, call: &'a CellCall) -> Box<dyn CellMagic + 'a> {
     match call {
         CellCall::Time => Box::<super::time::TimeCell>::default(),
-        CellCall::Experiment { name, keep, preload } => {
-            Box::new(super::experiment::ExperimentCell { name, keep, preload: *preload })
-        }
+        CellCall::Experiment { name, keep, preload, tensorboard } => Box::new(super::experiment::ExperimentCell {
+            name,
+            keep,
+            preload: *preload,
+            tensorboard: tensorboard.as_deref(),
+        }),
         CellCall::Compute(opts) => {
             Box::new(super::compute::ComputeCell { inv, opts, devices: magics.contexts.devices() })
         }

@@ -1,7 +1,8 @@
 //! The kernel's side of Jupyter comms: the open comms and the targets the notebook's process
 //! registered, relayed both ways between the frontend and evcxr's child, whose `dryml` holds the
 //! other end (`dryml::widgets::comm`). Comm messages from the frontend are handled on the shell
-//! task at once, so they reach the child while a cell runs.
+//! task at once, so they reach the child while a cell runs. The same link tells the child the
+//! directory an experiment's networks write TensorBoard runs to.
 
 use crate::protocol::{CommRequest, Io};
 use serde_json::{json, Value};
@@ -11,7 +12,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::child::{frame, TAG_COMM, TAG_WIDGETS};
+use crate::child::{frame, TAG_COMM, TAG_TENSORBOARD, TAG_WIDGETS};
 /// The target JupyterLab's widget manager opens a comm to when it attaches to a kernel, to read
 /// every widget's state at once (`request_states`); the kernel answers it from its copy of the
 /// states. Its `comm_open` is also how the kernel knows widgets render.
@@ -35,6 +36,9 @@ struct Inner {
     /// Every open widget model's state as both sides last set it (each passes through here), so
     /// a reloaded page gets them all at once on its control comm.
     states: BTreeMap<String, serde_json::Map<String, Value>>,
+    /// Where an open experiment's networks write TensorBoard runs (empty: none; kept for a
+    /// replaced child).
+    tensorboard: Vec<u8>,
 }
 
 impl Inner {
@@ -111,6 +115,9 @@ impl Comms {
             if g.widgets {
                 let _ = child.write_all(&frame(TAG_WIDGETS, b""));
             }
+            if !g.tensorboard.is_empty() {
+                let _ = child.write_all(&frame(TAG_TENSORBOARD, &g.tensorboard));
+            }
             g.child = Some(child);
             std::mem::take(&mut g.open)
         };
@@ -119,6 +126,14 @@ impl Comms {
                 publish(&io, "close", id, None, &json!({}), &Value::Null);
             }
         }
+    }
+
+    /// Tells the child where every network trained from now writes its TensorBoard run (empty:
+    /// nowhere); false when the child could not be told.
+    pub fn set_tensorboard(&self, dir: &[u8]) -> bool {
+        let mut g = self.lock();
+        g.tensorboard = dir.to_vec();
+        g.child.as_mut().is_some_and(|c| c.write_all(&frame(TAG_TENSORBOARD, dir)).is_ok())
     }
 
     /// A cell began: what the child sends from now on is that cell's output.

@@ -52,6 +52,12 @@ pub mod slurm {
     }
 }
 
+/// Where an experiment's networks write TensorBoard runs, kept in the kernel binary, which
+/// exports it to every cell.
+pub mod tensorboard {
+    pub use crate::models::tensorboard::{ambient_into, set_ambient};
+}
+
 /// The child's registry of comms, which the kernel binary exports to every cell.
 pub mod comm {
     pub use crate::widgets::hub::{deliver, register, unregister, Callback};

@@ -36,6 +36,17 @@ pub enum Control {
 pub trait Callback {
     /// Called after each epoch, with what it gave.
     fn on_epoch(&mut self, epoch: &Epoch) -> Control;
+
+    /// Whether [`Callback::on_weights`] is wanted (reading a network's weights copies them).
+    fn wants_weights(&self) -> bool {
+        false
+    }
+
+    /// After each epoch of a network, when [`Callback::wants_weights`]: every parameter by
+    /// name, sorted, with its shape and values.
+    fn on_weights(&mut self, epoch: u64, weights: &[(String, Vec<usize>, Vec<f32>)]) {
+        let _ = (epoch, weights);
+    }
 }
 
 impl<F: FnMut(&Epoch) -> Control> Callback for F {

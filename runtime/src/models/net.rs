@@ -508,7 +508,8 @@ pub trait Network: Learner<X: Input, Y: Target> + Sized {
 
 /// Trains the network model `obj` (`parts` gives its arguments and its [`Trained`]) by its
 /// `training` argument from where `spec` stands, saving it to its checkpoint and telling
-/// `callbacks` after every epoch (one that says stop ends the training there).
+/// `callbacks` after every epoch (one that says stop ends the training there), and the run an
+/// experiment asked for ([`super::tensorboard::ambient`]).
 pub fn train<O: Object, N: Network>(
     obj: &mut O,
     parts: fn(&mut O) -> (&Value, &mut Trained<N>),
@@ -524,10 +525,16 @@ pub fn train<O: Object, N: Network>(
     }
     let mut run = training.start(data)?;
     run.resume_best(t.best.take());
+    let mut ambient = super::tensorboard::ambient_run(&*obj);
+    // Each shortened to this call's lifetime, which the ambient run shares.
+    let mut callbacks: Vec<&mut dyn Callback> = callbacks.iter_mut().map(|c| &mut **c as &mut dyn Callback).collect();
+    callbacks.extend(ambient.as_mut().map(|tb| tb as &mut dyn Callback));
     loop {
         let t = parts(obj).1;
         let Some(epoch) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
-        if tell(callbacks, &epoch) == Control::Stop {
+        let net = t.net.as_ref().expect("built above");
+        tell_weights(&mut callbacks, epoch.epoch, || net.parameters());
+        if tell(&mut callbacks, &epoch) == Control::Stop {
             // Over, as early stopping ends it: the next turn puts its best weights back.
             spec.epochs = spec.epoch;
         }
@@ -546,6 +553,19 @@ pub fn train<O: Object, N: Network>(
         crate::save_object(&*obj, path)?;
     }
     Ok(())
+}
+
+/// Hands the network's weights after `epoch` to the callbacks that want them; read (by
+/// `weights`) only when one does. A failed read skips them: the training goes on.
+fn tell_weights(callbacks: &mut [&mut dyn Callback], epoch: u64, weights: impl FnOnce() -> Result<Named, ModelError>) {
+    if !callbacks.iter().any(|c| c.wants_weights()) {
+        return;
+    }
+    if let Ok(w) = weights() {
+        for c in callbacks.iter_mut().filter(|c| c.wants_weights()) {
+            c.on_weights(epoch, &w);
+        }
+    }
 }
 
 /// The outputs (class scores, or values) for the elements of the batch `xs`, by a trained

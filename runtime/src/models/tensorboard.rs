@@ -1,6 +1,8 @@
 //! TensorBoard event files, where people compare runs over days: a [`TensorBoard`] writer of
 //! scalars, histograms and text, one run directory each, and the training callback that writes
-//! every epoch's losses. `tensorboard --logdir` on the parent directory compares the runs.
+//! every epoch's losses and a network's weight histograms. `tensorboard --logdir` on the parent
+//! directory compares the runs. While an experiment says where ([`ambient`]: `%experiment
+//! start --tensorboard DIR`), every network trained writes its run there without being asked.
 //!
 //! ```
 //! use dryml::models::tensorboard::TensorBoard;
@@ -145,6 +147,8 @@ pub struct TensorBoard {
     file: File,
     /// The first write error a callback could not return; later writes are skipped.
     failed: Option<String>,
+    /// As a callback, write a histogram of each of a network's parameters after every epoch.
+    weights: bool,
 }
 
 impl TensorBoard {
@@ -165,7 +169,7 @@ impl TensorBoard {
         );
         let path = dir.join(name);
         let file = File::options().create_new(true).write(true).open(&path)?;
-        let mut tb = TensorBoard { dir, file, failed: None };
+        let mut tb = TensorBoard { dir, file, failed: None, weights: true };
         tb.write(Event { wall_time: now(), file_version: Some("brain.Event:2".into()), ..Event::default() })?;
         Ok(tb)
     }
@@ -190,6 +194,20 @@ impl TensorBoard {
     /// The run's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// As a callback, whether to write a histogram of each of a network's parameters
+    /// (`weights/<name>`) after every epoch (the default; it copies the weights once an epoch).
+    pub fn with_weights(mut self, on: bool) -> TensorBoard {
+        self.weights = on;
+        self
+    }
+
+    /// Keeps the first write error, which a callback cannot return.
+    fn keep(&mut self, written: io::Result<()>) {
+        if let Err(e) = written {
+            self.failed.get_or_insert_with(|| format!("{}: {e}", self.dir.display()));
+        }
     }
 
     fn write(&mut self, event: Event) -> io::Result<()> {
@@ -251,22 +269,94 @@ impl TensorBoard {
     }
 }
 
-/// After each epoch: `loss/train` and `loss/validation`, at the epoch's number. A write error
-/// does not stop the training; [`TensorBoard::error`] tells it.
+/// After each epoch: `loss/train` and `loss/validation`, at the epoch's number, and for a
+/// network `weights/<parameter>` histograms. A write error does not stop the training;
+/// [`TensorBoard::error`] tells it.
 impl Callback for TensorBoard {
     fn on_epoch(&mut self, epoch: &Epoch) -> Control {
-        if self.failed.is_none() {
-            let losses = [("loss/train", epoch.train_loss), ("loss/validation", epoch.val_loss)];
-            for (tag, loss) in losses {
-                if let Some(v) = loss {
-                    if let Err(e) = self.scalar(tag, epoch.epoch, v) {
-                        self.failed = Some(format!("{}: {e}", self.dir.display()));
-                        break;
-                    }
-                }
+        let losses = [("loss/train", epoch.train_loss), ("loss/validation", epoch.val_loss)];
+        for (tag, loss) in losses {
+            if let (Some(v), None) = (loss, &self.failed) {
+                let written = self.scalar(tag, epoch.epoch, v);
+                self.keep(written);
             }
         }
         Control::Continue
+    }
+
+    fn wants_weights(&self) -> bool {
+        self.weights && self.failed.is_none()
+    }
+
+    fn on_weights(&mut self, epoch: u64, weights: &[(String, Vec<usize>, Vec<f32>)]) {
+        for (name, _, values) in weights {
+            if self.failed.is_none() {
+                let values: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+                let written = self.histogram(&format!("weights/{name}"), epoch, &values);
+                self.keep(written);
+            }
+        }
+    }
+}
+
+/// The directory an experiment asked every network to write its run to, in this copy of
+/// `dryml` (see [`ambient`]).
+static AMBIENT: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Sets (or, empty, clears) this copy's directory: in the kernel's child, on the kernel's word.
+#[doc(hidden)]
+pub fn set_ambient(dir: &[u8]) {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = (!dir.is_empty()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(dir)));
+    *AMBIENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = dir;
+}
+
+/// Copies this copy's directory into `out` (`cap` bytes) and returns its length (0 for none).
+/// A directory longer than `cap` is not copied; its length says so.
+///
+/// # Safety
+/// `out` is valid for `cap` bytes of writes.
+#[doc(hidden)]
+pub unsafe extern "C" fn ambient_into(out: *mut u8, cap: usize) -> usize {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = AMBIENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(bytes) = dir.as_deref().map(|d| d.as_os_str().as_bytes()) else { return 0 };
+    if bytes.len() <= cap {
+        // SAFETY: the caller's buffer holds `cap` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, bytes.len()) };
+    }
+    bytes.len()
+}
+
+/// Where an open experiment asked every network trained to write its TensorBoard run
+/// (`%experiment start --tensorboard DIR`), if one did: the kernel binary's copy, which every
+/// cell's copy of `dryml` and every sandbox (a fork) reads; this copy's own outside a kernel.
+pub fn ambient() -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    type Get = unsafe extern "C" fn(*mut u8, usize) -> usize;
+    static GET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let get = *GET.get_or_init(|| {
+        crate::display::interrupt::kernel_symbol(crate::sys::protocol::symbols::TENSORBOARD_DIR)
+            .unwrap_or(ambient_into as Get as usize)
+    });
+    // SAFETY: the kernel's export has exactly this signature (kernel/src/child.rs).
+    let get = unsafe { std::mem::transmute::<usize, Get>(get) };
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: `buf` holds its length in bytes.
+    let n = unsafe { get(buf.as_mut_ptr(), buf.len()) };
+    (n > 0 && n <= buf.len()).then(|| PathBuf::from(std::ffi::OsStr::from_bytes(&buf[..n])))
+}
+
+/// The run `object` writes to the ambient directory while it trains, if an experiment asked for
+/// one; a directory it cannot write to is said on stderr, and the training goes on.
+pub(crate) fn ambient_run(object: &dyn crate::Object) -> Option<TensorBoard> {
+    let dir = ambient()?;
+    match TensorBoard::for_object(&dir, object) {
+        Ok(tb) => Some(tb),
+        Err(e) => {
+            eprintln!("dryml: no TensorBoard run in {}: {e}", dir.display());
+            None
+        }
     }
 }
 
@@ -285,14 +375,9 @@ mod tests {
         assert_eq!(&r[12..15], b"abc");
     }
 
-    #[test]
-    fn a_run_writes_whole_records_of_events() {
-        let dir = std::env::temp_dir().join(format!("dryml-tb-unit-{}", std::process::id()));
-        let mut tb = TensorBoard::create(&dir).unwrap();
-        tb.on_epoch(&Epoch { epoch: 3, train_loss: Some(0.5), val_loss: None });
-        tb.histogram("w", 3, &[1.0, 2.0, f64::NAN, 3.0]).unwrap();
-        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
-        let bytes = std::fs::read(&file).unwrap();
+    /// Every event of a file, each record's length and CRC checked.
+    fn read_events(file: &Path) -> Vec<Event> {
+        let bytes = std::fs::read(file).unwrap();
         let mut events = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
@@ -302,12 +387,44 @@ mod tests {
             events.push(Event::decode(data).unwrap());
             at += 16 + len;
         }
+        events
+    }
+
+    #[test]
+    fn the_ambient_directory_is_set_read_and_cleared() {
+        assert_eq!(ambient(), None);
+        set_ambient(b"/tmp/dryml tb");
+        assert_eq!(ambient(), Some(PathBuf::from("/tmp/dryml tb")));
+        let mut small = [0u8; 4];
+        // Too long for the buffer: its length says so, and nothing is copied.
+        assert_eq!(unsafe { ambient_into(small.as_mut_ptr(), small.len()) }, 13);
+        assert_eq!(small, [0; 4]);
+        set_ambient(b"");
+        assert_eq!(ambient(), None);
+    }
+
+    #[test]
+    fn a_run_writes_whole_records_of_events() {
+        let dir = std::env::temp_dir().join(format!("dryml-tb-unit-{}", std::process::id()));
+        let mut tb = TensorBoard::create(&dir).unwrap();
+        tb.on_epoch(&Epoch { epoch: 3, train_loss: Some(0.5), val_loss: None });
+        tb.histogram("w", 3, &[1.0, 2.0, f64::NAN, 3.0]).unwrap();
+        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+        let events = read_events(&file);
         assert_eq!(events.len(), 3);
         assert_eq!(events[0].file_version.as_deref(), Some("brain.Event:2"));
         let loss = &events[1].summary.as_ref().unwrap().value[0];
         assert_eq!((loss.tag.as_str(), loss.simple_value, events[1].step), ("loss/train", Some(0.5), 3));
         let h = events[2].summary.as_ref().unwrap().value[0].histo.clone().unwrap();
         assert_eq!((h.num, h.min, h.max, h.bucket.iter().sum::<f64>()), (3.0, 1.0, 3.0, 3.0));
+        // A network's weights, as a histogram per parameter.
+        tb.on_weights(3, &[("fc.bias".into(), vec![2], vec![0.5, -0.5]), ("fc.weight".into(), vec![1], vec![1.0])]);
+        assert!(tb.wants_weights() && !tb.with_weights(false).wants_weights());
+        let events = read_events(&file);
+        let tags: Vec<&str> = events[3..].iter().map(|e| e.summary.as_ref().unwrap().value[0].tag.as_str()).collect();
+        assert_eq!(tags, ["weights/fc.bias", "weights/fc.weight"]);
+        let h = events[3].summary.as_ref().unwrap().value[0].histo.clone().unwrap();
+        assert_eq!((h.num, h.min, h.max, events[3].step), (2.0, -0.5, 0.5, 3));
         // A second run in the same directory within the second gets a file of its own.
         drop(TensorBoard::create(&dir).unwrap());
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);

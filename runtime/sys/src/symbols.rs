@@ -14,6 +14,16 @@ pub const COMM_REGISTER: &str = "dryml_comm_register";
 pub const COMM_UNREGISTER: &str = "dryml_comm_unregister";
 /// Set in evcxr's child once the frontend's widget manager has announced itself.
 pub const WIDGETS_AVAILABLE: &str = "dryml_widgets_available";
+/// Where an open experiment has every network write its TensorBoard run (`--tensorboard DIR`).
+pub const TENSORBOARD_DIR: &str = "dryml_tensorboard_dir";
 /// All of them, for the linker.
-pub const EXPORTED: [&str; 7] =
-    [INTERRUPT_FLAG, BATCH_GET, BATCH_RECORD, BACKTRACE_TAKER, COMM_REGISTER, COMM_UNREGISTER, WIDGETS_AVAILABLE];
+pub const EXPORTED: [&str; 8] = [
+    INTERRUPT_FLAG,
+    BATCH_GET,
+    BATCH_RECORD,
+    BACKTRACE_TAKER,
+    COMM_REGISTER,
+    COMM_UNREGISTER,
+    WIDGETS_AVAILABLE,
+    TENSORBOARD_DIR,
+];

@@ -1,10 +1,11 @@
 //! `%experiment`, `%%experiment` and `%cell_logger`: opening and finishing experiments (which
 //! delete the variables they made and report memory), and measuring each cell while the logger
 //! is on or an experiment is open, as the engine's [`CellObserver`]. The figures and reports
-//! are [`report`]'s, the cell logger's [`logger`]'s.
+//! are [`report`]'s, the cell logger's [`logger`]'s, TensorBoard's runs [`tensorboard`]'s.
 
 pub mod logger;
 pub mod report;
+pub mod tensorboard;
 
 use super::cell::{BodyResult, Cell, CellMagic, CellObserver, Outcome};
 use super::{Host, Magics};
@@ -44,6 +45,8 @@ pub struct Experiments {
     measure: Option<CellMeasure>,
     /// The open experiment is a `%%experiment` cell's, and ends with the cell.
     ends_with_cell: bool,
+    /// The open experiment's `--tensorboard` directory.
+    tensorboard: Option<std::path::PathBuf>,
 }
 
 /// A measured cell: its first sample and the GPUs it watches.
@@ -59,8 +62,8 @@ impl Experiments {
     }
 
     pub fn run(&mut self, host: &mut Host<'_>, call: &ExperimentCall) -> Result<(), ErrorContent> {
-        if let ExperimentCall::Start { name, preload } = call {
-            return self.start(host, name.clone(), Vec::new(), *preload);
+        if let ExperimentCall::Start { name, preload, tensorboard } = call {
+            return self.start(host, name.clone(), Vec::new(), *preload, tensorboard.as_deref());
         }
         let Some(e) = self.open.as_mut() else {
             let sub = call.name();
@@ -95,17 +98,23 @@ impl Experiments {
     }
 
     /// Starts an experiment, finishing an open one first (as IPyExperiments does), after
-    /// preloading a framework when asked to.
+    /// preloading a framework when asked to; with `tensorboard`, the networks trained until the
+    /// finish write their runs there.
     fn start(
         &mut self,
         host: &mut Host<'_>,
         name: Option<String>,
         keep: Vec<String>,
         preload: Option<Preload>,
+        tensorboard: Option<&str>,
     ) -> Result<(), ErrorContent> {
         if self.open.is_some() {
             self.finish(host);
         }
+        let tensorboard = tensorboard
+            .map(tensorboard::prepare)
+            .transpose()
+            .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
         host.session.note_child_pid();
         let gpus = host.visible_gpus();
         if let Some(p) = preload {
@@ -117,6 +126,13 @@ impl Experiments {
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
         let vars = host.session.variables();
         self.open = Some(Experiment::start(name, s, gpus, vars, keep));
+        if let Some(dir) = &tensorboard {
+            use std::os::unix::ffi::OsStrExt;
+            if !host.state.comms.set_tensorboard(dir.as_os_str().as_bytes()) {
+                host.warn("dryml: the notebook's process could not be told the TensorBoard directory\n");
+            }
+        }
+        self.tensorboard = tensorboard;
         Ok(())
     }
 
@@ -127,8 +143,9 @@ impl Experiments {
         name: Option<String>,
         keep: Vec<String>,
         preload: Option<Preload>,
+        tensorboard: Option<&str>,
     ) -> Result<(), ErrorContent> {
-        self.start(host, name, keep, preload)?;
+        self.start(host, name, keep, preload, tensorboard)?;
         self.ends_with_cell = true;
         Ok(())
     }
@@ -176,6 +193,10 @@ impl Experiments {
     /// Deletes the experiment's variables, trims the child's heap, and reports.
     fn finish(&mut self, host: &mut Host<'_>) {
         let Some(mut e) = self.open.take() else { return };
+        let tensorboard = self.tensorboard.take();
+        if tensorboard.is_some() {
+            host.state.comms.set_tensorboard(b"");
+        }
         host.session.note_child_pid();
         let pids = dryml_sys::procfs::with_descendants(host.child_pid());
         let before = host.meter.sample(&pids, e.gpus(), true);
@@ -206,7 +227,17 @@ impl Experiments {
         }
         // The GPU note, if any, is already among the report's notes.
         let state = exp::state_block(&after, e.gpus(), None);
-        host.show(exp::report_bundle(&report, true, Some(state)));
+        let bundle = exp::report_bundle(&report, true, Some(state));
+        if let Some(dir) = tensorboard {
+            let text = bundle["text/plain"].as_str().unwrap_or_default();
+            if let Err(err) = tensorboard::write_run(&dir, &report, text, host.execution_count.max(0) as u64) {
+                host.warn(&format!(
+                    "dryml: the experiment's TensorBoard run was not written to {}: {err}\n",
+                    dir.display()
+                ));
+            }
+        }
+        host.show(bundle);
     }
 
     /// Before a cell: while the logger is on or an experiment is open, the cell is measured.
@@ -310,10 +341,12 @@ pub struct ExperimentCell<'a> {
     pub name: &'a Option<String>,
     pub keep: &'a [String],
     pub preload: Option<Preload>,
+    pub tensorboard: Option<&'a str>,
 }
 
 impl CellMagic for ExperimentCell<'_> {
     fn before(&mut self, magics: &mut Magics, host: &mut Host<'_>) -> Result<(), ErrorContent> {
-        magics.experiments.start_for_cell(host, self.name.clone(), self.keep.to_vec(), self.preload)
+        let (name, keep) = (self.name.clone(), self.keep.to_vec());
+        magics.experiments.start_for_cell(host, name, keep, self.preload, self.tensorboard)
     }
 }
