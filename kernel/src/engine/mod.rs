@@ -62,8 +62,10 @@ impl Engine {
         *self.state.io.lock().unwrap() = Some(io.clone());
         self.state.comms.cell_began();
         // Completion and inspection are answered beside this request from the notebook as it
-        // finds it (a clone of evcxr's state: tens of microseconds).
+        // finds it (a clone of evcxr's state: 0.2 ms with 300 variables and 100 functions).
+        let taken = std::time::Instant::now();
         let snapshot = std::sync::Arc::new(self.session.evcxr().analysis_snapshot());
+        tracing::debug!("analysis snapshot taken in {:?}", taken.elapsed());
         *self.state.analysis.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(snapshot);
         let state = self.state.clone();
         let _request = state.request_begins(req.silent);

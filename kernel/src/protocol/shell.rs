@@ -116,6 +116,7 @@ impl<H: Handler> Dispatch<H> {
             return self.work.busy_again(&self.out);
         }
         let (out, work, count) = (self.out.clone(), self.work.clone(), self.beside.clone());
+        let (unanswered, kind) = (msg.clone(), nothing_found(&request));
         let answer = move || {
             out.answer(&msg, || {
                 guarded(
@@ -140,6 +141,8 @@ impl<H: Handler> Dispatch<H> {
         if let Err(e) = spawned {
             tracing::error!("no thread to answer beside the running cell: {e}");
             self.beside.fetch_sub(1, Ordering::SeqCst);
+            self.out.answer(&unanswered, || kind);
+            self.work.busy_again(&self.out);
         }
     }
 }
