@@ -11,7 +11,7 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
     rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, sklearn, pyarrow, tensorboard, ipywidgets, jupyterlab_widgets, tqdm" 2>/dev/null; then
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm" 2>/dev/null; then
     echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip

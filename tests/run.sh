@@ -18,7 +18,7 @@ with_torch() {
     env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
         LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
-FEATURES=torch,linfa,candle,numpy,images,parquet
+FEATURES=torch,linfa,candle,numpy,images,parquet,polars
 
 phase "format and lints (rustfmt.toml; clippy with warnings as errors, dryml with every feature)"
 cargo fmt --all --check
@@ -29,7 +29,7 @@ with_torch cargo clippy --locked -p dryml --all-targets --features "$FEATURES" -
 phase "unit tests"
 cargo test --release --locked --workspace
 
-phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy, images, parquet"
+phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy, images, parquet, polars"
 with_torch cargo test --release --locked -p dryml --features "$FEATURES"
 
 phase "fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"

@@ -49,3 +49,24 @@ def test_a_notebooks_own_ndarray_shows_tables(kernel):
     # `:dep ndarray` alone brings dryml's tables (the same ndarray as dryml's).
     data = result(kernel, ':dep ndarray = "0.16"\nndarray::arr2(&[[1, 2], [3, 4]])')
     assert "2 rows × 2 columns, i32" in data["text/html"], data
+
+
+def test_a_polars_frame_and_series_are_tables_however_long(kernel):
+    # A `:dep polars` of the polars dryml is built against brings dryml's tables for its types.
+    ok(kernel, ':dep polars = { version = "0.55", default-features = false }\nuse polars::prelude::*;', timeout=1200)
+    data = result(kernel, 'df!("id" => &[1i32, 2, 3], "score" => &[Some(0.5f64), None, Some(1.5)], '
+                          '"name" => &["a", "b", "c"]).unwrap()')
+    html = data["text/html"]
+    assert "DataFrame: 3 rows × 3 columns" in html, html
+    assert "<th>id (i32)</th><th>score (f64)</th><th>name (str)</th>" in html, html
+    assert "<th>1</th><td>2</td><td>null</td><td>b</td>" in html, html
+    assert "name (str)" in data["text/plain"], data
+    # Ten million rows: only the head and tail are read and shown.
+    ok(kernel, 'let big = DataFrame::new_infer_height(vec![Series::new("n".into(), (0..10_000_000i64).collect::<Vec<_>>()).into()]).unwrap();')
+    data = result(kernel, "big")
+    assert "DataFrame: 10000000 rows × 1 columns" in data["text/html"], data
+    assert "<th>9999999</th><td>9999999</td>" in data["text/html"] and len(data["text/html"]) < 20_000
+    data = result(kernel, 'big.column("n").unwrap().as_materialized_series().head(Some(70))')
+    assert "Series: 70 rows of i64" in data["text/html"] and "<th>69</th><td>69</td>" in data["text/html"], data
+    # `big` was only borrowed to be shown.
+    assert result(kernel, "big.height()")["text/plain"] == "10000000"

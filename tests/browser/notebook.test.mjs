@@ -224,6 +224,18 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     assert.equal(await outputText(cell), '5');
   });
 
+  it('shows a polars DataFrame as a table', async () => {
+    // The first cell naming polars builds it (minutes on a cold cache) and dryml's tables for it.
+    await run(':dep polars = { version = "0.55", default-features = false }\nuse polars::prelude::*;', { timeout: 900_000 });
+    const frame = await run('df!("id" => &[1i32, 2, 3], "score" => &[Some(0.5f64), None, Some(1.5)], "name" => &["a", "b", "c"]).unwrap()');
+    const table = frame.locator('.jp-RenderedHTMLCommon table');
+    await table.waitFor();
+    assert.deepEqual(await table.locator('thead th').allInnerTexts(), ['', 'id (i32)', 'score (f64)', 'name (str)']);
+    assert.match(await table.locator('tbody tr').nth(1).innerText(), /1\s+2\s+null\s+b/);
+    assert.match(await frame.innerText(), /DataFrame: 3 rows × 3 columns/);
+    await frame.screenshot({ path: join(ARTIFACTS, 'polars.png') });
+  });
+
   it('saves a screenshot, with no console errors from the outputs', async () => {
     await page.keyboard.press('Escape');
     // Tall enough for every cell at once: the notebook scrolls inside the page.

@@ -1,7 +1,8 @@
 //! The dependencies a cell needs, added the first time code names them: `dryml` (from the
 //! runtime's sources) and, with dryml's feature for it, each framework a cell names (`tch`,
 //! where the venv has libtorch; `linfa`; candle; the readers of `dryml::data::numpy`,
-//! `::images` and `::parquet`); and the torch preload of `--preload torch`.
+//! `::images` and `::parquet`; polars' tables, for a `:dep polars` of the polars dryml is built
+//! against); and the torch preload of `--preload torch`.
 
 use super::Session;
 use crate::protocol::ErrorContent;
@@ -25,11 +26,12 @@ pub struct Frameworks {
     pub numpy: bool,
     pub images: bool,
     pub parquet: bool,
+    pub polars: bool,
 }
 
 impl Frameworks {
     /// Each of dryml's features, and whether it is in.
-    fn features(self) -> [(&'static str, bool); 6] {
+    fn features(self) -> [(&'static str, bool); 7] {
         [
             ("torch", self.torch),
             ("linfa", self.linfa),
@@ -37,6 +39,7 @@ impl Frameworks {
             ("numpy", self.numpy),
             ("images", self.images),
             ("parquet", self.parquet),
+            ("polars", self.polars),
         ]
     }
 }
@@ -68,6 +71,7 @@ impl Session {
             numpy: self.frameworks.numpy || named.numpy,
             images: self.frameworks.images || named.images,
             parquet: self.frameworks.parquet || named.parquet,
+            polars: self.frameworks.polars || named.polars,
         };
         if want == self.frameworks && (self.dryml_added || !named.dryml) {
             return None;
@@ -170,6 +174,10 @@ pub struct Named {
     /// dryml's Parquet reader (`dryml::data::parquet`, or `parquet::` once imported), or Arrow,
     /// whose record batches show as `dryml`'s tables with that feature.
     pub parquet: bool,
+    /// A `:dep polars` of the polars `dryml`'s `polars` feature is built against (0.55), whose
+    /// frames and series then show as `dryml`'s tables. Another version is left alone: adding
+    /// the feature would build a second polars, and its types would not be the cell's.
+    pub polars: bool,
     /// `dryml`, so the dependency is added only for cells that name it; or `ndarray`, whose
     /// arrays show as `dryml`'s tables.
     pub dryml: bool,
@@ -188,6 +196,7 @@ impl Named {
                 r"\bdata\s*::\s*numpy\b|\bnumpy\s*::",
                 r"\bdata\s*::\s*images\b|\bimages\s*::",
                 r"\bdata\s*::\s*parquet\b|\bparquet\s*::|\barrow(_array)?\s*::|\buse\s+arrow|:dep\s+arrow",
+                r#":dep\s+polars\s*=\s*(\{[^}\n]*\bversion\s*=\s*)?"[=^~]?\s*0\.55\b"#,
             ])
             .expect("static regexes")
         });
@@ -200,6 +209,7 @@ impl Named {
             numpy: m.matched(4),
             images: m.matched(5),
             parquet: m.matched(6),
+            polars: m.matched(7),
         }
     }
 }
@@ -239,6 +249,15 @@ mod tests {
         assert!(named("ndarray::arr1(&[1])").dryml && !named("let ndarray_x = 1;").dryml);
         assert!(named("use arrow_array::RecordBatch;").parquet && named("arrow::array::Int32Array::from(v)").parquet);
         assert!(!named("let arrows = 2; let arrow_x = 1;").parquet);
+        // polars, when the `:dep` asks for the version dryml's feature is built against.
+        for dep in [":dep polars = \"0.55\"", ":dep polars = { version = \"0.55.2\", features = [\"lazy\"] }"] {
+            assert!(named(dep).polars, "{dep}");
+        }
+        for other in
+            [":dep polars = \"0.46\"", ":dep polars = \"0.550\"", "use polars::prelude::*;", ":dep polars_x = \"0.55\""]
+        {
+            assert!(!named(other).polars, "{other}");
+        }
     }
 
     #[test]

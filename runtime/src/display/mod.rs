@@ -23,6 +23,8 @@
 mod arrow;
 mod input;
 pub(crate) mod interrupt;
+#[cfg(feature = "polars")]
+mod polars;
 pub(crate) mod table;
 // Modules marked `allow(missing_docs)` are the kernel's side (`__kernel` re-exports them).
 #[allow(missing_docs)]
