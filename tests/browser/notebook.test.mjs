@@ -13,6 +13,18 @@ let page;
 let lastCell, prompt, waitDone, run, outputText;
 const consoleErrors = [];
 
+/** Types `prefix` into the last cell and presses Tab; returns the cell and the completer's item
+ * for `want`, once it shows. */
+async function tabComplete(prefix, want, timeout) {
+  const cell = await lastCell();
+  await cell.locator('.cm-content').click();
+  await page.keyboard.insertText(prefix);
+  await page.keyboard.press('Tab');
+  const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: want });
+  await item.first().waitFor({ timeout });
+  return { cell, item };
+}
+
 
 describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
   before(async () => {
@@ -185,12 +197,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
 
   it('pops up Tab completion with a variable name', async () => {
     await run('let my_long_variable = 5u32;');
-    const cell = await lastCell();
-    await cell.locator('.cm-content').click();
-    await page.keyboard.insertText('my_long_v');
-    await page.keyboard.press('Tab');
-    const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'my_long_variable' });
-    await item.first().waitFor({ timeout: 60_000 });
+    const { cell, item } = await tabComplete('my_long_v', 'my_long_variable', 60_000);
     // Its kind, from the reply's _jupyter_types_experimental: JupyterLab's icon and label.
     assert.equal(await item.first().locator('.jp-Completer-typeExtended').textContent(), 'instance');
     assert.equal(await item.first().locator('.jp-Completer-type').count(), 1);
@@ -207,12 +214,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     rmSync(gate, { force: true });
     const busy = await run(`println!("running");\nwhile !std::path::Path::new(${JSON.stringify(gate)}).exists() {\n    std::thread::sleep(std::time::Duration::from_millis(20));\n}`, { wait: false });
     await busy.locator('.jp-OutputArea', { hasText: 'running' }).waitFor({ timeout: 120_000 });
-    const cell = await lastCell();
-    await cell.locator('.cm-content').click();
-    await page.keyboard.insertText('my_long_v');
-    await page.keyboard.press('Tab');
-    const item = page.locator('.jp-Completer .jp-Completer-item', { hasText: 'my_long_variable' });
-    await item.first().waitFor({ timeout: 30_000 });
+    const { cell } = await tabComplete('my_long_v', 'my_long_variable', 30_000);
     assert.equal(await prompt(busy), '[*]:', 'answered while the other cell runs');
     await page.screenshot({ path: join(ARTIFACTS, 'completion-while-running.png') });
     await page.keyboard.press('Enter');

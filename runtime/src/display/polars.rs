@@ -5,20 +5,17 @@
 //! as `null`, anything else polars' own text of the value.
 
 use super::table::{cell_text, Table, Tabular};
-use ::polars::prelude::{AnyValue, Column, DataFrame, Series};
+use ::polars::prelude::{AnyValue, DataFrame, PolarsResult, Series};
 
-/// Row `i` of a column as text.
-fn cell(value: AnyValue<'_>) -> String {
+/// A value read from a column (`Column::get`, `Series::get`) as a cell's text.
+fn cell(value: PolarsResult<AnyValue<'_>>) -> String {
     match value {
-        AnyValue::Null => "null".into(),
-        AnyValue::String(s) => cell_text(format_args!("{s}")),
-        AnyValue::StringOwned(s) => cell_text(format_args!("{s}")),
-        other => cell_text(format_args!("{other}")),
+        Ok(AnyValue::Null) => "null".into(),
+        Ok(AnyValue::String(s)) => cell_text(format_args!("{s}")),
+        Ok(AnyValue::StringOwned(s)) => cell_text(format_args!("{s}")),
+        Ok(other) => cell_text(format_args!("{other}")),
+        Err(e) => format!("<{e}>"),
     }
-}
-
-fn column_cell(column: &Column, i: usize) -> String {
-    column.get(i).map(cell).unwrap_or_else(|e| format!("<{e}>"))
 }
 
 impl Tabular for DataFrame {
@@ -29,7 +26,7 @@ impl Tabular for DataFrame {
             caption,
             (self.height(), self.width()),
             |j| format!("{} ({})", columns[j].name(), columns[j].dtype()),
-            |i, j| column_cell(&columns[j], i),
+            |i, j| cell(columns[j].get(i)),
         )
     }
 }
@@ -41,7 +38,7 @@ impl Tabular for Series {
             caption,
             (self.len(), 1),
             |_| format!("{} ({})", self.name(), self.dtype()),
-            |i, _| self.get(i).map(cell).unwrap_or_else(|e| format!("<{e}>")),
+            |i, _| cell(self.get(i)),
         )
     }
 }

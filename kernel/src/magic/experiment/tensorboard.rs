@@ -3,6 +3,7 @@
 //! (`dryml::models::tensorboard::ambient`); at the finish the experiment writes its own run,
 //! `DIR/<name>`: its memory figures and time as scalars, its report as text.
 
+use super::report::MIB;
 use dryml::experiment::Report;
 use dryml::models::tensorboard::TensorBoard;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,6 @@ pub fn prepare(dir: &str) -> Result<PathBuf, String> {
 /// its report (`text`) as the text `report`. Returns the run's directory.
 pub fn write_run(dir: &Path, report: &Report, text: &str, step: u64) -> std::io::Result<PathBuf> {
     let mut tb = TensorBoard::create(dir.join(run_name(&report.name)))?;
-    const MIB: f64 = (1 << 20) as f64;
     for d in &report.devices {
         for (figure, bytes) in [("consumed", d.consumed), ("peaked", d.peaked), ("reclaimed", d.reclaimed)] {
             tb.scalar(&format!("memory/{}/{figure}_mib", d.device), step, bytes as f64 / MIB)?;
