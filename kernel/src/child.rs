@@ -234,6 +234,7 @@ fn start_pump(path: &std::path::Path) -> std::io::Result<()> {
         flush_ack: ack_r,
         cur: Vec::new(),
         in_content: false,
+        ends: 0,
     };
     std::thread::Builder::new().name("dryml-stdout-pump".into()).spawn(move || pump.run())?;
     Ok(())
@@ -249,6 +250,8 @@ struct Pump {
     cur: Vec<u8>,
     /// Inside an `EVCXR_BEGIN_CONTENT` block, which evcxr must see whole.
     in_content: bool,
+    /// Cell ends so far: each end's syncs carry its number.
+    ends: u64,
 }
 
 impl Pump {
@@ -305,11 +308,15 @@ impl Pump {
         if proto == b"EVCXR_EXECUTION_COMPLETE\n" {
             self.flush_user_stdout();
             dryml_interrupt_flag.store(false, Ordering::SeqCst);
-            self.send(TAG_SYNC, b"");
+            self.ends += 1;
+            let n = self.ends.to_string();
+            self.send(TAG_SYNC, n.as_bytes());
             // stderr is unbuffered, so all the cell wrote there is in the pipe before this line
             // (which ends a line `eprint!` left open; the kernel splits it off).
-            let marker = format!("{}\n", dryml_sys::protocol::STDERR_SYNC);
+            let marker = format!("{}{n}\n", dryml_sys::protocol::STDERR_SYNC);
             unsafe { libc::write(2, marker.as_ptr().cast(), marker.len()) };
+            let end = format!("EVCXR_BEGIN_CONTENT {}\n{n}\nEVCXR_END_CONTENT\n", dryml_sys::protocol::SYNC_MIME);
+            let _ = self.evcxr.write_all(end.as_bytes());
         } else if proto.starts_with(b"EVCXR_BEGIN_CONTENT") {
             self.in_content = true;
         }

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod comms;
 mod config;
 pub mod deps;
+mod ends;
 pub mod errors;
 pub mod interrupt;
 pub mod output;
@@ -38,10 +39,8 @@ pub struct Session {
     /// Which lines of the next user code are its cell's (see [`errors::Source`]).
     cell_lines: Option<errors::CellLines>,
     state: Arc<CellState>,
-    /// A signal from the child's flusher each time a cell's stdout is complete.
-    sync_rx: crossbeam_channel::Receiver<()>,
-    /// A signal from the stderr thread each time a cell's stderr is complete.
-    stderr_sync_rx: crossbeam_channel::Receiver<()>,
+    /// The syncs that say a cell end's stdout and stderr are published.
+    ends: ends::Ends,
     /// The child that was last set up.
     setup_pid: u32,
     /// A child replaced since the last [`Session::take_replaced`] (after a crash or restart).
@@ -125,42 +124,7 @@ impl Session {
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
         let ctx = CommandContext::with_eval_context(eval_ctx);
-        // evcxr's stderr arrives line by line; forward it as it comes, up to each cell's marker.
-        let (st, stderr) = (state.clone(), outputs.stderr);
-        let (stderr_sync_tx, stderr_sync_rx) = crossbeam_channel::unbounded();
-        std::thread::Builder::new().name("dryml-stderr".into()).spawn(move || {
-            // Lines that arrived together go out as one text: one line at a time could not keep
-            // up with a cell flooding stderr.
-            let mut text = String::new();
-            while let Ok(first) = stderr.recv() {
-                if first.starts_with(crate::child::STARTUP_FAILED) {
-                    tracing::warn!("{first}; the next cell carries the start-up code");
-                    st.startup_failed();
-                    continue;
-                }
-                let mut next = Some(first);
-                while let Some(line) = next.take() {
-                    match line.strip_suffix(dryml_sys::protocol::STDERR_SYNC) {
-                        Some(open) => {
-                            // The rest of a line `eprint!` left open, without the newline it lacked.
-                            text.push_str(open);
-                            st.stream("stderr", &std::mem::take(&mut text));
-                            let _ = stderr_sync_tx.send(());
-                        }
-                        None => {
-                            let line = st.in_cell(&line);
-                            st.keep_stderr(&line);
-                            text.push_str(&line);
-                            text.push('\n');
-                            if text.len() < 64 << 10 {
-                                next = stderr.try_recv().ok();
-                            }
-                        }
-                    }
-                }
-                st.stream("stderr", &std::mem::take(&mut text));
-            }
-        })?;
+        let ends = ends::forward_stderr(state.clone(), outputs.stderr, sync_rx)?;
         // evcxr sends stdout here only when the pump could not reach the kernel's socket.
         let (st, stdout) = (state.clone(), outputs.stdout);
         std::thread::Builder::new().name("dryml-stdout".into()).spawn(move || {
@@ -171,8 +135,7 @@ impl Session {
         let mut session = Session {
             ctx,
             state,
-            sync_rx,
-            stderr_sync_rx,
+            ends,
             setup_pid: 0,
             replaced: false,
             flusher_pending: startup_lib.is_none(),
@@ -367,10 +330,13 @@ impl Session {
     /// Evaluates kernel-written code with its output suppressed.
     pub fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, ErrorContent> {
         let was_quiet = self.state.set_quiet(true);
-        self.drain_syncs();
-        let r = self.ctx.execute(code);
-        if r.is_ok() && runs_code(code) {
-            self.wait_sync(Duration::from_millis(500));
+        self.ends.drain();
+        let mut r = self.ctx.execute(code);
+        if let Ok(outputs) = &mut r {
+            match ends::take_end(outputs) {
+                Some(end) => self.ends.wait(Some(end), Duration::from_secs(10)),
+                None => runs_code(code) && self.ends.wait(None, Duration::from_millis(500)),
+            };
         }
         self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
@@ -445,7 +411,7 @@ impl Session {
             }
             *cell_state.locations.lock().unwrap() = Some(std::sync::Arc::new(at));
         };
-        self.drain_syncs();
+        self.ends.drain();
         if self.state.begin_cell() {
             self.state.end_cell();
             return Err(errors::interrupted(false, &[]));
@@ -464,7 +430,8 @@ impl Session {
             },
             before_run: Some(&before_run),
         };
-        let result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output.
         self.ctx.take_dropped();
         if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
@@ -479,8 +446,12 @@ impl Session {
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks);
         }
-        if ran && runs_code(&code) {
-            self.wait_sync(Duration::from_secs(2));
+        if end.is_some() {
+            // Its syncs were written before evcxr heard of the end: only this process's
+            // threads are left to publish them.
+            self.ends.wait(end, Duration::from_secs(10));
+        } else if ran && runs_code(&code) {
+            self.ends.wait(None, Duration::from_secs(2));
         }
         if ended.interrupted {
             let killed = ended.killed;
@@ -515,17 +486,6 @@ impl Session {
     /// The time `:timing` shows for the last user code, once.
     pub fn take_took(&mut self) -> Option<Duration> {
         self.took.take()
-    }
-
-    fn drain_syncs(&self) {
-        while self.sync_rx.try_recv().is_ok() {}
-        while self.stderr_sync_rx.try_recv().is_ok() {}
-    }
-
-    /// Waits (up to `limit` in all) until the cell's stdout and stderr have both been published.
-    fn wait_sync(&self, limit: Duration) -> bool {
-        let deadline = std::time::Instant::now() + limit;
-        self.sync_rx.recv_deadline(deadline).is_ok() && self.stderr_sync_rx.recv_deadline(deadline).is_ok()
     }
 }
 

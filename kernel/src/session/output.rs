@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Listens at `path`; each child (a new one after every restart) connects once.
-pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Sender<()>) -> std::io::Result<()> {
+pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Sender<u64>) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
     std::thread::Builder::new().name("dryml-stream-accept".into()).spawn(move || {
@@ -23,7 +23,7 @@ pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Se
     Ok(())
 }
 
-fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<()>) {
+fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<u64>) {
     // The same socket carries the frontend's comm messages the other way.
     match conn.try_clone() {
         Ok(back) => state.comms.connected(back, state.io.lock().unwrap().clone()),
@@ -44,9 +44,12 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
                 carry.drain(..valid);
                 state.stream("stdout", &text);
             }
-            TAG_SYNC => {
-                let _ = sync_tx.send(());
-            }
+            TAG_SYNC => match std::str::from_utf8(&payload).ok().and_then(|n| n.parse().ok()) {
+                Some(n) => {
+                    let _ = sync_tx.send(n);
+                }
+                None => tracing::warn!("a sync frame without its cell end's number"),
+            },
             TAG_CONTROL => control(&String::from_utf8_lossy(&payload), state),
             other => tracing::warn!("unknown frame tag {other} from the child"),
         }
@@ -198,9 +201,9 @@ mod tests {
         child.write_all(&frame(TAG_CONTROL, br#"DRYML_POLLING {"on": true}"#)).unwrap();
         child.write_all(&frame(TAG_CONTROL, br#"DRYML_ERROR {"ename": "SandboxFailed", "evalue": "no"}"#)).unwrap();
         child.write_all(&frame(TAG_CONTROL, b"DRYML_CLEAR {not json")).unwrap();
-        child.write_all(&frame(TAG_SYNC, b"")).unwrap();
+        child.write_all(&frame(TAG_SYNC, b"7")).unwrap();
         // Frames on one connection are handled in order: after the sync, all of them were.
-        sync_rx.recv_timeout(Duration::from_secs(5)).expect("the sync frame");
+        assert_eq!(sync_rx.recv_timeout(Duration::from_secs(5)).expect("the sync frame"), 7);
 
         // Stream text waits for the next message: the status that ends a cell.
         state.io().unwrap().publish("status", json!({"execution_state": "idle"}));

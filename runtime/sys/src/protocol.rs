@@ -25,9 +25,14 @@ pub const ERROR: &str = "DRYML_ERROR";
 /// `DRYML_POLLING {"on": bool}`: a loop that stops between steps on interrupt is running (or has
 /// ended), so the kernel waits longer than its usual grace period before killing the process.
 pub const POLLING: &str = "DRYML_POLLING";
-/// Written to the child's stderr by its output pump when a cell ends, after anything the cell
-/// wrote there: the kernel publishes stderr lines up to it before the cell's `idle`.
+/// `DRYML_STDERR_SYNC<n>`: written to the child's stderr by its output pump at its n-th cell
+/// end, after anything the cell wrote there: the kernel publishes stderr lines up to it before
+/// the cell's `idle`.
 pub const STDERR_SYNC: &str = "DRYML_STDERR_SYNC";
+/// The output (content: `n`) the child's output pump adds to its n-th cell end's evcxr outputs,
+/// so the kernel knows which stdout and stderr syncs are that cell's and which came late from
+/// an earlier one.
+pub const SYNC_MIME: &str = "application/x-dryml-sync";
 /// Sent by the kernel's output pump when evcxr reports that a cell panicked.
 pub const PANIC: &str = "DRYML_PANIC";
 /// `DRYML_COMM {"op": "open"|"msg"|"close"|"target", "comm_id", "target_name", "data",
