@@ -1,12 +1,14 @@
 //! The DRYML Rust kernel: the Jupyter protocol over ZeroMQ ([`protocol`]), the engine that
 //! runs cells ([`engine`]) through the evcxr session ([`session`]), the magic host ([`magic`]),
-//! memory and GPU measurement ([`measure`]), what runs inside evcxr's child ([`child`]), and
-//! the bridge from JupyterLab's debugger to lldb-dap ([`debug`]).
+//! memory and GPU measurement ([`measure`]), the kernel's own heap ([`heap`]), what runs
+//! inside evcxr's child ([`child`]), and the bridge from JupyterLab's debugger to lldb-dap
+//! ([`debug`]).
 
 pub mod child;
 pub mod debug;
 pub mod display_table;
 pub mod engine;
+pub mod heap;
 pub mod history;
 pub mod install;
 pub mod magic;
@@ -19,6 +21,7 @@ pub mod torch;
 
 /// Serves a kernel for the connection file's `info` until a client shuts it down.
 pub fn run(info: protocol::ConnectionInfo) -> anyhow::Result<()> {
+    heap::one_arena();
     let scratch = scratch_with_evcxr_dir()?;
     let kernel = engine::handler::JupyterHandler::new(scratch.clone());
     let result = kernel.and_then(|k| protocol::serve(&info, std::sync::Arc::new(k)));

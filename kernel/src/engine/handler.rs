@@ -83,6 +83,18 @@ impl Handler for JupyterHandler {
         }
     }
 
+    fn settled(&self) {
+        let started = std::time::Instant::now();
+        let (before, after) = crate::heap::hand_back();
+        let size = |b: u64| dryml_sys::units::size(b);
+        tracing::debug!(
+            "heap: {} of {} handed back in {:.1?}",
+            size(before.saturating_sub(after)),
+            size(before),
+            started.elapsed()
+        );
+    }
+
     fn work_arrived(&self) {
         crate::session::interrupt::give_way(&self.state);
     }

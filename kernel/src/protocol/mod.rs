@@ -147,6 +147,9 @@ pub trait Handler: Send + Sync + 'static {
     fn idle(&self) -> bool {
         false
     }
+    /// The worker has been idle a while since its last request (and its idle work is over):
+    /// the time to give memory back. Called once per quiet spell.
+    fn settled(&self) {}
     /// A request was queued for the worker (called from the socket task, at once): optional
     /// work under way should stop, so that the request does not wait for it.
     fn work_arrived(&self) {}

@@ -90,6 +90,7 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
             pending: VecDeque::new(),
             execution_count: 0,
             idle_work: true,
+            settle_owed: false,
             last_done,
             running,
         };
@@ -127,6 +128,8 @@ struct Worker<H> {
     execution_count: i64,
     /// The handler may still have optional work ([`Handler::idle`]).
     idle_work: bool,
+    /// Requests were done since the handler last heard it had settled ([`Handler::settled`]).
+    settle_owed: bool,
     /// When the last request was done.
     last_done: Option<Instant>,
     /// The execute under way ([`Queue::busy_again`]).
@@ -138,11 +141,11 @@ impl<H: Handler> Worker<H> {
         loop {
             let Work { msg, request } = match self.pending.pop_front() {
                 Some(m) => m,
-                None if self.idle_work => {
+                None if self.idle_work || self.settle_owed => {
                     let quiet = self.last_done.map_or(Duration::ZERO, |t| IDLE_AFTER.saturating_sub(t.elapsed()));
                     match self.rx.recv_timeout(quiet) {
                         Ok(m) => m,
-                        Err(RecvTimeoutError::Timeout) => {
+                        Err(RecvTimeoutError::Timeout) if self.idle_work => {
                             self.idle_work = guarded(
                                 || self.handler.idle(),
                                 |e| {
@@ -150,6 +153,12 @@ impl<H: Handler> Worker<H> {
                                     false
                                 },
                             );
+                            self.settle_owed |= !self.idle_work;
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.settle_owed = false;
+                            guarded(|| self.handler.settled(), |e| tracing::warn!("settling failed: {}", e.evalue));
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => return,
@@ -171,6 +180,7 @@ impl<H: Handler> Worker<H> {
                 other => tracing::warn!("worker: {other:?} is not queued work"),
             }
             self.last_done = Some(Instant::now());
+            self.settle_owed = true;
         }
     }
 

@@ -18,6 +18,7 @@ struct Toy {
     interrupts: AtomicUsize,
     shutdown: Mutex<Option<bool>>,
     started: AtomicBool,
+    settles: AtomicUsize,
 }
 
 impl Handler for Toy {
@@ -87,6 +88,10 @@ impl Handler for Toy {
 
     fn shutdown(&self, restart: bool) {
         *self.shutdown.lock().unwrap() = Some(restart);
+    }
+
+    fn settled(&self) {
+        self.settles.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -174,6 +179,32 @@ fn execute_publishes_input_output_and_counts() {
     let reply = r.f.recv_shell_execute_reply(&id);
     assert_eq!(reply["execution_count"], 3);
     assert_eq!(reply["user_expressions"]["x"]["status"], "ok");
+}
+
+#[test]
+fn the_handler_settles_once_after_each_quiet_spell() {
+    let mut r = Rig::new();
+    let settles = |n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while r.toy.settles.load(Ordering::SeqCst) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        r.toy.settles.load(Ordering::SeqCst)
+    };
+    // Once after the start's idle work, once after each spell of requests, never in a spell.
+    assert_eq!(settles(1), 1);
+    for _ in 0..2 {
+        let id = r.f.send_execute_request("print hi");
+        r.f.recv_iopub_busy(&id);
+        r.f.recv_iopub_execute_input(&id);
+        assert_eq!(r.f.recv_iopub_stream(&id), "hi");
+        r.f.recv_iopub_idle(&id);
+        r.f.recv_shell_execute_reply(&id);
+    }
+    assert_eq!(settles(2), 2);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(r.toy.settles.load(Ordering::SeqCst), 2, "a quiet kernel settles once");
+    r.shutdown(false);
 }
 
 #[test]
