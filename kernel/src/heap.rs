@@ -27,12 +27,7 @@ pub fn hand_back() -> (u64, u64) {
 
 /// This process's resident memory in bytes (0 where /proc cannot say).
 pub fn resident() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()));
-    // SAFETY: sysconf only reads a constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    pages.unwrap_or(0) * page
+    dryml_sys::procfs::statm(std::process::id()).map_or(0, |m| m.resident)
 }
 
 #[cfg(test)]

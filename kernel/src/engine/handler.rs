@@ -86,7 +86,7 @@ impl Handler for JupyterHandler {
     fn settled(&self) {
         let started = std::time::Instant::now();
         let (before, after) = crate::heap::hand_back();
-        let size = |b: u64| dryml_sys::units::size(b);
+        let size = dryml_sys::units::size;
         tracing::debug!(
             "heap: {} of {} handed back in {:.1?}",
             size(before.saturating_sub(after)),

@@ -21,9 +21,22 @@ impl Ends {
         while self.stderr.try_recv().is_ok() {}
     }
 
+    /// Waits until the code just run has all its output published: cell end `end`'s syncs, or
+    /// without its number (outputs lost to an error), the next syncs for up to `unnumbered`
+    /// (`None`: no code ran, nothing to wait for).
+    pub fn settle(&self, end: Option<u64>, unnumbered: Option<Duration>) {
+        match (end, unnumbered) {
+            // Its syncs were written before evcxr heard of the end: only this process's threads
+            // are left to publish them, so a long limit costs a healthy cell nothing.
+            (Some(_), _) => self.wait(end, Duration::from_secs(10)),
+            (None, Some(limit)) => self.wait(None, limit),
+            (None, None) => true,
+        };
+    }
+
     /// Waits (up to `limit` in all) until cell end `end`'s stdout and stderr have both been
-    /// published; without its number (the code's outputs were lost), for the next syncs.
-    pub fn wait(&self, end: Option<u64>, limit: Duration) -> bool {
+    /// published; without its number, for the next syncs.
+    fn wait(&self, end: Option<u64>, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;
         let reached = |rx: &Receiver<u64>| loop {
             match rx.recv_deadline(deadline) {

@@ -332,12 +332,8 @@ impl Session {
         let was_quiet = self.state.set_quiet(true);
         self.ends.drain();
         let mut r = self.ctx.execute(code);
-        if let Ok(outputs) = &mut r {
-            match ends::take_end(outputs) {
-                Some(end) => self.ends.wait(Some(end), Duration::from_secs(10)),
-                None => runs_code(code) && self.ends.wait(None, Duration::from_millis(500)),
-            };
-        }
+        let end = r.as_mut().ok().and_then(ends::take_end);
+        self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
         self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
         for why in self.ctx.take_dropped() {
@@ -446,13 +442,7 @@ impl Session {
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks);
         }
-        if end.is_some() {
-            // Its syncs were written before evcxr heard of the end: only this process's
-            // threads are left to publish them.
-            self.ends.wait(end, Duration::from_secs(10));
-        } else if ran && runs_code(&code) {
-            self.ends.wait(None, Duration::from_secs(2));
-        }
+        self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended.interrupted {
             let killed = ended.killed;
             // Code that stopped on the interrupt may say what it did (a Slurm job cancelled).
