@@ -58,8 +58,9 @@ class Kernel:
     (kernel_info from `wait_for_ready`, interrupt and shutdown of a restart) and the parentless
     `iopub_welcome` and `starting` status."""
 
-    def __init__(self, env=None, wrap=None):
-        """`wrap`: a command the kernel is started under (`unshare ...`), as a container would."""
+    def __init__(self, env=None, wrap=None, log=None):
+        """`wrap`: a command the kernel is started under (`unshare ...`), as a container would;
+        `log`: a file its stderr (its log, at `DRYML_LOG`'s level) goes to."""
         from jupyter_client.manager import KernelManager
         self.expected = {}      # msg_id -> channel its reply comes on (None: none comes to us)
         self.iopub = {}         # msg_id -> [(arrival time, msg)] of requests not yet collected
@@ -73,7 +74,11 @@ class Kernel:
             spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
         if wrap:
             self.km.kernel_spec.argv = list(wrap) + self.km.kernel_spec.argv
-        self.km.start_kernel(**({"env": {**os.environ, **env}} if env else {}))
+        launch = {"env": {**os.environ, **env}} if env else {}
+        self.log = open(log, "w") if log else None
+        if self.log:
+            launch["stderr"] = self.log
+        self.km.start_kernel(**launch)
         self.kc = self.km.client()
         self.kc.start_channels()
         LIVE.add(self)
@@ -257,14 +262,16 @@ class Kernel:
             self.km.shutdown_kernel(now=True)
         else:
             self.km.cleanup_resources()
+        if self.log:
+            self.log.close()
 
 
 @contextmanager
-def running_kernel(env=None, wrap=None):
+def running_kernel(env=None, wrap=None, log=None):
     """The one way the tests start a kernel (`env` adds to ours; `wrap`, a command it starts
-    under). Leaving the block normally checks that nothing was left unread; the kernel is
-    stopped either way."""
-    k = Kernel(env, wrap)
+    under; `log`, a file for its stderr). Leaving the block normally checks that nothing was
+    left unread; the kernel is stopped either way."""
+    k = Kernel(env, wrap, log)
     try:
         yield k
         k.assert_drained()

@@ -160,6 +160,38 @@ def test_nothing_is_built_before_the_kernels_settings(tmp_path):
         assert cell_crates(cache) == crates
 
 
+# A first cell's untyped `let`s, and the types the analyzer gives them (evcxr's patch, eleventh part).
+FIRST_LETS = ('let a = vec![1u64, 2, 3];\nlet b = 5;\nlet c = 2.5;\nlet s = "hi";\nlet t = (1, \'x\');\n'
+              'let o = Some(3u8);\nlet bx = Box::new(2.0f32);\nlet ss = ["x"; 2];\n'
+              'struct P { x: i32 }\nlet p = vec![P { x: 2 }];\na.len()')
+FIRST_TYPES = {"a": "Vec<u64>", "b": "i32", "c": "f64", "s": "&str", "t": "(i32, char)", "o": "Option<u8>",
+               "bx": "Box<f32>", "ss": "[&str; 2]", "p": "Vec<P>"}
+
+
+def test_a_first_cells_untyped_lets_take_rustcs_types_while_the_analyzer_loads(tmp_path):
+    log = tmp_path / "kernel.log"
+    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log) as k:
+        # The kernel's first request: the analyzer's load (seconds) has only begun.
+        assert value(k, FIRST_LETS) == "3"
+        assert "Types from rustc" in log.read_text(), "rustc named the types, no analyzer waited for"
+        # A stored variable given a new type by a new `let`.
+        assert value(k, "let b = b as i64 * 2;\nb") == "10"
+        types = dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
+        assert types == {**FIRST_TYPES, "b": "i64"}, types
+        # Nothing of the probe shows: the user's own error, evcxr's messages.
+        for code, says in [('let z = 1;\nlet w: u8 = "no";', "expected `u8`, found `&str`"),
+                           ("let f = |x: i32| x + 1;", "is a closure, which cannot be persisted"),
+                           ('let q = "5".parse().unwrap();', "type annotations needed")]:
+            reply, _ = k.execute(code)
+            shown = reply["evalue"] + "\n".join(reply["traceback"])
+            assert reply["status"] == "error" and says in shown and "EvcxrTypeProbe" not in shown, (code, shown)
+        # A type rustc names by a path not in scope (`HashMap`) is the analyzer's, written out.
+        assert value(k, "let m = std::collections::HashMap::<u8, u8>::new();\nm.len()") == "0"
+        types = dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
+        assert types == {**FIRST_TYPES, "b": "i64", "m": "std::collections::HashMap<u8, u8>"}, types
+        assert value(k, "a.len() as i64 + p.len() as i64 + m.len() as i64 + b") == "14"
+
+
 def test_without_a_usable_cache_kernels_build_alone(tmp_path):
     with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
         assert "The build cache is off" in stdout_of(ok(k, "%cache"))
