@@ -320,6 +320,23 @@ def fake_gpu_kernel(fake_nvml_lib, tmp_path_factory):
     return start
 
 
+def analysis_pids(kernel_pid):
+    """The kernel's analysis processes (evcxr patch: started with EVCXR_ANALYSIS_ROOT)."""
+    pids = []
+    for task in Path(f"/proc/{kernel_pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                if b"EVCXR_ANALYSIS_ROOT=" in Path(f"/proc/{kid}/environ").read_bytes():
+                    pids.append(int(kid))
+            except OSError:
+                pass
+    return pids
+
+
 def stdout_of(msgs):
     return "".join(m["content"]["text"] for _, m in msgs
                    if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")

@@ -3,7 +3,7 @@ import os
 import signal
 import time
 
-from conftest import displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import analysis_pids, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -368,6 +368,51 @@ def test_tab_and_shift_tab_are_answered_while_a_cell_runs(kernel, tmp_path):
     ok(kernel, "let beside_later = 1;")
     r, _ = kernel.request("complete", "beside_la", 9, timeout=60)
     assert r["matches"] == ["beside_later"], r
+
+
+def types_of(k):
+    return dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
+
+
+def test_the_analysis_process_killed_mid_cell_changes_nothing_but_speed(tmp_path):
+    with running_kernel() as k:
+        ok(k, "let before_kill = vec![1u8, 2];")
+        r, _ = k.request("complete", "before_k", 8, timeout=120)
+        assert r["matches"] == ["before_kill"], r
+        [pid] = wait_for(lambda: analysis_pids(k.km.provisioner.process.pid), 60, "the analysis process")
+        go = tmp_path / "go"
+        running = started(k, f'println!("running"); while !std::path::Path::new("{go}").exists() '
+                             '{ std::thread::sleep(std::time::Duration::from_millis(20)); }')
+        os.kill(pid, signal.SIGKILL)
+        # Beside the running cell: a new analysis process loads and answers.
+        r, _ = k.request("complete", "before_k", 8, timeout=120)
+        assert r["matches"] == ["before_kill"], r
+        go.write_text("")
+        reply, _ = k.collect(running, timeout=60)
+        assert reply["status"] == "ok", reply
+        os.kill(wait_for(lambda: analysis_pids(k.km.provisioner.process.pid), 60, "a new analysis process")[0],
+                signal.SIGKILL)
+        # Between cells: an untyped `let` and a Shift+Tab, as before the kills.
+        assert value(k, "let after_kill = before_kill.len() * 2;\nafter_kill") == "4"
+        assert types_of(k) == {"before_kill": "Vec<u8>", "after_kill": "usize"}
+        r, _ = k.request("inspect", "before_kill", 5, 0, timeout=120)
+        assert r["found"] and r["data"] == {"text/plain": "before_kill: Vec<u8>"}, r
+
+
+def test_a_quiet_notebook_ends_its_analysis_process_and_the_next_cell_brings_it_back():
+    with running_kernel({"DRYML_ANALYSIS_IDLE_S": "2"}) as k:
+        kernel_pid = k.km.provisioner.process.pid
+        ok(k, "let kept = vec![1u8];")
+        r, _ = k.request("complete", "kep", 3, timeout=120)
+        assert r["matches"] == ["kept"], r
+        assert analysis_pids(kernel_pid), "the analysis process runs while the notebook is used"
+        wait_for(lambda: not analysis_pids(kernel_pid), 60, "the quiet notebook's analysis process to end")
+        # The next cell's untyped `let` is typed by rustc while a new analysis process loads.
+        assert value(k, "let again = kept.len() + 1;\nagain") == "2"
+        assert analysis_pids(kernel_pid), "the cell started the analysis process again"
+        r, _ = k.request("complete", "aga", 3, timeout=120)
+        assert r["matches"] == ["again"], r
+        assert types_of(k) == {"kept": "Vec<u8>", "again": "usize"}
 
 
 def test_inspection_at_detail_level_1_adds_a_variables_type_documentation(kernel):

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import analysis_pids, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 DEEP = 5000
 
@@ -297,11 +297,13 @@ def test_a_kernel_whose_server_is_killed_exits_with_its_child():
                 return False
 
         assert all(alive(p) for p in pids), "the kernel and its child run while their server does"
+        pids += wait_for(lambda: analysis_pids(pids[0]), 60, "the kernel's analysis process")
         server.send_signal(signal.SIGKILL)
         server.wait()
         t0 = time.time()
-        wait_for(lambda: not any(alive(p) for p in pids), 10, "the kernel and its child to exit after their server's SIGKILL")
-        print(f"kernel and child gone {time.time() - t0:.1f} s after the server's SIGKILL")
+        wait_for(lambda: not any(alive(p) for p in pids), 10,
+                 "the kernel, its child and its analysis process to exit after their server's SIGKILL")
+        print(f"kernel, child and analysis process gone {time.time() - t0:.1f} s after the server's SIGKILL")
     finally:
         server.kill()
         for p in pids:

@@ -1,14 +1,17 @@
 """What a notebook costs in memory beside the values it holds: the resident memory (RSS) of the
-kernel's own process (and, apart, of the child where cells run) ten seconds after five ordinary
-cells, plain, then naming `dryml`, then with a `tch` tensor; the kernel processes of 1, 2 and 4
-notebooks of one user open at once; and the launch-to-reply time of a cell sent the moment the
-kernel answers kernel_info (an untyped `let` and a typed one). Runs DRYML Rust and, when its
+kernel's own process (and, apart, of its analysis process and of the child where cells run) ten
+seconds after five ordinary cells, plain, then naming `dryml`, then with a `tch` tensor, and after
+the plain cells once the notebook has been quiet long enough for its analysis process to end
+(`DRYML_ANALYSIS_IDLE_S`, shortened here); the kernel processes (the kernel and its analysis
+process) of 1, 2 and 4 notebooks of one user open at once; and the launch-to-reply time of a cell
+sent the moment the kernel answers kernel_info (an untyped `let` and a typed one). Runs DRYML Rust and, when its
 kernelspec ("rust") is installed, evcxr_jupyter on the same cells (with tch by its `:dep`).
 The goals are issue 39's: 150 MiB plain, 250 MiB with tch, 100 MiB per further notebook, a reply
 within 1 s of the launch.
 Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|first] [--reps 3]
 """
 import argparse
+import os
 import statistics
 import time
 
@@ -52,12 +55,23 @@ class Kernel(bench_start.Kernel):
         return super().run(code, timeout)
 
     def memory(self):
-        """(the kernel's own RSS, its descendants' RSS)."""
+        """(the kernel's own RSS, its analysis process's, its other descendants')."""
         kids, todo = [], children(self.pid)
         while todo:
             kids.append(todo.pop())
             todo += children(kids[-1])
-        return rss(self.pid), sum(rss(p) for p in kids)
+        analysis = [p for p in kids if is_analysis(p)]
+        return (rss(self.pid), sum(rss(p) for p in analysis),
+                sum(rss(p) for p in kids if p not in analysis))
+
+
+def is_analysis(pid):
+    """Whether pid is a kernel's analysis process (started with EVCXR_ANALYSIS_ROOT)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return b"EVCXR_ANALYSIS_ROOT=" in f.read()
+    except OSError:
+        return False
 
 
 def settled(k, wait):
@@ -85,6 +99,17 @@ def rss_rows(name, evcxr, wait):
         k.close()
 
 
+def quiet_row(wait, idle=5):
+    """RSS after the plain cells once the notebook was quiet for `idle` s (its analysis ended)."""
+    k = Kernel("dryml-rust", {**os.environ, "DRYML_ANALYSIS_IDLE_S": str(idle)})
+    try:
+        for c in PLAIN:
+            k.run(c)
+        return (f"plain cells, then {idle} s quiet", settled(k, max(wait, idle + 5)))
+    finally:
+        k.close()
+
+
 def many(name, n, wait):
     """The kernel processes' RSS with n notebooks open, each after the plain cells."""
     ks = []
@@ -94,7 +119,7 @@ def many(name, n, wait):
             for c in PLAIN:
                 ks[-1].run(c)
         time.sleep(wait)
-        return sum(k.memory()[0] for k in ks)
+        return sum(sum(k.memory()[:2]) for k in ks)
     finally:
         for k in ks:
             k.close()
@@ -122,12 +147,16 @@ def main():
         else:
             print("evcxr_jupyter not installed (no 'rust' kernelspec): dryml-rust alone")
         if args.only in (None, "rss"):
-            print(f"RSS {args.wait:.0f} s after the cells (MiB): the kernel's own process, and its child(ren)")
+            print(f"RSS {args.wait:.0f} s after the cells (MiB): the kernel's own process, its analysis process,"
+                  " and its child(ren)")
             for label, name, evcxr in kernels:
-                for what, (own, child) in rss_rows(name, evcxr, args.wait):
-                    print(f"  {label:14} {what:40} kernel {own / MIB:6.0f}   child {child / MIB:6.0f}")
+                rows = rss_rows(name, evcxr, args.wait) + ([] if evcxr else [quiet_row(args.wait)])
+                for what, (own, analysis, child) in rows:
+                    print(f"  {label:14} {what:40} kernel {own / MIB:6.0f}   analysis {analysis / MIB:6.0f}"
+                          f"   child {child / MIB:6.0f}")
         if args.only in (None, "many"):
-            print("Kernel processes of n notebooks of one user, after the plain cells in each (MiB)")
+            print("Kernel processes (each kernel and its analysis process) of n notebooks of one user, after the"
+                  " plain cells in each (MiB)")
             for label, name, _ in kernels:
                 one = None
                 for n in (1, 2, 4):

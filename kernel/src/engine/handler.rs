@@ -10,6 +10,22 @@ use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// How long a notebook stays quiet (no cell, no Tab) before the analyzer's memory goes back:
+/// `DRYML_ANALYSIS_IDLE_S` seconds, 0 for never; ten minutes by default, a spell away from the
+/// notebook. The next cell loads it again beside itself (its types then come from rustc).
+fn analysis_idle() -> Option<Duration> {
+    const DEFAULT: u64 = 600;
+    let secs = match std::env::var("DRYML_ANALYSIS_IDLE_S") {
+        Ok(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
+            tracing::warn!("DRYML_ANALYSIS_IDLE_S={v:?} is not a number of seconds: {DEFAULT} s");
+            DEFAULT
+        }),
+        Err(_) => DEFAULT,
+    };
+    (secs > 0).then(|| Duration::from_secs(secs))
+}
 
 enum Slot {
     /// Not started yet: the scratch directory it will work in.
@@ -93,6 +109,20 @@ impl Handler for JupyterHandler {
             size(before),
             started.elapsed()
         );
+    }
+
+    fn dormant_after(&self) -> Option<Duration> {
+        analysis_idle()
+    }
+
+    fn dormant(&self) {
+        let released = match &mut *self.engine.lock().unwrap_or_else(PoisonError::into_inner) {
+            Slot::Ready(engine) => engine.release_analysis(),
+            _ => false,
+        };
+        if released {
+            tracing::info!("quiet for {:?}: the analyzer's process ended, its memory with it", analysis_idle());
+        }
     }
 
     fn work_arrived(&self) {

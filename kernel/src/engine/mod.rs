@@ -52,6 +52,15 @@ impl Engine {
         std::env::var_os("DRYML_NO_WARM_UP").is_none() && self.session.warm_up_step()
     }
 
+    /// Gives back the analyzer's memory until the next cell loads it again (the notebook was
+    /// left alone); false while it loads, or where evcxr could not start it again empty.
+    pub fn release_analysis(&mut self) -> bool {
+        self.session.evcxr().release_analysis().unwrap_or_else(|e| {
+            tracing::warn!("the analyzer was kept: {e}");
+            false
+        })
+    }
+
     /// Runs one execute request; its output has gone to `io` by the time this returns.
     pub fn execute(&mut self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
         // A test hook: the tests prove that a bug of ours (a panic here) costs one error reply,

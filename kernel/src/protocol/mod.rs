@@ -150,6 +150,14 @@ pub trait Handler: Send + Sync + 'static {
     /// The worker has been idle a while since its last request (and its idle work is over):
     /// the time to give memory back. Called once per quiet spell.
     fn settled(&self) {}
+    /// How long the worker stays quiet after its last request before [`Handler::dormant`];
+    /// None: never.
+    fn dormant_after(&self) -> Option<Duration> {
+        None
+    }
+    /// The worker has been quiet for [`Handler::dormant_after`]: what costs memory and can be
+    /// had again on demand may go. Called once per quiet spell.
+    fn dormant(&self) {}
     /// A request was queued for the worker (called from the socket task, at once): optional
     /// work under way should stop, so that the request does not wait for it.
     fn work_arrived(&self) {}

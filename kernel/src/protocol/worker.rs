@@ -83,6 +83,7 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
         starting.now.store(false, Ordering::SeqCst);
         // The first idle work waits as well: Run All's cells come right after the start.
         let last_done = Some(Instant::now());
+        let dormant_after = handler.dormant_after();
         let mut worker = Worker {
             handler,
             out,
@@ -91,6 +92,8 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
             execution_count: 0,
             idle_work: true,
             settle_owed: false,
+            dormant_owed: dormant_after.is_some(),
+            dormant_after: dormant_after.unwrap_or(Duration::MAX),
             last_done,
             running,
         };
@@ -130,6 +133,9 @@ struct Worker<H> {
     idle_work: bool,
     /// Requests were done since the handler last heard it had settled ([`Handler::settled`]).
     settle_owed: bool,
+    /// Requests were done since the handler last went dormant ([`Handler::dormant`]).
+    dormant_owed: bool,
+    dormant_after: Duration,
     /// When the last request was done.
     last_done: Option<Instant>,
     /// The execute under way ([`Queue::busy_again`]).
@@ -141,8 +147,9 @@ impl<H: Handler> Worker<H> {
         loop {
             let Work { msg, request } = match self.pending.pop_front() {
                 Some(m) => m,
-                None if self.idle_work || self.settle_owed => {
-                    let quiet = self.last_done.map_or(Duration::ZERO, |t| IDLE_AFTER.saturating_sub(t.elapsed()));
+                None if self.idle_work || self.settle_owed || self.dormant_owed => {
+                    let after = if self.idle_work || self.settle_owed { IDLE_AFTER } else { self.dormant_after };
+                    let quiet = self.last_done.map_or(Duration::ZERO, |t| after.saturating_sub(t.elapsed()));
                     match self.rx.recv_timeout(quiet) {
                         Ok(m) => m,
                         Err(RecvTimeoutError::Timeout) if self.idle_work => {
@@ -156,9 +163,17 @@ impl<H: Handler> Worker<H> {
                             self.settle_owed |= !self.idle_work;
                             continue;
                         }
-                        Err(RecvTimeoutError::Timeout) => {
+                        Err(RecvTimeoutError::Timeout) if self.settle_owed => {
                             self.settle_owed = false;
                             guarded(|| self.handler.settled(), |e| tracing::warn!("settling failed: {}", e.evalue));
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {
+                            self.dormant_owed = false;
+                            guarded(
+                                || self.handler.dormant(),
+                                |e| tracing::warn!("going dormant failed: {}", e.evalue),
+                            );
                             continue;
                         }
                         Err(RecvTimeoutError::Disconnected) => return,
@@ -181,6 +196,7 @@ impl<H: Handler> Worker<H> {
             }
             self.last_done = Some(Instant::now());
             self.settle_owed = true;
+            self.dormant_owed = self.dormant_after != Duration::MAX;
         }
     }
 

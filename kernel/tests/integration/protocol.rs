@@ -19,6 +19,7 @@ struct Toy {
     shutdown: Mutex<Option<bool>>,
     started: AtomicBool,
     settles: AtomicUsize,
+    dormants: AtomicUsize,
 }
 
 impl Handler for Toy {
@@ -93,6 +94,14 @@ impl Handler for Toy {
     fn settled(&self) {
         self.settles.fetch_add(1, Ordering::SeqCst);
     }
+
+    fn dormant_after(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::from_millis(2500))
+    }
+
+    fn dormant(&self) {
+        self.dormants.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// A toy kernel serving on its own thread, and a frontend connected to it.
@@ -104,6 +113,16 @@ struct Rig {
 }
 
 impl Rig {
+    /// Runs the toy's `print hi` and reads all it publishes and replies.
+    fn print_hi(&mut self) {
+        let id = self.f.send_execute_request("print hi");
+        self.f.recv_iopub_busy(&id);
+        self.f.recv_iopub_execute_input(&id);
+        assert_eq!(self.f.recv_iopub_stream(&id), "hi");
+        self.f.recv_iopub_idle(&id);
+        self.f.recv_shell_execute_reply(&id);
+    }
+
     fn new() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let info = connection_info(dir.path());
@@ -184,7 +203,7 @@ fn execute_publishes_input_output_and_counts() {
 #[test]
 fn the_handler_settles_once_after_each_quiet_spell() {
     let mut r = Rig::new();
-    let settles = |n: usize| {
+    let settles = |r: &Rig, n: usize| {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         while r.toy.settles.load(Ordering::SeqCst) < n && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -192,18 +211,34 @@ fn the_handler_settles_once_after_each_quiet_spell() {
         r.toy.settles.load(Ordering::SeqCst)
     };
     // Once after the start's idle work, once after each spell of requests, never in a spell.
-    assert_eq!(settles(1), 1);
+    assert_eq!(settles(&r, 1), 1);
     for _ in 0..2 {
-        let id = r.f.send_execute_request("print hi");
-        r.f.recv_iopub_busy(&id);
-        r.f.recv_iopub_execute_input(&id);
-        assert_eq!(r.f.recv_iopub_stream(&id), "hi");
-        r.f.recv_iopub_idle(&id);
-        r.f.recv_shell_execute_reply(&id);
+        r.print_hi();
     }
-    assert_eq!(settles(2), 2);
+    assert_eq!(settles(&r, 2), 2);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert_eq!(r.toy.settles.load(Ordering::SeqCst), 2, "a quiet kernel settles once");
+    r.shutdown(false);
+}
+
+#[test]
+fn the_handler_goes_dormant_once_after_each_long_quiet_spell() {
+    let mut r = Rig::new();
+    let count = |r: &Rig| r.toy.dormants.load(Ordering::SeqCst);
+    let dormants = |r: &Rig, n: usize| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while count(r) < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        count(r)
+    };
+    // After the start's quiet spell, after settling; then again only after another request.
+    assert_eq!(dormants(&r, 1), 1);
+    assert!(r.toy.settles.load(Ordering::SeqCst) >= 1, "settled before going dormant");
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    assert_eq!(count(&r), 1, "a quiet kernel goes dormant once");
+    r.print_hi();
+    assert_eq!(dormants(&r, 2), 2);
     r.shutdown(false);
 }
 
