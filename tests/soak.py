@@ -47,16 +47,25 @@ impl Build for SoakRun {
 POLL_LOOP = "while !dryml::interrupted() { std::thread::sleep(std::time::Duration::from_millis(5)); }"
 
 
+def rss_of(pid):
+    """A process's RSS in MiB (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS")), 0)
+    except OSError:
+        return 0
+
+
 def proc_figures(pid):
-    """(RSS MiB, open fds, threads) of a process."""
-    rss = threads = 0
+    """(RSS MiB, open fds, threads) of the kernel's process, and the RSS MiB of its analysis
+    process (evcxr's rust-analyzer, 0 while none runs)."""
+    threads = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("Threads"):
+            if line.startswith("Threads"):
                 threads = int(line.split()[1])
-    return rss, len(os.listdir(f"/proc/{pid}/fd")), threads
+    analysis = sum(rss_of(p) for p in conftest.analysis_pids(pid))
+    return rss_of(pid), len(os.listdir(f"/proc/{pid}/fd")), threads, analysis
 
 
 class Sampler(threading.Thread):
@@ -300,10 +309,9 @@ def soak(cells, seed=1, progress=False):
         pid = k.km.provisioner.process.pid
         reply, _ = k.execute(f'%repo open {repo_dir} --create', timeout=600)
         assert reply["status"] == "ok", reply
-        # The baseline is a settled kernel: a `let` without a written type waits for evcxr's
-        # analyzer, which loads the standard library into the kernel (about 450 MiB) on a
-        # thread of its own after the start, and, once a cell names `dryml`, dryml's crates
-        # (ndarray, csv, serde: about 100 MiB more). Those loads are not growth.
+        # The baseline is a settled kernel: evcxr's analyzer (its own process) loads the standard
+        # library (about 400 MiB) after the start, and, once a cell names `dryml`, dryml's
+        # crates (ndarray, csv, serde: about 100 MiB more). Those loads are not growth.
         reply, _ = k.execute('let soak_settled = dryml::ObjectDef::new("Settled", &1).is_ok();', timeout=600)
         assert reply["status"] == "ok", reply
         start = proc_figures(pid)
@@ -324,6 +332,9 @@ def soak(cells, seed=1, progress=False):
             "rss_mib": {"start": round(start[0]), "peak": round(max(x[1] for x in samples)), "end": round(end[0])},
             "fds": {"start": start[1], "peak": max(x[2] for x in samples), "end": end[1]},
             "threads": {"start": start[2], "peak": max(x[3] for x in samples), "end": end[2]},
+            "analysis_rss_mib": {"start": round(start[3]), "peak": round(max(x[4] for x in samples)),
+                                 "end": round(end[3])},
+            "kernel_and_analysis_peak_mib": round(max(x[1] + x[4] for x in samples)),
             "interrupt_to_reply_s": {"max": round(max(s.interrupt_waits, default=0), 2),
                                      "median": round(sorted(s.interrupt_waits)[len(s.interrupt_waits) // 2], 2)
                                      if s.interrupt_waits else 0},

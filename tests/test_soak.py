@@ -6,8 +6,11 @@ from soak import soak
 def test_a_short_soak_loses_no_reply_variable_or_object():
     figures = soak(cells=150, seed=2)
     assert figures["cells"] == 150 and figures["replies_missing"] == 0
-    # Growth over the settled start (10 MiB measured here), and the whole (632 MiB measured).
-    assert figures["rss_mib"]["peak"] - figures["rss_mib"]["start"] <= 100, figures["rss_mib"]
-    assert figures["rss_mib"]["peak"] <= 750, figures["rss_mib"]
+    # The kernel's own process: growth over the settled start (4 MiB measured here) and its
+    # whole (27 MiB measured; issue 39's goal is 150). With its analysis process, which holds
+    # evcxr's rust-analyzer: 641 MiB measured.
+    assert figures["rss_mib"]["peak"] - figures["rss_mib"]["start"] <= 30, figures["rss_mib"]
+    assert figures["rss_mib"]["peak"] <= 100, figures["rss_mib"]
+    assert figures["kernel_and_analysis_peak_mib"] <= 750, figures
     assert figures["fds"]["end"] <= figures["fds"]["start"] + 4, figures["fds"]
     assert figures["interrupt_to_reply_s"]["max"] < 2, figures["interrupt_to_reply_s"]

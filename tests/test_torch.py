@@ -23,6 +23,21 @@ def test_a_tch_cell_compiles_and_runs(kernel):
     assert got == "(6.0, false)", got
 
 
+def test_the_analysis_serves_tch_and_dryml_values(kernel):
+    # Untyped `let`s of a tch and a dryml type: rustc writes `Tensor` and `ObjectDef`, names not
+    # in the cell's scope, so their types are the analyzer's, from its own process.
+    ok(kernel, 'let tt = tch::Tensor::from_slice(&[1.0f32, 2.0]);\n'
+               'let made = dryml::ObjectDef::new("Analysed", &1).unwrap();', timeout=1200)
+    types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
+    assert types["tt"] == "tch::Tensor" and types["made"] == "dryml::ObjectDef", types
+    assert value(kernel, "(tt.size(), made.type_name.clone())") == '([2], "Analysed")'
+    r, _ = kernel.request("complete", "tt.su", 5, timeout=120)
+    assert any(m.startswith("sum(") or m == "sum" for m in r["matches"]), r["matches"]
+    code = "dryml::save_object"
+    r, _ = kernel.request("inspect", code, len(code), 1, timeout=120)
+    assert r["found"] and "written to a temporary file, synced, then renamed" in r["data"]["text/plain"], r
+
+
 LOADS_CUDA = 'std::fs::read_to_string("/proc/self/maps").unwrap().contains("libtorch_cuda")'
 ON_CUDA = "tch::Tensor::f_zeros([1], (tch::Kind::Float, tch::Device::Cuda(0))).map(|_| ()).unwrap_err().to_string()"
 
