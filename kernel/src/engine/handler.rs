@@ -121,7 +121,8 @@ impl Handler for JupyterHandler {
             _ => false,
         };
         if released {
-            tracing::info!("quiet for {:?}: the analyzer's process ended, its memory with it", analysis_idle());
+            let quiet = analysis_idle().unwrap_or_default();
+            tracing::info!("quiet for {quiet:?}: the analyzer's process ended, its memory with it");
         }
     }
 

@@ -468,8 +468,11 @@ impl Session {
         match result {
             Ok(outputs) => {
                 // evcxr's phases name where the types came from ("Types from rustc") and each try.
-                let phases: Vec<_> = outputs.phases.iter().map(|p| format!("{} {:?}", p.name, p.duration)).collect();
-                tracing::debug!(?phases, "cell built and run");
+                if tracing::enabled!(tracing::Level::DEBUG) {
+                    let phases: Vec<_> =
+                        outputs.phases.iter().map(|p| format!("{} {:?}", p.name, p.duration)).collect();
+                    tracing::debug!(?phases, "cell built and run");
+                }
                 self.took = outputs.timing;
                 Ok(output::mime_bundle(outputs))
             }
