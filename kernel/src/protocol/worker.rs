@@ -93,7 +93,7 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
             idle_work: true,
             settle_owed: false,
             dormant_owed: dormant_after.is_some(),
-            dormant_after: dormant_after.unwrap_or(Duration::MAX),
+            dormant_after,
             last_done,
             running,
         };
@@ -135,7 +135,7 @@ struct Worker<H> {
     settle_owed: bool,
     /// Requests were done since the handler last went dormant ([`Handler::dormant`]).
     dormant_owed: bool,
-    dormant_after: Duration,
+    dormant_after: Option<Duration>,
     /// When the last request was done.
     last_done: Option<Instant>,
     /// The execute under way ([`Queue::busy_again`]).
@@ -148,7 +148,10 @@ impl<H: Handler> Worker<H> {
             let Work { msg, request } = match self.pending.pop_front() {
                 Some(m) => m,
                 None if self.idle_work || self.settle_owed || self.dormant_owed => {
-                    let after = if self.idle_work || self.settle_owed { IDLE_AFTER } else { self.dormant_after };
+                    let after = match self.dormant_after {
+                        Some(dormant_after) if !self.idle_work && !self.settle_owed => dormant_after,
+                        _ => IDLE_AFTER,
+                    };
                     let quiet = self.last_done.map_or(Duration::ZERO, |t| after.saturating_sub(t.elapsed()));
                     match self.rx.recv_timeout(quiet) {
                         Ok(m) => m,
@@ -196,7 +199,7 @@ impl<H: Handler> Worker<H> {
             }
             self.last_done = Some(Instant::now());
             self.settle_owed = true;
-            self.dormant_owed = self.dormant_after != Duration::MAX;
+            self.dormant_owed = self.dormant_after.is_some();
         }
     }
 
