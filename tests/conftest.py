@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from procs import analysis_pids_in, environ_of
+
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
 # The mime type of the kernel's machine-readable display data (dryml::__kernel::display::DATA_MIME).
@@ -68,6 +70,9 @@ class Kernel:
         self.inputs = {}        # msg_id -> [input_request msg]
         self.jupyter_sent = set()
         self.km = KernelManager(kernel_name="dryml-rust")
+        # Its own analysis process (which the user's kernels share otherwise), so that one test
+        # can watch, kill or end it without reaching another's.
+        env = {"DRYML_ANALYSIS_DIR": tempfile.mkdtemp(prefix="dra-"), **(env or {})}
         if env:
             # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
             spec = self.km.kernel_spec
@@ -321,20 +326,10 @@ def fake_gpu_kernel(fake_nvml_lib, tmp_path_factory):
 
 
 def analysis_pids(kernel_pid):
-    """The kernel's analysis processes (evcxr patch: started with EVCXR_ANALYSIS_ROOT)."""
-    pids = []
-    for task in Path(f"/proc/{kernel_pid}/task").glob("*"):
-        try:
-            kids = (task / "children").read_text().split()
-        except OSError:
-            continue
-        for kid in kids:
-            try:
-                if b"EVCXR_ANALYSIS_ROOT=" in Path(f"/proc/{kid}/environ").read_bytes():
-                    pids.append(int(kid))
-            except OSError:
-                pass
-    return pids
+    """The analysis processes serving the kernel (evcxr patch: started with
+    EVCXR_ANALYSIS_SOCKET in the kernel's DRYML_ANALYSIS_DIR, the user's shared one by default)."""
+    return analysis_pids_in(environ_of(kernel_pid).get("DRYML_ANALYSIS_DIR")
+                            or f"{tempfile.gettempdir()}/dryml-kernel-{os.getuid()}")
 
 
 def stdout_of(msgs):

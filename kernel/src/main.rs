@@ -59,10 +59,10 @@ fn main() -> std::process::ExitCode {
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
     evcxr::runtime_hook();
-    if let Some(root) = std::env::var_os(evcxr::ANALYSIS_ROOT_ENV) {
-        // The kernel's analysis process (evcxr patch): one arena, as the kernel's.
+    if let Some(socket) = std::env::var_os(evcxr::ANALYSIS_SOCKET_ENV) {
+        // The user's analysis process (evcxr patch): one arena, as the kernel's.
         dryml_kernel::heap::one_arena();
-        evcxr::serve_analysis(std::path::Path::new(&root));
+        evcxr::serve_analysis(std::path::Path::new(&socket));
     }
     dryml_kernel::torch::setup_env();
     match run() {

@@ -8,7 +8,8 @@
 //! output socket, the pool's files, the
 //! last experiment's report, and evcxr's crate and final libraries (unless `EVCXR_TMPDIR` is set);
 //! what is compiled for them lives in the build cache. A clean
-//! shutdown removes it; each start removes those of dead pids.
+//! shutdown removes it; each start removes those of dead pids. The user's analysis process
+//! listens beside those directories ([`analysis_dir`]).
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -69,6 +70,23 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
     dryml_sys::fs::private_dir(&dir).with_context(|| format!("the kernel's scratch directory {}", dir.display()))?;
     hold(&dir)?;
     Ok(dir)
+}
+
+/// Where this user's kernels meet their shared analysis process (its socket, lock and log):
+/// `$DRYML_ANALYSIS_DIR`, else `<tmp>/dryml-kernel-<uid>`; None, the process then this kernel's
+/// alone, where that directory is not this user's only.
+pub fn analysis_dir() -> Option<PathBuf> {
+    let dir = match std::env::var_os("DRYML_ANALYSIS_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::temp_dir().join(format!("dryml-kernel-{}", unsafe { libc::getuid() })),
+    };
+    match dryml_sys::fs::private_dir(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) => {
+            tracing::warn!("{e}; this kernel's analysis process is its own");
+            None
+        }
+    }
 }
 
 /// The file in a scratch directory its kernel keeps flocked for its whole life.

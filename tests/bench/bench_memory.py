@@ -2,24 +2,30 @@
 kernel's own process (and, apart, of its analysis process and of the child where cells run) ten
 seconds after five ordinary cells, plain, then naming `dryml`, then with a `tch` tensor, and after
 the plain cells once the notebook has been quiet long enough for its analysis process to end
-(`DRYML_ANALYSIS_IDLE_S`, shortened here); the kernel processes (the kernel and its analysis
-process) of 1, 2 and 4 notebooks of one user open at once; and the launch-to-reply time of a cell
-sent the moment the kernel answers kernel_info (an untyped `let` and a typed one). Runs DRYML Rust and, when its
-kernelspec ("rust") is installed, evcxr_jupyter on the same cells (with tch by its `:dep`).
-The goals are issue 39's: 150 MiB plain, 250 MiB with tch, 100 MiB per further notebook, a reply
-within 1 s of the launch.
+(`DRYML_ANALYSIS_IDLE_S`, shortened here); the kernel processes (each kernel, and the one
+analysis process a user's kernels share) of 1, 2 and 4 notebooks of one user open at once; and
+the launch-to-reply time of a cell sent the moment the kernel answers kernel_info (an untyped
+`let` and a typed one). Runs DRYML Rust and, when its kernelspec ("rust") is installed,
+evcxr_jupyter on the same cells (with tch by its `:dep`). The goals are issue 39's: 150 MiB
+plain, 250 MiB with tch, 100 MiB per further notebook, a reply within 1 s of the launch.
 Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|first] [--reps 3]
 """
 import argparse
 import os
 import statistics
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 from jupyter_client.kernelspec import KernelSpecManager
 
 import bench_start
 from bench_experiments import children, pid_of
 from kernelspec import TCH_DEP, private_kernelspec, torch_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from procs import analysis_pids_in  # noqa: E402 (tests/, beside the bench)
 
 MIB = 1 << 20
 PLAIN = [
@@ -44,10 +50,12 @@ def rss(pid):
 
 
 class Kernel(bench_start.Kernel):
-    """bench_start's kernel, with its process and its descendants' memory."""
+    """bench_start's kernel, with its process and its descendants' memory; a DRYML Rust kernel
+    meets its analysis process in `analysis_dir` (one of its own unless given)."""
 
-    def __init__(self, name, env=None):
-        super().__init__(name, env)
+    def __init__(self, name, env=None, analysis_dir=None):
+        self.analysis_dir = analysis_dir or tempfile.mkdtemp(prefix="dra-")
+        super().__init__(name, {**(env or os.environ), "DRYML_ANALYSIS_DIR": self.analysis_dir})
         self.pid = pid_of(self.km)
 
     def run(self, code, timeout=1800):
@@ -55,23 +63,14 @@ class Kernel(bench_start.Kernel):
         return super().run(code, timeout)
 
     def memory(self):
-        """(the kernel's own RSS, its analysis process's, its other descendants')."""
+        """(the kernel's own RSS, its analysis process's, its descendants' but that)."""
         kids, todo = [], children(self.pid)
         while todo:
             kids.append(todo.pop())
             todo += children(kids[-1])
-        analysis = [p for p in kids if is_analysis(p)]
+        analysis = analysis_pids_in(self.analysis_dir)
         return (rss(self.pid), sum(rss(p) for p in analysis),
                 sum(rss(p) for p in kids if p not in analysis))
-
-
-def is_analysis(pid):
-    """Whether pid is a kernel's analysis process (started with EVCXR_ANALYSIS_ROOT)."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return b"EVCXR_ANALYSIS_ROOT=" in f.read()
-    except OSError:
-        return False
 
 
 def settled(k, wait):
@@ -110,16 +109,27 @@ def quiet_row(wait, idle=5):
         k.close()
 
 
-def many(name, n, wait):
-    """The kernel processes' RSS with n notebooks open, each after the plain cells."""
-    ks = []
+def many(name, n, wait, apart):
+    """The kernel processes' RSS with n notebooks open, each after the plain cells, opened one
+    after another (`apart`: each once the one before was settled; else at once), and then after
+    one more cell in each (the notebooks in use)."""
+    ks, shared = [], tempfile.mkdtemp(prefix="dra-")
+
+    def total():
+        time.sleep(wait)
+        # The user's one analysis process, counted once.
+        return sum(k.memory()[0] for k in ks) + sum(rss(p) for p in analysis_pids_in(shared))
     try:
-        for _ in range(n):
-            ks.append(Kernel(name))
+        for i in range(n):
+            if apart and i:
+                time.sleep(wait)
+            ks.append(Kernel(name, analysis_dir=shared))
             for c in PLAIN:
                 ks[-1].run(c)
-        time.sleep(wait)
-        return sum(sum(k.memory()[:2]) for k in ks)
+        opened = total()
+        for k in ks:
+            k.run("let w = v.len() + 1;")
+        return opened, total()
     finally:
         for k in ks:
             k.close()
@@ -155,15 +165,18 @@ def main():
                     print(f"  {label:14} {what:40} kernel {own / MIB:6.0f}   analysis {analysis / MIB:6.0f}"
                           f"   child {child / MIB:6.0f}")
         if args.only in (None, "many"):
-            print("Kernel processes (each kernel and its analysis process) of n notebooks of one user, after the"
+            print("Kernel processes (each kernel, and the analysis process they share) of n notebooks of one user, after the"
                   " plain cells in each (MiB)")
             for label, name, _ in kernels:
-                one = None
-                for n in (1, 2, 4):
-                    total = many(name, n, args.wait)
-                    one = one or total
-                    extra = (total - one) / (n - 1) / MIB if n > 1 else 0
-                    print(f"  {label:14} {n} notebooks: {total / MIB:6.0f} in all, {extra:5.0f} per notebook after the first")
+                for apart in (True, False):
+                    one = None
+                    for n in (1, 2, 4):
+                        got = many(name, n, args.wait, apart)
+                        one = one or got
+                        for what, total, first in zip(("opened", "in use"), got, one):
+                            extra = (total - first) / (n - 1) / MIB if n > 1 else 0
+                            print(f"  {label:14} {n} notebooks {'one by one' if apart else 'at once':10} {what:6}:"
+                                  f" {total / MIB:6.0f} in all, {extra:5.0f} per notebook after the first")
         if args.only in (None, "first"):
             print(f"A cell sent as kernel_info answers: launch to its reply (medians of {args.reps})")
             for label, name, _ in kernels:

@@ -120,11 +120,11 @@ impl Session {
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            // The analyzer's hundreds of MiB in a process of its own (this binary, see `main`;
-            // /proc/self/exe is it even after a rebuild replaced the file), which a quiet notebook
-            // ends. `DRYML_ANALYSIS=in-process` keeps it in the kernel.
+            // The analyzer's hundreds of MiB in a process the user's kernels share (this binary,
+            // see `main`; /proc/self/exe is it even after a rebuild replaced the file), which a
+            // quiet notebook leaves. `DRYML_ANALYSIS=in-process` keeps it in the kernel.
             if std::env::var("DRYML_ANALYSIS").as_deref() != Ok("in-process") {
-                ctx.use_analysis_process("/proc/self/exe".into());
+                ctx.use_analysis_process("/proc/self/exe".into(), crate::paths::analysis_dir());
             }
             Ok(())
         })

@@ -1,0 +1,24 @@
+"""Processes as /proc shows them, for the suite and the benchmarks alike: a process's environment,
+and the analysis processes listening in a directory."""
+from pathlib import Path
+
+
+def environ_of(pid):
+    """A process's environment, {} where it is gone or not ours to read."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(v.split("=", 1) for v in raw.decode(errors="replace").split("\0") if "=" in v)
+
+
+def analysis_pids_in(dir):
+    """The analysis processes listening in `dir` (a DRYML_ANALYSIS_DIR; evcxr patch: each started
+    with EVCXR_ANALYSIS_SOCKET naming its socket there)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            socket = environ_of(proc.name).get("EVCXR_ANALYSIS_SOCKET")
+            if socket and Path(socket).parent == Path(dir):
+                pids.append(int(proc.name))
+    return pids
