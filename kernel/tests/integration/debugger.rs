@@ -32,6 +32,9 @@ impl RealKernel {
             .env("DRYML_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")
             .env("DRYML_HISTORY_FILE", dir.path().join("history.sqlite"))
             .env("DRYML_NO_WARM_UP", "1")
+            // Its own analysis process, as each kernel of tests/conftest.py: these tests run
+            // at once, and a kernel's analysis waits behind another's in a shared one.
+            .env("DRYML_ANALYSIS_DIR", dir.path())
             .spawn()
             .unwrap();
         // Its ipc endpoints exist once it has bound them.
