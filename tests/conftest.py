@@ -72,7 +72,8 @@ class Kernel:
         self.km = KernelManager(kernel_name="dryml-rust")
         # Its own analysis process (which the user's kernels share otherwise), so that one test
         # can watch, kill or end it without reaching another's.
-        env = {"DRYML_ANALYSIS_DIR": tempfile.mkdtemp(prefix="dra-"), **(env or {})}
+        self.analysis_dir = None if "DRYML_ANALYSIS_DIR" in (env or {}) else tempfile.mkdtemp(prefix="dra-")
+        env = {**({"DRYML_ANALYSIS_DIR": self.analysis_dir} if self.analysis_dir else {}), **(env or {})}
         if env:
             # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
             spec = self.km.kernel_spec
@@ -269,6 +270,9 @@ class Kernel:
             self.km.cleanup_resources()
         if self.log:
             self.log.close()
+        if self.analysis_dir:
+            # Its process, if still ending, keeps its open files; nothing else reads them.
+            shutil.rmtree(self.analysis_dir, ignore_errors=True)
 
 
 @contextmanager

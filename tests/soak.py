@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import conftest  # noqa: E402
 from conftest import Kernel, of_type, stderr_of, stdout_of  # noqa: E402
+from procs import command_of, rss_mib  # noqa: E402
 
 TYPES = """use dryml::{Build, Meta, Object, State};
 use dryml::objects::ObjectError;
@@ -47,15 +48,6 @@ impl Build for SoakRun {
 POLL_LOOP = "while !dryml::interrupted() { std::thread::sleep(std::time::Duration::from_millis(5)); }"
 
 
-def rss_of(pid):
-    """A process's RSS in MiB (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS")), 0)
-    except OSError:
-        return 0
-
-
 def proc_figures(pid):
     """(RSS MiB, open fds, threads) of the kernel's process, and the RSS MiB of its analysis
     process (evcxr's rust-analyzer, 0 while none runs)."""
@@ -64,8 +56,13 @@ def proc_figures(pid):
         for line in f:
             if line.startswith("Threads"):
                 threads = int(line.split()[1])
-    analysis = sum(rss_of(p) for p in conftest.analysis_pids(pid))
-    return rss_of(pid), len(os.listdir(f"/proc/{pid}/fd")), threads, analysis
+    analysis = sum(rss_mib(p) for p in conftest.analysis_pids(pid))
+    return rss_mib(pid), len(os.listdir(f"/proc/{pid}/fd")), threads, analysis
+
+
+def analysis_parts(pid):
+    """Each process counted as the kernel's analysis: [pid, command, RSS MiB]."""
+    return [[p, command_of(p), round(rss_mib(p))] for p in conftest.analysis_pids(pid)]
 
 
 class Sampler(threading.Thread):
@@ -73,11 +70,15 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.every, self.samples, self.stop = pid, every, [], threading.Event()
         self.t0 = time.time()
+        self.peak_parts = (0, [])  # (kernel and analysis MiB, analysis_parts) at the highest
 
     def run(self):
         while not self.stop.wait(self.every):
             try:
-                self.samples.append((round(time.time() - self.t0, 1), *proc_figures(self.pid)))
+                sample = (round(time.time() - self.t0, 1), *proc_figures(self.pid))
+                self.samples.append(sample)
+                if sample[1] + sample[4] > self.peak_parts[0]:
+                    self.peak_parts = (sample[1] + sample[4], analysis_parts(self.pid))
             except OSError:
                 return
 
@@ -335,6 +336,8 @@ def soak(cells, seed=1, progress=False):
             "analysis_rss_mib": {"start": round(start[3]), "peak": round(max(x[4] for x in samples)),
                                  "end": round(end[3])},
             "kernel_and_analysis_peak_mib": round(max(x[1] + x[4] for x in samples)),
+            # What made up the analysis at that peak (more than one server would be a bug).
+            "analysis_at_peak": sampler.peak_parts[1],
             "interrupt_to_reply_s": {"max": round(max(s.interrupt_waits, default=0), 2),
                                      "median": round(sorted(s.interrupt_waits)[len(s.interrupt_waits) // 2], 2)
                                      if s.interrupt_waits else 0},

@@ -417,29 +417,30 @@ def test_a_quiet_notebook_ends_its_analysis_process_and_the_next_cell_brings_it_
 
 
 def test_a_users_kernels_share_one_analysis_process_that_ends_with_the_last():
-    shared = {"DRYML_ANALYSIS_DIR": tempfile.mkdtemp(prefix="dra-")}
-    with running_kernel(shared) as a, running_kernel(shared) as b:
-        ok(a, "let only_in_a = vec![1u8];")
-        ok(b, "struct OnlyInB { n: u32 }\nlet only_in_b = OnlyInB { n: 3 };")
-        for k, name in [(a, "only_in_a"), (b, "only_in_b"), (a, "only_in_a")]:
-            r, _ = k.request("complete", "only_in_", 8, timeout=120)
-            assert r["matches"] == [name], r
-        [pid] = analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])
-        assert analysis_pids(a.km.provisioner.process.pid) == analysis_pids(b.km.provisioner.process.pid) == [pid]
-        assert types_of(a) == {"only_in_a": "Vec<u8>"}
-        assert types_of(b) == {"only_in_b": "OnlyInB"}
-        # One kernel killed: the process goes on for the other, which sees only its own crate.
-        a_pid = a.km.provisioner.process.pid
-        os.kill(a_pid, signal.SIGKILL)
-        wait_for(lambda: not a.km.is_alive(), 30, "the killed kernel to end")
-        assert value(b, "let untyped_b = only_in_b.n + 1;\nuntyped_b") == "4"
-        assert types_of(b) == {"only_in_b": "OnlyInB", "untyped_b": "u32"}
-        r, _ = b.request("complete", "only_in_", 8, timeout=120)
-        assert r["matches"] == ["only_in_b"], r
-        r, _ = b.request("inspect", "only_in_b", 5, 0, timeout=120)
-        assert r["found"] and r["data"] == {"text/plain": "only_in_b: OnlyInB"}, r
-        assert analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]) == [pid]
-    wait_for(lambda: not analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), 30, "the analysis process to end with the last kernel")
+    with tempfile.TemporaryDirectory(prefix="dra-", ignore_cleanup_errors=True) as shared_dir:
+        shared = {"DRYML_ANALYSIS_DIR": shared_dir}
+        with running_kernel(shared) as a, running_kernel(shared) as b:
+            ok(a, "let only_in_a = vec![1u8];")
+            ok(b, "struct OnlyInB { n: u32 }\nlet only_in_b = OnlyInB { n: 3 };")
+            for k, name in [(a, "only_in_a"), (b, "only_in_b"), (a, "only_in_a")]:
+                r, _ = k.request("complete", "only_in_", 8, timeout=120)
+                assert r["matches"] == [name], r
+            [pid] = analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])
+            assert analysis_pids(a.km.provisioner.process.pid) == analysis_pids(b.km.provisioner.process.pid) == [pid]
+            assert types_of(a) == {"only_in_a": "Vec<u8>"}
+            assert types_of(b) == {"only_in_b": "OnlyInB"}
+            # One kernel killed: the process goes on for the other, which sees only its own crate.
+            a_pid = a.km.provisioner.process.pid
+            os.kill(a_pid, signal.SIGKILL)
+            wait_for(lambda: not a.km.is_alive(), 30, "the killed kernel to end")
+            assert value(b, "let untyped_b = only_in_b.n + 1;\nuntyped_b") == "4"
+            assert types_of(b) == {"only_in_b": "OnlyInB", "untyped_b": "u32"}
+            r, _ = b.request("complete", "only_in_", 8, timeout=120)
+            assert r["matches"] == ["only_in_b"], r
+            r, _ = b.request("inspect", "only_in_b", 5, 0, timeout=120)
+            assert r["found"] and r["data"] == {"text/plain": "only_in_b: OnlyInB"}, r
+            assert analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]) == [pid]
+        wait_for(lambda: not analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), 30, "the analysis process to end with the last kernel")
 
 
 def test_inspection_at_detail_level_1_adds_a_variables_type_documentation(kernel):

@@ -25,7 +25,7 @@ from bench_experiments import children, pid_of
 from kernelspec import TCH_DEP, private_kernelspec, torch_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from procs import analysis_pids_in  # noqa: E402 (tests/, beside the bench)
+from procs import analysis_pids_in, rss_mib  # noqa: E402 (tests/, beside the bench)
 
 MIB = 1 << 20
 PLAIN = [
@@ -42,11 +42,7 @@ FIRST = {"untyped": "let a = vec![1u64, 2, 3];\na.len()", "typed": "let a: Vec<u
 
 def rss(pid):
     """Resident memory of a process, in bytes (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
-    except (OSError, StopIteration):
-        return 0
+    return rss_mib(pid) * 1024 * 1024
 
 
 class Kernel(bench_start.Kernel):
