@@ -1,10 +1,11 @@
 """End-to-end tests: the real dryml-kernel binary over real signed ZeroMQ messages."""
 import os
 import signal
+import subprocess
 import tempfile
 import time
 
-from conftest import analysis_pids, analysis_pids_in, displays, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import analysis_pids, analysis_pids_in, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
@@ -440,6 +441,16 @@ def test_a_users_kernels_share_one_analysis_process_that_ends_with_the_last():
             r, _ = b.request("inspect", "only_in_b", 5, 0, timeout=120)
             assert r["found"] and r["data"] == {"text/plain": "only_in_b: OnlyInB"}, r
             assert analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]) == [pid]
+            # A kernel whose environment picks another toolchain (here the same one, named) gets
+            # a process of its own: the process runs cargo and rustc with its starter's.
+            toolchain = subprocess.run(["rustup", "show", "active-toolchain"], capture_output=True, text=True,
+                                       check=True).stdout.split()[0]
+            with running_kernel({**shared, "RUSTUP_TOOLCHAIN": toolchain}) as c:
+                ok(c, "let only_in_c = 5u16;")
+                r, _ = c.request("complete", "only_in_", 8, timeout=120)
+                assert r["matches"] == ["only_in_c"], r
+                sockets = {environ_of(p).get("EVCXR_ANALYSIS_SOCKET") for p in analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])}
+                assert len(sockets) == 2 and pid in analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), sockets
         wait_for(lambda: not analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), 30, "the analysis process to end with the last kernel")
 
 

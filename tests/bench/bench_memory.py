@@ -3,18 +3,20 @@ kernel's own process (and, apart, of its analysis process and of the child where
 seconds after five ordinary cells, plain, then naming `dryml`, then with a `tch` tensor, and after
 the plain cells once the notebook has been quiet long enough for its analysis process to end
 (`DRYML_ANALYSIS_IDLE_S`, shortened here); the kernel processes (each kernel, and the one
-analysis process a user's kernels share) of 1, 2 and 4 notebooks of one user open at once; and
+analysis process a user's kernels share) of 1, 2 and 4 notebooks of one user open at once; how
+long a Tab in one notebook takes while another opens (the analysis process loading its crate); and
 the launch-to-reply time of a cell sent the moment the kernel answers kernel_info (an untyped
 `let` and a typed one). Runs DRYML Rust and, when its kernelspec ("rust") is installed,
 evcxr_jupyter on the same cells (with tch by its `:dep`). The goals are issue 39's: 150 MiB
 plain, 250 MiB with tch, 100 MiB per further notebook, a reply within 1 s of the launch.
-Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|first] [--reps 3]
+Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|tab|first] [--reps 3]
 """
 import argparse
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -131,6 +133,46 @@ def many(name, n, wait, apart):
             k.close()
 
 
+def tab_while_another_opens(name, wait):
+    """Seconds each Tab took in a settled notebook (every 50 ms, its median and its longest)
+    while a second notebook of the user opened and named `dryml`: the analysis process loaded
+    the second's crate twice meanwhile."""
+    shared = tempfile.mkdtemp(prefix="dra-")
+    a = Kernel(name, analysis_dir=shared)
+    try:
+        for c in PLAIN:
+            a.run(c)
+        tab(a)
+        time.sleep(wait)
+        opened = threading.Event()
+
+        def open_another():
+            b = Kernel(name, analysis_dir=shared)
+            try:
+                for c in PLAIN[:2] + ["let d = dryml::ObjectDef::new(\"Tab\", &1).is_ok();"]:
+                    b.run(c)
+                time.sleep(2)
+            finally:
+                opened.set()
+                b.close()
+        threading.Thread(target=open_another, daemon=True).start()
+        took = []
+        while not opened.is_set():
+            took.append(tab(a))
+            time.sleep(0.05)
+        return statistics.median(took), max(took), len(took)
+    finally:
+        a.close()
+
+
+def tab(k):
+    """Seconds a completion of `v.` took."""
+    t = time.perf_counter()
+    k.kc.complete("v.", 2)
+    k.kc.get_shell_msg(timeout=120)
+    return time.perf_counter() - t
+
+
 def first_reply(name, code):
     """Seconds from the launch to the reply of a cell sent as kernel_info answers."""
     k = Kernel(name)
@@ -142,7 +184,7 @@ def first_reply(name, code):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["rss", "many", "first"])
+    ap.add_argument("--only", choices=["rss", "many", "tab", "first"])
     ap.add_argument("--reps", type=int, default=3, help="runs of each launch-to-reply time (medians)")
     ap.add_argument("--wait", type=float, default=10.0, help="seconds to let a kernel settle before reading")
     args = ap.parse_args()
@@ -173,6 +215,11 @@ def main():
                             extra = (total - first) / (n - 1) / MIB if n > 1 else 0
                             print(f"  {label:14} {n} notebooks {'one by one' if apart else 'at once':10} {what:6}:"
                                   f" {total / MIB:6.0f} in all, {extra:5.0f} per notebook after the first")
+        if args.only in (None, "tab"):
+            print("A Tab in a settled notebook while another notebook of the user opens (seconds)")
+            for label, name, _ in kernels:
+                median, longest, n = tab_while_another_opens(name, args.wait)
+                print(f"  {label:14} median {median:5.3f}   longest {longest:5.3f}   ({n} Tabs)")
         if args.only in (None, "first"):
             print(f"A cell sent as kernel_info answers: launch to its reply (medians of {args.reps})")
             for label, name, _ in kernels:
