@@ -147,14 +147,16 @@ def tab_while_another_opens(name, wait):
         opened = threading.Event()
 
         def open_another():
-            b = Kernel(name, analysis_dir=shared)
+            b = None
             try:
+                b = Kernel(name, analysis_dir=shared)
                 for c in PLAIN[:2] + ["let d = dryml::ObjectDef::new(\"Tab\", &1).is_ok();"]:
                     b.run(c)
                 time.sleep(2)
             finally:
                 opened.set()
-                b.close()
+                if b:
+                    b.close()
         threading.Thread(target=open_another, daemon=True).start()
         took = []
         while not opened.is_set():
