@@ -49,20 +49,16 @@ POLL_LOOP = "while !dryml::interrupted() { std::thread::sleep(std::time::Duratio
 
 
 def proc_figures(pid):
-    """(RSS MiB, open fds, threads) of the kernel's process, and the RSS MiB of its analysis
-    process (evcxr's rust-analyzer, 0 while none runs)."""
+    """(RSS MiB, open fds, threads) of the kernel's process, the RSS MiB of its analysis process
+    (evcxr's rust-analyzer, 0 while none runs), and each process counted there: [pid, command,
+    RSS MiB]."""
     threads = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             if line.startswith("Threads"):
                 threads = int(line.split()[1])
-    analysis = sum(rss_mib(p) for p in conftest.analysis_pids(pid))
-    return rss_mib(pid), len(os.listdir(f"/proc/{pid}/fd")), threads, analysis
-
-
-def analysis_parts(pid):
-    """Each process counted as the kernel's analysis: [pid, command, RSS MiB]."""
-    return [[p, command_of(p), round(rss_mib(p))] for p in conftest.analysis_pids(pid)]
+    parts = [[p, command_of(p), rss_mib(p)] for p in conftest.analysis_pids(pid)]
+    return rss_mib(pid), len(os.listdir(f"/proc/{pid}/fd")), threads, sum(p[2] for p in parts), parts
 
 
 class Sampler(threading.Thread):
@@ -70,15 +66,15 @@ class Sampler(threading.Thread):
         super().__init__(daemon=True)
         self.pid, self.every, self.samples, self.stop = pid, every, [], threading.Event()
         self.t0 = time.time()
-        self.peak_parts = (0, [])  # (kernel and analysis MiB, analysis_parts) at the highest
+        self.peak_parts = (0, [])  # (kernel and analysis MiB, the analysis's parts) at the highest
 
     def run(self):
         while not self.stop.wait(self.every):
             try:
-                sample = (round(time.time() - self.t0, 1), *proc_figures(self.pid))
-                self.samples.append(sample)
+                *sample, parts = (round(time.time() - self.t0, 1), *proc_figures(self.pid))
+                self.samples.append(tuple(sample))
                 if sample[1] + sample[4] > self.peak_parts[0]:
-                    self.peak_parts = (sample[1] + sample[4], analysis_parts(self.pid))
+                    self.peak_parts = (sample[1] + sample[4], parts)
             except OSError:
                 return
 
@@ -326,7 +322,7 @@ def soak(cells, seed=1, progress=False):
         sampler.join()
         end = proc_figures(pid)
         k.assert_drained()
-        samples = sampler.samples or [(0, *end)]
+        samples = sampler.samples or [(0, *end[:4])]
         return {
             "cells": s.n, "seconds": round(took), "kinds": dict(s.counts), "objects": s.added,
             "kept_variables": len(s.kept), "replies_missing": 0,
@@ -337,7 +333,7 @@ def soak(cells, seed=1, progress=False):
                                  "end": round(end[3])},
             "kernel_and_analysis_peak_mib": round(max(x[1] + x[4] for x in samples)),
             # What made up the analysis at that peak (more than one server would be a bug).
-            "analysis_at_peak": sampler.peak_parts[1],
+            "analysis_at_peak": [[p, command, round(mib)] for p, command, mib in sampler.peak_parts[1]],
             "interrupt_to_reply_s": {"max": round(max(s.interrupt_waits, default=0), 2),
                                      "median": round(sorted(s.interrupt_waits)[len(s.interrupt_waits) // 2], 2)
                                      if s.interrupt_waits else 0},

@@ -449,8 +449,9 @@ def test_a_users_kernels_share_one_analysis_process_that_ends_with_the_last():
                 ok(c, "let only_in_c = 5u16;")
                 r, _ = c.request("complete", "only_in_", 8, timeout=120)
                 assert r["matches"] == ["only_in_c"], r
-                sockets = {environ_of(p).get("EVCXR_ANALYSIS_SOCKET") for p in analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])}
-                assert len(sockets) == 2 and pid in analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), sockets
+                both = analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])
+                sockets = {environ_of(p).get("EVCXR_ANALYSIS_SOCKET") for p in both}
+                assert len(sockets) == 2 and pid in both, sockets
         wait_for(lambda: not analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), 30, "the analysis process to end with the last kernel")
 
 

@@ -29,7 +29,6 @@ from kernelspec import TCH_DEP, private_kernelspec, torch_env
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from procs import analysis_pids_in, rss_mib  # noqa: E402 (tests/, beside the bench)
 
-MIB = 1 << 20
 PLAIN = [
     "let v: Vec<u64> = (0..1000).collect();",
     "struct Point { x: f64, y: f64 }\nlet p = Point { x: 1.0, y: 2.0 };",
@@ -40,11 +39,6 @@ PLAIN = [
 DRYML = "use dryml::models::linfa::iris;\niris().count().unwrap()"
 TCH = "let t = tch::Tensor::from_slice(&[1.0f32, 2.0, 3.0]);\nt.sum(tch::Kind::Float).double_value(&[])"
 FIRST = {"untyped": "let a = vec![1u64, 2, 3];\na.len()", "typed": "let a: Vec<u64> = vec![1, 2, 3];\na.len()"}
-
-
-def rss(pid):
-    """Resident memory of a process, in bytes (0 once it is gone)."""
-    return rss_mib(pid) * 1024 * 1024
 
 
 class Kernel(bench_start.Kernel):
@@ -61,14 +55,14 @@ class Kernel(bench_start.Kernel):
         return super().run(code, timeout)
 
     def memory(self):
-        """(the kernel's own RSS, its analysis process's, its descendants' but that)."""
+        """(the kernel's own RSS, its analysis process's, its descendants' but that), in MiB."""
         kids, todo = [], children(self.pid)
         while todo:
             kids.append(todo.pop())
             todo += children(kids[-1])
         analysis = analysis_pids_in(self.analysis_dir)
-        return (rss(self.pid), sum(rss(p) for p in analysis),
-                sum(rss(p) for p in kids if p not in analysis))
+        return (rss_mib(self.pid), sum(rss_mib(p) for p in analysis),
+                sum(rss_mib(p) for p in kids if p not in analysis))
 
 
 def settled(k, wait):
@@ -116,7 +110,7 @@ def many(name, n, wait, apart):
     def total():
         time.sleep(wait)
         # The user's one analysis process, counted once.
-        return sum(k.memory()[0] for k in ks) + sum(rss(p) for p in analysis_pids_in(shared))
+        return sum(k.memory()[0] for k in ks) + sum(rss_mib(p) for p in analysis_pids_in(shared))
     try:
         for i in range(n):
             if apart and i:
@@ -202,8 +196,8 @@ def main():
             for label, name, evcxr in kernels:
                 rows = rss_rows(name, evcxr, args.wait) + ([] if evcxr else [quiet_row(args.wait)])
                 for what, (own, analysis, child) in rows:
-                    print(f"  {label:14} {what:40} kernel {own / MIB:6.0f}   analysis {analysis / MIB:6.0f}"
-                          f"   child {child / MIB:6.0f}")
+                    print(f"  {label:14} {what:40} kernel {own:6.0f}   analysis {analysis:6.0f}"
+                          f"   child {child:6.0f}")
         if args.only in (None, "many"):
             print("Kernel processes (each kernel, and the analysis process they share) of n notebooks of one user, after the"
                   " plain cells in each (MiB)")
@@ -214,9 +208,9 @@ def main():
                         got = many(name, n, args.wait, apart)
                         one = one or got
                         for what, total, first in zip(("opened", "in use"), got, one):
-                            extra = (total - first) / (n - 1) / MIB if n > 1 else 0
+                            extra = (total - first) / (n - 1) if n > 1 else 0
                             print(f"  {label:14} {n} notebooks {'one by one' if apart else 'at once':10} {what:6}:"
-                                  f" {total / MIB:6.0f} in all, {extra:5.0f} per notebook after the first")
+                                  f" {total:6.0f} in all, {extra:5.0f} per notebook after the first")
         if args.only in (None, "tab"):
             print("A Tab in a settled notebook while another notebook of the user opens (seconds)")
             for label, name, _ in kernels:
