@@ -11,7 +11,7 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
     rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm" 2>/dev/null; then
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, xdist, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm" 2>/dev/null; then
     echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
@@ -45,6 +45,7 @@ export CARGO_BUILD_BUILD_DIR="${CARGO_BUILD_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.
 
 bash "$ROOT/kernelspec/patch-deps.sh"
 echo "==> building dryml-kernel (release)"
-(cd "$ROOT" && cargo build --release --locked -p dryml-kernel)
+# tests/run.sh keeps every cargo run's output in CARGO_LOG, to name crates built twice.
+(cd "$ROOT" && cargo build --release --locked -p dryml-kernel) 2>&1 | tee -a "${CARGO_LOG:-/dev/null}"
 KERNEL_BIN="$ROOT/target/release/dryml-kernel"
 export KERNEL_BIN VENV ROOT

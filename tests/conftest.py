@@ -34,6 +34,19 @@ def pytest_configure(config):
                    stdout=subprocess.DEVNULL)
 
 
+# The files that take longest, longest first (tests/README.md has their times): tests/run.sh's
+# workers take whole files in collection order, so the long ones start at once and the short
+# ones fill in beside them. Files not named here follow in their usual order.
+LONGEST_FIRST = ["test_slurm.py", "test_models.py", "test_kernel.py", "test_turnaround.py", "test_never_down.py",
+                 "test_notebooks.py", "test_torch.py", "test_soak.py", "test_experiments.py", "test_contexts.py"]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # Stable: each file's tests keep their order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 def pytest_unconfigure(config):
     shutil.rmtree(_jupyter_dir, ignore_errors=True)
 

@@ -1,5 +1,6 @@
 """Processes as /proc shows them, for the suite and the benchmarks alike: a process's environment
 and resident memory, and the analysis processes listening in a directory."""
+import os
 from pathlib import Path
 
 
@@ -29,14 +30,33 @@ def command_of(pid):
         return ""
 
 
+def parent_of(pid):
+    """A process's parent pid (0 once it is gone)."""
+    try:
+        # The command name in parentheses may hold spaces: the fields that follow it are plain.
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def exe_of(pid):
+    """The program a process runs ("" once it is gone)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
+
+
 def analysis_pids_in(dir):
     """The analysis processes listening in `dir` (a DRYML_ANALYSIS_DIR; evcxr patch: each started
     with EVCXR_ANALYSIS_SOCKET naming its socket there), with the children they run (`cargo
-    metadata` for a load), which inherit that variable."""
+    metadata` for a load), which inherit that variable. A child caught between its fork and its
+    exec still runs its parent's program in its parent's memory (shared, or copied on write), and
+    shows its parent's RSS: it is left out, or a sample would count the server twice."""
     pids = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             socket = environ_of(proc.name).get("EVCXR_ANALYSIS_SOCKET")
             if socket and Path(socket).parent == Path(dir):
                 pids.append(int(proc.name))
-    return pids
+    return [p for p in pids if not (parent_of(p) in pids and exe_of(p) == exe_of(parent_of(p)))]

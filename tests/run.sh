@@ -1,11 +1,54 @@
 #!/usr/bin/env bash
-# Every test: the format and lint checks, Rust unit tests, a short run of every fuzz target, end-to-end tests against the
-# real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
+# Every test: the format and lint checks, Rust unit tests, a short run of every fuzz target,
+# end-to-end tests against the real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
 # short soak, a one-node Slurm cluster), then JupyterLab in a real browser. One build serves all.
 set -euo pipefail
 START=$SECONDS
-# Each phase's start, in minutes since this script started: where a slow CI run spent its time.
-phase() { printf '==> %s (at %d:%02d)\n' "$1" $(((SECONDS - START) / 60)) $(((SECONDS - START) % 60)); }
+# Each phase's start, in minutes since this script started, and at the end (pass or fail) a table
+# of what each phase took: where a slow CI run spent its time.
+PHASE_NAMES=()
+PHASE_STARTS=()
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+phase() {  # phase NAME [WHAT IT DOES]
+    [ -z "${CARGO_LOG:-}" ] || echo "### ${1// /-}" >>"$CARGO_LOG"
+    printf '==> %s%s (at %s)\n' "$1" "${2:+: $2}" "$(clock $((SECONDS - START)))"
+    PHASE_NAMES+=("$1")
+    PHASE_STARTS+=($((SECONDS - START)))
+}
+phase_times() {
+    local rc=$? i end
+    echo "==> phase times (the test command $([ $rc -eq 0 ] && echo passed || echo "failed, exit $rc"))"
+    for i in "${!PHASE_NAMES[@]}"; do
+        end=${PHASE_STARTS[$((i + 1))]:-$((SECONDS - START))}
+        printf '    %-22s at %6s  took %6s\n' "${PHASE_NAMES[$i]}" "$(clock "${PHASE_STARTS[$i]}")" \
+            "$(clock $((end - PHASE_STARTS[i])))"
+    done
+    printf '    %-22s           %6s\n' "all" "$(clock $((SECONDS - START)))"
+}
+# Every cargo run's output also goes to CARGO_LOG, marked by phase, so the end can name the
+# crates.io crates compiled in more than one phase: on a warm build cache each is built once per
+# machine, and one built again means a phase asked for other features, flags or environment.
+CARGO_LOG="$(mktemp)"
+logged() { "$@" 2>&1 | tee -a "$CARGO_LOG"; }
+rebuilt() {
+    awk '/^### /{p=$2} /^ *Compiling [^ ]+ v[^ ]+$/{k=$2" "$3; if (k in seen && seen[k] != p) again[k]=seen[k]" and "p; seen[k]=p}
+         END{for (k in again) print "    " k ": " again[k]}' "$CARGO_LOG" | sort
+}
+finish() {
+    local rc=$?
+    local again
+    again="$(rebuilt)"
+    if [ -n "$again" ]; then
+        echo "==> crates.io crates compiled in more than one phase (a second build; on a warm cache"
+        echo "    only a cold machine's check and release builds of build scripts should show here):"
+        echo "$again"
+    fi
+    rm -f "$CARGO_LOG"
+    (exit $rc)
+    phase_times
+}
+trap finish EXIT
+phase "set-up" "the venv, then the kernel's release build"
 source "$(dirname "${BASH_SOURCE[0]}")/../kernelspec/bootstrap.sh"
 cd "$ROOT"
 
@@ -20,25 +63,28 @@ with_torch() {
 }
 FEATURES=torch,linfa,candle,numpy,images,parquet,polars
 
-phase "format and lints (rustfmt.toml; clippy with warnings as errors, dryml with every feature)"
+phase "lints" "rustfmt.toml; clippy with warnings as errors, dryml with every feature"
 cargo fmt --all --check
 (cd tests/fuzz && cargo fmt --check)
-cargo clippy --locked --workspace --all-targets --exclude dryml-gpu-model -- -D warnings
-with_torch cargo clippy --locked -p dryml --all-targets --features "$FEATURES" -- -D warnings
+logged cargo clippy --locked --workspace --all-targets --exclude dryml-gpu-model -- -D warnings
+logged with_torch cargo clippy --locked -p dryml --all-targets --features "$FEATURES" -- -D warnings
 
-phase "unit tests"
-cargo test --release --locked --workspace
+phase "unit" "the workspace's unit tests"
+logged cargo test --release --locked --workspace
 
-phase "unit tests of dryml's features: torch (tch against the venv's libtorch), linfa, candle, numpy, images, parquet, polars"
-with_torch cargo test --release --locked -p dryml --features "$FEATURES"
+phase "features" "dryml's unit tests with torch (the venv's libtorch), linfa, candle, numpy, images, parquet, polars"
+logged with_torch cargo test --release --locked -p dryml --features "$FEATURES"
 
-phase "fuzz targets, a short fixed run each (tests/fuzz/run.sh RUNS for longer)"
+phase "fuzz" "a short fixed run of each target (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000
 
-phase "end-to-end tests"
+phase "end to end" "the real kernel through jupyter_client, two pytest workers"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
-"$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider "$@"
+# Two workers (DRYML_TEST_WORKERS), a test file each at a time: a file's tests keep their order
+# and its module kernel, and conftest.py hands out the longest files first. The 20 slowest tests
+# are listed at the end.
+"$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 \
+    -n "${DRYML_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
 
-phase "browser tests (JupyterLab in headless Chromium)"
+phase "browser" "JupyterLab in headless Chromium"
 bash tests/browser/run.sh
-phase "done"
