@@ -48,6 +48,8 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_unconfigure(config):
+    if _holder is not None:
+        _holder.stop()
     shutil.rmtree(_jupyter_dir, ignore_errors=True)
 
 
@@ -73,9 +75,10 @@ class Kernel:
     (kernel_info from `wait_for_ready`, interrupt and shutdown of a restart) and the parentless
     `iopub_welcome` and `starting` status."""
 
-    def __init__(self, env=None, wrap=None, log=None):
+    def __init__(self, env=None, wrap=None, log=None, own_analysis=False):
         """`wrap`: a command the kernel is started under (`unshare ...`), as a container would;
-        `log`: a file its stderr (its log, at `DRYML_LOG`'s level) goes to."""
+        `log`: a file its stderr (its log, at `DRYML_LOG`'s level) goes to; `own_analysis`: an
+        analysis process of its own (see `shared_analysis_dir`)."""
         from jupyter_client.manager import KernelManager
         self.expected = {}      # msg_id -> channel its reply comes on (None: none comes to us)
         self.iopub = {}         # msg_id -> [(arrival time, msg)] of requests not yet collected
@@ -83,10 +86,17 @@ class Kernel:
         self.inputs = {}        # msg_id -> [input_request msg]
         self.jupyter_sent = set()
         self.km = KernelManager(kernel_name="dryml-rust")
-        # Its own analysis process (which the user's kernels share otherwise), so that one test
-        # can watch, kill or end it without reaching another's.
-        self.analysis_dir = None if "DRYML_ANALYSIS_DIR" in (env or {}) else tempfile.mkdtemp(prefix="dra-")
-        env = {**({"DRYML_ANALYSIS_DIR": self.analysis_dir} if self.analysis_dir else {}), **(env or {})}
+        # A test that watches, kills or ends its analysis process, or needs it cold, has one of
+        # its own, as has a kernel in a container (`wrap`); the others share the worker's, as a
+        # user's kernels share theirs.
+        self.analysis_dir = None  # removed at stop: a private one
+        if "DRYML_ANALYSIS_DIR" in (env or {}):
+            analysis = env["DRYML_ANALYSIS_DIR"]
+        elif own_analysis or wrap:
+            analysis = self.analysis_dir = tempfile.mkdtemp(prefix="dra-")
+        else:
+            analysis = shared_analysis_dir()
+        env = {"DRYML_ANALYSIS_DIR": analysis, **(env or {})}
         if env:
             # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
             spec = self.km.kernel_spec
@@ -288,12 +298,30 @@ class Kernel:
             shutil.rmtree(self.analysis_dir, ignore_errors=True)
 
 
+_holder = None  # the idle kernel that keeps this worker's shared analysis process alive
+
+
+def shared_analysis_dir():
+    """The analysis directory this pytest worker's kernels share. The analysis process ends
+    with its last kernel, so an idle kernel that never leaves it (DRYML_ANALYSIS_IDLE_S=0) holds
+    it between tests: the standard library is loaded and primed once per worker, not once per
+    kernel (5 s of a core each)."""
+    global _holder
+    shared = _jupyter_dir / "analysis"
+    if _holder is None:
+        shared.mkdir(mode=0o700, exist_ok=True)
+        _holder = Kernel({"DRYML_ANALYSIS_DIR": str(shared), "DRYML_ANALYSIS_IDLE_S": "0"})
+        # Nothing is asked of it, so nothing needs checking after each test.
+        LIVE.discard(_holder)
+    return str(shared)
+
+
 @contextmanager
-def running_kernel(env=None, wrap=None, log=None):
+def running_kernel(env=None, wrap=None, log=None, own_analysis=False):
     """The one way the tests start a kernel (`env` adds to ours; `wrap`, a command it starts
-    under; `log`, a file for its stderr). Leaving the block normally checks that nothing was
-    left unread; the kernel is stopped either way."""
-    k = Kernel(env, wrap, log)
+    under; `log`, a file for its stderr; `own_analysis`, a private analysis process). Leaving
+    the block normally checks that nothing was left unread; the kernel is stopped either way."""
+    k = Kernel(env, wrap, log, own_analysis)
     try:
         yield k
         k.assert_drained()

@@ -300,7 +300,8 @@ def soak(cells, seed=1, progress=False):
     workdir = Path(tempfile.mkdtemp(prefix="dryml-soak-"))
     repo_dir = workdir / "repo"
     # A build cache of its own: the `:dep` builds that get interrupted start cold.
-    k = Kernel({"DRYML_BUILD_CACHE": str(workdir / "cache"), **conftest.NO_NVML})
+    # Its own analysis process: the soak counts it.
+    k = Kernel({"DRYML_BUILD_CACHE": str(workdir / "cache"), **conftest.NO_NVML}, own_analysis=True)
     zctx = zmq.Context()
     try:
         pid = k.km.provisioner.process.pid

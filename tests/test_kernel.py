@@ -54,7 +54,7 @@ print!("end")
 def test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell():
     """The child's start-up code (the flusher, from a library built once per machine) streams
     the first cell's output, and the warm-up leaves no variable behind."""
-    with running_kernel() as k:
+    with running_kernel(own_analysis=True) as k:
         reply, msgs = k.execute(":vars")
         assert reply["status"] == "ok"
         listing = [m["content"]["data"]["text/plain"] for _, m in msgs if m["msg_type"] == "execute_result"]
@@ -377,7 +377,7 @@ def types_of(k):
 
 
 def test_the_analysis_process_killed_mid_cell_changes_nothing_but_speed(tmp_path):
-    with running_kernel() as k:
+    with running_kernel(own_analysis=True) as k:
         ok(k, "let before_kill = vec![1u8, 2];")
         r, _ = k.request("complete", "before_k", 8, timeout=120)
         assert r["matches"] == ["before_kill"], r
@@ -402,7 +402,7 @@ def test_the_analysis_process_killed_mid_cell_changes_nothing_but_speed(tmp_path
 
 
 def test_a_quiet_notebook_ends_its_analysis_process_and_the_next_cell_brings_it_back():
-    with running_kernel({"DRYML_ANALYSIS_IDLE_S": "2"}) as k:
+    with running_kernel({"DRYML_ANALYSIS_IDLE_S": "2"}, own_analysis=True) as k:
         kernel_pid = k.km.provisioner.process.pid
         ok(k, "let kept = vec![1u8];")
         r, _ = k.request("complete", "kep", 3, timeout=120)

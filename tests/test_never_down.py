@@ -203,7 +203,7 @@ def test_an_interrupt_stops_a_build_and_keeps_the_variables():
 def test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_warm_up(tmp_path):
     # A cold build cache: the warm-up (once the kernel is idle) builds `dryml` for many seconds.
     cache = tmp_path / "cache"
-    with running_kernel({"DRYML_BUILD_CACHE": str(cache)}) as k:
+    with running_kernel({"DRYML_BUILD_CACHE": str(cache)}, own_analysis=True) as k:
         pid = k.km.provisioner.process.pid
         wait_for(lambda: _building(pid, "dryml"), 180, "the warm-up's dryml build")
         # The cell does not wait for that build: it is killed, and the cell runs now.

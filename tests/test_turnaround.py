@@ -170,7 +170,7 @@ FIRST_TYPES = {"a": "Vec<u64>", "b": "i32", "c": "f64", "s": "&str", "t": "(i32,
 
 def test_a_first_cells_untyped_lets_take_rustcs_types_while_the_analyzer_loads(tmp_path):
     log = tmp_path / "kernel.log"
-    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log) as k:
+    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log, own_analysis=True) as k:
         # The kernel's first request: the analyzer's load (seconds) has only begun.
         assert value(k, FIRST_LETS) == "3"
         assert "Types from rustc" in log.read_text(), "rustc named the types, no analyzer waited for"
