@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from procs import analysis_pids_in, environ_of
+from procs import analysis_pids_in, analysis_servers_in, environ_of
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
@@ -25,6 +25,11 @@ _jupyter_dir = Path(tempfile.mkdtemp(prefix="dryml-jupyter-"))
 # Every kernel started by the tests finds our kernelspec, and keeps history out of $HOME.
 os.environ["JUPYTER_PATH"] = str(_jupyter_dir / "share" / "jupyter")
 os.environ["DRYML_HISTORY_FILE"] = str(_jupyter_dir / "history.sqlite")
+# Kernels that clients other than `Kernel` start (jupyter_kernel_test's, nbclient's) share this
+# worker's analysis process too, not the user's, which the other worker's would share at once.
+_shared_analysis = _jupyter_dir / "analysis"
+_shared_analysis.mkdir(mode=0o700)
+os.environ["DRYML_ANALYSIS_DIR"] = str(_shared_analysis)
 
 
 def pytest_configure(config):
@@ -307,13 +312,11 @@ def shared_analysis_dir():
     it between tests: the standard library is loaded and primed once per worker, not once per
     kernel (5 s of a core each)."""
     global _holder
-    shared = _jupyter_dir / "analysis"
     if _holder is None:
-        shared.mkdir(mode=0o700, exist_ok=True)
-        _holder = Kernel({"DRYML_ANALYSIS_DIR": str(shared), "DRYML_ANALYSIS_IDLE_S": "0"})
+        _holder = Kernel({"DRYML_ANALYSIS_DIR": str(_shared_analysis), "DRYML_ANALYSIS_IDLE_S": "0"})
         # Nothing is asked of it, so nothing needs checking after each test.
         LIVE.discard(_holder)
-    return str(shared)
+    return str(_shared_analysis)
 
 
 @contextmanager

@@ -60,3 +60,9 @@ def analysis_pids_in(dir):
             if socket and Path(socket).parent == Path(dir):
                 pids.append(int(proc.name))
     return [p for p in pids if not (parent_of(p) in pids and exe_of(p) == exe_of(parent_of(p)))]
+
+
+def analysis_servers_in(dir):
+    """The analysis servers listening in `dir`: `analysis_pids_in` less the children they run."""
+    pids = analysis_pids_in(dir)
+    return [p for p in pids if parent_of(p) not in pids]

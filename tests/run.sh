@@ -78,13 +78,16 @@ logged with_torch cargo test --release --locked -p dryml --features "$FEATURES"
 phase "fuzz" "a short fixed run of each target (tests/fuzz/run.sh RUNS for longer)"
 bash tests/fuzz/run.sh 20000
 
-phase "end to end" "the real kernel through jupyter_client, two pytest workers"
+phase "end to end" "the real kernel through jupyter_client"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
-# Two workers (DRYML_TEST_WORKERS), a test file each at a time: a file's tests keep their order
-# and its module kernel, and conftest.py hands out the longest files first. The 20 slowest tests
-# are listed at the end.
-"$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 \
-    -n "${DRYML_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder "$@"
+# One pytest process by default. DRYML_TEST_WORKERS=2 runs two workers, a test file each at a
+# time (a file's tests keep their order and its module kernel; conftest.py hands out the longest
+# files first), but the kernels of both share the machine's build cache, whose cargo lock makes
+# one wait minutes for the other's build (tests/README.md). The 20 slowest tests end the report.
+WORKERS="${DRYML_TEST_WORKERS:-1}"
+XDIST=()
+[ "$WORKERS" -le 1 ] || XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
+"$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 "${XDIST[@]}" "$@"
 
 phase "browser" "JupyterLab in headless Chromium"
 bash tests/browser/run.sh

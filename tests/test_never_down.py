@@ -5,9 +5,11 @@ left behind: a kernel whose server is killed goes, with its child (issue 39)."""
 import os
 import re
 import signal
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -282,7 +284,10 @@ def test_a_kernel_whose_server_is_killed_exits_with_its_child():
     # A real client process (jupyter_client, as a server launches kernels: JPY_PARENT_PID set,
     # a session of their own) starts the kernel and runs a cell, then dies by SIGKILL with no
     # shutdown request. The kernel and the child its cells ran in must not outlive it.
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
+    # An analysis process of its own, which must end too.
+    analysis = tempfile.mkdtemp(prefix="dra-")
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "DRYML_ANALYSIS_DIR": analysis})
     pids = []
     try:
         line = server.stdout.readline()
@@ -311,3 +316,4 @@ def test_a_kernel_whose_server_is_killed_exits_with_its_child():
                 os.kill(p, 9)
             except ProcessLookupError:
                 pass
+        shutil.rmtree(analysis, ignore_errors=True)

@@ -12,13 +12,16 @@ shift || true
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=(wire is_complete magic requests selector object index)
 
-# Nightly and the sanitizer's flags build apart, in tests/fuzz/target, not in the shared build dir.
+# Nightly and the sanitizer's flags build apart from the shared build dir, in a target dir of
+# their own that every clone on the machine shares, as the build dir is (bootstrap.sh): a fresh
+# clone rebuilds only this checkout's crates, not the instrumented dependencies.
 unset CARGO_BUILD_BUILD_DIR
+TARGET_DIR="${DRYML_FUZZ_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dryml-rust/fuzz-target}"
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --version 0.13.2
 
 cp tests/fuzz/Cargo.lock "${TMPDIR:-/tmp}/dryml-fuzz-lock.$$"
-cargo +nightly fuzz build --fuzz-dir tests/fuzz >/dev/null
+cargo +nightly fuzz build --fuzz-dir tests/fuzz --target-dir "$TARGET_DIR" >/dev/null
 # cargo-fuzz has no --locked: the lock file must come out of the build unchanged.
 if ! cmp -s tests/fuzz/Cargo.lock "${TMPDIR:-/tmp}/dryml-fuzz-lock.$$"; then
     cp "${TMPDIR:-/tmp}/dryml-fuzz-lock.$$" tests/fuzz/Cargo.lock
@@ -33,7 +36,7 @@ for t in "${TARGETS[@]}"; do
     mkdir -p "$scratch/$t"
     log="$scratch/$t.log"
     start=$(date +%s)
-    if ! cargo +nightly fuzz run --fuzz-dir tests/fuzz "$t" "$scratch/$t" "tests/fuzz/seeds/$t" -- \
+    if ! cargo +nightly fuzz run --fuzz-dir tests/fuzz --target-dir "$TARGET_DIR" "$t" "$scratch/$t" "tests/fuzz/seeds/$t" -- \
             -runs="$RUNS" -max_len=4096 -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 >"$log" 2>&1; then
         tail -40 "$log" >&2
         echo "fuzz: $t crashed; the input is under tests/fuzz/artifacts/$t" >&2
