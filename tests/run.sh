@@ -15,8 +15,8 @@ phase() {  # phase NAME [WHAT IT DOES]
     PHASE_NAMES+=("$1")
     PHASE_STARTS+=($((SECONDS - START)))
 }
-phase_times() {
-    local rc=$? i end
+phase_times() {  # phase_times EXIT_STATUS
+    local rc=$1 i end
     echo "==> phase times (the test command $([ $rc -eq 0 ] && echo passed || echo "failed, exit $rc"))"
     for i in "${!PHASE_NAMES[@]}"; do
         end=${PHASE_STARTS[$((i + 1))]:-$((SECONDS - START))}
@@ -39,13 +39,12 @@ finish() {
     local again
     again="$(rebuilt)"
     if [ -n "$again" ]; then
-        echo "==> crates.io crates compiled in more than one phase (a second build; on a warm cache"
-        echo "    only a cold machine's check and release builds of build scripts should show here):"
+        echo "==> crates.io crates compiled in more than one phase: empty on a warm build cache; a cold"
+        echo "    machine builds some once per profile (check, release) or per feature set:"
         echo "$again"
     fi
     rm -f "$CARGO_LOG"
-    (exit $rc)
-    phase_times
+    phase_times "$rc"
 }
 trap finish EXIT
 phase "set-up" "the venv, then the kernel's release build"
