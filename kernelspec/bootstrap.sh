@@ -3,7 +3,15 @@
 # Idempotent: a second run reuses the venv and the warm target directory.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
+# A checkout without .venv gets a link to the machine's one (DRYML_VENV_DIR), as it shares the
+# build dir below: the venv's path names libtorch, which torch-sys and the kernel's build cache
+# key on, so a venv of each fresh clone (CI's) was 5 GB more to install and tch built anew.
+if ! [ -e "$ROOT/.venv" ]; then
+    SHARED_VENV="${DRYML_VENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/dryml-rust/venv}"
+    mkdir -p "$SHARED_VENV"
+    ln -sfn "$SHARED_VENV" "$ROOT/.venv"
+fi
+VENV="$(cd "$ROOT/.venv" && pwd -P)"
 export PATH="$HOME/.cargo/bin:$PATH"
 # rust-analyzer's stdx (in the kernel, through evcxr) reads `CI` when it compiles, so a build
 # under CI=true rebuilt every ra_ap_* crate that setup.sh had built without it (4.5 minutes). No
