@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: the format and lint checks, Rust unit tests, a short run of every fuzz target,
-# end-to-end tests against the real kernel binary (our own, the jupyter_kernel_test conformance suite, the notebooks and a
-# short soak, a one-node Slurm cluster), then JupyterLab in a real browser. One build serves all.
+# end-to-end tests against the real kernel binary (our own, the jupyter_kernel_test conformance
+# suite, the notebooks and a short soak, a one-node Slurm cluster), then JupyterLab in a real
+# browser. One build serves all.
 set -euo pipefail
 START=$SECONDS
 # Each phase's start, in minutes since this script started, and at the end (pass or fail) a table
