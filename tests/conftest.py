@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from procs import analysis_pids_in, analysis_servers_in, environ_of
+from procs import analysis_pids_in, environ_of
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNEL_BIN = Path(os.environ.get("DRYML_KERNEL_BIN", ROOT / "target" / "release" / "dryml-kernel"))
@@ -103,13 +103,12 @@ class Kernel:
         else:
             analysis = shared_analysis_dir()
         env = {"DRYML_ANALYSIS_DIR": analysis, **(env or {})}
-        if env:
-            # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
-            spec = self.km.kernel_spec
-            spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
+        # The kernelspec's own env (DRYML_RUNTIME_PATH) would win over what start_kernel gets.
+        spec = self.km.kernel_spec
+        spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
         if wrap:
             self.km.kernel_spec.argv = list(wrap) + self.km.kernel_spec.argv
-        launch = {"env": {**os.environ, **env}} if env else {}
+        launch = {"env": {**os.environ, **env}}
         self.log = open(log, "w") if log else None
         if self.log:
             launch["stderr"] = self.log

@@ -47,22 +47,28 @@ def exe_of(pid):
         return ""
 
 
+def _analysis_parents(dir):
+    """{pid: parent pid} of every process whose EVCXR_ANALYSIS_SOCKET names a socket in `dir`."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            socket = environ_of(proc.name).get("EVCXR_ANALYSIS_SOCKET")
+            if socket and Path(socket).parent == Path(dir):
+                found[int(proc.name)] = parent_of(proc.name)
+    return found
+
+
 def analysis_pids_in(dir):
     """The analysis processes listening in `dir` (a DRYML_ANALYSIS_DIR; evcxr patch: each started
     with EVCXR_ANALYSIS_SOCKET naming its socket there), with the children they run (`cargo
     metadata` for a load), which inherit that variable. A child caught between its fork and its
     exec still runs its parent's program in its parent's memory (shared, or copied on write), and
     shows its parent's RSS: it is left out, or a sample would count the server twice."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            socket = environ_of(proc.name).get("EVCXR_ANALYSIS_SOCKET")
-            if socket and Path(socket).parent == Path(dir):
-                pids.append(int(proc.name))
-    return [p for p in pids if not (parent_of(p) in pids and exe_of(p) == exe_of(parent_of(p)))]
+    parents = _analysis_parents(dir)
+    return [p for p, parent in parents.items() if not (parent in parents and exe_of(p) == exe_of(parent))]
 
 
 def analysis_servers_in(dir):
     """The analysis servers listening in `dir`: `analysis_pids_in` less the children they run."""
-    pids = analysis_pids_in(dir)
-    return [p for p in pids if parent_of(p) not in pids]
+    parents = _analysis_parents(dir)
+    return [p for p, parent in parents.items() if parent not in parents]

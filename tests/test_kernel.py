@@ -5,7 +5,8 @@ import subprocess
 import tempfile
 import time
 
-from conftest import analysis_pids, analysis_pids_in, analysis_servers_in, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import analysis_pids, analysis_pids_in, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from procs import analysis_servers_in
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
 
