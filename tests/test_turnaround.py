@@ -2,6 +2,7 @@
 kernels, kernels starting at once, a changed `runtime/` rebuilt rather than served stale,
 `%cache`), and cells whose generated code loads only the variables they name (evcxr's patch)."""
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -190,6 +191,32 @@ def test_a_first_cells_untyped_lets_take_rustcs_types_while_the_analyzer_loads(t
         types = dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
         assert types == {**FIRST_TYPES, "b": "i64", "m": "std::collections::HashMap<u8, u8>"}, types
         assert value(k, "a.len() as i64 + p.len() as i64 + m.len() as i64 + b") == "14"
+
+
+def pinned(lock_text, name):
+    """The versions of package `name` a Cargo.lock pins."""
+    return set(re.findall(rf'\[\[package\]\]\nname = "{re.escape(name)}"\nversion = "([^"]+)"', lock_text))
+
+
+def test_a_notebook_needs_no_network_for_dryml_or_a_locked_dep(tmp_path):
+    # No registry to reach: any update of its index fails at once. Each resolution used to update
+    # it (0.5 s), so dryml's first cell needed a network.
+    evcxr_dir = tmp_path / "evcxr"
+    env = {"CARGO_HTTP_PROXY": "http://127.0.0.1:9", "CARGO_NET_RETRY": "0", "EVCXR_TMPDIR": str(evcxr_dir)}
+    with running_kernel(env) as k:
+        assert value(k, DRYML_CELL) == "true"
+        # A user's `:dep` that the workspace's lock has resolves from it too, after dryml: its
+        # validation no longer replaces the crate's lock with its own (evcxr's patch).
+        assert value(k, ':dep serde_json = "1"\nserde_json::json!({"a": [1, 2]})["a"][1].as_i64().unwrap()') == "2"
+        assert value(k, "dryml::interrupted()") == "false"
+        ours, cells = (ROOT / "Cargo.lock").read_text(), (evcxr_dir / "Cargo.lock").read_text()
+        for name in ("ndarray", "serde_json", "csv", "rmp-serde"):
+            assert pinned(cells, name) and pinned(cells, name) <= pinned(ours, name), (name, pinned(cells, name))
+        # One it lacks needs the registry: a clear error, and the notebook goes on.
+        reply, _ = k.execute(':dep smallbitvec = "2"\n1')
+        shown = reply.get("evalue", "") + "\n".join(reply.get("traceback", []))
+        assert reply["status"] == "error" and "smallbitvec" in shown, shown
+        assert value(k, "dryml::interrupted()") == "false"
 
 
 def test_without_a_usable_cache_kernels_build_alone(tmp_path):

@@ -11,6 +11,7 @@ pub mod deps;
 mod ends;
 pub mod errors;
 pub mod interrupt;
+mod lockfile;
 pub mod output;
 pub mod startup;
 pub mod state;
@@ -337,6 +338,7 @@ impl Session {
     pub fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, ErrorContent> {
         let was_quiet = self.state.set_quiet(true);
         self.ends.drain();
+        seed_lock(code);
         let mut r = self.ctx.execute(code);
         let end = r.as_mut().ok().and_then(ends::take_end);
         self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
@@ -432,6 +434,7 @@ impl Session {
             },
             before_run: Some(&before_run),
         };
+        seed_lock(&code);
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output.
@@ -494,6 +497,18 @@ impl Session {
 /// The machine's build cache and this kernel's claim on crate names in it, unless the cache is
 /// off or unusable (then the kernel builds in its own directory, as evcxr does, and `%cache`
 /// says why).
+/// Before code with `:dep` lines: the workspace's packages in the cell crate's Cargo.lock
+/// (evcxr's crate is `EVCXR_TMPDIR`, which `lib.rs` sets), so they resolve without the index.
+fn seed_lock(code: &str) {
+    if !code.lines().any(|l| l.trim_start().starts_with(":dep")) {
+        return;
+    }
+    let (Some(seed), Some(dir)) = (lockfile::seed(), std::env::var_os("EVCXR_TMPDIR")) else { return };
+    if let Err(e) = lockfile::merge(&Path::new(&dir).join("Cargo.lock"), &seed) {
+        tracing::warn!("the cell crate's Cargo.lock was not seeded from {}: {e}", seed.display());
+    }
+}
+
 fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
     let cache = match BuildCache::from_env() {
         Ok(Some(cache)) => cache,
