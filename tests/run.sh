@@ -2,7 +2,7 @@
 # Every test: the format and lint checks, Rust unit tests, a short run of every fuzz target,
 # end-to-end tests against the real kernel binary (our own, the jupyter_kernel_test conformance
 # suite, the notebooks and a short soak, a one-node Slurm cluster), then JupyterLab in a real
-# browser. One build serves all.
+# browser, and last the turnaround benchmark's figures. One build serves all.
 set -euo pipefail
 START=$SECONDS
 # Each phase's start, in minutes since this script started, and at the end (pass or fail) a table
@@ -91,3 +91,9 @@ XDIST=()
 
 phase "browser" "JupyterLab in headless Chromium"
 bash tests/browser/run.sh
+
+# A benchmark, not a test: what a user waits for after a start and two restarts (the first cell,
+# the first naming dryml and tch, a trivial cell), with where the time went, printed for the log
+# to show a return of issue 61's slow first tch cell. No figure can fail the command.
+phase "turnaround" "the first cells after a start and restarts (figures only)"
+"$VENV/bin/python" tests/bench/bench_latency.py --restarts 3 || echo "note: the turnaround benchmark did not finish"

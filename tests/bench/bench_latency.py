@@ -7,14 +7,20 @@ earlier commit's, say), so a change can be judged in the same run.
 cell naming `dryml` and `tch` after a start, after a restart and with a cold (cleared) build cache,
 the first naming `candle_core` after a start (the cache warmed as `kernelspec/setup.sh` does),
 a trivial cell at 0, 100 and 300 variables, and a hot loop (in a cell and through a function).
+`--restarts N` measures what issue 61 asks: a start and N-1 restarts, each followed after 10 s by
+the first cell, a trivial cell (against evcxr_jupyter's), the first naming `dryml` and `tch`, and
+a trivial cell with tch in the notebook, with where our kernel's time went in each
+(`DRYML_CELL_TIMES`: evcxr's commands, the types, cargo or rustc alone, the load and run).
 `--tch` measures what a heavy crate in the notebook costs each cell (issue 24): a trivial cell
 in a kernel with `tch` loaded against the same cell in one without, and a tensor cell against
 evcxr_jupyter's with the same `:dep tch` (built in its own target directory first).
 Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--baseline BIN]
        .venv/bin/python tests/bench/bench_latency.py --turnaround
        .venv/bin/python tests/bench/bench_latency.py --tch [--rounds 9]
+       .venv/bin/python tests/bench/bench_latency.py --restarts 6
 """
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -186,6 +192,85 @@ def turnaround(idle, reps=5):
     return rows, [k.label for k in kernels]
 
 
+class CellTimes:
+    """The kernels' own account of each user cell (`DRYML_CELL_TIMES`, set for the kernels
+    started after this): `last()` is the newest cell's {phase: seconds}."""
+
+    def __init__(self):
+        fd, self.path = tempfile.mkstemp(prefix="dryml-cell-times-", suffix=".jsonl")
+        os.close(fd)
+        os.environ["DRYML_CELL_TIMES"] = self.path
+        self.seen = 0
+
+    def last(self):
+        lines = Path(self.path).read_text().splitlines()
+        new, self.seen = lines[self.seen:], len(lines)
+        return dict(json.loads(new[-1])["phases"]) if new else {}
+
+
+def restarts(reps, idle):
+    """Issue 61's figures: a kernel started, then restarted `reps - 1` times; after each, `idle`
+    seconds (the user reading), the first cell, a cell naming dryml, one naming tch, and trivial
+    cells interleaved with evcxr_jupyter's (before and after tch). {row: {label: [seconds]}}, and
+    {row: [our kernel's phases, a dict a cell]}."""
+    specs = KernelSpecManager().find_kernel_specs()
+    times = CellTimes()
+    ours = Started("dryml-rust")
+    evcxr = Started("rust") if "rust" in specs else None
+    got, parts = {}, {}
+
+    def put(row, k, code):
+        got.setdefault(row, {}).setdefault(k.label, []).append(k.t(code))
+        if k is ours:
+            parts.setdefault(row, []).append(times.last())
+
+    try:
+        if evcxr:
+            evcxr.t("let warm = 1u64;")
+        for r in range(reps):
+            when = "after a restart" if r else "after a start"
+            if r:
+                ours.restart()
+            time.sleep(idle)
+            put(f"first cell, {idle:.0f} s {when}", ours, "1 + 1")
+            ours.t("let warm = 1u64;")
+            for i in range(3):
+                put("trivial cell (`warm + N`)", ours, f"warm + {i}")
+                if evcxr:
+                    put("trivial cell (`warm + N`)", evcxr, f"warm + {i}")
+            put(f"first cell naming dryml, {when}", ours, DRYML_CELL)
+            put(f"first cell naming tch, {when}", ours, TCH_CELL)
+            for i in range(3):
+                put("trivial cell (`warm + N`), tch in the notebook", ours, f"warm + {i + 3}")
+                if evcxr:
+                    put("trivial cell (`warm + N`), tch in the notebook", evcxr, f"warm + {i + 3}")
+    finally:
+        ours.stop()
+        if evcxr:
+            evcxr.stop()
+        os.unlink(times.path)
+    return got, parts
+
+
+def print_restarts(got, parts):
+    labels = ["dryml-rust"] + (["rust"] if any("rust" in by for by in got.values()) else [])
+    names = {"dryml-rust": "dryml-rust", "rust": "evcxr_jupyter"}
+    med = statistics.median
+    print(f"\n{'what the user waits for (median, min-max, n)':<58}" + "".join(f"{names[l]:>26}" for l in labels))
+    for row, by in got.items():
+        cells = "".join(f"{med(by[l]):>9.3f} s ({min(by[l]):.2f}-{max(by[l]):.2f}, {len(by[l])})" if l in by
+                        else f"{'-':>26}" for l in labels)
+        ratio = f"   ratio {med(by['dryml-rust']) / med(by['rust']):.2f}" if "rust" in by else ""
+        print(f"{row:<58}{cells}{ratio}")
+    print("\nwhere our kernel's time went (DRYML_CELL_TIMES; median of each phase, ms; n: cells with the phase)")
+    for row, cells in parts.items():
+        print(f"  {row}")
+        names_in = list(dict.fromkeys(name for c in cells for name in c))
+        for name in names_in:
+            ts = [c[name] for c in cells if name in c]
+            print(f"    {name:<52}{med(ts) * 1000:>8.0f}  (n {len(ts)})")
+
+
 TRIVIAL = "trivial cell (`3 + N`), after a work cell"
 TRIVIAL_AGAIN = "trivial cell (`4 + N`), after a trivial cell"
 WORK = "work cell (a tensor op; a Vec without tch)"
@@ -270,6 +355,8 @@ def main():
     ap.add_argument("--turnaround", action="store_true", help="issue 13's table instead (about 4 minutes)")
     ap.add_argument("--tch", action="store_true", help="what tch in the notebook costs each cell (issue 24)")
     ap.add_argument("--rounds", type=int, default=9, help="with --tch: rounds of cells")
+    ap.add_argument("--restarts", type=int, metavar="N",
+                    help="issue 61's figures: a start and N-1 restarts, each followed by the first cells")
     ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     ap.add_argument("--baseline-first", action="store_true",
                     help="start the baseline first and give it each cell first (the first cell of the "
@@ -278,6 +365,10 @@ def main():
     if args.tch:
         with private_kernelspec():
             print_heavy(*heavy(args.rounds), args.rounds)
+        return 0
+    if args.restarts:
+        with private_kernelspec():
+            print_restarts(*restarts(args.restarts, args.idle or 10.0))
         return 0
     if args.turnaround:
         with private_kernelspec():

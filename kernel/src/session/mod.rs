@@ -15,6 +15,7 @@ mod lockfile;
 pub mod output;
 pub mod startup;
 pub mod state;
+mod times;
 
 use crate::child::FLUSHER_CELL;
 use crate::protocol::{ErrorContent, Io};
@@ -435,7 +436,9 @@ impl Session {
             before_run: Some(&before_run),
         };
         seed_lock(&code);
+        let began = std::time::Instant::now();
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
+        let spent = began.elapsed();
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output.
         self.ctx.take_dropped();
@@ -470,12 +473,11 @@ impl Session {
         }
         match result {
             Ok(outputs) => {
-                // evcxr's phases name where the types came from ("Types from rustc") and each try.
-                if tracing::enabled!(tracing::Level::DEBUG) {
-                    let phases: Vec<_> =
-                        outputs.phases.iter().map(|p| format!("{} {:?}", p.name, p.duration)).collect();
-                    tracing::debug!(?phases, "cell built and run");
-                }
+                // evcxr's phases name where the types came from ("Types from rustc"), each try,
+                // and whether cargo built the cell or rustc alone.
+                let phases: Vec<_> = outputs.phases.iter().map(|p| (p.name.clone(), p.duration)).collect();
+                tracing::debug!(?phases, "cell built and run");
+                times::record(spent, &phases);
                 self.took = outputs.timing;
                 Ok(output::mime_bundle(outputs))
             }
