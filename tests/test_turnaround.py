@@ -90,20 +90,30 @@ def test_cache_magic_shows_collects_and_clears(cache):
 
 
 def test_a_changed_runtime_is_rebuilt_not_served_stale(tmp_path):
-    # A copy of the workspace whose runtime/ this test may edit.
-    ws = tmp_path / "ws"
+    # Two copies of the workspace (checkouts) whose runtime/ this test may edit.
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for f in files:
-        (ws / f).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / f, ws / f)
-    env = {"DRYML_BUILD_CACHE": str(tmp_path / "cache"), "DRYML_RUNTIME_PATH": str(ws / "runtime")}
-    lib = ws / "runtime" / "src" / "lib.rs"
-    with open(lib, "a") as f:
-        f.write("\npub fn turnaround_probe() -> u32 { 41 }\n")
-    with running_kernel(env) as k:
+    for ws in (tmp_path / "ws", tmp_path / "ws2"):
+        for f in files:
+            (ws / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / f, ws / f)
+        with open(ws / "runtime" / "src" / "lib.rs", "a") as f:
+            f.write("\npub fn turnaround_probe() -> u32 { 41 }\n")
+    # No earlier copy of the sources stays built (session/source.rs keeps 4 by default).
+    env = {"DRYML_BUILD_CACHE": str(tmp_path / "cache"), "DRYML_SOURCE_COPIES": "0"}
+    at = lambda ws: {**env, "DRYML_RUNTIME_PATH": str(tmp_path / ws / "runtime")}
+    with running_kernel(at("ws")) as k:
         assert value(k, "dryml::turnaround_probe()") == "41"
-    lib.write_text(lib.read_text().replace("{ 41 }", "{ 42 }"))
-    with running_kernel(env) as k:
+    built = rlibs(tmp_path / "cache")
+    # Another checkout of the same sources builds nothing: cells build a copy named by content.
+    with running_kernel(at("ws2")) as k:
+        assert value(k, "dryml::turnaround_probe()") == "41"
+    assert rlibs(tmp_path / "cache") == built, "a second checkout of the same sources built dryml again"
+    lib = tmp_path / "ws" / "runtime" / "src" / "lib.rs"
+    with running_kernel(at("ws")) as k:
+        assert value(k, "dryml::turnaround_probe()") == "41"
+        # Changed while a notebook uses it: the next cell naming dryml builds the new sources (a
+        # kernel started after the change hashes them at its first cell, as the one above did).
+        lib.write_text(lib.read_text().replace("{ 41 }", "{ 42 }"))
         assert value(k, "dryml::turnaround_probe()") == "42"
     assert len(rlibs(tmp_path / "cache")) == 1, "the one build was replaced, not added to"
 

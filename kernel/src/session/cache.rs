@@ -24,6 +24,10 @@
 //! (`DRYML_BUILD_CACHE_LIMIT`, default 10 GiB), holding cargo's `.cargo-lock`s so no build is
 //! disturbed.
 //!
+//! Cells build `dryml` from a copy of the runtime's sources in the generation, named by their
+//! content (`dryml-src/<hash>`, see [`super::source`]): cargo names a path crate by its path, and
+//! every checkout of the same sources then shares one build per set of features.
+//!
 //! Cargo's own part of a cell's build (resolving the graph, checking every unit's fingerprint:
 //! 20 ms with `dryml`, 50 ms with `tch`'s 164 units) ends in the same rustc command whenever only
 //! the cell changed. So cargo runs the cell crate's rustc through evcxr's wrapper
@@ -510,6 +514,34 @@ pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyh
         }
     }
     Ok(())
+}
+
+/// Removes the units of `generation` built from sources under `dir` (a copy of the runtime's
+/// sources that is gone, [`super::source`]): those whose dep-info names a file there. Skipped,
+/// for the eviction to do later, while a build holds cargo's lock. Returns the bytes freed.
+pub(super) fn remove_builds_from(generation: &Path, dir: &Path) -> u64 {
+    let Ok(_held) = lock_generation(generation, Duration::ZERO) else { return 0 };
+    let needle = dir.to_string_lossy().into_owned() + "/";
+    let mut built_there = std::collections::BTreeSet::new();
+    for profile in profile_dirs(generation) {
+        for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let (Some((_, hash)), true) = (unit_of(&name), name.ends_with(".d")) {
+                if std::fs::read_to_string(e.path()).is_ok_and(|d| d.contains(&needle)) {
+                    built_there.insert(hash.to_string());
+                }
+            }
+        }
+    }
+    let mut freed = 0;
+    for item in units(generation) {
+        let hash = item.paths.first().and_then(|p| unit_of(&p.file_name()?.to_string_lossy()).map(|u| u.1.to_string()));
+        if hash.is_some_and(|h| built_there.contains(&h)) {
+            item.paths.iter().for_each(|p| remove(p));
+            freed += item.bytes;
+        }
+    }
+    freed
 }
 
 /// The cargo units of a generation, grouped by the hash that ends their file names.

@@ -61,7 +61,7 @@ impl Session {
 
     /// The `:dep` lines a cell needs before it can run, and the frameworks the notebook has
     /// once they are added.
-    pub(super) fn deps_for(&self, code: &str) -> Option<(String, Frameworks)> {
+    pub(super) fn deps_for(&mut self, code: &str) -> Option<(String, Frameworks)> {
         let named = Named::in_code(code);
         // A cell naming `tch` gets it when the venv has libtorch.
         let want = Frameworks {
@@ -73,10 +73,12 @@ impl Session {
             parquet: self.frameworks.parquet || named.parquet,
             polars: self.frameworks.polars || named.polars,
         };
-        if want == self.frameworks && (self.dryml_added || !named.dryml) {
+        // The checkout's sources changed since dryml was added: it is added again, from their copy.
+        let moved = self.dryml_added && self.sources.as_ref().is_some_and(|c| !c.current(&crate::paths::runtime()));
+        if want == self.frameworks && (self.dryml_added || !named.dryml) && !moved {
             return None;
         }
-        let path = crate::paths::runtime();
+        let path = self.dryml_sources();
         let path = path.to_string_lossy();
         let features: Vec<&str> = want.features().into_iter().filter(|f| f.1).map(|f| f.0).collect();
         let mut deps = if features.is_empty() {
@@ -100,6 +102,29 @@ impl Session {
     /// of dryml's types belong to the earlier build.
     pub(super) fn rebuild_notice(&self, want: Frameworks) -> Option<String> {
         rebuild_notice(self.dryml_added, self.frameworks, want)
+    }
+
+    /// Where cells build `dryml` from: the content-named copy of the runtime's sources in the
+    /// build cache ([`super::source`]), else (no cache, or no copy could be made) the sources.
+    fn dryml_sources(&mut self) -> std::path::PathBuf {
+        let runtime = crate::paths::runtime();
+        let Ok(Some(cache)) = &self.cache else { return runtime };
+        if let Some(copy) = self.sources.as_ref().filter(|c| c.current(&runtime)) {
+            return copy.runtime().to_path_buf();
+        }
+        // An older copy is let go first, so that it may go with its builds (DRYML_SOURCE_COPIES).
+        self.sources = None;
+        match super::source::copy(&runtime, &cache.dir()) {
+            Ok(copy) => {
+                let path = copy.runtime().to_path_buf();
+                self.sources = Some(copy);
+                path
+            }
+            Err(e) => {
+                tracing::warn!("dryml is built from {} itself: {e:#}", runtime.display());
+                runtime
+            }
+        }
     }
 
     pub(super) fn note_deps_added(&mut self, frameworks: Frameworks) {

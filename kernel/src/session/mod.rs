@@ -13,6 +13,7 @@ pub mod errors;
 pub mod interrupt;
 mod lockfile;
 pub mod output;
+mod source;
 pub mod startup;
 pub mod state;
 mod times;
@@ -56,6 +57,8 @@ pub struct Session {
     /// The start-up library every child loads (the flusher), if there is one.
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
+    /// The copy of the runtime's sources that `dryml` is built from, held while in use.
+    sources: Option<source::Copy>,
     /// The frameworks added with `dryml`'s features for them.
     frameworks: deps::Frameworks,
     /// `%env` settings (None: unset), re-applied to every new child.
@@ -151,6 +154,7 @@ impl Session {
             user_opt: std::env::var_os("DRYML_OPT_LEVEL").is_some(),
             startup_lib,
             dryml_added: false,
+            sources: None,
             frameworks: deps::Frameworks::default(),
             cell_lines: None,
             env_overrides: BTreeMap::new(),

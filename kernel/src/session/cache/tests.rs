@@ -235,3 +235,26 @@ fn report_lists_generations_and_largest_crates() {
     assert_eq!(r.largest[0].0, "torch-sys");
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn the_builds_of_a_removed_copy_of_the_sources_go_and_no_others() {
+    let root = scratch("copies");
+    let generation = root.join("gen");
+    let (gone, kept) = (root.join("dryml-src/0123456789abcdef"), root.join("dryml-src/fedcba9876543210"));
+    for (hash, copy) in [("1111111111111111", &gone), ("2222222222222222", &kept)] {
+        unit(&generation, "dryml", hash, 4, Duration::ZERO);
+        let d = generation.join(format!("x86_64-unknown-linux-gnu/debug/deps/dryml-{hash}.d"));
+        std::fs::write(&d, format!("{}: {}/runtime/src/lib.rs\n", d.display(), copy.display())).unwrap();
+    }
+    // A copy whose path starts with the removed one's is another copy.
+    unit(&generation, "serde", "3333333333333333", 4, Duration::ZERO);
+    let d = generation.join("x86_64-unknown-linux-gnu/debug/deps/serde-3333333333333333.d");
+    std::fs::write(&d, format!("{}: {}0/src/lib.rs\n", d.display(), gone.display())).unwrap();
+    assert!(remove_builds_from(&generation, &gone) > 0);
+    let profile = generation.join("x86_64-unknown-linux-gnu/debug");
+    assert!(!profile.join("deps/libdryml-1111111111111111.rlib").exists());
+    assert!(!profile.join(".fingerprint/dryml-1111111111111111").exists());
+    assert!(profile.join("deps/libdryml-2222222222222222.rlib").exists());
+    assert!(profile.join("deps/libserde-3333333333333333.rlib").exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
