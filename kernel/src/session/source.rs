@@ -13,6 +13,7 @@
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -62,7 +63,7 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
     }
     let dirs = generation.join(DIR);
     let dest = dirs.join(hex::encode(&hash.finalize()[..8]));
-    if !dest.join(IN_USE).exists() {
+    let make = || -> anyhow::Result<()> {
         let tmp = dirs.join(format!(".tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
         let made = (|| -> anyhow::Result<()> {
             for (rel, abs) in &files {
@@ -86,15 +87,27 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
             })
         })();
         let _ = std::fs::remove_dir_all(&tmp);
-        made?;
+        made
+    };
+    for _ in 0..3 {
+        if !dest.join(IN_USE).exists() {
+            make()?;
+        }
+        let Ok(held) = File::open(dest.join(IN_USE)) else { continue };
+        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) };
+        // A prune may have removed the copy while this waited for its lock: then it is made again.
+        let same =
+            std::fs::metadata(dest.join(IN_USE)).is_ok_and(|m| held.metadata().is_ok_and(|h| h.ino() == m.ino()));
+        if !same {
+            continue;
+        }
+        // The last used, for what `prune` keeps.
+        let _ = held.set_modified(SystemTime::now());
+        let keep = std::env::var(KEEP_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(KEEP);
+        prune(generation, &dest, keep);
+        return Ok(Copy { runtime: dest.join(rel_runtime(runtime)), stamp: before, _held: held });
     }
-    let held = File::open(dest.join(IN_USE))?;
-    unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) };
-    // The last used, for what `prune` keeps.
-    let _ = held.set_modified(SystemTime::now());
-    let keep = std::env::var(KEEP_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(KEEP);
-    prune(generation, &dest, keep);
-    Ok(Copy { runtime: dest.join(rel_runtime(runtime)), stamp: before, _held: held })
+    anyhow::bail!("{} was removed each time it was made", dest.display())
 }
 
 /// The checkout's files for a copy: its workspace's Cargo.toml and every file under `runtime`
