@@ -418,6 +418,27 @@ def test_a_quiet_notebook_ends_its_analysis_process_and_the_next_cell_brings_it_
         assert types_of(k) == {"kept": "Vec<u8>", "again": "usize"}
 
 
+def test_an_analysis_process_whose_socket_is_gone_ends_and_the_next_request_starts_one():
+    # Found on a user's machine: a process listening on a socket file that was gone still held
+    # the socket's lock, so every kernel of that build waited for a start that could not happen.
+    with tempfile.TemporaryDirectory(prefix="dra-", ignore_cleanup_errors=True) as shared_dir:
+        with running_kernel({"DRYML_ANALYSIS_DIR": shared_dir}) as k:
+            ok(k, "let kept = vec![1u8];")
+            r, _ = k.request("complete", "kep", 3, timeout=120)
+            assert r["matches"] == ["kept"], r
+            [pid] = analysis_servers_in(shared_dir)
+            [sock] = [p for p in os.listdir(shared_dir) if p.endswith(".sock")]
+            os.unlink(os.path.join(shared_dir, sock))
+            wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 30, "the unreachable analysis process to end")
+            # The next request starts another, which answers; the notebook lost nothing.
+            r, _ = k.request("complete", "kep", 3, timeout=120)
+            assert r["matches"] == ["kept"], r
+            [again] = analysis_servers_in(shared_dir)
+            assert again != pid and os.path.exists(os.path.join(shared_dir, sock))
+            assert value(k, "let more = kept.len() + 1;\nmore") == "2"
+            assert types_of(k) == {"kept": "Vec<u8>", "more": "usize"}
+
+
 def test_a_users_kernels_share_one_analysis_process_that_ends_with_the_last():
     with tempfile.TemporaryDirectory(prefix="dra-", ignore_cleanup_errors=True) as shared_dir:
         shared = {"DRYML_ANALYSIS_DIR": shared_dir}
