@@ -55,7 +55,7 @@ impl Session {
     fn add_deps(&mut self, code: &str) -> Result<(), ErrorContent> {
         let Some((deps, frameworks)) = self.deps_for(code) else { return Ok(()) };
         self.eval_hidden(&deps)?;
-        self.note_deps_added(frameworks);
+        self.note_deps_added(frameworks, false);
         Ok(())
     }
 
@@ -127,13 +127,24 @@ impl Session {
         }
     }
 
-    pub(super) fn note_deps_added(&mut self, frameworks: Frameworks) {
-        if !self.dryml_added {
-            // A cell's value of a type with a table (arrays, datasets) shows as one.
-            self.ctx.set_display_prelude(SHOW_TABLES);
-        }
+    /// `tables`: the code that added them names a crate whose values show as tables.
+    pub(super) fn note_deps_added(&mut self, frameworks: Frameworks, tables: bool) {
         self.dryml_added = true;
         self.frameworks = frameworks;
+        if tables {
+            self.show_tables();
+        }
+    }
+
+    /// A cell's value of a type with a table (arrays, datasets, frames) shows as one from now on.
+    /// Only once a cell names such a crate: the prelude makes rustc load dryml's whole crate
+    /// graph for every cell with a value (46 ms of a 150 ms trivial cell), and a notebook that
+    /// only has dryml from the warm-up shows no tables.
+    pub(super) fn show_tables(&mut self) {
+        if self.dryml_added && !self.tables_shown {
+            self.ctx.set_display_prelude(SHOW_TABLES);
+            self.tables_shown = true;
+        }
     }
 
     /// Whether this child has loaded libtorch through a cell or a preload.
@@ -155,7 +166,7 @@ impl Session {
         let (deps, frameworks) = self.deps_for("tch::").unwrap_or((String::new(), self.frameworks));
         let out = self.capture_stdout(&format!("{deps}\n{PRELOAD_TORCH}"))?;
         if !deps.is_empty() {
-            self.note_deps_added(frameworks);
+            self.note_deps_added(frameworks, false);
         }
         Ok(out.trim().to_string())
     }
@@ -209,6 +220,11 @@ pub struct Named {
 }
 
 impl Named {
+    /// Whether the code names a crate whose values show as tables (dryml, ndarray, Arrow, polars).
+    pub fn tables(&self) -> bool {
+        self.dryml || self.polars || self.parquet || self.numpy || self.images
+    }
+
     /// What `code` names.
     pub fn in_code(code: &str) -> Named {
         static SET: std::sync::OnceLock<regex::RegexSet> = std::sync::OnceLock::new();

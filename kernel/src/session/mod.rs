@@ -57,6 +57,8 @@ pub struct Session {
     /// The start-up library every child loads (the flusher), if there is one.
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
+    /// Whether cells' values are asked for a table (`deps::Session::show_tables`).
+    tables_shown: bool,
     /// The copy of the runtime's sources that `dryml` is built from, held while in use.
     sources: Option<source::Copy>,
     /// The frameworks added with `dryml`'s features for them.
@@ -154,6 +156,7 @@ impl Session {
             user_opt: std::env::var_os("DRYML_OPT_LEVEL").is_some(),
             startup_lib,
             dryml_added: false,
+            tables_shown: false,
             sources: None,
             frameworks: deps::Frameworks::default(),
             cell_lines: None,
@@ -247,7 +250,7 @@ impl Session {
                 Ok(_) => {
                     self.flusher_pending = false;
                     if let Some((_, frameworks)) = deps {
-                        self.note_deps_added(frameworks);
+                        self.note_deps_added(frameworks, false);
                     }
                     tracing::info!("warm: start-up code and dryml built in {:.2?}", started.elapsed());
                     return with_cache;
@@ -388,6 +391,11 @@ impl Session {
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
         let deps = self.deps_for(code);
         let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
+        // With dryml in already (the warm-up's), this cell's value may be its first table.
+        let tables = deps::Named::in_code(code).tables();
+        if tables {
+            self.show_tables();
+        }
         let mut full = String::new();
         if let Some((lines, _)) = &deps {
             full.push_str(lines);
@@ -456,7 +464,7 @@ impl Session {
             self.flusher_pending = false;
         }
         if let (true, Some((_, frameworks))) = (ran, deps) {
-            self.note_deps_added(frameworks);
+            self.note_deps_added(frameworks, tables);
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended.interrupted {
