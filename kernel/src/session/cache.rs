@@ -106,11 +106,11 @@ fn token_of(file_name: &str) -> Option<&str> {
 /// One thing eviction may remove: a whole generation that is not this kernel's, or one cargo
 /// unit (the files of one crate build, which share a hash) of this kernel's generation.
 #[derive(Debug)]
-struct Item {
+pub(super) struct Item {
     label: String,
-    bytes: u64,
+    pub(super) bytes: u64,
     last_used: SystemTime,
-    paths: Vec<PathBuf>,
+    pub(super) paths: Vec<PathBuf>,
     /// Cargo locks to hold while removing it.
     generation: PathBuf,
 }
@@ -429,7 +429,7 @@ pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Cargo's profile directories in a build directory: the host's (build scripts) and each
 /// target's (evcxr passes `--target`).
-fn profile_dirs(generation: &Path) -> Vec<PathBuf> {
+pub(super) fn profile_dirs(generation: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(generation).into_iter().flatten().flatten() {
         let p = e.path();
@@ -445,7 +445,7 @@ fn profile_dirs(generation: &Path) -> Vec<PathBuf> {
 
 /// Takes cargo's own locks on a generation (the `.cargo-lock` of each profile directory), so no
 /// build runs in it meanwhile.
-fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File>> {
+pub(super) fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File>> {
     let deadline = std::time::Instant::now() + wait;
     let mut held = Vec::new();
     for profile in profile_dirs(generation) {
@@ -516,36 +516,8 @@ pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyh
     Ok(())
 }
 
-/// Removes the units of `generation` built from sources under `dir` (a copy of the runtime's
-/// sources that is gone, [`super::source`]): those whose dep-info names a file there. Skipped,
-/// for the eviction to do later, while a build holds cargo's lock. Returns the bytes freed.
-pub(super) fn remove_builds_from(generation: &Path, dir: &Path) -> u64 {
-    let Ok(_held) = lock_generation(generation, Duration::ZERO) else { return 0 };
-    let needle = dir.to_string_lossy().into_owned() + "/";
-    let mut built_there = std::collections::BTreeSet::new();
-    for profile in profile_dirs(generation) {
-        for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if let (Some((_, hash)), true) = (unit_of(&name), name.ends_with(".d")) {
-                if std::fs::read_to_string(e.path()).is_ok_and(|d| d.contains(&needle)) {
-                    built_there.insert(hash.to_string());
-                }
-            }
-        }
-    }
-    let mut freed = 0;
-    for item in units(generation) {
-        let hash = item.paths.first().and_then(|p| unit_of(&p.file_name()?.to_string_lossy()).map(|u| u.1.to_string()));
-        if hash.is_some_and(|h| built_there.contains(&h)) {
-            item.paths.iter().for_each(|p| remove(p));
-            freed += item.bytes;
-        }
-    }
-    freed
-}
-
 /// The cargo units of a generation, grouped by the hash that ends their file names.
-fn units(generation: &Path) -> Vec<Item> {
+pub(super) fn units(generation: &Path) -> Vec<Item> {
     let mut by_hash: BTreeMap<String, Item> = BTreeMap::new();
     for profile in profile_dirs(generation) {
         for sub in [".fingerprint", "build", "deps", "incremental", "examples"] {
@@ -583,7 +555,7 @@ fn units(generation: &Path) -> Vec<Item> {
 
 /// `libdryml-7734e6fd54cb951f.rlib` → (`libdryml`, `7734e6fd54cb951f`); None for names without a
 /// unit hash (the notebook crate's `libctx.so`, cargo's own files).
-fn unit_of(file_name: &str) -> Option<(&str, &str)> {
+pub(super) fn unit_of(file_name: &str) -> Option<(&str, &str)> {
     let stem = file_name.split('.').next()?;
     let (name, hash) = stem.rsplit_once('-')?;
     (hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) && !name.is_empty()).then_some((name, hash))
@@ -609,7 +581,7 @@ fn tree_size(path: &Path) -> (u64, SystemTime) {
     (total, newest)
 }
 
-fn remove(path: &Path) {
+pub(super) fn remove(path: &Path) {
     let r = match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
         Ok(_) => std::fs::remove_file(path),

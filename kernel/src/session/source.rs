@@ -10,6 +10,7 @@
 //! removes the others beyond the [`KEEP`] used last (`DRYML_SOURCE_COPIES`) that no kernel holds,
 //! with their builds.
 
+use super::cache;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -179,7 +180,7 @@ fn prune(generation: &Path, mine: &Path, keep: usize) {
             let trash = dirs.join(format!(".trash-{}", uuid::Uuid::new_v4().simple()));
             if std::fs::rename(&old, &trash).is_ok() {
                 let _ = std::fs::remove_dir_all(&trash);
-                super::cache::remove_builds_from(generation, &old);
+                remove_builds_from(generation, &old);
             }
         }
     }
@@ -192,6 +193,35 @@ fn prune(generation: &Path, mine: &Path, keep: usize) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
+}
+
+/// Removes the units of `generation` built from sources under `dir` (a copy that is gone): those
+/// whose dep-info names a file there. Skipped, for the eviction to do later, while a build holds
+/// cargo's lock. Returns the bytes freed.
+pub(super) fn remove_builds_from(generation: &Path, dir: &Path) -> u64 {
+    let Ok(_held) = cache::lock_generation(generation, std::time::Duration::ZERO) else { return 0 };
+    let needle = dir.to_string_lossy().into_owned() + "/";
+    let mut built_there = std::collections::BTreeSet::new();
+    for profile in cache::profile_dirs(generation) {
+        for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let (Some((_, hash)), true) = (cache::unit_of(&name), name.ends_with(".d")) {
+                if std::fs::read_to_string(e.path()).is_ok_and(|d| d.contains(&needle)) {
+                    built_there.insert(hash.to_string());
+                }
+            }
+        }
+    }
+    let mut freed = 0;
+    for item in cache::units(generation) {
+        let hash =
+            item.paths.first().and_then(|p| cache::unit_of(&p.file_name()?.to_string_lossy()).map(|u| u.1.to_string()));
+        if hash.is_some_and(|h| built_there.contains(&h)) {
+            item.paths.iter().for_each(|p| cache::remove(p));
+            freed += item.bytes;
+        }
+    }
+    freed
 }
 
 #[cfg(test)]

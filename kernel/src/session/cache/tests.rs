@@ -250,7 +250,7 @@ fn the_builds_of_a_removed_copy_of_the_sources_go_and_no_others() {
     unit(&generation, "serde", "3333333333333333", 4, Duration::ZERO);
     let d = generation.join("x86_64-unknown-linux-gnu/debug/deps/serde-3333333333333333.d");
     std::fs::write(&d, format!("{}: {}0/src/lib.rs\n", d.display(), gone.display())).unwrap();
-    assert!(remove_builds_from(&generation, &gone) > 0);
+    assert!(super::super::source::remove_builds_from(&generation, &gone) > 0);
     let profile = generation.join("x86_64-unknown-linux-gnu/debug");
     assert!(!profile.join("deps/libdryml-1111111111111111.rlib").exists());
     assert!(!profile.join(".fingerprint/dryml-1111111111111111").exists());
