@@ -59,7 +59,9 @@ SlurmctldHost=$HOST
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
-AuthInfo=socket=$DIR/munge/munge.socket
+# A requeued job may start again once its old credential has expired: cred_expire (120 s by
+# default) is that wait, then the next scheduling pass; 10 s here (a requeue test: 178 -> 25 s).
+AuthInfo=socket=$DIR/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 SlurmctldPort=$(( 20000 + RANDOM % 20000 ))
 SlurmdPort=$(( 40000 + RANDOM % 20000 ))
