@@ -80,6 +80,10 @@ bash tests/fuzz/run.sh 20000
 
 phase "end to end" "the real kernel through jupyter_client"
 export DRYML_KERNEL_BIN="$KERNEL_BIN"
+# The suite's kernels build about 7 GB into the machine's build cache (every framework, each of
+# dryml's feature sets); at the default bound (10 GiB) their warm-ups evicted what earlier tests
+# had built, and later tests built torch-sys and polars again.
+export DRYML_BUILD_CACHE_LIMIT="${DRYML_BUILD_CACHE_LIMIT:-20G}"
 # One pytest process by default. DRYML_TEST_WORKERS=2 runs two workers, a test file each at a
 # time (a file's tests keep their order and its module kernel; conftest.py hands out the longest
 # files first), but the kernels of both share the machine's build cache, whose cargo lock makes
