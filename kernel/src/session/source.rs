@@ -54,6 +54,8 @@ impl Copy {
 pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
     let files = files(runtime).with_context(|| format!("reading {}", runtime.display()))?;
     let before = stamp(&files);
+    // Read once: the copy holds the very bytes its name hashes.
+    let mut contents = Vec::with_capacity(files.len());
     let mut hash = Sha256::new();
     for (rel, abs) in &files {
         let bytes = std::fs::read(abs).with_context(|| format!("reading {}", abs.display()))?;
@@ -61,22 +63,23 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
         hash.update([0]);
         hash.update((bytes.len() as u64).to_le_bytes());
         hash.update(&bytes);
+        contents.push((rel, bytes));
+    }
+    // Files changed while they were read: the bytes may mix both; the next cell reads again.
+    if files_now(runtime) != before {
+        anyhow::bail!("{} changed while it was read", runtime.display());
     }
     let dirs = generation.join(DIR);
     let dest = dirs.join(hex::encode(&hash.finalize()[..8]));
     let make = || -> anyhow::Result<()> {
         let tmp = dirs.join(format!(".tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
         let made = (|| -> anyhow::Result<()> {
-            for (rel, abs) in &files {
+            for (rel, bytes) in &contents {
                 let to = tmp.join(rel);
                 std::fs::create_dir_all(to.parent().expect("a file's path has a parent"))?;
-                std::fs::copy(abs, &to).with_context(|| format!("copying {}", abs.display()))?;
+                std::fs::write(&to, bytes).with_context(|| format!("writing {}", to.display()))?;
             }
             File::create(tmp.join(IN_USE))?;
-            // Files changed while they were read: the copy may mix both; the next cell copies again.
-            if files_now(runtime) != before {
-                anyhow::bail!("{} changed while it was copied", runtime.display());
-            }
             // What a removal cut short (a crash) is no copy.
             if dest.exists() && !dest.join(IN_USE).exists() {
                 std::fs::remove_dir_all(&dest)?;
