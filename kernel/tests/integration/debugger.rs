@@ -35,6 +35,8 @@ impl RealKernel {
             // Its own analysis process, as each kernel of tests/conftest.py: these tests run
             // at once, and a kernel's analysis waits behind another's in a shared one.
             .env("DRYML_ANALYSIS_DIR", dir.path())
+            .env("DRYML_LOG", "info,salsa=warn")
+            .stderr(std::fs::File::create(dir.path().join("kernel.log")).unwrap())
             .spawn()
             .unwrap();
         // Its ipc endpoints exist once it has bound them.
@@ -109,9 +111,44 @@ impl RealKernel {
                 if m.content["event"] == event {
                     return m.content;
                 }
-                self.events.push(m.content);
+                self.events.push(m.content.clone());
             }
+            // A cell that ends before it stops will not stop: say so now, not after a wait.
+            let cell_ended = m.msg_type() == "status"
+                && m.content["execution_state"] == "idle"
+                && m.parent_header["msg_type"] == "execute_request";
+            assert!(!(event == "stopped" && cell_ended), "the cell ended without stopping; events: {:?}", self.events);
         }
+    }
+
+    /// On a failure: the logs (the kernel's, its analysis process's) and the kernel's processes
+    /// (cargo, rustc, lldb-dap, the one that runs cells: stopped or not), for CI's output.
+    fn tell_state(&self) {
+        let logs = std::fs::read_dir(self._dir.path()).into_iter().flatten().flatten().map(|e| e.path());
+        for log in logs.filter(|p| p.extension().is_some_and(|x| x == "log")) {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+            eprintln!("--- {}, last 40 lines:\n{tail}", log.display());
+        }
+        let ps = Command::new("ps").args(["-eo", "pid=,ppid=,stat=,etimes=,wchan:20=,args="]).output();
+        let ps = ps.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+        let rows: Vec<(u32, u32, &str)> = ps
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?, l))
+            })
+            .collect();
+        let mut ours = vec![self.child.id()];
+        let mut i = 0;
+        while i < ours.len() {
+            let parent = ours[i];
+            ours.extend(rows.iter().filter(|r| r.1 == parent).map(|r| r.0));
+            i += 1;
+        }
+        let tree: Vec<&str> = rows.iter().filter(|r| ours.contains(&r.0)).map(|r| r.2).collect();
+        eprintln!("--- its processes (pid ppid stat seconds wchan args):\n{}", tree.join("\n"));
     }
 
     /// Reads what iopub still holds (lldb-dap's late events), so the frontend ends drained.
@@ -126,6 +163,9 @@ impl RealKernel {
 
 impl Drop for RealKernel {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.tell_state();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
