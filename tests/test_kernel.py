@@ -1,4 +1,5 @@
 """End-to-end tests: the real dryml-kernel binary over real signed ZeroMQ messages."""
+import glob
 import os
 import signal
 import subprocess
@@ -400,6 +401,32 @@ def test_the_analysis_process_killed_mid_cell_changes_nothing_but_speed(tmp_path
         assert types_of(k) == {"before_kill": "Vec<u8>", "after_kill": "usize"}
         r, _ = k.request("inspect", "before_kill", 5, 0, timeout=120)
         assert r["found"] and r["data"] == {"text/plain": "before_kill: Vec<u8>"}, r
+
+
+def test_an_analysis_process_that_could_not_start_again_comes_back_unasked():
+    # Seen in CI under load: after a kill, the one new start failed, and a notebook that asked
+    # nothing more went without an analysis process for good.
+    with running_kernel(own_analysis=True) as k:
+        kernel_pid = k.km.provisioner.process.pid
+        ok(k, "let kept = vec![1u8];")
+        r, _ = k.request("complete", "kep", 3, timeout=120)
+        assert r["matches"] == ["kept"], r
+        [pid] = analysis_pids(kernel_pid)
+        [sock] = glob.glob(os.path.join(k.analysis_dir, "*.sock"))
+        os.kill(pid, signal.SIGKILL)
+        # Where the socket was, a directory: the next process cannot listen, and ends.
+        wait_for(lambda: not analysis_pids(kernel_pid), 30, "the killed process to go")
+        os.unlink(sock)
+        os.mkdir(sock)
+        t0 = time.time()
+        assert value(k, "let again = kept.len() + 1;\nagain") == "2", "types from rustc meanwhile"
+        assert not analysis_pids(kernel_pid)
+        os.rmdir(sock)
+        # No request from here on: the kernel tries again by itself once its wait (30 s) is over.
+        wait_for(lambda: analysis_pids(kernel_pid), 90, "an analysis process started again unasked")
+        assert time.time() - t0 >= 25, "not before the wait is over: no storm of starts"
+        r, _ = k.request("complete", "aga", 3, timeout=120)
+        assert r["matches"] == ["again"], r
 
 
 def test_a_quiet_notebook_ends_its_analysis_process_and_the_next_cell_brings_it_back():

@@ -255,6 +255,11 @@ impl Debugger {
                 return Err(format!("{what}: {}", r["message"].as_str().unwrap_or("lldb-dap refused")));
             }
         }
+        if traps::left_stopped(pid, Duration::from_millis(300)) {
+            tracing::warn!("lldb-dap left process {pid} stopped after attaching: it is resumed");
+            let r = adapter.request("continue", Some(&json!({"threadId": pid})), ANSWER)?;
+            body_of(r).map_err(|e| format!("continue after the attach: {e}"))?;
+        }
         self.attached = true;
         self.state.set_debugging(true);
         Ok(())
