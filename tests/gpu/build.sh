@@ -8,10 +8,14 @@ export PATH="$HOME/.cargo/bin:$PATH"
 bash "$ROOT/kernelspec/patch-deps.sh"
 (cd "$ROOT" && cargo build --release --locked -p dryml-gpu-probe)
 # The model check links libtorch, found there in PyTorch's wheel: built where the venv has one.
-VENV="$ROOT/.venv"
+# LIBTORCH and LIBTORCH_CXX11_ABI as tests/run.sh sets them (the venv's real path, the wheel's
+# ABI): torch-sys rebuilds when either changes, and the build directory is the machine's, so a
+# clone's link path here cost a rebuild of torch-sys and tch here and another in the next run.
+VENV="$(cd "$ROOT/.venv" 2>/dev/null && pwd -P || echo "$ROOT/.venv")"
 TORCH_DIR="$(echo "$VENV"/lib/python3*/site-packages/torch)"
 if [ -f "$TORCH_DIR/lib/libtorch.so" ]; then
-    (cd "$ROOT" && env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI=1 \
+    CXX11_ABI="$("$VENV/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')"
+    (cd "$ROOT" && env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
         cargo build --release --locked -p dryml-gpu-model --features torch)
 fi
 OUT="$ROOT/build/gpu-bundle"
