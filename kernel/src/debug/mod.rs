@@ -49,6 +49,8 @@ struct Shared {
     events: Mutex<Option<DebugEvents>>,
     /// The process lldb-dap is attached to (0: none).
     pid: std::sync::atomic::AtomicU32,
+    /// lldb-dap said that process ended: its own end that follows is no loss.
+    debuggee_ended: std::sync::atomic::AtomicBool,
 }
 
 /// The debugger of one kernel: started by the panel's `initialize` and `attach`, ended by its
@@ -70,6 +72,9 @@ pub struct Debugger {
     current: Option<String>,
     /// The last cell built while attached.
     loaded: Option<Loaded>,
+    /// lldb-dap ended with the process it was attached to: the session goes on, and the next
+    /// cell's process (evcxr starts a new one) gets a new lldb-dap.
+    following: bool,
     shared: Arc<Shared>,
 }
 
@@ -92,6 +97,7 @@ impl Debugger {
             dumped: Vec::new(),
             current: None,
             loaded: None,
+            following: false,
             shared: Arc::default(),
         }
     }
@@ -102,7 +108,7 @@ impl Debugger {
     }
 
     fn started(&self) -> bool {
-        self.adapter.is_some() && self.attached
+        (self.adapter.is_some() && self.attached) || self.following
     }
 
     /// Answers one DAP request (a `debug_request`'s content) with its response.
@@ -187,7 +193,11 @@ impl Debugger {
             &program,
             move |e| on_event(&on_events, e),
             move || {
-                mend(on_exit.pid.load(std::sync::atomic::Ordering::SeqCst));
+                let pid = on_exit.pid.load(std::sync::atomic::Ordering::SeqCst);
+                if on_exit.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst) || !traps::alive(pid) {
+                    return tracing::info!("lldb-dap ended with process {pid}: the next one gets another");
+                }
+                mend(pid);
                 tell_lost(
                     &on_exit,
                     "lldb-dap exited: the debugging session has ended (turn the debugger on again to start a new one)",
@@ -240,6 +250,7 @@ impl Debugger {
         // The process to mend if lldb-dap fails from here on.
         self.pid = pid;
         self.shared.pid.store(pid, std::sync::atomic::Ordering::SeqCst);
+        self.shared.debuggee_ended.store(false, std::sync::atomic::Ordering::SeqCst);
         let (tx, rx) = channel();
         *lock(&self.shared.initialized) = Some(tx);
         // An interrupt reaches a running cell as SIGINT, which LLDB would stop on.
@@ -255,12 +266,8 @@ impl Debugger {
                 return Err(format!("{what}: {}", r["message"].as_str().unwrap_or("lldb-dap refused")));
             }
         }
-        if traps::left_stopped(pid, Duration::from_millis(300)) {
-            tracing::warn!("lldb-dap left process {pid} stopped after attaching: it is resumed");
-            let r = adapter.request("continue", Some(&json!({"threadId": pid})), ANSWER)?;
-            body_of(r).map_err(|e| format!("continue after the attach: {e}"))?;
-        }
         self.attached = true;
+        self.following = false;
         self.state.set_debugging(true);
         Ok(())
     }
@@ -412,6 +419,7 @@ impl Debugger {
         self.adapter = None;
         self.shared.pid.store(0, std::sync::atomic::Ordering::SeqCst);
         self.attached = false;
+        self.following = false;
         self.loaded = None;
         self.state.set_debugging(false);
         lock(&self.shared.stopped).clear();
@@ -425,10 +433,19 @@ impl Debugger {
         tell_lost(&self.shared, why);
     }
 
-    /// Ends the session if lldb-dap has exited (the panel heard it then).
+    /// Ends the session if lldb-dap has exited (the panel heard it then), unless it ended with
+    /// the process it was attached to: then the next cell's process gets a new one.
     fn reap(&mut self) {
         if self.adapter.as_ref().is_some_and(Adapter::gone) {
-            self.end();
+            let ended = self.shared.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst);
+            if ended || !traps::alive(self.pid) {
+                self.adapter = None;
+                self.attached = false;
+                self.loaded = None;
+                self.following = true;
+            } else {
+                self.end();
+            }
         }
     }
 
@@ -514,6 +531,7 @@ fn on_event(shared: &Shared, e: Value) {
             return;
         }
         "exited" | "terminated" => {
+            shared.debuggee_ended.store(true, std::sync::atomic::Ordering::SeqCst);
             lock(&shared.stopped).clear();
             return;
         }

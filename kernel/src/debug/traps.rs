@@ -3,7 +3,7 @@
 //! stays while attached), so the process's next `dlopen` (every cell loads a library) would die
 //! of SIGTRAP with the notebook's variables: each executable mapping of a file is compared with
 //! that file, and where memory holds an `int3` the file does not, the file's byte is written
-//! back. An attach may leave the process stopped: [`left_stopped`] tells.
+//! back. [`alive`] tells whether the process has ended.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -48,24 +48,10 @@ pub fn lift(pid: u32, limit: Duration) -> std::io::Result<usize> {
     Ok(lifted)
 }
 
-/// Whether `pid` stays in a tracing stop for all of `window` (sampled every 20 ms): what
-/// lldb-dap 19 may leave after an attach, when its `configurationDone` resumes the process before
-/// its event thread has seen the attach's stop. A stop for a library load or a new thread is
-/// over within milliseconds; a running or sleeping process answers at the first look.
-pub fn left_stopped(pid: u32, window: Duration) -> bool {
-    let t0 = Instant::now();
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The state follows the command's closing parenthesis.
-        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
-        if state != Some('t') {
-            return false;
-        }
-        if t0.elapsed() >= window {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Whether process `pid` still runs (a zombie has ended).
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    pid != 0 && stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()).is_some_and(|s| s != 'Z' && s != 'X')
 }
 
 /// The pid tracing `pid` (0: none).

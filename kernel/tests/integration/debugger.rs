@@ -472,10 +472,24 @@ fn values_in_the_panel_magic_cells_a_replaced_process_and_a_dead_lldb_dap() {
     assert!(!k.events.iter().any(|e| e["event"] == "stopped"), "LLDB did not stop on it: {:?}", k.events);
     assert_eq!(k.run("x + 1").0, "6");
 
-    // evcxr's child killed: the next cell's process is a new one, and the debugger follows it.
+    // evcxr's child killed: the next cell's process is a new one, and the debugger follows it,
+    // even where lldb-dap ended too once its process had (CI saw it, under load): no loss then.
     let old = children(k.child.id(), "dryml-kernel");
     assert_eq!(old.len(), 1, "one process runs cells: {old:?}");
+    let running = |pid: &u32| !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z");
+    let until_ended = |pid: u32| {
+        let t0 = Instant::now();
+        while Path::new(&format!("/proc/{pid}")).exists() && running(&pid) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "{pid} still runs");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
     unsafe { libc::kill(old[0] as i32, libc::SIGKILL) };
+    until_ended(old[0]);
+    let dap = children(k.child.id(), "lldb-dap");
+    assert_eq!(dap.len(), 1, "{dap:?}");
+    unsafe { libc::kill(dap[0] as i32, libc::SIGKILL) };
+    until_ended(dap[0]);
     let (_, reply) = k.run("1");
     assert_eq!(reply["status"], "error", "the crash is told: {reply}");
     let (at, text, _) = k.run_to_breakpoint("let d = 40;\nlet e = d + 2;\ne", 2);
