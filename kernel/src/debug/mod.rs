@@ -12,7 +12,7 @@
 //!
 //! lldb-dap that exits or stops answering ends the debugging session (the panel hears why), never
 //! the kernel; when evcxr replaces the process that runs cells, the next cell attaches a new
-//! lldb-dap to the new one.
+//! lldb-dap to the new one (the old lldb-dap, ended with its process or not, is no loss).
 
 pub mod adapter;
 mod cells;
