@@ -194,7 +194,8 @@ impl Debugger {
             move |e| on_event(&on_events, e),
             move || {
                 let pid = on_exit.pid.load(std::sync::atomic::Ordering::SeqCst);
-                if on_exit.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst) || !traps::alive(pid) {
+                let ended = on_exit.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst);
+                if pid != 0 && (ended || !traps::alive(pid)) {
                     return tracing::info!("lldb-dap ended with process {pid}: the next one gets another");
                 }
                 mend(pid);
@@ -438,7 +439,7 @@ impl Debugger {
     fn reap(&mut self) {
         if self.adapter.as_ref().is_some_and(Adapter::gone) {
             let ended = self.shared.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst);
-            if ended || !traps::alive(self.pid) {
+            if self.attached && (ended || !traps::alive(self.pid)) {
                 self.adapter = None;
                 self.attached = false;
                 self.loaded = None;
