@@ -84,12 +84,12 @@ export DRYML_KERNEL_BIN="$KERNEL_BIN"
 # dryml's feature sets); at the default bound (10 GiB) their warm-ups evicted what earlier tests
 # had built, and later tests built torch-sys and polars again.
 export DRYML_BUILD_CACHE_LIMIT="${DRYML_BUILD_CACHE_LIMIT:-20G}"
-# Two pytest workers (DRYML_TEST_WORKERS=1: one), a test file each at a time: a file's tests keep
-# their order and its module kernel, and conftest.py hands out the longest files first. Both
-# workers' kernels share the machine's build cache, so a cell may wait behind the other worker's
-# build (cargo's lock): cells that may build have timeouts in minutes. The 20 slowest tests end
-# the report.
-WORKERS="${DRYML_TEST_WORKERS:-2}"
+# One pytest process by default. DRYML_TEST_WORKERS=2 runs two workers, a test file each at a
+# time (a file's tests keep their order and its module kernel; conftest.py hands out the longest
+# files first): 12 minutes end to end against about 25, but in two of three runs a test failed
+# under the other worker's load (the soak's 2 s interrupt bound, a type the shared analysis did
+# not give; tests/README.md), so it waits for the timing tests to run alone after the rest.
+WORKERS="${DRYML_TEST_WORKERS:-1}"
 XDIST=()
 [ "$WORKERS" -le 1 ] || XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
 "$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 "${XDIST[@]}" "$@"
