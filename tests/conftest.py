@@ -1,6 +1,7 @@
 """Shared test machinery: install the freshly built kernel into a private Jupyter path, start
 kernels (the one factory, `running_kernel`, and the fixtures built on it), and a client helper
 that files every message under the request it answers and fails on any other."""
+import itertools
 import os
 import queue
 import shutil
@@ -33,6 +34,8 @@ os.environ["DRYML_ANALYSIS_DIR"] = str(_shared_analysis)
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "timing: bounds a wait or an order; tests/run.sh runs these "
+                            "alone, after the rest, and tests/flakes.py hunts their flakes")
     if not KERNEL_BIN.exists():
         raise pytest.UsageError(f"{KERNEL_BIN} is missing: build with `cargo build --release --locked` first")
     subprocess.run([str(KERNEL_BIN), "install", "--prefix", str(_jupyter_dir)], check=True,
@@ -71,6 +74,23 @@ def wait_for(predicate, timeout, what, interval=0.05):
 
 
 LIVE = set()  # kernels started and not yet stopped: checked for unread messages after every test
+_logs = _jupyter_dir / "logs"
+_logs.mkdir()
+_kernels_started = itertools.count(1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report ends with the last lines each live kernel (and the idle one that
+    holds the shared analysis process) and each analysis process logged: a flake seen once in CI
+    says what the kernel saw."""
+    report = (yield).get_result()
+    if report.failed:
+        kernels = [*LIVE, *([_holder] if _holder else [])]
+        analyses = [_shared_analysis, *(Path(k.analysis_dir) for k in kernels if k.analysis_dir)]
+        for log in [k.log_path for k in kernels] + [f for d in analyses for f in sorted(d.glob("*.log"))]:
+            lines = log.read_text(errors="replace").splitlines()[-40:] if log.exists() else []
+            report.sections.append((f"{log}, its last {len(lines)} lines", "\n".join(lines)))
 
 
 class Kernel:
@@ -108,10 +128,13 @@ class Kernel:
         spec.env = {**spec.env, **{k: v for k, v in env.items() if k in spec.env}}
         if wrap:
             self.km.kernel_spec.argv = list(wrap) + self.km.kernel_spec.argv
+        # Every kernel logs to a file (its analysis process too, if this kernel started it): a
+        # failed test shows the tails of the live kernels' logs (`pytest_runtest_makereport`).
+        env = {"DRYML_LOG": "info,salsa=warn", **env}
         launch = {"env": {**os.environ, **env}}
-        self.log = open(log, "w") if log else None
-        if self.log:
-            launch["stderr"] = self.log
+        self.log_path = Path(log) if log else _logs / f"kernel-{next(_kernels_started)}.log"
+        self.log = open(self.log_path, "w")
+        launch["stderr"] = self.log
         self.km.start_kernel(**launch)
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -296,8 +319,7 @@ class Kernel:
             self.km.shutdown_kernel(now=True)
         else:
             self.km.cleanup_resources()
-        if self.log:
-            self.log.close()
+        self.log.close()
         if self.analysis_dir:
             # Its process, if still ending, keeps its open files; nothing else reads them.
             shutil.rmtree(self.analysis_dir, ignore_errors=True)

@@ -1,7 +1,7 @@
 """The flake hunt: runs chosen end-to-end and browser tests N times, alone and under CPU load (two
 busy processes beside them, as on a loaded 2-core machine), and prints each test's failure count.
 
-    .venv/bin/python tests/flakes.py                      # the default set (TIMED, BROWSER), 20 runs
+    .venv/bin/python tests/flakes.py                      # the `timing` tests and the browser, 20 runs
     .venv/bin/python tests/flakes.py --runs 5 tests/test_kernel.py::test_interrupt_keeps_kernel
     .venv/bin/python tests/flakes.py --runs 20 --modes loaded --browser browser/debugger.test.mjs
 
@@ -22,34 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "target" / "test-artifacts" / "flakes"
 
-# The end-to-end tests that wait on time or ordering: interrupts and their grace periods, output
-# that must arrive before idle, streams while a cell runs, sandboxes' timeouts, redraws and their
-# throttle, memory read while a sandbox holds it, the warm-up, the soak's figures; and the
-# browser suite (the debugger's events among them).
-TIMED = [f"tests/{t}" for t in (
-    "test_kernel.py::test_execute_output_order_and_reply",
-    "test_kernel.py::test_print_without_newline_streams_while_running",
-    "test_kernel.py::test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell",
-    "test_kernel.py::test_stderr_arrives_before_idle",
-    "test_kernel.py::test_abort_then_working_cell",
-    "test_kernel.py::test_interrupt_by_message_stops_within_2s",
-    "test_kernel.py::test_interrupt_cooperative_keeps_variables",
-    "test_kernel.py::test_stop_on_error_aborts_queued",
-    "test_never_down.py::test_an_output_flood_does_not_grow_the_kernel",
-    "test_never_down.py::test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables",
-    "test_never_down.py::test_an_interrupt_stops_a_build_and_keeps_the_variables",
-    "test_never_down.py::test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_warm_up",
-    "test_never_down.py::test_sandboxes_fork_cleanly_while_another_thread_prints",
-    "test_batching.py::test_a_slow_range_shows_one_progress_bar_updated_in_place",
-    "test_batching.py::test_interrupt_stops_range_between_steps_and_keeps_variables",
-    "test_batching.py::test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_kills",
-    "test_plots.py::test_a_training_curve_redraws_in_place_and_a_rerun_shows_it_afresh",
-    "test_plots.py::test_a_live_curve_throttles_redraws_and_draws_the_last_point",
-    "test_contexts.py::test_failing_sandboxes_release_claims_and_keep_variables",
-    "test_contexts.py::test_interrupt_stops_the_sandbox",
-    "test_contexts.py::test_sandbox_memory_is_released_as_experiments_see_it",
-    "test_soak.py",
-)]
+# The end-to-end tests that wait on time or ordering (interrupts and their grace periods, output
+# that must arrive before idle, redraws and their throttle, the warm-up, the soak's figures) carry
+# the `timing` mark; and the browser suite (the debugger's events among them).
+TIMED = ["-m", "timing", "tests"]
 BROWSER = ["browser/debugger.test.mjs", "browser/notebook.test.mjs"]
 
 

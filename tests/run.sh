@@ -84,15 +84,20 @@ export DRYML_KERNEL_BIN="$KERNEL_BIN"
 # dryml's feature sets); at the default bound (10 GiB) their warm-ups evicted what earlier tests
 # had built, and later tests built torch-sys and polars again.
 export DRYML_BUILD_CACHE_LIMIT="${DRYML_BUILD_CACHE_LIMIT:-20G}"
-# One pytest process by default. DRYML_TEST_WORKERS=2 runs two workers, a test file each at a
-# time (a file's tests keep their order and its module kernel; conftest.py hands out the longest
-# files first): 12 minutes end to end against about 25, but in two of three runs a test failed
-# under the other worker's load (the soak's 2 s interrupt bound, a type the shared analysis did
-# not give; tests/README.md), so it waits for the timing tests to run alone after the rest.
-WORKERS="${DRYML_TEST_WORKERS:-1}"
-XDIST=()
-[ "$WORKERS" -le 1 ] || XDIST=(-n "$WORKERS" --dist loadfile --no-loadscope-reorder)
-"$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 "${XDIST[@]}" "$@"
+# Two pytest workers, a test file each at a time (a file's tests keep their order and its module
+# kernel; conftest.py hands out the longest files first), then the tests marked `timing` (bounds on
+# an interrupt's wait, output order, redraws, the soak) alone: beside the other worker's builds a
+# 2 s bound once took 2.2 s. DRYML_TEST_WORKERS=1 runs everything in one process.
+WORKERS="${DRYML_TEST_WORKERS:-2}"
+pytest_run() { "$VENV/bin/python" -m pytest tests -v --timeout=900 -p no:cacheprovider --durations=20 "$@"; }
+if [ "$WORKERS" -le 1 ]; then
+    pytest_run "$@"
+else
+    pytest_run -n "$WORKERS" --dist loadfile --no-loadscope-reorder -m "not timing" "$@"
+    phase "timing tests" "the tests marked timing, alone"
+    # Exit 5: the arguments selected none of them.
+    pytest_run -m timing "$@" || [ $? -eq 5 ]
+fi
 
 phase "browser" "JupyterLab in headless Chromium"
 bash tests/browser/run.sh

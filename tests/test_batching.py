@@ -2,6 +2,7 @@
 kernel's interrupt stops the loop between steps, keeping the notebook's variables."""
 import time
 
+import pytest
 from conftest import of_type, ok, stdout_of, value, wait_for
 
 STEP = "std::thread::sleep(std::time::Duration::from_millis({ms}));"
@@ -14,6 +15,7 @@ def bar_steps(msgs):
     return int(bars[-1].split("] ")[1].split("/")[0]) if bars else 0
 
 
+@pytest.mark.timing
 def test_a_slow_range_shows_one_progress_bar_updated_in_place(kernel):
     msgs = ok(kernel, f"""let mut seen = Vec::new();
 dryml::batch::range(0, 20, 2, |lo, hi| {{ {STEP.format(ms=60)} seen.push((lo, hi)); {OK} }}).unwrap();
@@ -37,6 +39,7 @@ def test_a_quick_range_shows_no_bar(kernel):
     assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "1000"
 
 
+@pytest.mark.timing
 def test_interrupt_stops_range_between_steps_and_keeps_variables(kernel):
     # dryml compiled first: an interrupt during that build would only stop the build.
     ok(kernel, "let mut done: Vec<usize> = Vec::new(); let mut after = dryml::interrupted();")
@@ -76,6 +79,7 @@ let mut first = Vec::new(); fits_64(&mut first);""")
     ok(kernel, "dryml::batch::set_default_cache(dryml::batch::Cache::CallSiteAndMemory);")
 
 
+@pytest.mark.timing
 def test_a_polling_loop_gets_time_to_finish_a_long_step_and_a_second_interrupt_kills(kernel):
     ok(kernel, "let mut long_steps: Vec<usize> = Vec::new(); dryml::interrupted()")
     # Steps of 2.5 s: longer than the 1 s grace a cell otherwise gets after an interrupt. The

@@ -89,6 +89,7 @@ def test_update_round_trip_and_the_notebook_is_untouched(kernel):
     assert value(kernel, "%%compute\nstd::process::id()") != value(kernel, "std::process::id()")
 
 
+@pytest.mark.timing
 def test_failing_sandboxes_release_claims_and_keep_variables(kernel):
     ok(kernel, "let survivor = vec![7u8; 3];\nlet mut counter = 1u32;")
     cases = [
@@ -153,6 +154,7 @@ def test_a_sandbox_never_runs_the_notebooks_destructors(kernel, tmp_path):
     assert log.read_text() == f"{notebook} 0\n{notebook} 0\n", log.read_text()
 
 
+@pytest.mark.timing
 def test_interrupt_stops_the_sandbox(kernel):
     ok(kernel, "let before_interrupt = 42;")
     msg_id = kernel.send("execute", '%%compute\nprintln!("running");\nloop { std::thread::sleep(std::time::Duration::from_millis(5)); }')
@@ -213,6 +215,7 @@ format!("{} {} {} {:?} {} | {}", r.0, r.1 != std::process::id(), r.2.starts_with
     assert text.startswith('"1048576 true true [0.5, 1.5] 2 | SandboxPanicked: the sandbox panicked: inner (at '), text
 
 
+@pytest.mark.timing
 def test_sandbox_memory_is_released_as_experiments_see_it(kernel):
     ok(kernel, "%experiment start sandboxed")
     out = stdout_of(ok(kernel, "%%compute\nlet v = vec![1u8; 300 << 20];\nv.len()"))

@@ -6,6 +6,7 @@ import subprocess
 import tempfile
 import time
 
+import pytest
 from conftest import analysis_pids, analysis_pids_in, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 from procs import analysis_servers_in
 
@@ -19,6 +20,7 @@ def started(k, code):
     return msg_id
 
 
+@pytest.mark.timing
 def test_execute_output_order_and_reply(kernel):
     reply, msgs = kernel.execute('println!("hello"); 40 + 2')
     types = [m["msg_type"] for _, m in msgs]
@@ -33,6 +35,7 @@ def test_execute_output_order_and_reply(kernel):
     assert reply["execution_count"] == result["execution_count"] == msgs[1][1]["content"]["execution_count"]
 
 
+@pytest.mark.timing
 def test_print_without_newline_streams_while_running(kernel):
     code = '''
 print!("start");
@@ -53,6 +56,7 @@ print!("end")
     assert stdout_of(msgs) == "starttick 0\ntick 1\ntick 2\nend"
 
 
+@pytest.mark.timing
 def test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell():
     """The child's start-up code (the flusher, from a library built once per machine) streams
     the first cell's output, and the warm-up leaves no variable behind."""
@@ -65,6 +69,7 @@ def test_the_warm_up_leaves_no_variable_and_streams_from_the_first_cell():
         assert stdout_of(msgs) == "no newline"
 
 
+@pytest.mark.timing
 def test_stderr_arrives_before_idle(kernel):
     """Every cell's stderr is published before its idle, a line `eprint!` left open included
     (the child marks the end of a cell's stderr; evcxr reads stderr on a thread of its own)."""
@@ -133,6 +138,7 @@ def backtraces_only_for_panics_that_end_the_cell(kernel):
     ok(kernel, "%env --unset RUST_BACKTRACE")
 
 
+@pytest.mark.timing
 def test_abort_then_working_cell():
     with running_kernel() as k:
         k.execute("let before = 5;")
@@ -160,6 +166,7 @@ def test_abort_then_working_cell():
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "8"
 
 
+@pytest.mark.timing
 def test_interrupt_by_message_stops_within_2s():
     with running_kernel() as k:
         k.execute("let survivor = 3;")
@@ -182,6 +189,7 @@ def test_interrupt_by_message_stops_within_2s():
         assert reply["status"] == "ok"
 
 
+@pytest.mark.timing
 def test_interrupt_cooperative_keeps_variables():
     with running_kernel() as k:
         k.execute("let survivor = 3;")
@@ -197,6 +205,7 @@ def test_interrupt_cooperative_keeps_variables():
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "3"
 
 
+@pytest.mark.timing
 def test_stop_on_error_aborts_queued(kernel):
     first = kernel.send("execute", 'panic!("first")')
     second = kernel.send("execute", "1")

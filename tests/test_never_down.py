@@ -74,6 +74,7 @@ def _shown_and_counted(text, prefix):
     return shown + said
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("stream", ["eprintln", "println"])
 def test_an_output_flood_does_not_grow_the_kernel(kernel, stream):
     # Idle is after a cell ran: evcxr's first cell loads its analysis of std into the kernel.
@@ -108,6 +109,7 @@ def test_an_output_flood_does_not_grow_the_kernel(kernel, stream):
     assert value(kernel, "keep4 + 1") == "12"
 
 
+@pytest.mark.timing
 def test_an_interrupt_ends_a_wait_for_input_and_keeps_the_variables(kernel):
     ok(kernel, "let keep5 = 13u32;")
     msg_id = kernel.send("execute", 'let name = dryml::input("name? ");', allow_stdin=True)
@@ -169,6 +171,7 @@ def _interrupt_after(kernel, code, delay):
 AFTER_DEP_INTERRUPT_S = 5
 
 
+@pytest.mark.timing
 def test_an_interrupt_stops_a_build_and_keeps_the_variables():
     # Without the machine's build cache the first `dryml` cell builds the crate (~10 s).
     with running_kernel({"DRYML_BUILD_CACHE": "off"}) as k:
@@ -202,6 +205,7 @@ def test_an_interrupt_stops_a_build_and_keeps_the_variables():
         assert value(k, "keep6 + 4") == "19"
 
 
+@pytest.mark.timing
 def test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_warm_up(tmp_path):
     # A cold build cache: the warm-up (once the kernel is idle) builds `dryml` for many seconds.
     cache = tmp_path / "cache"
@@ -223,6 +227,7 @@ def test_a_cell_sent_during_the_warm_up_runs_at_once_and_an_interrupt_stops_the_
         assert value(k, "dryml::interrupted()") == "false"
 
 
+@pytest.mark.timing
 def test_sandboxes_fork_cleanly_while_another_thread_prints(kernel):
     # A fork copies only the forking thread: a lock another thread held at that moment (stdout's,
     # stderr's) stayed locked in the sandbox, whose first print then hung (3 in 60 before).

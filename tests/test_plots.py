@@ -3,6 +3,7 @@ scatters as cell values, images from bytes, `plotters` through `:dep`, and the k
 plots (`%cell_logger plot`, experiment reports) drawn by the same code."""
 import base64
 
+import pytest
 from conftest import displays, of_type, ok, value
 
 
@@ -12,6 +13,7 @@ def svg_of(data):
     return svg
 
 
+@pytest.mark.timing
 def test_a_training_curve_redraws_in_place_and_a_rerun_shows_it_afresh(kernel):
     code = """let mut losses: Vec<f64> = Vec::new();
 for step in 0..30 {
@@ -30,6 +32,7 @@ for step in 0..30 {
         assert ">loss</text>" in svg_of(last) and ">step</text>" in svg_of(last)
 
 
+@pytest.mark.timing
 def test_a_live_curve_throttles_redraws_and_draws_the_last_point(kernel):
     msgs = ok(kernel, """let curve = dryml::plot::Curve::new("live");
 for step in 0..40 {

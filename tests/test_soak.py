@@ -2,9 +2,11 @@
 hostile cells and traffic against one kernel, every reply collected, variables and repo checked."""
 import json
 
+import pytest
 from soak import soak
 
 
+@pytest.mark.timing
 def test_a_short_soak_loses_no_reply_variable_or_object():
     figures = soak(cells=150, seed=2)
     assert figures["cells"] == 150 and figures["replies_missing"] == 0
