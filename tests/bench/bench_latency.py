@@ -17,7 +17,7 @@ evcxr_jupyter's with the same `:dep tch` (built in its own target directory firs
 Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--baseline BIN]
        .venv/bin/python tests/bench/bench_latency.py --turnaround
        .venv/bin/python tests/bench/bench_latency.py --tch [--rounds 9]
-       .venv/bin/python tests/bench/bench_latency.py --restarts 6
+       .venv/bin/python tests/bench/bench_latency.py --restarts 6 [--starts 5]
 """
 import argparse
 import json
@@ -357,6 +357,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=9, help="with --tch: rounds of cells")
     ap.add_argument("--restarts", type=int, metavar="N",
                     help="issue 61's figures: a start and N-1 restarts, each followed by the first cells")
+    ap.add_argument("--starts", type=int, default=1, metavar="S",
+                    help="with --restarts: S kernels in turn, each started and restarted N-1 times "
+                         "(S figures for the first cells after a start)")
     ap.add_argument("--baseline", type=Path, help="another dryml-kernel binary to run beside this build")
     ap.add_argument("--baseline-first", action="store_true",
                     help="start the baseline first and give it each cell first (the first cell of the "
@@ -367,8 +370,16 @@ def main():
             print_heavy(*heavy(args.rounds), args.rounds)
         return 0
     if args.restarts:
+        got, parts = {}, {}
         with private_kernelspec():
-            print_restarts(*restarts(args.restarts, args.idle or 10.0))
+            for _ in range(args.starts):
+                g, p = restarts(args.restarts, args.idle or 10.0)
+                for row, by in g.items():
+                    for label, seconds in by.items():
+                        got.setdefault(row, {}).setdefault(label, []).extend(seconds)
+                for row, cells in p.items():
+                    parts.setdefault(row, []).extend(cells)
+        print_restarts(got, parts)
         return 0
     if args.turnaround:
         with private_kernelspec():
