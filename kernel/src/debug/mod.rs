@@ -53,6 +53,15 @@ struct Shared {
     debuggee_ended: std::sync::atomic::AtomicBool,
 }
 
+impl Shared {
+    /// Whether the process lldb-dap is attached to has ended (lldb-dap said so, or it is gone or
+    /// a zombie): lldb-dap's own end that follows is then no loss.
+    fn debuggee_gone(&self) -> bool {
+        let pid = self.pid.load(std::sync::atomic::Ordering::SeqCst);
+        pid != 0 && (self.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst) || !traps::alive(pid))
+    }
+}
+
 /// The debugger of one kernel: started by the panel's `initialize` and `attach`, ended by its
 /// `disconnect`.
 pub struct Debugger {
@@ -194,8 +203,7 @@ impl Debugger {
             move |e| on_event(&on_events, e),
             move || {
                 let pid = on_exit.pid.load(std::sync::atomic::Ordering::SeqCst);
-                let ended = on_exit.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst);
-                if pid != 0 && (ended || !traps::alive(pid)) {
+                if on_exit.debuggee_gone() {
                     return tracing::info!("lldb-dap ended with process {pid}: the next one gets another");
                 }
                 mend(pid);
@@ -438,8 +446,7 @@ impl Debugger {
     /// the process it was attached to: then the next cell's process gets a new one.
     fn reap(&mut self) {
         if self.adapter.as_ref().is_some_and(Adapter::gone) {
-            let ended = self.shared.debuggee_ended.load(std::sync::atomic::Ordering::SeqCst);
-            if self.attached && (ended || !traps::alive(self.pid)) {
+            if self.attached && self.shared.debuggee_gone() {
                 self.adapter = None;
                 self.attached = false;
                 self.loaded = None;
