@@ -69,8 +69,9 @@ cargo fmt --all --check
 logged cargo clippy --locked --workspace --all-targets --exclude dryml-gpu-model -- -D warnings
 logged with_torch cargo clippy --locked -p dryml --all-targets --features "$FEATURES" -- -D warnings
 
-phase "unit" "the workspace's unit tests"
+phase "unit" "the workspace's unit tests, and those of the patched evcxr"
 logged cargo test --release --locked --workspace
+logged cargo test --release --locked -p evcxr --lib
 
 phase "features" "dryml's unit tests with torch (the venv's libtorch), linfa, candle, numpy, images, parquet, polars"
 logged with_torch cargo test --release --locked -p dryml --features "$FEATURES"
