@@ -58,6 +58,8 @@ enum CacheAction {
 fn main() -> std::process::ExitCode {
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
+    // As rustc's wrapper, this binary records the cell crate's command for builds without cargo.
+    evcxr::set_rustc_recorder(dryml_builds::record);
     evcxr::runtime_hook();
     if let Some(socket) = std::env::var_os(evcxr::ANALYSIS_SOCKET_ENV) {
         // The user's analysis process (evcxr patch): one arena, as the kernel's.

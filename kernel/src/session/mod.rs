@@ -4,6 +4,7 @@
 //! hold the running cell's state, the child's output listener, interrupts, error reports and
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
+mod builds;
 pub mod cache;
 pub mod comms;
 mod config;
@@ -124,6 +125,7 @@ impl Session {
                 // Cargo reads it from the environment evcxr gives each build.
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
             }
+            ctx.set_cell_builder(Box::<builds::RustcAlone>::default());
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }

@@ -272,7 +272,7 @@ fn assert_no_cycles_inside_folders(krate: &str) {
 
 #[test]
 fn files_inside_a_folder_have_no_cycles() {
-    for krate in ["kernel", "magics", "runtime", "runtime/sys"] {
+    for krate in ["kernel", "kernel/builds", "magics", "runtime", "runtime/sys"] {
         assert_no_cycles_inside_folders(krate);
     }
 }
@@ -355,7 +355,7 @@ fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
 
 #[test]
 fn no_source_file_passes_600_lines() {
-    for file in ["kernel/src", "runtime/src", "runtime/sys/src", "magics/src"]
+    for file in ["kernel/src", "kernel/builds/src", "runtime/src", "runtime/sys/src", "magics/src"]
         .iter()
         .flat_map(|d| rust_files(&Path::new(ROOT).join(d)))
     {

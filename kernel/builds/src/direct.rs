@@ -1,0 +1,223 @@
+//! The kernel's half: the recorded command run again, while everything it read is as it was.
+
+use crate::record::Recorded;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::SystemTime;
+
+/// Past this many files and directories in path dependencies, every build goes through cargo:
+/// checking them all each cell would cost what cargo does.
+const MAX_WATCHED: usize = 5000;
+
+/// rustc's errors for a dependency that is gone, or was rebuilt or replaced under the command
+/// (can't find crate, possibly newer version, incompatible rustc, invalid metadata...): cargo's
+/// to sort out, not the user's.
+const STALE_CODES: &[&str] = &["E0460", "E0461", "E0462", "E0463", "E0464", "E0514", "E0786"];
+
+/// A file's modification time and length; `None` if it is missing. Links are followed, as cargo
+/// follows them to the sources.
+type Stamp = Option<(SystemTime, u64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let meta = fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// What a build without cargo came to.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The cell crate's library, where rustc wrote it (the shared build directory's: the caller
+    /// links it where it wants it and leaves this one to cargo).
+    Built(PathBuf),
+    /// rustc's output for the cell's own compile errors.
+    Failed(Output),
+    /// Something changed that cargo must look at.
+    Stale,
+}
+
+/// The cell crate's rustc command from cargo's last build of it, with what must stay as it is for
+/// that command to build what cargo would.
+#[derive(Debug)]
+pub struct DirectRustc {
+    command: Recorded,
+    /// How cargo was called (program, arguments, environment, directory), as text.
+    cargo: String,
+    cargo_toml: Option<Vec<u8>>,
+    config_toml: Option<Vec<u8>>,
+    watched: Vec<(PathBuf, Stamp)>,
+    out_dir: PathBuf,
+    library: String,
+}
+
+/// How `cargo` is called, as text to compare.
+fn cargo_call(cargo: &Command) -> String {
+    let mut envs: Vec<_> = cargo.get_envs().collect();
+    envs.sort();
+    format!(
+        "{:?} {:?} {envs:?} {:?}",
+        cargo.get_program(),
+        cargo.get_args().collect::<Vec<_>>(),
+        cargo.get_current_dir()
+    )
+}
+
+/// The crate's manifest and cargo config, as bytes (`None`: missing).
+fn manifests(crate_dir: &Path) -> [Option<Vec<u8>>; 2] {
+    [fs::read(crate_dir.join("Cargo.toml")).ok(), fs::read(crate_dir.join(".cargo").join("config.toml")).ok()]
+}
+
+impl DirectRustc {
+    /// After a cargo build (`cargo`, run in the cell crate's directory) that `started` then: the
+    /// command the wrapper recorded in `record`, with what it read. `None`: the next build goes
+    /// through cargo (no record, a path dependency too big to watch or changed during the build).
+    pub fn load(record: &Path, cargo: &Command, started: SystemTime) -> Option<DirectRustc> {
+        let command: Recorded = serde_json::from_slice(&fs::read(record).ok()?).ok()?;
+        let crate_dir = cargo.get_current_dir()?;
+        let out_dir = PathBuf::from(command.arg_after("--out-dir")?);
+        let name = command.arg_after("--crate-name")?;
+        let library = format!("{}{name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
+        let mut watched = Vec::new();
+        // The libraries the command links (a dependency rebuilt or evicted shows here).
+        for pair in command.args.windows(2) {
+            if let ("--extern", Some((_, path))) = (pair[0].as_str(), pair[1].split_once('=')) {
+                watched.push((PathBuf::from(path), stamp(Path::new(path))));
+            }
+        }
+        // Path dependencies: cargo rebuilds one when any of its sources changes.
+        for dir in path_packages(cargo)? {
+            watch_tree(&dir, &mut watched, started)?;
+        }
+        let [cargo_toml, config_toml] = manifests(crate_dir);
+        Some(DirectRustc { cargo: cargo_call(cargo), cargo_toml, config_toml, command, watched, out_dir, library })
+    }
+
+    /// Builds the cell crate (its source written already) with the recorded command, if `cargo`
+    /// (how it would be built now) and all the command read are as they were.
+    pub fn build(&self, cargo: &Command) -> Outcome {
+        let Some(crate_dir) = cargo.get_current_dir() else {
+            return Outcome::Stale;
+        };
+        if cargo_call(cargo) != self.cargo
+            || manifests(crate_dir) != [self.cargo_toml.clone(), self.config_toml.clone()]
+        {
+            return Outcome::Stale;
+        }
+        // Cargo's own lock on the build directory, so that no other kernel's cargo (or the build
+        // cache's eviction) changes what this build reads meanwhile. A build holding it is
+        // waited for through cargo, which an interrupt can kill.
+        let Some(profile_dir) = self.out_dir.parent() else {
+            return Outcome::Stale;
+        };
+        let lock = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(profile_dir.join(".cargo-lock"));
+        let Ok(lock) = lock else {
+            return Outcome::Stale;
+        };
+        if lock.try_lock().is_err() || self.watched.iter().any(|(path, was)| stamp(path) != *was) {
+            return Outcome::Stale;
+        }
+        let output = Command::new(&self.command.program)
+            .args(&self.command.args)
+            .env_clear()
+            .envs(self.command.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.command.cwd)
+            .output();
+        match output {
+            Ok(output) if output.status.success() => Outcome::Built(self.out_dir.join(&self.library)),
+            Ok(output) if !names_a_stale_dependency(&output) => Outcome::Failed(output),
+            _ => Outcome::Stale,
+        }
+    }
+}
+
+/// Whether rustc's JSON diagnostics include one of [`STALE_CODES`].
+fn names_a_stale_dependency(output: &Output) -> bool {
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .any(|d| d["code"]["code"].as_str().is_some_and(|c| STALE_CODES.contains(&c)))
+}
+
+/// The directories of the path packages in the dependency graph of the crate `cargo` builds:
+/// `cargo metadata` with its program, options, environment and directory.
+fn path_packages(cargo: &Command) -> Option<Vec<PathBuf>> {
+    let mut metadata = Command::new(cargo.get_program());
+    // Options before the subcommand (`--offline`) apply to it too.
+    metadata.args(cargo.get_args().take_while(|a| a.to_str().is_some_and(|a| a.starts_with('-'))));
+    metadata.args(["metadata", "--format-version", "1"]);
+    for (k, v) in cargo.get_envs() {
+        match v {
+            Some(v) => metadata.env(k, v),
+            None => metadata.env_remove(k),
+        };
+    }
+    metadata.current_dir(cargo.get_current_dir()?);
+    let output = metadata.output().ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).ok()?;
+    let root = metadata["resolve"]["root"].as_str();
+    let mut dirs = Vec::new();
+    for package in metadata["packages"].as_array()? {
+        if package["source"].is_null() && package["id"].as_str() != root {
+            dirs.push(Path::new(package["manifest_path"].as_str()?).parent()?.to_owned());
+        }
+    }
+    Some(dirs)
+}
+
+/// Every file and directory under `dir` but build output and hidden ones, with its stamp.
+/// `None` past [`MAX_WATCHED`] (which also ends a walk around a cycle of links), or for a file
+/// changed since the build `started`: cargo may have read it before the change.
+fn watch_tree(dir: &Path, watched: &mut Vec<(PathBuf, Stamp)>, started: SystemTime) -> Option<()> {
+    watched.push((dir.to_owned(), stamp(dir)));
+    for entry in fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        let name = entry.file_name();
+        if name == "target" || name.to_string_lossy().starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        if watched.len() >= MAX_WATCHED {
+            return None;
+        }
+        if path.is_dir() {
+            watch_tree(&path, watched, started)?;
+        } else {
+            let stamped = stamp(&path);
+            if stamped.is_some_and(|(modified, _)| modified >= started) {
+                return None;
+            }
+            watched.push((path, stamped));
+        }
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rustc's real output for `source`, a library checked on its own.
+    fn rustc(source: &str) -> Output {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("lib.rs"), source).unwrap();
+        Command::new("rustc")
+            .args(["--error-format=json", "--crate-type=lib", "--emit=metadata", "lib.rs"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_missing_dependency_is_cargos_to_sort_out_a_type_error_the_users() {
+        assert!(names_a_stale_dependency(&rustc("extern crate gone_since_the_record;")));
+        assert!(!names_a_stale_dependency(&rustc("pub fn f() -> u8 { \"no\" }")));
+    }
+}

@@ -1,0 +1,165 @@
+//! The rustc-alone build against real cargo builds of a small cell crate with a path dependency:
+//! it builds what cargo would, shows the cell's own errors, and sends the build back to cargo
+//! whenever something cargo would look at has changed.
+
+use dryml_builds::{DirectRustc, Outcome};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+/// A cell crate `cell` (a cdylib, as evcxr's) that calls its path dependency `dep`.
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |path: &str, text: &str| {
+            let path = dir.path().join(path);
+            fs::create_dir_all(path.parent().unwrap()).unwrap();
+            fs::write(path, text).unwrap();
+        };
+        write("dep/Cargo.toml", "[package]\nname = \"dep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+        write("dep/src/lib.rs", "pub fn two() -> i32 { 2 }\n");
+        write(
+            "cell/Cargo.toml",
+            "[package]\nname = \"cell\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[lib]\ncrate-type = [\"cdylib\"]\n\n\
+             [dependencies]\ndep = { path = \"../dep\" }\n\n[workspace]\n",
+        );
+        write("cell/src/lib.rs", &cell_source(1));
+        Fixture { dir }
+    }
+
+    fn cell_dir(&self) -> PathBuf {
+        self.dir.path().join("cell")
+    }
+
+    fn record(&self) -> PathBuf {
+        self.dir.path().join("record.json")
+    }
+
+    /// How the kernel would call cargo: the wrapper records the cell crate's rustc command.
+    fn cargo(&self) -> Command {
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["--offline", "build", "--message-format=json"])
+            .current_dir(self.cell_dir())
+            .env("CARGO_TARGET_DIR", self.dir.path().join("target"))
+            .env("RUSTC_WORKSPACE_WRAPPER", env!("CARGO_BIN_EXE_dryml-record-rustc"))
+            .env("DRYML_RECORD_CRATE", "cell")
+            .env("DRYML_RECORD_TO", self.record());
+        cargo
+    }
+
+    /// A cargo build, then what it recorded.
+    fn cargo_build(&self) -> DirectRustc {
+        let started = SystemTime::now();
+        let output = self.cargo().output().unwrap();
+        assert!(output.status.success(), "cargo: {}", String::from_utf8_lossy(&output.stderr));
+        DirectRustc::load(&self.record(), &self.cargo(), started).expect("a command recorded")
+    }
+
+    fn write_cell(&self, source: &str) {
+        fs::write(self.cell_dir().join("src/lib.rs"), source).unwrap();
+    }
+}
+
+fn cell_source(n: i32) -> String {
+    format!("#[no_mangle]\npub extern \"C\" fn answer() -> i32 {{ dep::two() * {n} }}\n")
+}
+
+fn modified(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+#[test]
+fn a_changed_cell_is_built_by_the_recorded_command_alone() {
+    let fixture = Fixture::new();
+    let direct = fixture.cargo_build();
+    let built_by_cargo = fixture.dir.path().join("target/debug/deps/libcell.so");
+    let before = modified(&built_by_cargo);
+    std::thread::sleep(Duration::from_millis(20));
+    fixture.write_cell(&cell_source(21));
+    let Outcome::Built(library) = direct.build(&fixture.cargo()) else { panic!("not built alone") };
+    assert_eq!(library, built_by_cargo);
+    assert!(modified(&library) > before, "the library was written again");
+    // Again with the same command: the record stays good for cell after cell.
+    fixture.write_cell(&cell_source(3));
+    assert!(matches!(direct.build(&fixture.cargo()), Outcome::Built(_)));
+}
+
+#[test]
+fn the_cells_own_errors_are_rustcs_output_not_a_trip_to_cargo() {
+    let fixture = Fixture::new();
+    let direct = fixture.cargo_build();
+    fixture.write_cell("pub fn f() -> u8 { \"no\" }\n");
+    let Outcome::Failed(output) = direct.build(&fixture.cargo()) else { panic!("no failure") };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("E0308") && stderr.contains("mismatched types"), "{stderr}");
+}
+
+/// Each change that cargo would notice, made after the record: the build goes back to cargo.
+#[test]
+fn whatever_cargo_would_look_at_sends_the_build_back_to_cargo() {
+    type Change = fn(&Fixture, &mut Command);
+    let changes: [(&str, Change); 6] = [
+        ("a path dependency's source", |f, _| {
+            fs::write(f.dir.path().join("dep/src/lib.rs"), "pub fn two() -> i32 { 3 }\n").unwrap()
+        }),
+        ("a new file in a path dependency", |f, _| fs::write(f.dir.path().join("dep/src/more.rs"), "").unwrap()),
+        ("Cargo.toml", |f, _| {
+            let manifest = f.cell_dir().join("Cargo.toml");
+            let text = fs::read_to_string(&manifest).unwrap();
+            fs::write(manifest, text.replace("[workspace]", "[features]\nx = []\n\n[workspace]")).unwrap();
+        }),
+        ("the cargo config", |f, _| {
+            fs::create_dir_all(f.cell_dir().join(".cargo")).unwrap();
+            fs::write(f.cell_dir().join(".cargo/config.toml"), "[build]\n").unwrap();
+        }),
+        ("how cargo is called", |_, cargo| {
+            cargo.env("RUSTFLAGS", "-Cdebuginfo=0");
+        }),
+        ("a library the command links", |f, _| {
+            let deps = f.dir.path().join("target/debug/deps");
+            for entry in fs::read_dir(deps).unwrap() {
+                let path = entry.unwrap().path();
+                if path.file_name().unwrap().to_string_lossy().starts_with("libdep-") {
+                    let file = fs::File::options().append(true).open(&path).unwrap();
+                    file.set_modified(SystemTime::now() + Duration::from_secs(5)).unwrap();
+                }
+            }
+        }),
+    ];
+    for (what, change) in changes {
+        let fixture = Fixture::new();
+        let direct = fixture.cargo_build();
+        let mut cargo = fixture.cargo();
+        change(&fixture, &mut cargo);
+        fixture.write_cell(&cell_source(4));
+        assert!(matches!(direct.build(&cargo), Outcome::Stale), "{what} changed, yet rustc ran alone");
+    }
+}
+
+#[test]
+fn another_build_holding_the_directory_is_waited_for_through_cargo() {
+    let fixture = Fixture::new();
+    let direct = fixture.cargo_build();
+    let lock = fs::File::options().write(true).open(fixture.dir.path().join("target/debug/.cargo-lock")).unwrap();
+    lock.lock().unwrap();
+    fixture.write_cell(&cell_source(5));
+    assert!(matches!(direct.build(&fixture.cargo()), Outcome::Stale));
+    drop(lock);
+    assert!(matches!(direct.build(&fixture.cargo()), Outcome::Built(_)));
+}
+
+#[test]
+fn no_record_where_a_source_changed_during_cargos_build_or_none_was_written() {
+    let fixture = Fixture::new();
+    fixture.cargo_build();
+    // A build that started before the dependency's files were last written may have read them
+    // before that write.
+    assert!(DirectRustc::load(&fixture.record(), &fixture.cargo(), SystemTime::UNIX_EPOCH).is_none());
+    assert!(DirectRustc::load(&fixture.dir.path().join("none.json"), &fixture.cargo(), SystemTime::now()).is_none());
+}
