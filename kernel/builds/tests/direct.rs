@@ -43,6 +43,11 @@ impl Fixture {
     /// How the kernel would call cargo: the wrapper records the cell crate's rustc command.
     fn cargo(&self) -> Command {
         let mut cargo = Command::new(env!("CARGO"));
+        // The build directory is the fixture's whatever the environment says (the test command
+        // sets CARGO_BUILD_BUILD_DIR), as the kernel's builds set it.
+        for var in ["CARGO_BUILD_BUILD_DIR", "RUSTFLAGS", "CARGO_ENCODED_RUSTFLAGS", "RUSTC_WRAPPER"] {
+            cargo.env_remove(var);
+        }
         cargo
             .args(["--offline", "build", "--message-format=json"])
             .current_dir(self.cell_dir())
