@@ -28,8 +28,7 @@
 //! content (`dryml-src/<hash>`, see [`super::source`]): cargo names a path crate by its path, and
 //! every checkout of the same sources then shares one build per set of features.
 //!
-//! Cells link evcxr's runtime (the variable store) from a crate in the generation, also named by
-//! its content (`evcxr-runtime/<hash>`, see [`super::runtime_crate`]), built once.
+//! evcxr's runtime is a crate there too, `evcxr-runtime/<hash>` ([`super::runtime_crate`]).
 //!
 //! Cargo's own part of a cell's build (resolving the graph, checking every unit's fingerprint:
 //! 20 ms with `dryml`, 50 ms with `tch`'s 164 units) ends in the same rustc command whenever only
@@ -362,8 +361,7 @@ impl BuildCache {
             }
             for e in std::fs::read_dir(&g).into_iter().flatten().flatten() {
                 let p = e.path();
-                // Running kernels' claims and the runtime crate they link stay; what their crates
-                // built is gone with the rest.
+                // Running kernels' claims and evcxr's runtime stay; what their crates built goes.
                 let kept = [KERNELS_DIR, super::runtime_crate::DIR].iter().any(|k| e.file_name() == *k);
                 if !kept && !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
                     remove(&p);
