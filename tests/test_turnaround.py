@@ -172,7 +172,7 @@ def test_cells_link_evcxrs_runtime_built_once(tmp_path):
         dep = re.search(r'^evcxr_runtime = \{ path = "([^"]+)" \}$', (evcxr_dir / "Cargo.toml").read_text(), re.M)
         crate = Path(dep[1])
         assert crate.parent.name == "evcxr-runtime" and cache in crate.parents, crate
-        assert "pub struct VariableStore" in (crate / "lib.rs").read_text()
+        assert "pub struct VariableStore" in (crate / "runtime.rs").read_text()
         ok(k, "%cache clear")
         assert crate.is_dir(), "the cache's clear took the crate its kernels link"
         assert value(k, "warm + 3") == "4"

@@ -11,29 +11,40 @@ pub const DIR: &str = "evcxr-runtime";
 
 /// The crate holding `source` in `generation`, made if missing; its dependency line's value.
 pub fn dependency(generation: &Path, source: &str) -> anyhow::Result<String> {
-    let hash = Sha256::digest(source.as_bytes());
-    let dir = generation.join(DIR).join(hex::encode(&hash[..8]));
+    // Not `lib.rs`: evcxr reads a span in any file so named as the cell's own.
+    let files = [("Cargo.toml", manifest()), ("runtime.rs", format!("#![allow(warnings)]\n{source}"))];
+    let mut hash = Sha256::new();
+    for (name, text) in &files {
+        hash.update(name.as_bytes());
+        hash.update((text.len() as u64).to_le_bytes());
+        hash.update(text.as_bytes());
+    }
+    let dir = generation.join(DIR).join(hex::encode(&hash.finalize()[..8]));
     if !dir.join("Cargo.toml").exists() {
-        make(&dir, source).with_context(|| format!("writing {}", dir.display()))?;
+        make(&dir, &files).with_context(|| format!("writing {}", dir.display()))?;
     }
     let path = dir.to_str().context("the build cache's path is not UTF-8")?;
     Ok(format!("{{ path = {path:?} }}"))
 }
 
+fn manifest() -> String {
+    format!(
+        "[package]\nname = {:?}\nversion = \"0.0.0\"\nedition = \"2024\"\n\n[lib]\npath = \"runtime.rs\"\n\n\
+         # Not a member of any workspace above the cache.\n[workspace]\n",
+        evcxr::RUNTIME_CRATE
+    )
+}
+
 /// Writes the crate beside `dir` and renames it into place: whole or not at all, and a kernel
 /// that made the same crate first wins.
-fn make(dir: &Path, source: &str) -> anyhow::Result<()> {
+fn make(dir: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
     let parent = dir.parent().context("no parent")?;
     std::fs::create_dir_all(parent)?;
     let tmp: PathBuf = parent.join(format!(".tmp-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&tmp)?;
-    let manifest = format!(
-        "[package]\nname = {:?}\nversion = \"0.0.0\"\nedition = \"2024\"\n\n[lib]\npath = \"lib.rs\"\n\n\
-         # Not a member of any workspace above the cache.\n[workspace]\n",
-        evcxr::RUNTIME_CRATE
-    );
-    let written = std::fs::write(tmp.join("lib.rs"), format!("#![allow(warnings)]\n{source}"))
-        .and_then(|()| std::fs::write(tmp.join("Cargo.toml"), manifest))
+    let written = files
+        .iter()
+        .try_for_each(|(name, text)| std::fs::write(tmp.join(name), text))
         .and_then(|()| std::fs::rename(&tmp, dir));
     if written.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
@@ -58,6 +69,6 @@ mod tests {
         let dirs: Vec<_> = std::fs::read_dir(generation.path().join(DIR)).unwrap().flatten().collect();
         assert_eq!(dirs.len(), 2, "no temporary directory is left");
         let path = first.trim_start_matches("{ path = \"").trim_end_matches("\" }");
-        assert!(std::fs::read_to_string(Path::new(path).join("lib.rs")).unwrap().ends_with("pub fn a() {}"));
+        assert!(std::fs::read_to_string(Path::new(path).join("runtime.rs")).unwrap().ends_with("pub fn a() {}"));
     }
 }
