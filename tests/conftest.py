@@ -397,7 +397,7 @@ def fake_gpu_kernel(fake_nvml_lib, tmp_path_factory):
 
 def analysis_pids(kernel_pid):
     """The analysis processes serving the kernel (evcxr patch: started with
-    EVCXR_ANALYSIS_SOCKET in the kernel's DRYML_ANALYSIS_DIR, the user's shared one by default)."""
+    DRYML_ANALYSIS_SOCKET in the kernel's DRYML_ANALYSIS_DIR, the user's shared one by default)."""
     return analysis_pids_in(environ_of(kernel_pid).get("DRYML_ANALYSIS_DIR")
                             or f"{tempfile.gettempdir()}/dryml-kernel-{os.getuid()}")
 

@@ -48,11 +48,11 @@ def exe_of(pid):
 
 
 def _analysis_parents(dir):
-    """{pid: parent pid} of every process whose EVCXR_ANALYSIS_SOCKET names a socket in `dir`."""
+    """{pid: parent pid} of every process whose DRYML_ANALYSIS_SOCKET names a socket in `dir`."""
     found = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
-            socket = environ_of(proc.name).get("EVCXR_ANALYSIS_SOCKET")
+            socket = environ_of(proc.name).get("DRYML_ANALYSIS_SOCKET")
             if socket and Path(socket).parent == Path(dir):
                 found[int(proc.name)] = parent_of(proc.name)
     return found
@@ -60,7 +60,7 @@ def _analysis_parents(dir):
 
 def analysis_pids_in(dir):
     """The analysis processes listening in `dir` (a DRYML_ANALYSIS_DIR; evcxr patch: each started
-    with EVCXR_ANALYSIS_SOCKET naming its socket there), with the children they run (`cargo
+    with DRYML_ANALYSIS_SOCKET naming its socket there), with the children they run (`cargo
     metadata` for a load), which inherit that variable. A child caught between its fork and its
     exec still runs its parent's program in its parent's memory (shared, or copied on write), and
     shows its parent's RSS: it is left out, or a sample would count the server twice."""

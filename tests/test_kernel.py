@@ -510,7 +510,7 @@ def test_a_users_kernels_share_one_analysis_process_that_ends_with_the_last():
                 r, _ = c.request("complete", "only_in_", 8, timeout=120)
                 assert r["matches"] == ["only_in_c"], r
                 both = analysis_pids_in(shared["DRYML_ANALYSIS_DIR"])
-                sockets = {environ_of(p).get("EVCXR_ANALYSIS_SOCKET") for p in both}
+                sockets = {environ_of(p).get("DRYML_ANALYSIS_SOCKET") for p in both}
                 assert len(sockets) == 2 and pid in both, sockets
         wait_for(lambda: not analysis_pids_in(shared["DRYML_ANALYSIS_DIR"]), 30, "the analysis process to end with the last kernel")
 

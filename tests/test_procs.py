@@ -28,7 +28,7 @@ time.sleep(60)
 
 def test_a_child_between_fork_and_exec_is_not_a_second_analysis_process():
     with tempfile.TemporaryDirectory() as d:
-        env = {"EVCXR_ANALYSIS_SOCKET": f"{d}/analysis.sock", "PATH": "/usr/bin:/bin"}
+        env = {"DRYML_ANALYSIS_SOCKET": f"{d}/analysis.sock", "PATH": "/usr/bin:/bin"}
         server = subprocess.Popen([sys.executable, "-c", SERVER, "3"], env=env, stdout=subprocess.PIPE,
                                   text=True)
         child = None

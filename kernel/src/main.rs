@@ -61,10 +61,10 @@ fn main() -> std::process::ExitCode {
     // As rustc's wrapper, this binary records the cell crate's command for builds without cargo.
     evcxr::set_rustc_recorder(dryml_builds::record);
     evcxr::runtime_hook();
-    if let Some(socket) = std::env::var_os(evcxr::ANALYSIS_SOCKET_ENV) {
-        // The user's analysis process (evcxr patch): one arena, as the kernel's.
+    if let Some(socket) = std::env::var_os(dryml_analysis::SOCKET_ENV) {
+        // The user's analysis process (kernel/analysis): one arena, as the kernel's.
         dryml_kernel::heap::one_arena();
-        evcxr::serve_analysis(std::path::Path::new(&socket));
+        dryml_analysis::serve(std::path::Path::new(&socket));
     }
     dryml_kernel::torch::setup_env();
     match run() {

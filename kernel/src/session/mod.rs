@@ -132,8 +132,14 @@ impl Session {
             // The analyzer's hundreds of MiB in a process the user's kernels share (this binary,
             // see `main`; /proc/self/exe is it even after a rebuild replaced the file), which a
             // quiet notebook leaves. `DRYML_ANALYSIS=in-process` keeps it in the kernel.
-            if std::env::var("DRYML_ANALYSIS").as_deref() != Ok("in-process") {
-                ctx.use_analysis_process("/proc/self/exe".into(), crate::paths::analysis_dir());
+            let root = ctx.crate_directory().to_owned();
+            if std::env::var("DRYML_ANALYSIS").as_deref() == Ok("in-process") {
+                let local = dryml_analysis::Local::new(&root).map_err(|e| evcxr::Error::Message(format!("{e:#}")))?;
+                ctx.set_analysis(Box::new(local));
+            } else {
+                let program = "/proc/self/exe".into();
+                let client = dryml_analysis::Client::new(program, crate::paths::analysis_dir(), &root);
+                ctx.set_analysis(Box::new(client));
             }
             Ok(())
         })

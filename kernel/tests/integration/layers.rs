@@ -2,7 +2,9 @@
 //! runtime's modules form layers with no cycle, and so do the files of every folder; the
 //! session knows nothing of magics; only the protocol touches ZeroMQ and it names neither
 //! evcxr nor the engine; the protocol and the engine name no `dryml`; `magics/` does no I/O;
-//! `runtime/` depends on no crate of ours outside it, and `runtime/sys` on none at all.
+//! `runtime/` depends on no crate of ours outside it, and `runtime/sys` on none at all; the
+//! analysis's host and queries know nothing of the process, and a kernel's end of it only the
+//! wire format.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -272,7 +274,7 @@ fn assert_no_cycles_inside_folders(krate: &str) {
 
 #[test]
 fn files_inside_a_folder_have_no_cycles() {
-    for krate in ["kernel", "kernel/builds", "magics", "runtime", "runtime/sys"] {
+    for krate in ["kernel", "kernel/analysis", "kernel/builds", "magics", "runtime", "runtime/sys"] {
         assert_no_cycles_inside_folders(krate);
     }
 }
@@ -300,6 +302,19 @@ fn kernel_modules_form_layers_without_cycles() {
             file.display()
         );
     }
+}
+
+#[test]
+fn the_analysis_stands_on_its_host_and_a_kernels_side_holds_none() {
+    let graph = module_graph("kernel/analysis");
+    assert_acyclic(&graph);
+    for low in ["host", "load", "queries", "wire"] {
+        for high in ["local", "client", "server"] {
+            assert!(!graph[low].contains(high), "{low} must not reach up into {high}");
+        }
+    }
+    // The kernel's end of the process speaks the wire format only.
+    assert!(graph["client"].iter().all(|d| d == "wire"), "the client names {:?}", graph["client"]);
 }
 
 #[test]
@@ -355,9 +370,10 @@ fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
 
 #[test]
 fn no_source_file_passes_600_lines() {
-    for file in ["kernel/src", "kernel/builds/src", "runtime/src", "runtime/sys/src", "magics/src"]
-        .iter()
-        .flat_map(|d| rust_files(&Path::new(ROOT).join(d)))
+    for file in
+        ["kernel/src", "kernel/analysis/src", "kernel/builds/src", "runtime/src", "runtime/sys/src", "magics/src"]
+            .iter()
+            .flat_map(|d| rust_files(&Path::new(ROOT).join(d)))
     {
         let lines = std::fs::read_to_string(&file).unwrap().lines().count();
         assert!(lines <= 600, "{} has {lines} lines (tests included); split it along a seam", file.display());

@@ -1,0 +1,278 @@
+//! The analysis of one or more notebooks' crates in one rust-analyzer host: what they share
+//! (the sysroot, common dependencies) is loaded and worked out once.
+
+use crate::load::{self, Loaded};
+use anyhow::{anyhow, bail, Context, Result};
+use ra_ap_base_db::{CrateGraphBuilder, SourceRoot, SourceRootId};
+use ra_ap_ide::AnalysisHost;
+use ra_ap_paths::AbsPathBuf;
+use ra_ap_vfs::{FileId, Vfs, VfsPath};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The edition cells are parsed in, as evcxr writes them.
+pub(crate) const EDITION: ra_ap_ide::Edition = ra_ap_ide::Edition::Edition2024;
+
+/// The analysis of the crates in one host; queries act on the selected one, `ws`.
+pub(crate) struct Host {
+    pub(crate) with_sysroot: bool,
+    pub(crate) analysis: AnalysisHost,
+    vfs: Vfs,
+    pub(crate) ws: Crate,
+    /// The other crates, while `ws` is another's.
+    parked: HashMap<AbsPathBuf, Crate>,
+    /// Each loaded crate's graph; the host's is their union, in which equal crates (the
+    /// sysroot's, a shared dependency's) are one, analysed once.
+    graphs: BTreeMap<AbsPathBuf, CrateGraphBuilder>,
+    /// Every package root loaded (its directories, whether local), in the order first seen: a
+    /// root's index is its `SourceRootId` for as long as the host lives.
+    package_roots: Vec<(Vec<AbsPathBuf>, bool)>,
+    /// Each source root's files as last set in the host.
+    applied_roots: Vec<Vec<FileId>>,
+}
+
+/// One notebook's crate as the host sees it.
+pub(crate) struct Crate {
+    pub(crate) root: AbsPathBuf,
+    /// The Cargo.toml whose workspace is in the host; None before the first load.
+    pub(crate) loaded_toml: Option<Vec<u8>>,
+    lib_rs: AbsPathBuf,
+    pub(crate) file: FileId,
+    pub(crate) source: String,
+    /// A load done outside the host's lock, with the Cargo.toml it read, for the next
+    /// `set_source` to apply.
+    pub(crate) preloaded: Option<(Vec<u8>, Loaded)>,
+}
+
+/// `path` as rust-analyzer's absolute path.
+pub(crate) fn abs(path: &Path) -> Result<AbsPathBuf> {
+    let text = path.to_str().with_context(|| format!("{path:?} is not UTF-8"))?;
+    AbsPathBuf::try_from(text).map_err(|p| anyhow!("{p:?} is not absolute"))
+}
+
+impl Crate {
+    fn new(vfs: &mut Vfs, root: &AbsPathBuf) -> Result<Crate> {
+        let lib_rs = root.join("src/lib.rs");
+        // cargo metadata, run by a load, wants the target's file on disk, which a load ahead of
+        // the first build would not find.
+        let src = root.join("src");
+        std::fs::create_dir_all(&src).with_context(|| format!("creating {src}"))?;
+        if std::fs::metadata(&lib_rs).is_err() {
+            std::fs::write(&lib_rs, "").with_context(|| format!("writing {lib_rs}"))?;
+        }
+        let path = VfsPath::from(lib_rs.clone());
+        vfs.set_file_contents(path.clone(), Some(Vec::new()));
+        let (file, _) = vfs.file_id(&path).context("the file just set")?;
+        Ok(Crate { root: root.clone(), loaded_toml: None, lib_rs, file, source: String::new(), preloaded: None })
+    }
+
+    pub(crate) fn cargo_toml(&self) -> AbsPathBuf {
+        self.root.join("Cargo.toml")
+    }
+}
+
+impl Host {
+    pub(crate) fn new(root: &Path) -> Result<Host> {
+        let mut vfs = Vfs::default();
+        Ok(Host {
+            with_sysroot: true,
+            analysis: AnalysisHost::default(),
+            ws: Crate::new(&mut vfs, &abs(root)?)?,
+            vfs,
+            parked: HashMap::new(),
+            graphs: BTreeMap::new(),
+            package_roots: Vec::new(),
+            applied_roots: Vec::new(),
+        })
+    }
+
+    /// The host locked with `root`'s crate selected: added where `add` (a connected kernel's
+    /// request), else an error where it is not there (its notebook left); never another's.
+    pub(crate) fn locked<'a>(host: &'a Mutex<Host>, root: &AbsPathBuf, add: bool) -> Result<MutexGuard<'a, Host>> {
+        let mut locked = host.lock().unwrap_or_else(PoisonError::into_inner);
+        locked.select(root, add)?;
+        Ok(locked)
+    }
+
+    pub(crate) fn select(&mut self, root: &AbsPathBuf, add: bool) -> Result<()> {
+        if self.ws.root == *root {
+            return Ok(());
+        }
+        let ws = match self.parked.remove(root) {
+            Some(ws) => ws,
+            None if add => Crate::new(&mut self.vfs, root)?,
+            None => bail!("{root} is not analysed here (its notebook left)"),
+        };
+        let old = std::mem::replace(&mut self.ws, ws);
+        self.parked.insert(old.root.clone(), old);
+        Ok(())
+    }
+
+    /// Forgets `root`'s crate (its notebook is gone): its file leaves the host and its crates
+    /// the graph, unless another's are the same.
+    pub(crate) fn remove(&mut self, root: &AbsPathBuf) {
+        let gone = match self.parked.remove(root) {
+            Some(ws) => ws,
+            None if self.ws.root == *root => {
+                let Some(other) = self.parked.keys().next().cloned() else {
+                    // The last one stays selected, unloaded, for whoever comes next.
+                    self.ws.loaded_toml = None;
+                    self.graphs.clear();
+                    return;
+                };
+                let next = self.parked.remove(&other).expect("a parked crate");
+                std::mem::replace(&mut self.ws, next)
+            }
+            None => return,
+        };
+        let mut change = ra_ap_hir::ChangeWithProcMacros::default();
+        // A crate that left before any load has a file in no source root, which salsa's change
+        // panics on (ci24: the shared process's client thread, then types lost).
+        if self.applied_roots.iter().any(|files| files.contains(&gone.file)) {
+            change.change_file(gone.file, None);
+        }
+        if self.graphs.remove(root).is_some() {
+            change.set_crate_graph(self.union_graph());
+        }
+        self.analysis.apply_change(change);
+    }
+
+    /// Drops what only earlier revisions use (results replaced since, interned types nothing
+    /// names): salsa frees them at the next revision, which a quiet process may not see for
+    /// hours. The next analysis checks its inputs again.
+    pub(crate) fn collect_garbage(&mut self) {
+        self.analysis.trigger_garbage_collection();
+    }
+
+    /// Sets the selected crate's `lib.rs`, and loads its workspace where its Cargo.toml is new
+    /// or changed. `write` false keeps the source off the disk (the priming source, or a Tab's
+    /// while a build may be reading the crate's files).
+    pub(crate) fn set_source(&mut self, source: String, write: bool) -> Result<()> {
+        if write {
+            std::fs::write(&self.ws.lib_rs, &source).with_context(|| format!("writing {}", self.ws.lib_rs))?;
+        }
+        self.vfs.set_file_contents(self.ws.lib_rs.clone().into(), Some(source.clone().into()));
+        let mut change = ra_ap_hir::ChangeWithProcMacros::default();
+        change.change_file(self.ws.file, Some(source.clone()));
+        self.ws.source = source;
+        let path = self.ws.cargo_toml();
+        let toml = std::fs::read(&path).with_context(|| format!("reading {path}"))?;
+        if self.ws.loaded_toml.as_ref() != Some(&toml) {
+            self.apply_load(&mut change, &toml)?;
+            self.ws.loaded_toml = Some(toml);
+        }
+        self.analysis.apply_change(change);
+        Ok(())
+    }
+
+    fn apply_load(&mut self, change: &mut ra_ap_hir::ChangeWithProcMacros, toml: &[u8]) -> Result<()> {
+        let loaded = match self.ws.preloaded.take() {
+            Some((read, loaded)) if read == toml => loaded,
+            _ => load::load(self.ws.cargo_toml(), self.with_sysroot)?,
+        };
+        for (path, contents) in loaded.files {
+            // The source set before the load stays (the disk's may be another's).
+            if path != self.ws.lib_rs {
+                self.vfs.set_file_contents(path.into(), contents);
+            }
+        }
+        for (file, changed) in self.vfs.take_changes() {
+            let text = match changed.change {
+                ra_ap_vfs::Change::Create(bytes, _) | ra_ap_vfs::Change::Modify(bytes, _) => {
+                    String::from_utf8(bytes).ok()
+                }
+                ra_ap_vfs::Change::Delete => None,
+            };
+            change.change_file(file, text);
+        }
+        for root in loaded.workspace.to_roots() {
+            let key = (root.include, root.is_local);
+            if !self.package_roots.contains(&key) {
+                self.package_roots.push(key);
+            }
+        }
+        self.set_roots();
+        let vfs = &self.vfs;
+        let (graph, _) = loaded
+            .workspace
+            .to_crate_graph(&mut |path| vfs.file_id(&path.to_path_buf().into()).map(|(id, _)| id), &Default::default());
+        self.graphs.insert(self.ws.root.clone(), graph);
+        change.set_crate_graph(self.union_graph());
+        Ok(())
+    }
+
+    /// A source root per package root (the sysroot's and the registry's as libraries), set only
+    /// where its files changed: setting one again, even unchanged, makes salsa redo all that
+    /// depends on it (one root for every file made each load redo the standard library's
+    /// analysis). Libraries are durable, so a cell's edit does not have them checked again.
+    fn set_roots(&mut self) {
+        use ra_ap_base_db::salsa::{Durability, Setter};
+        use ra_ap_base_db::SourceDatabase;
+        let mut config = ra_ap_vfs::file_set::FileSetConfig::builder();
+        for (include, _) in &self.package_roots {
+            config.add_file_set(include.iter().cloned().map(VfsPath::from).collect());
+        }
+        // One set per package root, then one of the files in none of them.
+        let sets = config.build().partition(&self.vfs);
+        let db = self.analysis.raw_database_mut();
+        let mut local = ra_ap_ide_db::FxHashSet::default();
+        let mut library = ra_ap_ide_db::FxHashSet::default();
+        for (index, set) in sets.into_iter().enumerate() {
+            let is_local = self.package_roots.get(index).is_none_or(|(_, local)| *local);
+            let id = SourceRootId(index as u32);
+            let root = if is_local {
+                local.insert(id);
+                SourceRoot::new_local(set)
+            } else {
+                library.insert(id);
+                SourceRoot::new_library(set)
+            };
+            let files: Vec<FileId> = root.iter().collect();
+            if self.applied_roots.get(index) == Some(&files) {
+                continue;
+            }
+            let durability = if is_local { Durability::LOW } else { Durability::MEDIUM };
+            for &file in &files {
+                db.set_file_source_root_with_durability(file, id, durability);
+            }
+            db.set_source_root_with_durability(id, root.into(), durability);
+            if self.applied_roots.len() <= index {
+                self.applied_roots.resize(index + 1, Vec::new());
+            }
+            self.applied_roots[index] = files;
+        }
+        if ra_ap_ide_db::LocalRoots::get(db).roots(db) != &local {
+            ra_ap_ide_db::LocalRoots::get(db).set_roots(db).to(local);
+        }
+        if ra_ap_ide_db::LibraryRoots::get(db).roots(db) != &library {
+            ra_ap_ide_db::LibraryRoots::get(db).set_roots(db).to(library);
+        }
+    }
+
+    fn union_graph(&self) -> CrateGraphBuilder {
+        let mut union = CrateGraphBuilder::default();
+        for graph in self.graphs.values() {
+            union.extend(graph.clone(), &mut Default::default());
+        }
+        union
+    }
+
+    /// The selected crate's state, for the log line of a variable whose type was not found.
+    pub(crate) fn describe(&self) -> String {
+        let on_disk = std::fs::read(self.ws.cargo_toml()).ok();
+        let toml = match (&self.ws.loaded_toml, on_disk) {
+            (None, _) => "not loaded",
+            (Some(loaded), Some(disk)) if *loaded == disk => "loaded as on disk",
+            _ => "loaded, changed on disk since",
+        };
+        let graph = if self.graphs.contains_key(&self.ws.root) { "in the union" } else { "missing" };
+        format!(
+            "{}: Cargo.toml {toml}, its graph {graph}, {} graphs, {} parked, {} package roots",
+            self.ws.root,
+            self.graphs.len(),
+            self.parked.len(),
+            self.package_roots.len(),
+        )
+    }
+}

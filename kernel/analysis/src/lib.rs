@@ -1,0 +1,19 @@
+//! A notebook's Rust analysis behind evcxr's seam ([`evcxr::Analysis`]): the types of a cell's
+//! `let`s, completion and hover, on the rust-analyzer crates. [`Local`] analyses in the kernel's
+//! own process; [`Client`] in a process that the user's kernels share ([`serve`]), which keeps
+//! the analysis's hundreds of MiB out of each kernel and holds what their crates share once.
+//! A load runs on a thread of its own from the moment a cell's Cargo.toml is written, then
+//! primes the first inference, so a cell waits for neither unless it needs a type.
+
+mod client;
+mod host;
+mod load;
+mod local;
+mod queries;
+mod server;
+mod wire;
+
+pub use client::Client;
+pub use local::Local;
+pub use server::serve;
+pub use wire::SOCKET_ENV;

@@ -1,0 +1,317 @@
+//! A notebook's crate in a host of this process: its requests, and the thread that loads a
+//! changed workspace ahead of need and then primes the first inference.
+
+use crate::host::{abs, Host};
+use crate::queries;
+use anyhow::Result;
+use evcxr::{Completions, SharedAnalysis, VariableInfo};
+use ra_ap_paths::AbsPathBuf;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+/// The stack of a thread that analyses, reserved rather than committed: the trait solver
+/// recurses with the types (a notebook of polars types overflowed 2 MiB, ci22).
+pub(crate) const STACK_BYTES: usize = 1 << 30;
+
+/// Work done in this process: each answer, and each priming after one. The server trims its
+/// heap once this stops moving.
+pub(crate) static ACTIVITY: AtomicU64 = AtomicU64::new(0);
+
+/// Priming threads under way: a garbage collection now would cancel them.
+pub(crate) static PRIMING: AtomicUsize = AtomicUsize::new(0);
+
+/// What a first inference needs (the standard library's names, the prelude: about 3 s),
+/// worked out by hovering `evcxr_priming` on a snapshot.
+const PRIMING_SOURCE: &str = "fn evcxr_analysis_wrapper() {\n\
+    let evcxr_priming = vec![String::from(\"a\")];\n\
+    let evcxr_primed = evcxr_priming.iter().map(|s| s.len()).sum::<usize>();\n\
+}\n";
+
+/// One notebook's crate in a host that may hold others' too.
+pub struct Local {
+    host: Arc<Mutex<Host>>,
+    root: AbsPathBuf,
+    /// The Cargo.toml last handed to a loading thread.
+    requested: Option<Vec<u8>>,
+    /// Loading threads not yet done (loading, or priming on their snapshot).
+    busy: Arc<AtomicUsize>,
+    /// False once detached (read and cleared under the host's lock), so that a loading thread
+    /// still under way cannot add the crate back.
+    attached: Arc<AtomicBool>,
+}
+
+impl Local {
+    /// The analysis of the crate in `root`, in a host of its own.
+    pub fn new(root: &Path) -> Result<Local> {
+        let host = Arc::new(Mutex::new(Host::new(root)?));
+        Local::attach(host, root)
+    }
+
+    /// `root`'s crate in a host shared with others. It is added by its first request: the
+    /// host may be busy with another's, which a connecting kernel must not wait for.
+    pub(crate) fn attach(host: Arc<Mutex<Host>>, root: &Path) -> Result<Local> {
+        Ok(Local {
+            host,
+            root: abs(root)?,
+            requested: None,
+            busy: Arc::default(),
+            attached: Arc::new(AtomicBool::new(true)),
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn host(&self) -> Arc<Mutex<Host>> {
+        self.host.clone()
+    }
+
+    /// Takes this crate out of the host it shares with others.
+    pub(crate) fn detach(self) {
+        let mut host = self.host.lock().unwrap_or_else(PoisonError::into_inner);
+        self.attached.store(false, Ordering::SeqCst);
+        host.remove(&self.root);
+    }
+
+    #[cfg(test)]
+    pub(crate) fn without_sysroot(&self) {
+        self.host.lock().unwrap().with_sysroot = false;
+    }
+}
+
+impl evcxr::Analysis for Local {
+    /// Each analysis sets its source and asks under one hold of the lock: a completion from
+    /// another thread while a cell runs cannot swap the source in between.
+    fn variables_in(&mut self, source: String, function: &str) -> Result<HashMap<String, VariableInfo>> {
+        let mut host = Host::locked(&self.host, &self.root, true)?;
+        host.set_source(source, true)?;
+        Ok(queries::variables(&host, function))
+    }
+
+    fn shared(&self) -> Arc<dyn SharedAnalysis> {
+        Arc::new(Shared(self.host.clone(), self.root.clone()))
+    }
+
+    /// Loads the workspace of the Cargo.toml now on disk and primes the analysis on a thread
+    /// of its own, unless that Cargo.toml was handed over already. The next request waits for
+    /// the load; one that failed is done again by it.
+    fn prefetch(&mut self) {
+        let path = self.root.join("Cargo.toml");
+        let Ok(toml) = std::fs::read(&path) else { return };
+        if self.requested.as_ref() == Some(&toml) {
+            return;
+        }
+        self.requested = Some(toml.clone());
+        let job = Priming {
+            host: self.host.clone(),
+            root: self.root.clone(),
+            toml,
+            add: self.attached.clone(),
+            _counted: Counted::new(self.busy.clone()),
+        };
+        let _ = std::thread::Builder::new()
+            .name("dryml-analysis-priming".into())
+            .stack_size(STACK_BYTES)
+            .spawn(move || job.run());
+    }
+
+    fn busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst) > 0
+    }
+
+    /// Loaded and primed, so an inference now would not wait (false while another thread holds
+    /// the host).
+    fn ready(&self) -> bool {
+        if self.busy() {
+            return false;
+        }
+        let locked = match self.host.try_lock() {
+            Ok(host) => host,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let mut host = locked;
+        host.select(&self.root, false).is_ok() && host.ws.loaded_toml.is_some()
+    }
+
+    /// The host starts again empty; the next Cargo.toml written loads it again on its thread.
+    /// False, doing nothing, while a load is under way.
+    fn release(&mut self) -> Result<bool> {
+        if self.busy() {
+            return Ok(false);
+        }
+        let mut host = Host::locked(&self.host, &self.root, true)?;
+        let mut fresh = Host::new(self.root.as_ref())?;
+        fresh.with_sysroot = host.with_sysroot;
+        *host = fresh;
+        drop(host);
+        self.requested = None;
+        Ok(true)
+    }
+
+    fn describe(&self) -> String {
+        match Host::locked(&self.host, &self.root, false) {
+            Ok(host) => host.describe(),
+            Err(_) => format!("{} is not analysed here", self.root),
+        }
+    }
+}
+
+/// Completion and hover of one crate, from any thread.
+struct Shared(Arc<Mutex<Host>>, AbsPathBuf);
+
+impl SharedAnalysis for Shared {
+    fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions> {
+        let mut host = Host::locked(&self.0, &self.1, true)?;
+        host.set_source(source, write)?;
+        queries::completions(&host, position)
+    }
+
+    fn hover_in(&self, source: String, at: u32, write: bool) -> Result<Option<(String, String)>> {
+        let mut host = Host::locked(&self.0, &self.1, true)?;
+        host.set_source(source, write)?;
+        queries::hover(&host, at)
+    }
+}
+
+/// Counts a loading thread in while it lives, however it ends.
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(busy: Arc<AtomicUsize>) -> Counted {
+        busy.fetch_add(1, Ordering::SeqCst);
+        PRIMING.fetch_add(1, Ordering::SeqCst);
+        Counted(busy)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+        ACTIVITY.fetch_add(1, Ordering::SeqCst);
+        PRIMING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A load of `toml` and the priming after it.
+struct Priming {
+    host: Arc<Mutex<Host>>,
+    root: AbsPathBuf,
+    toml: Vec<u8>,
+    add: Arc<AtomicBool>,
+    _counted: Counted,
+}
+
+impl Priming {
+    fn run(self) {
+        // One crate primes at a time: a load beside another notebook's priming cancelled it,
+        // and what both had allocated stayed scattered through the heap (two notebooks opened
+        // at once: +129 MiB; one after the other: +20).
+        let _turn = Turn::take(self.root.clone());
+        let add = self.add.load(Ordering::SeqCst);
+        // Loaded already, or no longer wanted (a later thread loads what is on disk then).
+        let wanted = |host: &Host| {
+            host.ws.loaded_toml.as_ref() != Some(&self.toml)
+                && std::fs::read(host.ws.cargo_toml()).ok().as_ref() == Some(&self.toml)
+        };
+        // One load at a time, a stale one skipped: each holds every file it read.
+        static LOADING: Mutex<()> = Mutex::new(());
+        let loading = LOADING.lock().unwrap_or_else(PoisonError::into_inner);
+        let with_sysroot = match Host::locked(&self.host, &self.root, add) {
+            Ok(host) if wanted(&host) => host.with_sysroot,
+            _ => return,
+        };
+        // cargo metadata and the files read without the lock, which other notebooks' requests
+        // wait for.
+        let preloaded = crate::load::load(self.root.join("Cargo.toml"), with_sysroot).ok();
+        let (analysis, range) = {
+            let Ok(mut host) = Host::locked(&self.host, &self.root, add) else { return };
+            if !wanted(&host) {
+                return;
+            }
+            host.ws.preloaded = preloaded.map(|loaded| (self.toml.clone(), loaded));
+            if host.set_source(PRIMING_SOURCE.to_owned(), false).is_err() {
+                return;
+            }
+            let at = PRIMING_SOURCE.find("evcxr_priming").unwrap_or(0) as u32;
+            let range =
+                ra_ap_ide::FileRange { file_id: host.ws.file, range: ra_ap_syntax::TextRange::empty(at.into()) };
+            (host.analysis.analysis(), range)
+        };
+        drop(loading);
+        // On a snapshot, outside the lock: a cell's analysis cancels this at once, and what was
+        // worked out by then is kept. Hovering the variable infers the body.
+        let _ = analysis.hover(&queries::hover_config(false), range);
+    }
+}
+
+/// The crates whose priming threads are at work; a thread waits while another crate's is.
+static TURNS: (Mutex<Vec<AbsPathBuf>>, Condvar) = (Mutex::new(Vec::new()), Condvar::new());
+
+/// `root`'s turn to prime, held until dropped.
+struct Turn(AbsPathBuf);
+
+impl Turn {
+    fn take(root: AbsPathBuf) -> Turn {
+        let (lock, turn) = &TURNS;
+        let mut at_work = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while at_work.iter().any(|other| *other != root) {
+            at_work = turn.wait(at_work).unwrap_or_else(PoisonError::into_inner);
+        }
+        at_work.push(root.clone());
+        Turn(root)
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let (lock, turn) = &TURNS;
+        let mut at_work = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = at_work.iter().position(|root| *root == self.0) {
+            at_work.swap_remove(at);
+        }
+        turn.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Host, Local};
+    use crate::host::abs;
+    use anyhow::Result;
+    use evcxr::{Analysis, TypeName};
+
+    fn cargo_toml(dir: &std::path::Path, name: &str) -> Result<()> {
+        let toml = format!("[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n");
+        Ok(std::fs::write(dir.join("Cargo.toml"), toml)?)
+    }
+
+    fn type_of_x(analysis: &mut Local) -> Result<TypeName> {
+        let source = "fn f() { let x = 1u8; }".to_owned();
+        Ok(analysis.variables_in(source, "f")?.remove("x").expect("x").type_name)
+    }
+
+    #[test]
+    fn a_crate_that_leaves_before_its_load_leaves_the_others_analysed() -> Result<()> {
+        let (a, b, c) = (tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?);
+        let u8_type = TypeName::Named("u8".into());
+        let mut first = Local::new(a.path())?;
+        first.without_sysroot();
+        cargo_toml(a.path(), "a")?;
+        cargo_toml(c.path(), "c")?;
+        assert_eq!(type_of_x(&mut first)?, u8_type);
+        // b is selected (a request came) and leaves before its Cargo.toml was ever loaded: its
+        // file is in no source root (ci24 panicked here).
+        let b_root = abs(b.path())?;
+        drop(Host::locked(&first.host(), &b_root, true)?);
+        Local::attach(first.host(), b.path())?.detach();
+        let mut third = Local::attach(first.host(), c.path())?;
+        assert_eq!(type_of_x(&mut third)?, u8_type);
+        // c leaves after its load: a is still analysed; b and c are gone.
+        third.detach();
+        assert_eq!(type_of_x(&mut first)?, u8_type);
+        assert!(Host::locked(&first.host(), &b_root, false).is_err());
+        assert!(Host::locked(&first.host(), &abs(c.path())?, false).is_err());
+        Ok(())
+    }
+}

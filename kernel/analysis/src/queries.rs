@@ -1,0 +1,231 @@
+//! What evcxr asks of a crate's analysis: the types of a function's `let`s, completions and
+//! hovers, each read from the selected crate of a [`Host`].
+
+use crate::host::{Host, EDITION};
+use anyhow::{bail, Result};
+use evcxr::{Completion, Completions, TypeName, VariableInfo};
+use ra_ap_hir::{HirDisplay, Semantics};
+use ra_ap_ide::{CompletionItemKind, FilePosition, FileRange, HoverConfig, RootDatabase};
+use ra_ap_ide_db::SymbolKind;
+use ra_ap_syntax::ast::{self, AstNode, HasModuleItem, HasName};
+use ra_ap_syntax::{TextRange, TextSize};
+use std::collections::HashMap;
+
+/// The variables that the top-level `let`s of `function` bind, each with its type where the
+/// analysis can write it as code, the last binding of a name winning.
+pub(crate) fn variables(host: &Host, function: &str) -> HashMap<String, VariableInfo> {
+    let db = host.analysis.raw_database();
+    let sema = Semantics::new(db);
+    let file = ra_ap_base_db::EditionedFileId::new(db, host.ws.file, EDITION);
+    let parsed = sema.parse(file);
+    let mut found = HashMap::new();
+    ra_ap_hir::attach_db(db, || {
+        let functions = parsed.items().filter_map(|item| match item {
+            ast::Item::Fn(f) if f.name().is_some_and(|n| n.text() == function) => Some(f),
+            _ => None,
+        });
+        for body in functions.filter_map(|f| f.body()) {
+            let Some(module) = sema.scope(body.syntax()).map(|scope| scope.module()) else {
+                continue;
+            };
+            for statement in body.statements() {
+                let ast::Stmt::LetStmt(binding) = statement else { continue };
+                let Some(pattern) = binding.pat() else { continue };
+                // A written type is the whole pattern's: it names a binding's only where the
+                // binding is the pattern.
+                let bindings = pattern.syntax().descendants().filter_map(ast::IdentPat::cast);
+                for ident in bindings {
+                    let Some(name) = ident.name() else { continue };
+                    let whole = ident.syntax() == pattern.syntax();
+                    let written = binding.ty().filter(|_| whole);
+                    let type_name = type_of(&sema, module, &ident, written);
+                    let is_mutable = ident.mut_token().is_some();
+                    found.insert(name.text().to_string(), VariableInfo { type_name, is_mutable });
+                }
+            }
+        }
+    });
+    found
+}
+
+/// A binding's type: as written where that is a type evcxr can store, else as inferred.
+fn type_of(
+    sema: &Semantics<'_, RootDatabase>,
+    module: ra_ap_hir::Module,
+    ident: &ast::IdentPat,
+    written: Option<ast::Type>,
+) -> TypeName {
+    if let Some(text) = written.map(|ty| ty.syntax().text().to_string()) {
+        if evcxr::is_type_valid(&text) {
+            return TypeName::Named(text);
+        }
+    }
+    let Some(inferred) = sema.type_of_pat(&ast::Pat::IdentPat(ident.clone())) else {
+        return TypeName::Unknown;
+    };
+    let ty = inferred.original();
+    if ty.is_closure() {
+        return TypeName::Closure;
+    }
+    match ty.display_source_code(sema.db, module.into(), true) {
+        Ok(text) if evcxr::is_type_valid(&text) => TypeName::Named(text),
+        _ => TypeName::Unknown,
+    }
+}
+
+/// The completions at `position` of the selected crate's source: those whose name continues
+/// what is typed there, with the snippet placeholders of their code filled by their names.
+pub(crate) fn completions(host: &Host, position: usize) -> Result<Completions> {
+    let config = completion_config();
+    let at = FilePosition { file_id: host.ws.file, offset: TextSize::from(position as u32) };
+    let items = host.analysis.analysis().completions(&config, at, None).ok().flatten();
+    let mut replaced: Option<TextRange> = None;
+    let mut completions = Vec::new();
+    for item in items.into_iter().flatten() {
+        let mut edits = item.text_edit.iter();
+        let (Some(edit), None) = (edits.next(), edits.next()) else {
+            bail!("a completion of more than one edit at {position}");
+        };
+        let typed = host.ws.source.get(std::ops::Range::<usize>::from(edit.delete)).unwrap_or("");
+        if !item.lookup().starts_with(typed) {
+            continue;
+        }
+        match replaced {
+            Some(range) if range != edit.delete => bail!("completions that replace different text"),
+            _ => replaced = Some(edit.delete),
+        }
+        completions.push(Completion {
+            code: without_placeholders(&edit.insert),
+            kind: jupyter_kind(item.kind),
+            label: item.label.primary.to_string(),
+        });
+    }
+    let (start, end) = replaced.map_or((position, position), |r| (r.start().into(), r.end().into()));
+    Ok(Completions { completions, start_offset: start, end_offset: end })
+}
+
+/// A snippet as plain code: `${1:name}` becomes `name`, tab stops (`$0`, `$1`) go.
+fn without_placeholders(snippet: &str) -> String {
+    let mut out = String::with_capacity(snippet.len());
+    let mut rest = snippet;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 {
+            rest = &after[digits..];
+        } else if let Some(body) = after.strip_prefix('{') {
+            let number = body.bytes().take_while(u8::is_ascii_digit).count();
+            match (body[number..].strip_prefix(':'), body.find('}')) {
+                (Some(name), Some(close)) if number > 0 => {
+                    out.push_str(&name[..close - number - 1]);
+                    rest = &body[close + 1..];
+                }
+                _ => {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The hover at `at` of the selected crate's source, as plain text and as Markdown.
+pub(crate) fn hover(host: &Host, at: u32) -> Result<Option<(String, String)>> {
+    let range = FileRange { file_id: host.ws.file, range: TextRange::empty(at.into()) };
+    let analysis = host.analysis.analysis();
+    let text = analysis.hover(&hover_config(false), range);
+    let markdown = analysis.hover(&hover_config(true), range);
+    match (text, markdown) {
+        (Ok(text), Ok(markdown)) => {
+            Ok(text.zip(markdown).map(|(text, markdown)| (text.info.markup.into(), markdown.info.markup.into())))
+        }
+        _ => bail!("the hover at {at} was cancelled"),
+    }
+}
+
+pub(crate) fn hover_config(markdown: bool) -> HoverConfig<'static> {
+    HoverConfig {
+        links_in_hover: true,
+        memory_layout: None,
+        documentation: true,
+        keywords: true,
+        format: if markdown { ra_ap_ide::HoverDocFormat::Markdown } else { ra_ap_ide::HoverDocFormat::PlainText },
+        max_trait_assoc_items_count: None,
+        max_fields_count: Some(5),
+        max_enum_variants_count: Some(5),
+        max_subst_ty_len: ra_ap_ide::SubstTyLen::Unlimited,
+        show_drop_glue: false,
+        ra_fixture: ra_ap_ide::RaFixtureConfig::default(),
+    }
+}
+
+fn completion_config() -> ra_ap_ide::CompletionConfig<'static> {
+    use ra_ap_ide_db::imports::insert_use::{ImportGranularity, InsertUseConfig};
+    ra_ap_ide::CompletionConfig {
+        enable_postfix_completions: true,
+        enable_imports_on_the_fly: false,
+        enable_self_on_the_fly: true,
+        enable_private_editable: true,
+        enable_term_search: true,
+        enable_auto_iter: true,
+        enable_auto_await: true,
+        term_search_fuel: 400,
+        full_function_signatures: true,
+        callable: Some(ra_ap_ide::CallableSnippets::FillArguments),
+        add_semicolon_to_unit: true,
+        add_colons_to_module: true,
+        snippet_cap: ra_ap_ide_db::SnippetCap::new(true),
+        insert_use: InsertUseConfig {
+            granularity: ImportGranularity::Item,
+            enforce_granularity: false,
+            prefix_kind: ra_ap_hir::PrefixKind::ByCrate,
+            group: false,
+            skip_glob_imports: false,
+        },
+        prefer_no_std: false,
+        prefer_prelude: false,
+        prefer_absolute: false,
+        snippets: Vec::new(),
+        limit: None,
+        fields_to_resolve: ra_ap_ide::CompletionFieldsToResolve::empty(),
+        exclude_flyimport: Vec::new(),
+        exclude_traits: &[],
+        ra_fixture: ra_ap_ide::RaFixtureConfig::default(),
+    }
+}
+
+/// A completion's kind as Jupyter's frontends name them.
+fn jupyter_kind(kind: CompletionItemKind) -> &'static str {
+    use SymbolKind as S;
+    match kind {
+        CompletionItemKind::Keyword => "keyword",
+        CompletionItemKind::SymbolKind(symbol) => match symbol {
+            S::Function | S::Method | S::Macro | S::ProcMacro | S::Derive => "function",
+            S::Attribute | S::BuiltinAttr | S::DeriveHelper => "function",
+            S::Struct | S::Enum | S::Union | S::Trait | S::TypeAlias => "class",
+            S::TypeParam | S::SelfType => "class",
+            S::Module | S::CrateRoot | S::ToolModule => "module",
+            _ => "instance",
+        },
+        _ => "instance",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_placeholders as plain;
+
+    #[test]
+    fn snippets_become_code() {
+        assert_eq!(plain("push(${1:value})$0"), "push(value)");
+        assert_eq!(plain("insert(${1:k}, ${2:v})"), "insert(k, v)");
+        assert_eq!(plain("len()"), "len()");
+        assert_eq!(plain("a $ b ${x}"), "a $ b ${x}");
+    }
+}
