@@ -60,6 +60,8 @@ fn main() -> std::process::ExitCode {
     dryml_kernel::child::setup_if_child();
     // As rustc's wrapper, this binary records the cell crate's command for builds without cargo.
     evcxr::set_rustc_recorder(dryml_builds::record);
+    // In evcxr's child: libtorch's CUDA half beside the libtorch a cell brings in.
+    evcxr::set_after_load(dryml_kernel::torch::load_cuda_beside_libtorch);
     evcxr::runtime_hook();
     if let Some(socket) = std::env::var_os(dryml_analysis::SOCKET_ENV) {
         // The user's analysis process (kernel/analysis): one arena, as the kernel's.

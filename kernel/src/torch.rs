@@ -34,8 +34,8 @@ pub fn setup_env() {
         }
     };
     set_default("LIBTORCH_USE_PYTORCH", "1".as_ref());
-    // libtorch's CUDA half costs a cell's process about 260 MiB once loaded: linked only where
-    // a GPU's driver is (the evcxr patch's rustc wrapper reads this).
+    // libtorch's CUDA half costs a cell's process about 260 MiB once loaded: only where a GPU's
+    // driver is (`load_cuda_beside_libtorch`, in the child, reads this).
     set_default(TORCH_CUDA_ENV, if nvidia_driver() { "1" } else { "0" }.as_ref());
     set_default("VIRTUAL_ENV", venv.as_os_str());
     let prepend = |k: &str, dir: &Path| {
@@ -52,8 +52,46 @@ pub fn setup_env() {
     std::env::set_var(LIB_ENV, &lib);
 }
 
-/// `1`: cells that link tch also link libtorch_cuda, without which libtorch has no CUDA backend.
+/// `1`: where a cell brings libtorch into evcxr's child, libtorch_cuda comes too, without which
+/// libtorch has no CUDA backend.
 pub const TORCH_CUDA_ENV: &str = "DRYML_TORCH_CUDA";
+
+/// In evcxr's child, after each cell's library loads and before its code runs: once a cell has
+/// brought libtorch in, and where the kernel asked ([`TORCH_CUDA_ENV`]), loads libtorch's CUDA
+/// half beside it, for every later library to see. torch-sys links it but calls none of it, so
+/// the linker's `--as-needed` leaves it out of the cell's library, and libtorch's CUDA backend
+/// is what loading it registers.
+pub fn load_cuda_beside_libtorch() {
+    static LOADED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if LOADED.load(std::sync::atomic::Ordering::Relaxed) || std::env::var(TORCH_CUDA_ENV).as_deref() != Ok("1") {
+        return;
+    }
+    // RTLD_NOLOAD only asks whether the cell's library brought libtorch in.
+    // SAFETY: a NUL-terminated name; a handle it returns is closed once, below.
+    let cpu = unsafe { libc::dlopen(c"libtorch_cpu.so".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+    if cpu.is_null() {
+        return;
+    }
+    // SAFETY: the handle of the dlopen above, which only counted a reference.
+    unsafe { libc::dlclose(cpu) };
+    LOADED.store(true, std::sync::atomic::Ordering::Relaxed);
+    let Some(lib) = available().map(|dir| dir.join("libtorch_cuda.so")) else { return };
+    let Ok(path) = std::ffi::CString::new(lib.as_os_str().as_encoded_bytes()) else { return };
+    // Never closed: libtorch's dispatcher holds its kernels from now on.
+    // SAFETY: a NUL-terminated path; loading runs the library's initialisers, as linking did.
+    if unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.is_null() {
+        // SAFETY: dlerror's message, where there is one, is valid until the next dl call here.
+        let why = unsafe {
+            let e = libc::dlerror();
+            if e.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(e).to_string_lossy().into_owned()
+            }
+        };
+        eprintln!("dryml: libtorch's CUDA backend did not load ({}): {why}", lib.display());
+    }
+}
 
 /// Whether NVIDIA's driver runs here (in a container too, where its device files are mounted).
 fn nvidia_driver() -> bool {
