@@ -1,5 +1,5 @@
-//! Completion and inspection: magic names and help from the registry, Rust from rust-analyzer
-//! inside evcxr, and the notebook's own variables when rust-analyzer has nothing. The same
+//! Completion and inspection: magic names and help from the registry, Rust from the analysis
+//! evcxr asks (`dryml-analysis`), and the notebook's own variables when it has nothing. The same
 //! answers come from evcxr on the worker, or from a snapshot of its analysis beside a running
 //! cell ([`Snapshot`]).
 
