@@ -1,6 +1,6 @@
 """Tables: a cell whose value is an `ndarray` array or a `Dataset` shows an HTML table with its
 text form, bounded to the head and tail rows; other values keep their own display."""
-from conftest import of_type, ok
+from conftest import of_type, ok, running_kernel
 
 
 def result(kernel, code):
@@ -70,3 +70,18 @@ def test_a_polars_frame_and_series_are_tables_however_long(kernel):
     assert "Series: 70 rows of i64" in data["text/html"] and "<th>69</th><td>69</td>" in data["text/html"], data
     # `big` was only borrowed to be shown.
     assert result(kernel, "big.height()")["text/plain"] == "10000000"
+
+
+def test_the_cell_that_brings_dryml_in_shows_its_table_too():
+    """A first cell's value shows as the same cell's would later: with the warm-up off, and sent
+    at once after the start (the warm-up not yet done)."""
+    for env in ({"DRYML_NO_WARM_UP": "1"}, {}):
+        with running_kernel(env) as k:
+            data = result(k, "dryml::data::ndarray::arr1(&[1i64, 2, 3])")
+            assert "3 rows, i64" in data.get("text/html", ""), (env, data)
+    # A first cell that fails leaves no table code behind for the cells after it.
+    with running_kernel({"DRYML_NO_WARM_UP": "1"}) as k:
+        failed = k.execute("dryml::data::ndarray::arr1(&[1i64, 2, 3]) + nothing")[0]
+        assert failed["status"] == "error"
+        assert result(k, "vec![1, 2]") == {"text/plain": "[1, 2]"}
+        assert "3 rows, i64" in result(k, "dryml::data::ndarray::arr1(&[1i64, 2, 3])")["text/html"]

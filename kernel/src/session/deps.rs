@@ -147,6 +147,16 @@ impl Session {
         }
     }
 
+    /// Sets the table code for a cell whose own `:dep` lines bring dryml in; false where it was
+    /// set already. The caller unsets it if that cell does not build.
+    pub(super) fn show_tables_with_deps(&mut self) -> bool {
+        if self.tables_shown {
+            return false;
+        }
+        self.ctx.set_display_prelude(SHOW_TABLES);
+        true
+    }
+
     /// Whether this child has loaded libtorch through a cell or a preload.
     pub fn torch_loaded(&self) -> bool {
         self.frameworks.torch

@@ -409,6 +409,9 @@ impl Session {
         if tables {
             self.show_tables();
         }
+        // The cell that brings dryml in shows its value as later cells would: the table code
+        // goes in with the cell's `:dep` lines, and out again if the cell does not build.
+        let first_tables = tables && deps.is_some() && self.show_tables_with_deps();
         let mut full = String::new();
         if let Some((lines, _)) = &deps {
             full.push_str(lines);
@@ -478,6 +481,8 @@ impl Session {
         }
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks, tables);
+        } else if first_tables {
+            self.ctx.set_display_prelude("");
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended.interrupted {
