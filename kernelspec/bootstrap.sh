@@ -23,11 +23,23 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
     rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, xdist, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm" 2>/dev/null; then
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, xdist, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm, papermill, jupytext, jupyter_console, voila" 2>/dev/null; then
     echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip
     "$VENV/bin/pip" install --quiet -r "$ROOT/tests/requirements.txt"
+fi
+
+# papermill's translator for the kernel (kernelspec/papermill), installed again when its files
+# change: the venv is shared by every clone on the machine, so not as an editable install of one.
+PM_DIR="$ROOT/kernelspec/papermill"
+PM_STAMP="$(cd "$PM_DIR" && find pyproject.toml dryml_papermill -name '*.py' -o -name '*.toml' | sort | xargs sha256sum | sha256sum)"
+if [ "$(cat "$VENV/.dryml-papermill" 2>/dev/null)" != "$PM_STAMP" ]; then
+    PM_BUILD="$(mktemp -d)"
+    cp -r "$PM_DIR/pyproject.toml" "$PM_DIR/dryml_papermill" "$PM_BUILD/"
+    "$VENV/bin/pip" install --quiet --no-build-isolation "$PM_BUILD"
+    rm -rf "$PM_BUILD"
+    echo "$PM_STAMP" >"$VENV/.dryml-papermill"
 fi
 
 # Real images with no network: scikit-learn's digits, in target/data as CSV, .npz, Parquet and
@@ -48,6 +60,15 @@ if [ -z "$(compgen -c lldb-dap || true)" ]; then
     $SUDO apt-get install -y -qq lldb-19 >/dev/null 2>&1 ||
         { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq lldb-19 >/dev/null; } ||
         echo "note: apt-get could not install lldb-19; the debugger's tests will say that lldb-dap is missing"
+fi
+
+# tmux: the terminal tests/test_clients.py runs `jupyter console` in. Installed only when missing.
+if ! command -v tmux >/dev/null; then
+    echo "==> installing tmux (the console test's terminal)"
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get install -y -qq tmux >/dev/null 2>&1 ||
+        { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq tmux >/dev/null; } ||
+        echo "note: apt-get could not install tmux; the console test will fail to start it"
 fi
 
 # Cargo's intermediate artifacts go to one directory per machine (`build.build-dir`; the final

@@ -30,7 +30,14 @@ pub enum LineCall {
 #[derive(Debug, Clone, PartialEq)]
 pub enum CellCall {
     Time,
-    Experiment { name: Option<String>, keep: Vec<String>, preload: Option<Preload>, tensorboard: Option<String> },
+    /// `%%parameters`: papermill's injected values, typed as the notebook declared them.
+    Parameters,
+    Experiment {
+        name: Option<String>,
+        keep: Vec<String>,
+        preload: Option<Preload>,
+        tensorboard: Option<String>,
+    },
     Compute(ComputeOptions),
     Sweep(SweepOptions),
 }

@@ -225,6 +225,15 @@ pub static REGISTRY: &[MagicSpec] = &[
         parse: |_, _| Ok(Call::Cell(CellCall::Time)),
     },
     MagicSpec {
+        name: "parameters",
+        kind: MagicKind::Cell,
+        summary: "Set parameters (papermill's injected cell), typed as the notebook declares them.",
+        usage: "%%parameters\nNAME = JSON\n...",
+        details: "Each line `NAME = VALUE` (VALUE in JSON) becomes `let NAME: T = ...;`, where T is the\ntype of the notebook's variable NAME (its `parameters` cell's `let`): integers, floats,\nbool, String, &str, Vec, Option, HashMap/BTreeMap with String keys, serde_json::Value.\nA name not declared takes the value's own type (i64, f64, bool, String, Vec). A value\nthat does not fit its type is an error naming the parameter. `papermill -k dryml-rust`\nwrites this cell (kernelspec/papermill).",
+        args: &[],
+        parse: |_, _| Ok(Call::Cell(CellCall::Parameters)),
+    },
+    MagicSpec {
         name: "env",
         kind: MagicKind::Line,
         summary: "Show, set or unset environment variables of the process that runs cells.",

@@ -239,6 +239,7 @@ fn calls_are_typed_once() {
     assert_eq!(q.type_name.as_deref(), Some("Mlp"));
     assert_eq!(q.kwargs.unwrap()["lr"], serde_json::json!(0.1));
     assert_eq!(cell("%%time\nx"), CellCall::Time);
+    assert_eq!(cell("%%parameters\nlr = 0.05"), CellCall::Parameters);
     assert_eq!(
         cell("%%experiment big --keep a,b\nx"),
         CellCall::Experiment {

@@ -16,6 +16,7 @@ impl CellMagic for Plain {}
 fn handler<'a>(magics: &Magics, inv: &'a Invocation, call: &'a CellCall) -> Box<dyn CellMagic + 'a> {
     match call {
         CellCall::Time => Box::<super::time::TimeCell>::default(),
+        CellCall::Parameters => Box::new(super::parameters::ParametersCell),
         CellCall::Experiment { name, keep, preload, tensorboard } => Box::new(super::experiment::ExperimentCell {
             name,
             keep,

@@ -13,6 +13,7 @@ pub mod context;
 pub mod dispatch;
 pub mod env;
 pub mod experiment;
+pub mod parameters;
 pub mod repo;
 pub mod slurm;
 pub mod time;
