@@ -3,7 +3,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -39,35 +39,26 @@ async function waitUp(url, child, seconds) {
   throw new Error(`jupyter lab did not answer ${url} within ${seconds} s`);
 }
 
-/** Starts JupyterLab; `lab.url(path)` gives an address with the token, `lab.stop()` ends it. */
-export async function startLab() {
-  for (const [what, path] of [['the kernel', KERNEL_BIN], ['jupyter lab', join(VENV, 'bin', 'jupyter-lab')], ['chromium', CHROMIUM]]) {
+/** Starts a Jupyter server program of the venv (`jupyter-lab`, `voila`) with the kernel
+ * installed in a temporary Jupyter path and nothing from the user's: `args(dirs, port)` gives its
+ * arguments, `status` the path that answers once it is up. `stop()` ends it and removes it all. */
+async function serve(program, args, status, venv = VENV) {
+  for (const [what, path] of [['the kernel', KERNEL_BIN], [program, join(venv, 'bin', program)], ['chromium', CHROMIUM]]) {
     if (!existsSync(path)) throw new Error(`${what} is missing at ${path} (bash tests/browser/run.sh sets everything up)`);
   }
-  const dir = mkdtempSync(join(tmpdir(), 'dryml-lab-'));
+  const dir = mkdtempSync(join(tmpdir(), `dryml-${program}-`));
   const sub = (name) => { const d = join(dir, name); mkdirSync(d, { recursive: true }); return d; };
-  const [root, prefix, config, data, runtime] = ['root', 'prefix', 'config', 'data', 'runtime'].map(sub);
-  execFileSync(KERNEL_BIN, ['install', '--prefix', prefix], { stdio: 'ignore' });
-  // The news feed would ask to reach jupyter.org; nothing here may need the network.
-  mkdirSync(join(config, 'labconfig'), { recursive: true });
-  writeFileSync(join(config, 'labconfig', 'page_config.json'),
-    JSON.stringify({ disabledExtensions: { '@jupyterlab/apputils-extension:announcements': true } }));
+  const dirs = Object.fromEntries(['root', 'prefix', 'config', 'data', 'runtime', 'settings', 'workspaces'].map((n) => [n, sub(n)]));
+  execFileSync(KERNEL_BIN, ['install', '--prefix', dirs.prefix], { stdio: 'ignore' });
   const port = await freePort();
-  const token = randomBytes(16).toString('hex');
   const log = [];
-  const child = spawn(join(VENV, 'bin', 'jupyter-lab'), [
-    '--no-browser', '--ip=127.0.0.1', `--port=${port}`, '--port-retries=0',
-    `--IdentityProvider.token=${token}`, `--ServerApp.root_dir=${root}`,
-    `--LabApp.user_settings_dir=${sub('settings')}`, `--LabApp.workspaces_dir=${sub('workspaces')}`,
-    // CI runs as root, which JupyterLab refuses without this.
-    '--allow-root',
-  ], {
+  const child = spawn(join(venv, 'bin', program), args(dirs, port), {
     env: {
       ...process.env,
-      JUPYTER_PATH: join(prefix, 'share', 'jupyter'),
-      JUPYTER_CONFIG_DIR: config,
-      JUPYTER_DATA_DIR: data,
-      JUPYTER_RUNTIME_DIR: runtime,
+      JUPYTER_PATH: join(dirs.prefix, 'share', 'jupyter'),
+      JUPYTER_CONFIG_DIR: dirs.config,
+      JUPYTER_DATA_DIR: dirs.data,
+      JUPYTER_RUNTIME_DIR: dirs.runtime,
       DRYML_HISTORY_FILE: join(dir, 'history.sqlite'),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -75,21 +66,58 @@ export async function startLab() {
   for (const s of [child.stdout, child.stderr]) s.on('data', (b) => log.push(b.toString()));
   const base = `http://127.0.0.1:${port}`;
   try {
-    await waitUp(`${base}/api/status?token=${token}`, child, 120);
+    await waitUp(`${base}${status}`, child, 120);
   } catch (e) {
     child.kill('SIGKILL');
     throw new Error(`${e.message}\n${log.join('').slice(-4000)}`);
   }
   return {
-    root,
+    root: dirs.root,
     log,
-    url: (path) => `${base}${path}${path.includes('?') ? '&' : '?'}token=${token}`,
+    base,
     async stop() {
       child.kill('SIGTERM');
       await new Promise((r) => { const t = setTimeout(() => { child.kill('SIGKILL'); r(); }, 10000); child.once('exit', () => { clearTimeout(t); r(); }); });
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** Starts JupyterLab; `lab.url(path)` gives an address with the token, `lab.stop()` ends it. */
+export async function startLab() {
+  const token = randomBytes(16).toString('hex');
+  const server = await serve('jupyter-lab', (dirs, port) => {
+    // The news feed would ask to reach jupyter.org; nothing here may need the network.
+    mkdirSync(join(dirs.config, 'labconfig'), { recursive: true });
+    writeFileSync(join(dirs.config, 'labconfig', 'page_config.json'),
+      JSON.stringify({ disabledExtensions: { '@jupyterlab/apputils-extension:announcements': true } }));
+    return ['--no-browser', '--ip=127.0.0.1', `--port=${port}`, '--port-retries=0',
+      `--IdentityProvider.token=${token}`, `--ServerApp.root_dir=${dirs.root}`,
+      `--LabApp.user_settings_dir=${dirs.settings}`, `--LabApp.workspaces_dir=${dirs.workspaces}`,
+      // CI runs as root, which JupyterLab refuses without this.
+      '--allow-root'];
+  }, `/api/status?token=${token}`);
+  return { ...server, url: (path) => `${server.base}${path}${path.includes('?') ? '&' : '?'}token=${token}` };
+}
+
+/** Voilà serving `notebook` as an app, on the loopback only (no token: Voilà runs the notebook
+ * for each visit of `/`, so it answers `status` on a static file). */
+export async function startVoila(notebook) {
+  return serve('voila', (dirs, port) => [notebook, '--no-browser', '--Voila.ip=127.0.0.1', `--port=${port}`],
+    '/voila/static/voila.js');
+}
+
+/** The classic Notebook 6.5 with ipywidgets 7's front end (widgetsnbextension 3.6), from the
+ * venv tests/browser/run.sh makes for it (`VENV_WIDGETS7`): the widget front end VS Code also
+ * loads for every kernel that is not Python's. `nb.url(path)` gives an address with the token. */
+export async function startNotebook6() {
+  const venv = process.env.VENV_WIDGETS7 || join(homedir(), '.cache', 'dryml-rust', 'venv-widgets7');
+  const token = randomBytes(16).toString('hex');
+  const server = await serve('jupyter-notebook', (dirs, port) => [
+    '--no-browser', '--ip=127.0.0.1', `--port=${port}`, '--port-retries=0', `--NotebookApp.token=${token}`,
+    `--notebook-dir=${dirs.root}`, '--allow-root',
+  ], `/api/status?token=${token}`, venv);
+  return { ...server, url: (path) => `${server.base}${path}${path.includes('?') ? '&' : '?'}token=${token}` };
 }
 
 /** Headless Debian Chromium with the flags that keep it off the network, in a fresh profile. */

@@ -26,6 +26,17 @@ if ! cmp -s package-lock.json node_modules/.dryml-installed-lock 2>/dev/null; th
     npm ci --no-audit --no-fund --loglevel=error
     cp package-lock.json node_modules/.dryml-installed-lock
 fi
+# ipywidgets 7's front end (widgets7.test.mjs) in a venv of its own, shared by the machine's
+# clones as the project's is; made again when its pins change.
+VENV_WIDGETS7="${DRYML_VENV_WIDGETS7:-${XDG_CACHE_HOME:-$HOME/.cache}/dryml-rust/venv-widgets7}"
+if ! cmp -s browser/requirements-widgets7.txt "$VENV_WIDGETS7/.dryml-installed" 2>/dev/null; then
+    echo "==> making $VENV_WIDGETS7 (Notebook 6.5 with ipywidgets 7's front end)"
+    rm -rf "$VENV_WIDGETS7"
+    python3 -m venv "$VENV_WIDGETS7"
+    "$VENV_WIDGETS7/bin/pip" install --quiet -r browser/requirements-widgets7.txt
+    cp browser/requirements-widgets7.txt "$VENV_WIDGETS7/.dryml-installed"
+fi
+export VENV_WIDGETS7
 export DRYML_KERNEL_BIN="${KERNEL_BIN:-${DRYML_KERNEL_BIN:-$ROOT/target/release/dryml-kernel}}"
 export VENV="${VENV:-$ROOT/.venv}"
 node --test --test-concurrency=1 --test-reporter=spec browser/
