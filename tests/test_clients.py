@@ -12,6 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from procs import command_of, environ_of
+
 BIN = Path(sys.executable).parent
 PARAMETERS = """let lr: f64 = 0.1; // the learning rate
 let epochs: usize = 10;
@@ -156,8 +158,15 @@ class Terminal:
         subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
+def kernels_marked(marker):
+    """The kernel processes whose environment holds `marker` (one test's)."""
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and "--connection-file" in command_of(int(p))
+            and environ_of(int(p)).get("DRYML_TEST_TERMINAL") == marker]
+
+
 def test_jupyter_console_runs_cells_magics_tab_and_ctrl_c(tmp_path):
-    env = {**os.environ, "DRYML_NO_WARM_UP": "1"}
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "DRYML_NO_WARM_UP": "1", "DRYML_TEST_TERMINAL": marker}
     term = Terminal(f"{BIN / 'jupyter'} console --kernel dryml-rust", env)
     try:
         term.wait_for(r"In \[1\]:")
@@ -185,8 +194,20 @@ def test_jupyter_console_runs_cells_magics_tab_and_ctrl_c(tmp_path):
         term.type("v.len() * 10")
         term.keys("Enter")
         term.wait_for(r"Out\[\d+\]: 30")
+
+        # The window closed: the console goes without a shutdown request, and its kernel follows
+        # (its stderr was the closed terminal, whose writes fail).
+        kernels = kernels_marked(marker)
+        assert len(kernels) == 1, kernels
+        term.close()
+        deadline = time.time() + 15
+        while kernels_marked(marker) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not kernels_marked(marker), "the kernel outlived its closed console"
     finally:
         term.close()
+        for pid in kernels_marked(marker):
+            os.kill(pid, 9)
 
 
 if __name__ == "__main__":

@@ -103,9 +103,26 @@ fn cache(action: CacheAction) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The log's writer: stderr, whose failures are dropped. A kernel whose stderr was a terminal
+/// that closed (`jupyter console` in a window closed) got EIO, tracing-subscriber then reported
+/// that with `eprintln!`, which panics: the panic took the task that logs the parent's end with
+/// it, and the kernel outlived its console.
+struct Stderr;
+
+impl std::io::Write for Stderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn run() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| Stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DRYML_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),

@@ -64,8 +64,9 @@ pub async fn watch(parent: i32, exit: UnboundedSender<bool>) {
     loop {
         tick.tick().await;
         if what.gone() {
-            tracing::warn!("the kernel's parent (pid {parent}, JPY_PARENT_PID) is gone: shutting down");
+            // Sent first: nothing after it (a log line) may keep the kernel alive.
             let _ = exit.send(false);
+            tracing::warn!("the kernel's parent (pid {parent}, JPY_PARENT_PID) is gone: shutting down");
             return;
         }
     }
