@@ -157,7 +157,7 @@ fn repo_lines() {
 #[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
-    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%sweep", "%%time"]);
+    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%parameters", "%%sweep", "%%time"]);
     assert!(complete("%").contains(&"%env".to_string()));
     let text = lsmagic_text();
     for m in REGISTRY {

@@ -147,14 +147,20 @@ impl Session {
         }
     }
 
-    /// Sets the table code for a cell whose own `:dep` lines bring dryml in; false where it was
-    /// set already. The caller unsets it if that cell does not build.
-    pub(super) fn show_tables_with_deps(&mut self) -> bool {
-        if self.tables_shown {
-            return false;
+    /// Whether `code` names a crate whose values show as tables, and whether the table code went
+    /// in for this cell only, with its own `:dep` lines (`with_deps`) that bring dryml in: the
+    /// first cell shows its value as later cells would, and the caller takes the code out again
+    /// if that cell does not build. With dryml in already (the warm-up's), the code goes in now.
+    pub(super) fn tables_for(&mut self, code: &str, with_deps: bool) -> (bool, bool) {
+        let tables = Named::in_code(code).tables();
+        if tables {
+            self.show_tables();
         }
-        self.ctx.set_display_prelude(SHOW_TABLES);
-        true
+        let first = tables && with_deps && !self.tables_shown;
+        if first {
+            self.ctx.set_display_prelude(SHOW_TABLES);
+        }
+        (tables, first)
     }
 
     /// Whether this child has loaded libtorch through a cell or a preload.

@@ -404,14 +404,7 @@ impl Session {
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
         let deps = self.deps_for(code);
         let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
-        // With dryml in already (the warm-up's), this cell's value may be its first table.
-        let tables = deps::Named::in_code(code).tables();
-        if tables {
-            self.show_tables();
-        }
-        // The cell that brings dryml in shows its value as later cells would: the table code
-        // goes in with the cell's `:dep` lines, and out again if the cell does not build.
-        let first_tables = tables && deps.is_some() && self.show_tables_with_deps();
+        let (tables, first_tables) = self.tables_for(code, deps.is_some());
         let mut full = String::new();
         if let Some((lines, _)) = &deps {
             full.push_str(lines);
@@ -482,7 +475,7 @@ impl Session {
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks, tables);
         } else if first_tables {
-            self.ctx.set_display_prelude("");
+            self.ctx.set_display_prelude(""); // that cell did not build: no dryml to show with
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended.interrupted {
