@@ -158,7 +158,8 @@ pub struct TrainSpec {
 }
 
 impl TrainSpec {
-    /// A training of `n` epochs, not started.
+    /// A training of `n` epochs, not started; `0`: as many as the model's definition says
+    /// (`training.epochs`, 10 by default).
     pub fn epochs(n: u64) -> TrainSpec {
         TrainSpec { epochs: n, epoch: 0, step: 0 }
     }

@@ -156,8 +156,9 @@ impl<X: Element, Y: Element> Run<X, Y> {
         learner: &mut L,
         spec: &mut TrainSpec,
     ) -> Result<Option<Epoch>, ModelError> {
-        // A training that ended (all its epochs, or stopped early) stays ended.
-        if !(spec.is_done() && spec.epoch > 0) {
+        // A spec of 0 epochs takes the definition's; one that names its own keeps them (a
+        // training that ended, all its epochs or stopped early, stays ended).
+        if spec.epochs == 0 {
             spec.epochs = self.training.epochs;
         }
         if spec.is_done() {

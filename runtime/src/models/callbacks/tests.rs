@@ -30,6 +30,18 @@ fn history_hears_every_epoch_with_its_losses() {
 }
 
 #[test]
+fn a_spec_that_names_its_epochs_trains_that_many_and_zero_takes_the_definitions() {
+    let (train, _) = iris_split(1);
+    let mut history = History::default();
+    let mut spec = TrainSpec::epochs(3);
+    net(json!({"epochs": 1, "batch_size": 16})).train_with(&train, &mut spec, &mut [&mut history]).unwrap();
+    assert_eq!((spec.epochs, spec.epoch, history.epochs.len()), (3, 3, 3), "the caller's 3, not the definition's 1");
+    let mut spec = TrainSpec::epochs(0);
+    net(json!({"epochs": 2, "batch_size": 16})).train(&train, &mut spec).unwrap();
+    assert_eq!((spec.epochs, spec.epoch), (2, 2), "0: the definition's");
+}
+
+#[test]
 fn a_callback_that_says_stop_ends_the_training_there_for_good() {
     let (train, _) = iris_split(1);
     let dir = std::env::temp_dir().join(format!("dryml-callbacks-{}", crate::objects::uuid_v4()));
