@@ -3,6 +3,7 @@ NVML: the probe as the bundle ships it (the kernel's own NVML code), and check.p
 child processes whose "GPU memory" the fake library reports."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,11 +14,11 @@ GPUS = (f"gpu 0 00000000:5E:00.0 GPU-bbbb2222 {80 * GIB} auto Fake H100 B\n"
         f"gpu 1 00000000:1A:00.0 GPU-aaaa1111 {40 * GIB} auto Fake A100 A\n")
 
 
-def check(fake_nvml_lib, tmp_path, script_text, env=None):
+def check(fake_nvml_lib, tmp_path, script_text, env=None, bundle=ROOT / "build/gpu-bundle"):
     script = tmp_path / "script"
     script.write_text(script_text)
     report = tmp_path / "report.json"
-    out = subprocess.run([sys.executable, str(ROOT / "build/gpu-bundle/check.py"), "--fake", str(fake_nvml_lib),
+    out = subprocess.run([sys.executable, str(bundle / "check.py"), "--fake", str(fake_nvml_lib),
                           "--script", str(script), "--json", str(report)],
                          capture_output=True, text=True, timeout=300, env=env)
     results = {r["check"]: (r["status"], r["detail"]) for r in json.loads(report.read_text())["results"]}
@@ -56,3 +57,16 @@ def test_the_check_fails_when_the_figures_are_wrong(fake_nvml_lib, tmp_path):
     out, results = check(fake_nvml_lib, tmp_path, GPUS + f"proc 1 999999 {5 * GIB}\n", env)
     assert out.returncode == 1, out.stdout
     assert results["per-process"][0] == "FAIL" and results["pid view"][0] == "FAIL", out.stdout
+
+
+def test_a_bundle_built_for_another_pytorch_skips_its_model_checks_naming_both(fake_nvml_lib, tmp_path):
+    # The bundle as if built against the GPU machine's PyTorch 2.11 (the case that broke with
+    # "incoherent element sizes"): no model runs, and the check says why instead of failing.
+    bundle = tmp_path / "bundle"
+    shutil.copytree(ROOT / "build/gpu-bundle", bundle, symlinks=True)
+    (bundle / "libtorch-version").write_text("2.11.0+cu130\n")
+    out, results = check(fake_nvml_lib, tmp_path, GPUS, bundle=bundle)
+    assert out.returncode == 0, out.stdout + out.stderr
+    status, detail = results["model"]
+    assert status == "SKIP" and "built against PyTorch 2.11.0+cu130, this machine has 2.13.0" in detail, detail
+    assert "model on the CPU" not in results, "no model ran"

@@ -341,6 +341,12 @@ def run_model(bundle, checks):
         return
     built_for = open(os.path.join(HERE, "libtorch-version")).read().strip() if os.path.exists(os.path.join(HERE, "libtorch-version")) else "?"
     same = version.split("+")[0] == built_for.split("+")[0]
+    if not same and built_for != "?":
+        # A model built for one libtorch may load on another and then break ("incoherent element
+        # sizes"): that says nothing of dryml, so the versions are compared before any run.
+        checks.report("model", "SKIP", f"the bundle was built against PyTorch {built_for}, this machine has {version}: "
+                      "build it where PyTorch is this one (bash tests/gpu/build.sh)")
+        return
     state = tempfile.mkdtemp(prefix="dryml-gpu-state-")
     bundle.probe("machine", "--state-dir", state)
     env = dict(bundle.env, DRYML_STATE_DIR=state, LD_LIBRARY_PATH=lib)
