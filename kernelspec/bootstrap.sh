@@ -37,7 +37,9 @@ PM_STAMP="$(cd "$PM_DIR" && find pyproject.toml dryml_papermill -name '*.py' -o 
 if [ "$(cat "$VENV/.dryml-papermill" 2>/dev/null)" != "$PM_STAMP" ]; then
     PM_BUILD="$(mktemp -d)"
     cp -r "$PM_DIR/pyproject.toml" "$PM_DIR/dryml_papermill" "$PM_BUILD/"
-    "$VENV/bin/pip" install --quiet --no-build-isolation "$PM_BUILD"
+    # The venv's setuptools where it has one; else pip fetches one to build with.
+    "$VENV/bin/pip" install --quiet --no-build-isolation "$PM_BUILD" 2>/dev/null ||
+        "$VENV/bin/pip" install --quiet "$PM_BUILD"
     rm -rf "$PM_BUILD"
     echo "$PM_STAMP" >"$VENV/.dryml-papermill"
 fi
