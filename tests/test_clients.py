@@ -31,9 +31,14 @@ def notebook(path, *cells):
     nbformat.write(nb, path)
 
 
-def papermill(*args, cwd):
-    return subprocess.run([str(BIN / "papermill"), *map(str, args)], cwd=cwd, capture_output=True, text=True,
+def tool(name, *args, cwd):
+    """The venv's command `name` run in `cwd`, its kernels without the warm-up."""
+    return subprocess.run([str(BIN / name), *map(str, args)], cwd=cwd, capture_output=True, text=True,
                           timeout=600, env={**os.environ, "DRYML_NO_WARM_UP": "1"})
+
+
+def papermill(*args, cwd):
+    return tool("papermill", *args, cwd=cwd)
 
 
 def stdout_of(cell):
@@ -90,8 +95,7 @@ def test_papermill_lists_a_notebooks_parameters_with_their_rust_types(tmp_path):
 
 
 def jupytext(*args, cwd):
-    run = subprocess.run([str(BIN / "jupytext"), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                         timeout=600, env={**os.environ, "DRYML_NO_WARM_UP": "1"})
+    run = tool("jupytext", *args, cwd=cwd)
     assert run.returncode == 0, run.stderr[-3000:]
     return run
 
