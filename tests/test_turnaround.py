@@ -158,29 +158,6 @@ def test_cells_build_with_rustc_alone_until_something_cargo_watches_changes(tmp_
         assert record.stat().st_mtime_ns != recorded
 
 
-def test_cells_link_evcxrs_runtime_built_once(tmp_path):
-    """evcxr's variable store is a crate of the build cache that every cell links, not a module
-    each cell compiles; a cache cleared under the kernel keeps it, and with no cache it is the
-    module again."""
-    cache, evcxr_dir = tmp_path / "cache", tmp_path / "evcxr"
-    env = {"EVCXR_TMPDIR": str(evcxr_dir), "DRYML_NO_WARM_UP": "1", "DRYML_BUILD_CACHE": str(cache)}
-    with running_kernel(env) as k:
-        assert value(k, "let warm = 1u64;\nwarm + 1", timeout=600) == "2"
-        assert value(k, "warm + 2") == "3"
-        cell = (evcxr_dir / "src" / "lib.rs").read_text()
-        assert "use ::evcxr_runtime as evcxr_internal_runtime;" in cell and "mod evcxr_internal_runtime" not in cell
-        dep = re.search(r'^evcxr_runtime = \{ path = "([^"]+)" \}$', (evcxr_dir / "Cargo.toml").read_text(), re.M)
-        crate = Path(dep[1])
-        assert crate.parent.name == "evcxr-runtime" and cache in crate.parents, crate
-        assert "pub struct VariableStore" in (crate / "runtime.rs").read_text()
-        ok(k, "%cache clear")
-        assert crate.is_dir(), "the cache's clear took the crate its kernels link"
-        assert value(k, "warm + 3") == "4"
-    with running_kernel({**env, "DRYML_BUILD_CACHE": "off"}) as k:
-        assert value(k, "let warm = 1u64;\nwarm + 5", timeout=600) == "6"
-        assert "mod evcxr_internal_runtime {" in (evcxr_dir / "src" / "lib.rs").read_text()
-
-
 def test_nothing_is_built_before_the_kernels_settings(tmp_path):
     evcxr_dir, cache = tmp_path / "evcxr", tmp_path / "cache"
     env = {"EVCXR_TMPDIR": str(evcxr_dir), "DRYML_BUILD_CACHE": str(cache), "DRYML_NO_WARM_UP": "1"}

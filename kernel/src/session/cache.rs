@@ -28,11 +28,9 @@
 //! content (`dryml-src/<hash>`, see [`super::source`]): cargo names a path crate by its path, and
 //! every checkout of the same sources then shares one build per set of features.
 //!
-//! evcxr's runtime is a crate there too, `evcxr-runtime/<hash>` ([`super::runtime_crate`]).
-//!
 //! Cargo's own part of a cell's build (resolving the graph, checking every unit's fingerprint:
 //! 20 ms with `dryml`, 50 ms with `tch`'s 164 units) ends in the same rustc command whenever only
-//! the cell changed (`dryml-builds`). So cargo runs the cell crate's rustc through evcxr's wrapper
+//! the cell changed. So cargo runs the cell crate's rustc through evcxr's wrapper
 //! (`RUSTC_WORKSPACE_WRAPPER`, which wraps the cell crate only), which records the command in the
 //! crate directory; the kernel then keeps, beside it, how evcxr calls cargo, Cargo.toml, the cargo
 //! config, the stamps of the libraries the command links and of every file of every path package
@@ -361,9 +359,8 @@ impl BuildCache {
             }
             for e in std::fs::read_dir(&g).into_iter().flatten().flatten() {
                 let p = e.path();
-                // Running kernels' claims and evcxr's runtime stay; what their crates built goes.
-                let kept = [KERNELS_DIR, super::runtime_crate::DIR].iter().any(|k| e.file_name() == *k);
-                if !kept && !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
+                // Running kernels' claims stay; what their crates built is gone with the rest.
+                if e.file_name() != KERNELS_DIR && !profile_dirs(&g).iter().any(|d| d.starts_with(&p)) {
                     remove(&p);
                 }
             }

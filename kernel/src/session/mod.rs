@@ -14,7 +14,6 @@ pub mod errors;
 pub mod interrupt;
 mod lockfile;
 pub mod output;
-mod runtime_crate;
 mod source;
 pub mod startup;
 pub mod state;
@@ -125,10 +124,6 @@ impl Session {
             if let Some(dir) = &build_dir {
                 // Cargo reads it from the environment evcxr gives each build.
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
-                match runtime_crate::dependency(dir, evcxr::RUNTIME_SOURCE) {
-                    Ok(dependency) => ctx.set_runtime_crate(&dependency),
-                    Err(e) => tracing::warn!("each cell compiles evcxr's runtime: {e:#}"),
-                }
             }
             ctx.set_cell_builder(Box::<builds::RustcAlone>::default());
             if let Err(e) = ctx.set_opt_level(&opt) {
