@@ -1,9 +1,10 @@
 //! A kernel's side of the analysis process: a connection made when first needed, one JSON
 //! line each way per request, and a process started again where it died or never listened.
 
+use crate::beside::{Beside, LastCell, Shared};
 use crate::wire::{self, SOCKET_ENV};
 use anyhow::{anyhow, bail, Context, Result};
-use evcxr::{Completions, SharedAnalysis, VariableInfo};
+use evcxr::{Completions, VariableInfo};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -18,7 +19,10 @@ const START_WAIT: Duration = Duration::from_secs(10);
 
 /// The kernel's side: a connection to the user's analysis process, made when first needed.
 #[derive(Clone)]
-pub struct Client(Arc<Mutex<Connection>>);
+pub struct Client {
+    connection: Arc<Mutex<Connection>>,
+    last: LastCell,
+}
 
 struct Connection {
     program: PathBuf,
@@ -207,7 +211,7 @@ impl Client {
     /// process to this kernel (its socket in the crate's directory).
     pub fn new(program: PathBuf, socket_dir: Option<PathBuf>, root: &Path) -> Client {
         let socket = socket_path(&program, socket_dir.as_deref().unwrap_or(root));
-        Client(Arc::new(Mutex::new(Connection {
+        let connection = Connection {
             program,
             socket,
             root: root.to_owned(),
@@ -215,11 +219,12 @@ impl Client {
             failed: None,
             failures: 0,
             retry_planned: false,
-        })))
+        };
+        Client { connection: Arc::new(Mutex::new(connection)), last: LastCell::default() }
     }
 
     fn ask(&self, request: Value) -> Result<Value> {
-        let mut connection = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut connection = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
         let answer = connection.ask(&request);
         if answer.is_err()
             && connection.failed.is_some()
@@ -231,7 +236,7 @@ impl Client {
             let client = self.clone();
             let _ = std::thread::Builder::new().name("dryml-analysis-retry".into()).spawn(move || {
                 std::thread::sleep(RETRY_AFTER);
-                client.0.lock().unwrap_or_else(PoisonError::into_inner).retry_planned = false;
+                client.connection.lock().unwrap_or_else(PoisonError::into_inner).retry_planned = false;
                 client.load();
             });
         }
@@ -240,14 +245,14 @@ impl Client {
 
     /// The answer where the process runs and no other request is under way; None otherwise.
     fn ask_now(&self, request: Value) -> Option<Value> {
-        let mut connection = self.0.try_lock().ok()?;
+        let mut connection = self.connection.try_lock().ok()?;
         connection.running.as_ref()?;
         connection.ask(&request).ok()
     }
 
     /// Whether the process is loading a workspace (a request under way counts).
     fn loading(&self) -> bool {
-        match self.0.try_lock() {
+        match self.connection.try_lock() {
             Err(_) => true,
             Ok(connection) if connection.running.is_none() => false,
             Ok(connection) => {
@@ -270,7 +275,7 @@ impl Client {
                 eprintln!("dryml-analysis: the analysis process could not load the crate: {e:#}");
             }
         };
-        if self.0.try_lock().is_ok() {
+        if self.connection.try_lock().is_ok() {
             return ask(self);
         }
         let client = self.clone();
@@ -283,21 +288,38 @@ impl Client {
         if self.loading() {
             return false;
         }
-        let Ok(mut connection) = self.0.try_lock() else {
+        let Ok(mut connection) = self.connection.try_lock() else {
             return false;
         };
         connection.running.take().is_some()
     }
 }
 
+impl Client {
+    /// Completion and hover beside a running cell.
+    pub fn beside(&self) -> Beside {
+        Beside { shared: Arc::new(self.clone()), last: self.last.clone() }
+    }
+}
+
 impl evcxr::Analysis for Client {
     fn variables_in(&mut self, source: String, function: &str) -> Result<HashMap<String, VariableInfo>> {
+        self.last.record(&source);
         let answer = self.ask(json!({"op": "variables", "source": source, "function": function}))?;
         wire::variables_from_json(&answer)
     }
 
-    fn shared(&self) -> Arc<dyn SharedAnalysis> {
-        Arc::new(self.clone())
+    fn variables_now(&mut self, source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
+        self.last.record(source);
+        crate::lets::variables_now(source, function, || self.ready_now())
+    }
+
+    fn completions_in(&mut self, source: String, position: usize) -> Result<Completions> {
+        Shared::completions_in(self, source, position, true)
+    }
+
+    fn hover_in(&mut self, source: String, at: u32) -> Result<Option<(String, String)>> {
+        Shared::hover_in(self, source, at, true)
     }
 
     fn prefetch(&mut self) {
@@ -308,16 +330,12 @@ impl evcxr::Analysis for Client {
         self.loading()
     }
 
-    fn ready(&self) -> bool {
-        self.ready_now()
-    }
-
     fn release(&mut self) -> Result<bool> {
         Ok(self.close())
     }
 }
 
-impl SharedAnalysis for Client {
+impl Shared for Client {
     fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions> {
         let request = json!({"op": "completions", "source": source, "position": position, "write": write});
         wire::completions_from_json(&self.ask(request)?)

@@ -3,16 +3,21 @@
 //! own process; [`Client`] in a process that the user's kernels share ([`serve`]), which keeps
 //! the analysis's hundreds of MiB out of each kernel and holds what their crates share once.
 //! A load runs on a thread of its own from the moment a cell's Cargo.toml is written, then
-//! primes the first inference, so a cell waits for neither unless it needs a type.
+//! primes the first inference, so a cell waits for neither unless it needs a type; until then
+//! a `let` whose type is not written is left to rustc ([`lets`]). [`Beside`] answers completion
+//! and hover while a cell runs.
 
+mod beside;
 mod client;
 mod host;
+mod lets;
 mod load;
 mod local;
 mod queries;
 mod server;
 mod wire;
 
+pub use beside::{Beside, Shared};
 pub use client::Client;
 pub use local::Local;
 pub use server::serve;

@@ -1,10 +1,11 @@
 //! A notebook's crate in a host of this process: its requests, and the thread that loads a
 //! changed workspace ahead of need and then primes the first inference.
 
+use crate::beside::{Beside, LastCell, Shared};
 use crate::host::{abs, Host};
 use crate::queries;
 use anyhow::Result;
-use evcxr::{Completions, SharedAnalysis, VariableInfo};
+use evcxr::{Completions, VariableInfo};
 use ra_ap_paths::AbsPathBuf;
 use std::collections::HashMap;
 use std::path::Path;
@@ -40,6 +41,7 @@ pub struct Local {
     /// False once detached (read and cleared under the host's lock), so that a loading thread
     /// still under way cannot add the crate back.
     attached: Arc<AtomicBool>,
+    last: LastCell,
 }
 
 impl Local {
@@ -58,6 +60,7 @@ impl Local {
             requested: None,
             busy: Arc::default(),
             attached: Arc::new(AtomicBool::new(true)),
+            last: LastCell::default(),
         })
     }
 
@@ -77,19 +80,62 @@ impl Local {
     pub(crate) fn without_sysroot(&self) {
         self.host.lock().unwrap().with_sysroot = false;
     }
+
+    /// Loaded and primed, so an inference now would not wait (false while another thread holds
+    /// the host).
+    pub fn ready(&self) -> bool {
+        if evcxr::Analysis::busy(self) {
+            return false;
+        }
+        let locked = match self.host.try_lock() {
+            Ok(host) => host,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return false,
+        };
+        let mut host = locked;
+        host.select(&self.root, false).is_ok() && host.ws.loaded_toml.is_some()
+    }
+
+    /// The analysis's state of this crate, for a log line.
+    pub(crate) fn describe(&self) -> String {
+        match Host::locked(&self.host, &self.root, false) {
+            Ok(host) => host.describe(),
+            Err(_) => format!("{} is not analysed here", self.root),
+        }
+    }
+
+    /// Completion and hover of this crate from any thread.
+    pub fn shared(&self) -> Arc<dyn Shared> {
+        Arc::new(SharedHost(self.host.clone(), self.root.clone()))
+    }
+
+    /// Completion and hover beside a running cell.
+    pub fn beside(&self) -> Beside {
+        Beside { shared: self.shared(), last: self.last.clone() }
+    }
 }
 
 impl evcxr::Analysis for Local {
     /// Each analysis sets its source and asks under one hold of the lock: a completion from
     /// another thread while a cell runs cannot swap the source in between.
     fn variables_in(&mut self, source: String, function: &str) -> Result<HashMap<String, VariableInfo>> {
+        self.last.record(&source);
         let mut host = Host::locked(&self.host, &self.root, true)?;
         host.set_source(source, true)?;
         Ok(queries::variables(&host, function))
     }
 
-    fn shared(&self) -> Arc<dyn SharedAnalysis> {
-        Arc::new(Shared(self.host.clone(), self.root.clone()))
+    fn variables_now(&mut self, source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
+        self.last.record(source);
+        crate::lets::variables_now(source, function, || self.ready())
+    }
+
+    fn completions_in(&mut self, source: String, position: usize) -> Result<Completions> {
+        self.shared().completions_in(source, position, true)
+    }
+
+    fn hover_in(&mut self, source: String, at: u32) -> Result<Option<(String, String)>> {
+        self.shared().hover_in(source, at, true)
     }
 
     /// Loads the workspace of the Cargo.toml now on disk and primes the analysis on a thread
@@ -119,21 +165,6 @@ impl evcxr::Analysis for Local {
         self.busy.load(Ordering::SeqCst) > 0
     }
 
-    /// Loaded and primed, so an inference now would not wait (false while another thread holds
-    /// the host).
-    fn ready(&self) -> bool {
-        if self.busy() {
-            return false;
-        }
-        let locked = match self.host.try_lock() {
-            Ok(host) => host,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return false,
-        };
-        let mut host = locked;
-        host.select(&self.root, false).is_ok() && host.ws.loaded_toml.is_some()
-    }
-
     /// The host starts again empty; the next Cargo.toml written loads it again on its thread.
     /// False, doing nothing, while a load is under way.
     fn release(&mut self) -> Result<bool> {
@@ -148,19 +179,12 @@ impl evcxr::Analysis for Local {
         self.requested = None;
         Ok(true)
     }
-
-    fn describe(&self) -> String {
-        match Host::locked(&self.host, &self.root, false) {
-            Ok(host) => host.describe(),
-            Err(_) => format!("{} is not analysed here", self.root),
-        }
-    }
 }
 
 /// Completion and hover of one crate, from any thread.
-struct Shared(Arc<Mutex<Host>>, AbsPathBuf);
+struct SharedHost(Arc<Mutex<Host>>, AbsPathBuf);
 
-impl SharedAnalysis for Shared {
+impl Shared for SharedHost {
     fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions> {
         let mut host = Host::locked(&self.0, &self.1, true)?;
         host.set_source(source, write)?;

@@ -4,11 +4,12 @@
 //! held and worked out once. A first line names the kernel's crate, then one JSON request and
 //! one JSON answer per line; the process ends with its last connection.
 
+use crate::beside::Shared;
 use crate::host::Host;
 use crate::local::{Local, ACTIVITY, PRIMING, STACK_BYTES};
 use crate::wire;
 use anyhow::{bail, Context, Result};
-use evcxr::{Analysis, SharedAnalysis, TypeName};
+use evcxr::{Analysis, TypeName};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -170,7 +171,7 @@ fn trim_when_quiet(clients: &Mutex<Clients>, socket: &Path, bound: (u64, u64)) {
     }
 }
 
-fn answer(analysis: &mut Local, shared: &dyn SharedAnalysis, request: &Value) -> Result<Value> {
+fn answer(analysis: &mut Local, shared: &dyn Shared, request: &Value) -> Result<Value> {
     let source = || request["source"].as_str().unwrap_or_default().to_owned();
     let write = request["write"].as_bool().unwrap_or(false);
     Ok(match request["op"].as_str().unwrap_or_default() {

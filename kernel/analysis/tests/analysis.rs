@@ -45,7 +45,7 @@ fn assert_cell_types(analysis: &mut dyn Analysis) -> Result<()> {
 }
 
 /// The completions' codes at the end of `source`.
-fn completed(analysis: &dyn Analysis, source: &str) -> Result<Vec<String>> {
+fn completed(analysis: &Local, source: &str) -> Result<Vec<String>> {
     let c = analysis.shared().completions_in(source.to_owned(), source.len(), false)?;
     Ok(c.completions.into_iter().map(|c| c.code).collect())
 }
@@ -75,6 +75,17 @@ fn a_cells_lets_get_their_types_and_std_completes_and_hovers() -> Result<()> {
     assert!(markdown.contains("```rust"), "{markdown}");
     // A hover's source stays off the disk when asked (a build may be reading it).
     assert!(!std::fs::read_to_string(root.join("src/lib.rs"))?.contains("with_capacity"));
+
+    // Beside a running cell: the last cell's variables are in scope, the offsets are the code's.
+    let beside = local.beside();
+    let code = "let n = 1;\n:dep rand\nwritten.le";
+    let c = beside.completions(code, code.len())?;
+    assert!(c.completions.iter().any(|c| c.code == "len()"), "{:?}", c.completions);
+    assert_eq!((c.start_offset, c.end_offset), (code.len() - 2, code.len()));
+    assert!(beside.completions(":dep ra", 7)?.completions.is_empty());
+    let (text, _) = beside.hover("written")?.expect("a hover");
+    assert!(text.contains("Vec<u16>"), "{text}");
+    assert!(!std::fs::read_to_string(root.join("src/lib.rs"))?.contains("written.le"));
     Ok(())
 }
 

@@ -1,11 +1,12 @@
 //! Completion and inspection: magic names and help from the registry, Rust from the analysis
 //! evcxr asks (`dryml-analysis`), and the notebook's own variables when it has nothing. The same
-//! answers come from evcxr on the worker, or from a snapshot of its analysis beside a running
-//! cell ([`Snapshot`]).
+//! answers come from evcxr on the worker, or beside a running cell from that analysis's view of
+//! the last cell ([`Snapshot`]).
 
 use crate::protocol::Beside;
+use crate::session::beside::Beside;
 use crate::session::Session;
-use evcxr::{AnalysisSnapshot, Completions};
+use evcxr::Completions;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -37,7 +38,7 @@ impl Analysis for Session {
 }
 
 /// The analysis as the running cell found the notebook, answering beside it.
-pub struct Snapshot(pub Arc<AnalysisSnapshot>);
+pub struct Snapshot(pub Arc<Beside>);
 
 impl Analysis for Snapshot {
     fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {

@@ -4,6 +4,7 @@
 //! hold the running cell's state, the child's output listener, interrupts, error reports and
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
+pub mod beside;
 mod builds;
 pub mod cache;
 pub mod comms;
@@ -70,6 +71,8 @@ pub struct Session {
     cache: Result<Option<BuildCache>, String>,
     /// This kernel's crate names in the cache, held while it runs.
     claim: Option<Claim>,
+    /// Completion and hover beside a running cell, from the analysis evcxr asks.
+    beside: Option<dryml_analysis::Beside>,
     /// How long the last user code took to build and run, while `:timing` is on.
     took: Option<Duration>,
     /// evcxr's start-up files, not loaded yet (see [`config`]).
@@ -119,6 +122,7 @@ impl Session {
             cmd.env(crate::child::STARTUP_LIB_ENV, lib);
         }
         let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
+        let mut beside = None;
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
             ctx.set_crate_name(&crate_name)?;
             if let Some(dir) = &build_dir {
@@ -129,18 +133,9 @@ impl Session {
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            // The analyzer's hundreds of MiB in a process the user's kernels share (this binary,
-            // see `main`; /proc/self/exe is it even after a rebuild replaced the file), which a
-            // quiet notebook leaves. `DRYML_ANALYSIS=in-process` keeps it in the kernel.
-            let root = ctx.crate_directory().to_owned();
-            if std::env::var("DRYML_ANALYSIS").as_deref() == Ok("in-process") {
-                let local = dryml_analysis::Local::new(&root).map_err(|e| evcxr::Error::Message(format!("{e:#}")))?;
-                ctx.set_analysis(Box::new(local));
-            } else {
-                let program = "/proc/self/exe".into();
-                let client = dryml_analysis::Client::new(program, crate::paths::analysis_dir(), &root);
-                ctx.set_analysis(Box::new(client));
-            }
+            let (analysis, answers_beside) = beside::analysis(ctx.crate_directory())?;
+            beside = Some(answers_beside);
+            ctx.set_analysis(analysis);
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
@@ -171,6 +166,7 @@ impl Session {
             env_overrides: BTreeMap::new(),
             cache,
             claim,
+            beside,
             took: None,
             config: config::found(),
         };
@@ -191,6 +187,11 @@ impl Session {
     /// evcxr itself, for completion and inspection.
     pub fn evcxr(&mut self) -> &mut CommandContext {
         &mut self.ctx
+    }
+
+    /// What answers completion and inspection while the next cell runs.
+    pub fn beside(&self) -> Option<beside::Beside> {
+        Some(beside::Beside::new(self.beside.clone()?, &self.ctx))
     }
 
     pub fn child_pid(&self) -> u32 {

@@ -129,7 +129,7 @@ pub struct CellState {
     pub comms: super::comms::Comms,
     /// The analysis as the running request found the notebook: completion and inspection are
     /// answered from it beside that request.
-    pub analysis: Mutex<Option<std::sync::Arc<evcxr::AnalysisSnapshot>>>,
+    pub analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
 }
 
 /// An execute request under way; dropped, it ends the request: Requested (or Running, left by

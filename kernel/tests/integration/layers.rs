@@ -308,13 +308,17 @@ fn kernel_modules_form_layers_without_cycles() {
 fn the_analysis_stands_on_its_host_and_a_kernels_side_holds_none() {
     let graph = module_graph("kernel/analysis");
     assert_acyclic(&graph);
-    for low in ["host", "load", "queries", "wire"] {
+    for low in ["host", "load", "queries", "wire", "beside", "lets"] {
         for high in ["local", "client", "server"] {
             assert!(!graph[low].contains(high), "{low} must not reach up into {high}");
         }
     }
-    // The kernel's end of the process speaks the wire format only.
-    assert!(graph["client"].iter().all(|d| d == "wire"), "the client names {:?}", graph["client"]);
+    // The kernel's end of the process speaks the wire format, and reads cells' syntax only.
+    let syntax_or_wire = ["wire", "beside", "lets"];
+    for side in ["client", "beside", "lets"] {
+        let named = &graph[side];
+        assert!(named.iter().all(|d| syntax_or_wire.contains(&d.as_str())), "the {side} names {named:?}");
+    }
 }
 
 #[test]
