@@ -4,7 +4,7 @@
 //! the last cell ([`Snapshot`]).
 
 use crate::protocol::Beside;
-use crate::session::beside::Beside;
+use crate::session::beside;
 use crate::session::Session;
 use evcxr::Completions;
 use serde_json::{json, Value};
@@ -38,7 +38,7 @@ impl Analysis for Session {
 }
 
 /// The analysis as the running cell found the notebook, answering beside it.
-pub struct Snapshot(pub Arc<Beside>);
+pub struct Snapshot(pub Arc<beside::Beside>);
 
 impl Analysis for Snapshot {
     fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {

@@ -130,6 +130,7 @@ impl Session {
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
             }
             ctx.set_cell_builder(Box::<builds::RustcAlone>::default());
+            ctx.set_type_origins(Arc::new(dryml_analysis::Origins));
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }

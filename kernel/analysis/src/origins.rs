@@ -1,0 +1,301 @@
+//! What a stored variable's type was built from (evcxr's `TypeOrigins`, patch part eight), so
+//! that no cell reads a value as a type it was not made as.
+//!
+//! evcxr pins the cell crate's `-C metadata` while this is set, so the notebook's types keep their
+//! `TypeId`s whatever its dependencies; what tells a changed type is this module. Each stored
+//! variable keeps the definitions its type name reaches, followed through the notebook's items
+//! (structs, enums, unions, aliases, traits, modules, constants and `use` imports; never functions
+//! or `impl` blocks, which change no layout) to the external crates they name, each with a hash of
+//! its definition (tokens without whitespace or comments) or of its line in Cargo.toml. Types of
+//! external crates keep their crates' own `TypeId`s, which change with the crate's metadata:
+//! evcxr's check catches those.
+//!
+//! Where a type name reaches a name that is neither a notebook item, a crate, the prelude nor a
+//! generic parameter (a glob import's), every crate glob-imported by the notebook counts too.
+//! Left out: a dependency's layout changed under a name the notebook does not follow (cargo
+//! unifying a transitive crate's features with a newly added crate's), which no type name shows.
+
+use evcxr::{Definitions, Origin};
+use ra_ap_syntax::ast;
+use ra_ap_syntax::{AstNode, Edition};
+use std::collections::HashSet;
+use std::hash::Hash;
+use std::hash::Hasher;
+
+/// DRYML Rust's rules for what a type is built from.
+#[derive(Debug, Default)]
+pub struct Origins;
+
+impl evcxr::TypeOrigins for Origins {
+    fn origin(&self, type_name: &str, definitions: &Definitions<'_>) -> Origin {
+        origin(type_name, definitions)
+    }
+
+    fn staleness(&self, variable: &str, type_name: &str, then: &Origin, now: &Origin) -> Option<String> {
+        staleness(variable, type_name, then, now)
+    }
+
+    fn in_scope(&self, type_name: &str, definitions: &Definitions<'_>) -> bool {
+        in_scope(type_name, definitions)
+    }
+}
+
+/// The types and traits of Rust's prelude.
+#[rustfmt::skip]
+const PRELUDE: &[&str] = &[
+    "Self", "Vec", "Option", "Result", "Box", "String", "Fn", "FnMut", "FnOnce", "Send", "Sync",
+    "Sized", "Unpin", "Copy", "Clone", "Default", "PartialEq", "Eq", "PartialOrd", "Ord",
+    "Iterator", "IntoIterator", "DoubleEndedIterator", "ExactSizeIterator", "Extend",
+    "FromIterator", "ToString", "ToOwned", "From", "Into", "TryFrom", "TryInto", "AsRef", "AsMut",
+    "Drop",
+];
+
+/// Names that need no definition beyond the prelude: its variants, and layout attributes' words.
+const KNOWN: &[&str] = &["Some", "None", "Ok", "Err", "Debug", "Hash", "Display"];
+
+/// The primitive types.
+#[rustfmt::skip]
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "str", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64",
+    "u128", "usize", "f32", "f64",
+];
+
+/// The roots of paths that name no notebook item or external crate.
+const STD_ROOTS: &[&str] = &["std", "core", "alloc", "crate", "self", "super"];
+
+fn hash_of(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// An item as the walk sees it: its tokens' hash and the first segments of the paths it names
+/// outside its attributes (a path's later segments resolve through its first).
+struct Definition {
+    hash: u64,
+    roots: Vec<String>,
+}
+
+/// Parses one item's text; `None` for a function, which no type's layout depends on.
+fn definition(text: &str) -> Option<Definition> {
+    let file = ast::SourceFile::parse(text, Edition::Edition2024).tree();
+    let item = file.syntax().children().find_map(ast::Item::cast);
+    if matches!(item, Some(ast::Item::Fn(_))) {
+        return None;
+    }
+    let mut tokens = String::new();
+    for token in file.syntax().descendants_with_tokens().filter_map(|e| e.into_token()) {
+        if !token.kind().is_trivia() {
+            tokens.push_str(token.text());
+            tokens.push(' ');
+        }
+    }
+    let generics: HashSet<String> = file
+        .syntax()
+        .descendants()
+        .filter_map(ast::GenericParam::cast)
+        .filter_map(|p| match p {
+            ast::GenericParam::TypeParam(t) => ast::HasName::name(&t).map(|n| n.text().to_string()),
+            ast::GenericParam::ConstParam(c) => ast::HasName::name(&c).map(|n| n.text().to_string()),
+            ast::GenericParam::LifetimeParam(_) => None,
+        })
+        .collect();
+    // A path's first segment only (its later ones resolve through it; `crate::G` through `G`),
+    // outside attributes: derives and `repr` words are hashed with the item but name nothing to
+    // follow. A struct's own name and its fields' are no paths, so a field called like a module
+    // is not followed.
+    let roots = file
+        .syntax()
+        .descendants()
+        .filter_map(ast::Path::cast)
+        .filter(|p| p.qualifier().is_none() && !p.syntax().ancestors().any(|a| ast::Attr::can_cast(a.kind())))
+        .filter_map(|p| {
+            let first = p.segment()?.name_ref()?.text().to_string();
+            if !matches!(first.as_str(), "crate" | "self" | "super") {
+                return Some(first);
+            }
+            let parent = p.syntax().parent().and_then(ast::Path::cast)?;
+            Some(parent.segment()?.name_ref()?.text().to_string())
+        })
+        .filter(|r| !generics.contains(r))
+        .collect();
+    Some(Definition { hash: hash_of(&tokens), roots })
+}
+
+/// The first segments of the paths in a type name as the analyzer wrote it.
+fn type_name_roots(type_name: &str) -> Vec<String> {
+    let text = format!("type T = {type_name};");
+    definition(&text).map(|d| d.roots).unwrap_or_default()
+}
+
+/// Whether every path in `type_name` starts from a name the cell sees as such: a primitive, the
+/// prelude, std's roots, a notebook item or `use`, or a crate. rustc writes a type by its last
+/// segment alone wherever that name is unique, in scope or not (`HashMap`).
+fn in_scope(type_name: &str, definitions: &Definitions<'_>) -> bool {
+    let Some(def) = definition(&format!("type T = {type_name};")) else {
+        return false;
+    };
+    def.roots.iter().all(|root| {
+        let root = root.as_str();
+        PRIMITIVES.contains(&root)
+            || PRELUDE.contains(&root)
+            || STD_ROOTS.contains(&root)
+            || definitions.items.contains_key(root)
+            || definitions.deps.contains_key(root)
+    })
+}
+
+/// What `type_name` was built from, given the notebook's items and dependencies now.
+fn origin(type_name: &str, definitions: &Definitions<'_>) -> Origin {
+    let mut out = Origin::new();
+    let mut seen = HashSet::new();
+    let mut todo = type_name_roots(type_name);
+    let mut unresolved = false;
+    while let Some(name) = todo.pop() {
+        if !seen.insert(name.clone()) || STD_ROOTS.contains(&name.as_str()) {
+            continue;
+        }
+        if let Some(code) = definitions.items.get(name.as_str()) {
+            if let Some(def) = definition(code) {
+                out.insert(name, def.hash);
+                todo.extend(def.roots);
+            }
+        } else if let Some((krate, config)) = definitions.deps.get(name.as_str()) {
+            out.insert(format!("crate {krate}"), hash_of(config));
+        } else if name.starts_with(|c: char| c.is_ascii_uppercase())
+            && !KNOWN.contains(&name.as_str())
+            && !PRELUDE.contains(&name.as_str())
+        {
+            unresolved = true;
+        }
+    }
+    if unresolved {
+        for code in &definitions.unnamed {
+            let Some(rest) = code.trim_start().strip_prefix("use ") else { continue };
+            let root = rest.trim_start_matches("::").split("::").next().unwrap_or("").trim();
+            if let Some((krate, config)) = definitions.deps.get(root) {
+                out.insert(format!("crate {krate}"), hash_of(config));
+            }
+        }
+    }
+    out
+}
+
+/// Why a variable stored as `type_name` with `then` must go, given `now`, in one sentence
+/// that says what to do; `None` if it may be read.
+fn staleness(var_name: &str, type_name: &str, then: &Origin, now: &Origin) -> Option<String> {
+    if then == now {
+        return None;
+    }
+    let changed: Vec<&String> = then
+        .iter()
+        .filter(|(name, hash)| now.get(*name) != Some(hash))
+        .map(|(name, _)| name)
+        .chain(now.keys().filter(|name| !then.contains_key(*name)))
+        .collect();
+    let (crates, items): (Vec<&String>, Vec<&String>) = changed.into_iter().partition(|n| n.starts_with("crate "));
+    let mut why = Vec::new();
+    if !items.is_empty() {
+        let names: Vec<String> = items.iter().map(|n| format!("`{n}`")).collect();
+        why.push(format!("{} {} been redefined", names.join(", "), if names.len() == 1 { "has" } else { "have" }));
+    }
+    if !crates.is_empty() {
+        let names: Vec<String> = crates.iter().map(|n| format!("`{}`", &n["crate ".len()..])).collect();
+        why.push(format!("the dependency {} changed", names.join(", ")));
+    }
+    Some(format!(
+        "`{var_name}` was a `{type_name}` as defined when it was made; {}, so `{var_name}` was dropped (its old value cannot be read as the new type). Run the cell that makes it again.",
+        why.join(" and ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The word after an item's keyword: its name.
+    fn name_of(code: &str) -> &str {
+        code.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).nth(1).unwrap()
+    }
+
+    /// Definitions of `items` (each named by its second word), `unnamed` items and `deps`.
+    fn defs<'a>(items: &[&'a str], unnamed: &[&'a str], deps: &[(&'a str, &'a str)]) -> Definitions<'a> {
+        Definitions {
+            items: items.iter().map(|code| (name_of(code), *code)).collect(),
+            unnamed: unnamed.to_vec(),
+            deps: deps.iter().map(|(name, config)| (*name, (*name, *config))).collect(),
+        }
+    }
+
+    #[test]
+    fn a_redefined_struct_drops_the_variable_saying_why() {
+        let then = origin("Vec<P>", &defs(&["struct P { x: i32 }"], &[], &[]));
+        assert_eq!(then.keys().collect::<Vec<_>>(), ["P"]);
+        let now = origin("Vec<P>", &defs(&["struct P { x: i64 }"], &[], &[]));
+        let why = staleness("p", "Vec<P>", &then, &now).expect("P changed");
+        assert!(why.contains("`P` has been redefined") && why.contains("Run the cell that makes it again"), "{why}");
+    }
+
+    #[test]
+    fn whitespace_and_comments_change_no_origin_and_a_function_is_no_definition() {
+        let spaced = defs(&["struct P {\n    // the x\n    x:   i32,\n}"], &[], &[]);
+        assert_eq!(origin("P", &spaced), origin("P", &defs(&["struct P { x: i32, }"], &[], &[])));
+        assert!(definition("fn f() -> u8 { 1 }").is_none());
+    }
+
+    #[test]
+    fn aliases_fields_and_modules_are_followed_but_generics_and_field_names_are_not() {
+        let items =
+            ["type A = B<u8>;", "struct B<T> { c: C, t: T, std: u8 }", "struct C(m::D);", "mod m { pub struct D; }"];
+        let then = origin("A", &defs(&items, &[], &[]));
+        assert_eq!(then.keys().collect::<Vec<_>>(), ["A", "B", "C", "m"]);
+        let mut changed = items;
+        changed[3] = "mod m { pub struct D(u64); }";
+        let why = staleness("a", "A", &then, &origin("A", &defs(&changed, &[], &[]))).expect("m changed");
+        assert!(why.contains("`m` has been redefined"), "{why}");
+    }
+
+    #[test]
+    fn a_dependency_counts_as_its_line_in_cargo_toml_by_path_or_by_glob_import() {
+        let before = [("ndarray", "ndarray = \"0.16\"")];
+        let after = [("ndarray", "ndarray = { version = \"0.16\", features = [\"serde\"] }")];
+        let then = origin("ndarray::Array1<f32>", &defs(&[], &[], &before));
+        assert_eq!(then.keys().collect::<Vec<_>>(), ["crate ndarray"]);
+        let why =
+            staleness("x", "ndarray::Array1<f32>", &then, &origin("ndarray::Array1<f32>", &defs(&[], &[], &after)));
+        assert!(why.expect("the crate changed").contains("the dependency `ndarray` changed"));
+        // `Array1` resolves through no item: the crates the notebook glob-imports count.
+        let globs = ["use ndarray::prelude::*;"];
+        assert_eq!(origin("Array1<f32>", &defs(&[], &globs, &before)), then);
+        assert!(origin("Vec<u8>", &defs(&[], &globs, &before)).is_empty(), "the prelude needs no crate");
+        // A generic parameter is no name to resolve.
+        let generic = defs(&["struct W<T> { t: T }"], &globs, &before);
+        assert_eq!(origin("W<u8>", &generic).keys().collect::<Vec<_>>(), ["W"]);
+        // Nor are an attribute's paths (`serde_with::serde_as`): hashed with the item, never followed.
+        let mut attributed = defs(&[], &[], &[("serde_with", "serde_with = \"3\"")]);
+        attributed.items.insert("R", "#[serde_with::serde_as]\n#[derive(Debug)]\n#[repr(C)]\nstruct R { x: i32 }");
+        assert_eq!(origin("R", &attributed).keys().collect::<Vec<_>>(), ["R"]);
+    }
+
+    #[test]
+    fn an_unchanged_origin_keeps_the_variable() {
+        let then = origin("Vec<P>", &defs(&["struct P { x: i32 }"], &[], &[]));
+        assert_eq!(staleness("p", "Vec<P>", &then, &then), None);
+    }
+
+    #[test]
+    fn in_scope_means_every_paths_root_is_seen_by_that_name() {
+        let definitions = defs(&["struct P { x: i32 }"], &[], &[("tch", "tch = \"0.26\"")]);
+        for (type_name, seen) in [
+            ("Vec<P>", true),
+            ("std::collections::HashMap<u8, u8>", true),
+            ("tch::Tensor", true),
+            ("(i32, &str, [f64; 2])", true),
+            ("HashMap<u8, u8>", false),
+            ("Option<Q>", false),
+            ("not a type (", false),
+        ] {
+            assert_eq!(in_scope(type_name, &definitions), seen, "{type_name}");
+        }
+    }
+}
