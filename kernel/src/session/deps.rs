@@ -14,9 +14,6 @@ const LINFA_VERSION: &str = "0.8";
 /// The candle the runtime's `candle` feature is built against.
 const CANDLE_VERSION: &str = "0.11";
 
-/// Put in the block that shows a cell's value once `dryml` is in (evcxr patch, second part).
-const SHOW_TABLES: &str = "#[allow(unused_imports)] use ::dryml::display::ShowTable as _;";
-
 /// The frameworks a notebook has named, each added with `dryml`'s feature for it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Frameworks {
@@ -142,7 +139,7 @@ impl Session {
     /// only has dryml from the warm-up shows no tables.
     pub(super) fn show_tables(&mut self) {
         if self.dryml_added && !self.tables_shown {
-            self.ctx.set_display_prelude(SHOW_TABLES);
+            self.ctx.eval_context_mut().set_final_display(super::display::around(true));
             self.tables_shown = true;
         }
     }
@@ -158,7 +155,7 @@ impl Session {
         }
         let first = tables && with_deps && !self.tables_shown;
         if first {
-            self.ctx.set_display_prelude(SHOW_TABLES);
+            self.ctx.eval_context_mut().set_final_display(super::display::around(true));
         }
         (tables, first)
     }

@@ -10,9 +10,12 @@ pub mod cache;
 pub mod comms;
 mod config;
 pub mod deps;
+pub mod display;
 mod ends;
 pub mod errors;
+mod hooks;
 pub mod interrupt;
+mod loads;
 mod lockfile;
 pub mod output;
 mod source;
@@ -129,14 +132,10 @@ impl Session {
                 // Cargo reads it from the environment evcxr gives each build.
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
             }
-            ctx.set_cell_builder(Box::<builds::RustcAlone>::default());
-            ctx.set_type_origins(Arc::new(dryml_analysis::Origins));
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            let (analysis, answers_beside) = beside::analysis(ctx.crate_directory())?;
-            beside = Some(answers_beside);
-            ctx.set_analysis(analysis);
+            beside = Some(hooks::fill(ctx)?);
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
@@ -231,7 +230,7 @@ impl Session {
     /// costs what any cell does; then the cache's collection. It waits for the analyzer's own
     /// start-up work first.
     pub fn warm_up_step(&mut self) -> bool {
-        match self.state.warm_up_begins(|| self.ctx.analysis_busy()) {
+        match self.state.warm_up_begins(|| self.ctx.eval_context().analysis_busy()) {
             WarmUp::Stopped => return false,
             WarmUp::Later => return true,
             WarmUp::Busy => {
@@ -362,7 +361,7 @@ impl Session {
         self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
         self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
-        for why in self.ctx.take_dropped() {
+        for why in self.ctx.eval_context_mut().take_dropped() {
             self.state.stream("stderr", &format!("{why}\n"));
         }
         r.map_err(|e| errors::evcxr(e, self.state.stderr_lines(), &[]))
@@ -420,7 +419,7 @@ impl Session {
         let debugging = self.state.debugging();
         let builds = debug_builds(debugging, self.user_opt);
         if builds != self.debug_builds {
-            self.ctx.set_build_env(DEBUG_CELLS_ENV, builds);
+            self.ctx.eval_context_mut().set_build_env(DEBUG_CELLS_ENV, builds);
             self.debug_builds = builds;
         }
         let hook = if debugging { self.state.debug_hook.get() } else { None };
@@ -459,7 +458,7 @@ impl Session {
         let spent = began.elapsed();
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output.
-        self.ctx.take_dropped();
+        self.ctx.eval_context_mut().take_dropped();
         if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
             hook.ended();
         }
@@ -472,7 +471,8 @@ impl Session {
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks, tables);
         } else if first_tables {
-            self.ctx.set_display_prelude(""); // that cell did not build: no dryml to show with
+            self.ctx.eval_context_mut().set_final_display(display::around(false));
+            // that cell did not build
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended.interrupted {

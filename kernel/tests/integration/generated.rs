@@ -1,7 +1,9 @@
 //! The contract between the kernel and `dryml::__kernel`, checked where it is written: every
 //! template of `magic/codegen.rs` (`%%compute` in its forms, `%%sweep`, the Slurm job, `%jobs`,
-//! `%repo load`), filled in as a notebook would fill it, must compile against this checkout's
-//! `dryml`, so a change on either side fails here and not in a user's cell.
+//! `%repo load`), filled in as a notebook would fill it, and the other code the kernel writes
+//! into cells (the child's start-up cell, the display of a cell's value, `%xp`'s clean-up), must
+//! compile against this checkout's `dryml`, so a change on either side fails here and not in a
+//! user's cell.
 
 use dryml_kernel::magic::cell::Cell;
 use dryml_kernel::magic::codegen::{self, Var};
@@ -85,6 +87,13 @@ fn cells() -> Vec<(String, String)> {
     out.push(("jobs_wait_for".into(), codegen::job_wait_for("/tmp/job", &["model"])));
     out.push(("jobs_update".into(), codegen::job_update("back", &var("model", "Vec<f64>"), "/tmp/job")));
     out.push(("repo_load".into(), codegen::repo_load("obj", "/tmp/repo", "abc", "Fit")));
+    out.push(("child_startup".into(), dryml_kernel::child::FLUSHER_CELL.to_owned()));
+    for (name, tables) in [("display", false), ("display_tables", true)] {
+        let (before, after) = dryml_kernel::session::display::around(tables).unwrap();
+        out.push((name.into(), format!("{before}\nmodel.len() + data.len()\n{after}")));
+    }
+    let names = ["model".to_string(), "steps".to_string()];
+    out.push(("xp_cleanup".into(), dryml_kernel::magic::experiment::report::cleanup_code(&names)));
     out
 }
 
