@@ -1,9 +1,9 @@
 //! The contract between the kernel and `dryml::__kernel`, checked where it is written: every
 //! template of `magic/codegen.rs` (`%%compute` in its forms, `%%sweep`, the Slurm job, `%jobs`,
 //! `%repo load`), filled in as a notebook would fill it, and the other code the kernel writes
-//! into cells (the child's start-up cell, the display of a cell's value, `%xp`'s clean-up), must
-//! compile against this checkout's `dryml`, so a change on either side fails here and not in a
-//! user's cell.
+//! into cells (the child's start-up cell, a cell's value shown, `%xp`'s clean-up, the debugger's
+//! Variables panel), must compile against this checkout's `dryml`, so a change on either side
+//! fails here and not in a user's cell.
 
 use dryml_kernel::magic::cell::Cell;
 use dryml_kernel::magic::codegen::{self, Var};
@@ -94,6 +94,7 @@ fn cells() -> Vec<(String, String)> {
     }
     let names = ["model".to_string(), "steps".to_string()];
     out.push(("xp_cleanup".into(), dryml_kernel::magic::experiment::report::cleanup_code(&names)));
+    out.push(("debug_values".into(), dryml_kernel::debug::values::code(&vars())));
     out
 }
 
@@ -120,8 +121,9 @@ fn every_generated_template_compiles_against_dryml() {
          impl dryml::Build for Fit { type Args = Args; fn build(args: Args, meta: dryml::Meta) -> Self { Fit { args, meta, loss: 0.0 } } }\n",
     );
     for (name, code) in cells() {
-        // evcxr reads a line that starts with `:` as one of its commands.
-        assert!(code.lines().all(|l| !l.trim_start().starts_with(':')), "{name}: a line starts with `:`:\n{code}");
+        // evcxr reads the lines before a cell's first Rust as its commands (`:dep`) or the shell's.
+        let first = code.lines().find(|l| !l.trim().is_empty() && !l.starts_with("//")).unwrap_or("");
+        assert!(!first.trim_start().starts_with([':', '!']), "{name}: evcxr reads {first:?} as a command:\n{code}");
         // A cell's code is statements; one ending in a value is that value's expression.
         lib.push_str(&format!("\npub fn {name}() {{\n{VARS}\nlet _ = {{\n{code}\n}};\n}}\n"));
     }

@@ -383,3 +383,17 @@ fn no_source_file_passes_600_lines() {
         assert!(lines <= 600, "{} has {lines} lines (tests included); split it along a seam", file.display());
     }
 }
+
+#[test]
+fn the_readme_and_architecture_read_as_documents() {
+    for (name, most) in [("README.md", 220), ("ARCHITECTURE.md", 100)] {
+        let text = std::fs::read_to_string(Path::new(ROOT).join(name)).unwrap();
+        assert!(text.lines().count() <= most, "{name} has more than {most} lines: say less");
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            in_code ^= line.trim_start().starts_with("```");
+            let chars = line.chars().count();
+            assert!(in_code || chars <= 200, "{name}:{} has {chars} characters: say less", n + 1);
+        }
+    }
+}
