@@ -338,4 +338,70 @@ mod tests {
         assert!(Host::locked(&first.host(), &abs(c.path())?, false).is_err());
         Ok(())
     }
+
+    /// A crate that depends on `shared` by path, as each notebook's depends on the runtime
+    /// crate in the build cache; `extra` adds to its dependencies.
+    fn depending(dir: &std::path::Path, name: &str, shared: &std::path::Path, extra: &str) -> Result<()> {
+        let toml = format!(
+            "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\nshared = {{ path = {:?} }}\n{extra}",
+            shared.display().to_string()
+        );
+        Ok(std::fs::write(dir.join("Cargo.toml"), toml)?)
+    }
+
+    fn types(analysis: &mut Local) -> Result<Vec<(String, TypeName)>> {
+        let source = "fn f() { let thing = shared::Thing::default(); let all = vec![thing.0]; }";
+        let mut found: Vec<_> =
+            analysis.variables_in(source.into(), "f")?.into_iter().map(|(n, v)| (n, v.type_name)).collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    #[test]
+    fn crates_sharing_a_path_dependency_keep_their_types_as_others_come_and_go() -> Result<()> {
+        let dirs = [tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?, tempfile::tempdir()?];
+        let (shared, other) = (dirs[3].path().join("shared"), dirs[3].path().join("other"));
+        let shared = shared.as_path();
+        std::fs::create_dir_all(other.join("src"))?;
+        cargo_toml(&other, "other")?;
+        std::fs::write(other.join("src/lib.rs"), "pub fn one() -> u8 { 1 }")?;
+        std::fs::create_dir_all(shared.join("src"))?;
+        cargo_toml(shared, "shared")?;
+        let toml = std::fs::read_to_string(shared.join("Cargo.toml"))?;
+        std::fs::write(shared.join("Cargo.toml"), toml + "\n[features]\nwide = []\n")?;
+        std::fs::write(
+            shared.join("src/lib.rs"),
+            "#[derive(Default)] pub struct Thing(pub u16);\n#[cfg(feature = \"wide\")] pub struct Wide;",
+        )?;
+        let (a, b, c) = (dirs[0].path(), dirs[1].path(), dirs[2].path());
+        let named = |t: &str| TypeName::Named(t.into());
+        let expected = vec![("all".to_string(), named("Vec<u16>")), ("thing".to_string(), named("shared::Thing"))];
+        // a asks for a feature of the shared crate, as a notebook that named a framework asks
+        // dryml's: two crates of the same files in the union.
+        for (dir, name, features) in [(a, "a", "[\"wide\"]"), (b, "b", "[]"), (c, "c", "[]")] {
+            let toml = format!(
+                "[package]\nname = \"{name}\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+                [dependencies]\nshared = {{ path = {:?}, features = {features} }}\n",
+                shared.display().to_string()
+            );
+            std::fs::write(dir.join("Cargo.toml"), toml)?;
+        }
+        let mut first = Local::new(a)?;
+        assert_eq!(types(&mut first)?, expected, "a alone");
+        let mut second = Local::attach(first.host(), b)?;
+        assert_eq!(types(&mut second)?, expected, "b beside a");
+        assert_eq!(types(&mut first)?, expected, "a selected again");
+        first.detach();
+        let mut third = Local::attach(second.host(), c)?;
+        assert_eq!(types(&mut third)?, expected, "c after a left");
+        assert_eq!(types(&mut second)?, expected, "b selected again");
+        // b's Cargo.toml changes (a `:dep`): its graph is loaded again beside c's.
+        depending(b, "b", shared, &format!("other = {{ path = {:?} }}\n", other.display().to_string()))?;
+        assert_eq!(types(&mut second)?, expected, "b reloaded");
+        assert_eq!(types(&mut third)?, expected, "c after b reloaded");
+        third.detach();
+        assert_eq!(types(&mut second)?, expected, "b alone");
+        Ok(())
+    }
 }
