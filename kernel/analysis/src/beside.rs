@@ -89,7 +89,8 @@ pub struct Beside {
 impl Beside {
     /// As evcxr's completion between cells, at byte `position` of `code`; none in a command.
     pub fn completions(&self, code: &str, position: usize) -> Result<Completions> {
-        let line_start = code[..position].rfind('\n').map_or(0, |i| i + 1);
+        let Some(before) = code.get(..position) else { return Ok(Completions::default()) };
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         if code[line_start..].trim_start().starts_with(':') {
             return Ok(Completions::default());
         }

@@ -83,6 +83,9 @@ fn a_cells_lets_get_their_types_and_std_completes_and_hovers() -> Result<()> {
     assert!(c.completions.iter().any(|c| c.code == "len()"), "{:?}", c.completions);
     assert_eq!((c.start_offset, c.end_offset), (code.len() - 2, code.len()));
     assert!(beside.completions(":dep ra", 7)?.completions.is_empty());
+    // A position past the code or inside a character completes nothing (and takes no kernel down).
+    assert!(beside.completions("é", 1)?.completions.is_empty());
+    assert!(beside.completions("ab", 3)?.completions.is_empty());
     let (text, _) = beside.hover("written")?.expect("a hover");
     assert!(text.contains("Vec<u16>"), "{text}");
     assert!(!std::fs::read_to_string(root.join("src/lib.rs"))?.contains("written.le"));

@@ -41,7 +41,7 @@ impl Beside {
     /// `(plain, html)` for the code before `position`, as evcxr's `hover_at` between cells.
     pub fn hover_at(&self, code: &str, position: usize) -> anyhow::Result<(String, String)> {
         let none = || ("No documentation found".to_owned(), "No documentation found".to_owned());
-        let (plain, markdown) = self.analysis.hover(&code[..position])?.unwrap_or_else(none);
+        let (plain, markdown) = self.analysis.hover(code.get(..position).unwrap_or(code))?.unwrap_or_else(none);
         let mut html = String::new();
         pulldown_cmark::html::push_html(&mut html, pulldown_cmark::Parser::new(&markdown));
         Ok((plain, html))
