@@ -192,7 +192,7 @@ def test_jupyter_console_runs_cells_magics_tab_and_ctrl_c(tmp_path):
         term.type('println!("looping"); while !dryml::interrupted() { '
                   "std::thread::sleep(std::time::Duration::from_millis(10)); }")
         term.keys("Enter")
-        term.wait_for(r"looping", timeout=600)
+        term.wait_for(r"(?m)^looping\s*$", timeout=600)  # the output, not the typed line
         term.keys("C-c")
         term.wait_for(r"KeyboardInterrupt.*kept")
         term.type("v.len() * 10")
