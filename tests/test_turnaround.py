@@ -6,6 +6,7 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -199,6 +200,41 @@ def test_a_first_cells_untyped_lets_take_rustcs_types_while_the_analyzer_loads(t
         # The analyzer has surely loaded: its check of a failed cell takes `s: &str` as stored.
         cells_with_their_own_errors(k)
         assert value(k, "a.len() as i64 + p.len() as i64 + m.len() as i64 + b") == "14"
+
+
+def test_a_type_the_analysis_cannot_see_is_rustcs(tmp_path):
+    # A crate whose items come from its build script's output, which the analysis never runs:
+    # it finds no type for a `let` of one, where the shared analysis once lost types (ci40).
+    made = tmp_path / "made"
+    (made / "src").mkdir(parents=True)
+    (made / "Cargo.toml").write_text('[package]\nname = "made"\nversion = "0.1.0"\nedition = "2021"\n')
+    (made / "build.rs").write_text(
+        'fn main() {\n    let out = std::env::var("OUT_DIR").unwrap();\n'
+        '    std::fs::write(format!("{out}/made.rs"), "pub struct Made(pub u32);\\n'
+        'pub fn made() -> Made { Made(7) }\\n'
+        'pub mod inner { pub struct Hidden; }\\npub fn hidden() -> inner::Hidden { inner::Hidden }\\n").unwrap();\n}\n')
+    (made / "src" / "lib.rs").write_text('include!(concat!(env!("OUT_DIR"), "/made.rs"));\n')
+    log = tmp_path / "kernel.log"
+    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log, own_analysis=True) as k:
+        ok(k, f':dep made = {{ path = "{made}" }}', timeout=600)
+        missed = lambda: "no type found for [\"m\"]" in "".join(
+            p.read_text() for p in Path(k.analysis_dir).glob("analysis-*.log"))
+        # Until the analysis has loaded, rustc is asked anyway; then the analysis misses.
+        for _ in range(120):
+            assert value(k, "use made::Made;\nlet m = made::made();\nm.0") == "7"
+            if missed():
+                break
+            time.sleep(0.5)
+        assert missed(), "the analysis never answered"
+        assert "Types from rustc" in log.read_text()
+        assert value(k, "m.0 + 1") == "8"
+        assert dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())["m"] == "Made"
+        # A type rustc names that the cell cannot: evcxr's message, and the notebook goes on.
+        reply, _ = k.execute("let n = made::hidden();")
+        shown = reply["evalue"] + "\n".join(reply["traceback"])
+        assert reply["status"] == "error" and "determine type of variable `n`" in shown, shown
+        assert "EvcxrTypeProbe" not in shown, shown
+        assert value(k, "m.0") == "7"
 
 
 def cells_with_their_own_errors(k):

@@ -1,9 +1,10 @@
 //! Completion and hover beside a running cell, from any thread: on the source of the notebook's
 //! last cell as the analysis saw it, with the code asked about put after that cell's code.
 
+use crate::lets::functions_named;
 use anyhow::Result;
 use evcxr::Completions;
-use ra_ap_syntax::ast::{self, HasModuleItem, HasName};
+use ra_ap_syntax::ast;
 use ra_ap_syntax::{AstNode, Edition};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -26,8 +27,12 @@ pub trait Shared: Send + Sync {
 pub(crate) struct LastCell(Arc<Mutex<Option<String>>>);
 
 impl LastCell {
+    /// Keeps `source` (a cell's types are asked for once or twice, with the same source).
     pub(crate) fn record(&self, source: &str) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(source.to_owned());
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if last.as_deref() != Some(source) {
+            *last = Some(source.to_owned());
+        }
     }
 
     /// `code` in the last cell's source, after its statements, and the offset it starts at.
@@ -51,15 +56,8 @@ impl LastCell {
 /// Where the wrapper's statements end in `source`: before its final expression (`Ok(())`), or
 /// its closing brace.
 fn statements_end(source: &str) -> Option<usize> {
-    let parsed = ast::SourceFile::parse(source, Edition::Edition2024);
-    let function = parsed
-        .tree()
-        .items()
-        .filter_map(|item| match item {
-            ast::Item::Fn(function) => Some(function),
-            _ => None,
-        })
-        .find(|function| function.name().is_some_and(|n| n.text() == WRAPPER))?;
+    let parsed = ast::SourceFile::parse(source, Edition::Edition2024).tree();
+    let function = functions_named(&parsed, WRAPPER).next()?;
     let statements = function.body()?.stmt_list()?;
     let end = match statements.tail_expr() {
         Some(tail) => tail.syntax().text_range().start(),

@@ -267,8 +267,13 @@ impl Host {
             _ => "loaded, changed on disk since",
         };
         let graph = if self.graphs.contains_key(&self.ws.root) { "in the union" } else { "missing" };
+        let union = self.union_graph();
+        let mut roots = std::collections::HashSet::new();
+        let crates = union.iter().count();
+        let shared = union.iter().filter(|&id| !roots.insert(union[id].basic.root_file_id)).count();
         format!(
-            "{}: Cargo.toml {toml}, its graph {graph}, {} graphs, {} parked, {} package roots",
+            "{}: Cargo.toml {toml}, its graph {graph}, {} graphs ({crates} crates, {shared} of a root \
+             file another has too), {} parked, {} package roots",
             self.ws.root,
             self.graphs.len(),
             self.parked.len(),

@@ -23,13 +23,9 @@ pub(crate) fn variables_now(
 /// The top-level `let`s of `function` in `source`, where each binds one name; a type not
 /// written out (or not valid as written) is `Unknown`.
 fn let_variables(source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
-    let parsed = ast::SourceFile::parse(source, Edition::Edition2024);
+    let parsed = ast::SourceFile::parse(source, Edition::Edition2024).tree();
     let mut variables = HashMap::new();
-    let functions = parsed.tree().items().filter_map(|item| match item {
-        ast::Item::Fn(f) if f.name().is_some_and(|n| n.text() == function) => Some(f),
-        _ => None,
-    });
-    for body in functions.filter_map(|f| f.body()) {
+    for body in functions_named(&parsed, function).filter_map(|f| f.body()) {
         for statement in body.statements() {
             let ast::Stmt::LetStmt(binding) = statement else { continue };
             let Some(ast::Pat::IdentPat(pattern)) = binding.pat() else { return None };
@@ -42,6 +38,14 @@ fn let_variables(source: &str, function: &str) -> Option<HashMap<String, Variabl
         }
     }
     Some(variables)
+}
+
+/// The functions of `file` named `name` (evcxr's wrapper of a cell's statements).
+pub(crate) fn functions_named<'a>(file: &ast::SourceFile, name: &'a str) -> impl Iterator<Item = ast::Fn> + 'a {
+    file.items().filter_map(move |item| match item {
+        ast::Item::Fn(f) if f.name().is_some_and(|n| n.text() == name) => Some(f),
+        _ => None,
+    })
 }
 
 #[cfg(test)]

@@ -104,6 +104,15 @@ impl Local {
         }
     }
 
+    /// Why the top-level `let`s of `function` that the last analysis found no type for have
+    /// none, for a log line.
+    pub(crate) fn why_unknown(&self, function: &str) -> Vec<String> {
+        match Host::locked(&self.host, &self.root, false) {
+            Ok(host) => queries::why_unknown(&host, function),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Completion and hover of this crate from any thread.
     pub fn shared(&self) -> Arc<dyn Shared> {
         Arc::new(SharedHost(self.host.clone(), self.root.clone()))

@@ -2,29 +2,38 @@
 //! hovers, each read from the selected crate of a [`Host`].
 
 use crate::host::{Host, EDITION};
+use crate::lets::functions_named;
 use anyhow::{bail, Result};
 use evcxr::{Completion, Completions, TypeName, VariableInfo};
 use ra_ap_hir::{HirDisplay, Semantics};
 use ra_ap_ide::{CompletionItemKind, FilePosition, FileRange, HoverConfig, RootDatabase};
 use ra_ap_ide_db::SymbolKind;
-use ra_ap_syntax::ast::{self, AstNode, HasModuleItem, HasName};
+use ra_ap_syntax::ast::{self, AstNode, HasName};
 use ra_ap_syntax::{TextRange, TextSize};
 use std::collections::HashMap;
 
 /// The variables that the top-level `let`s of `function` bind, each with its type where the
 /// analysis can write it as code, the last binding of a name winning.
 pub(crate) fn variables(host: &Host, function: &str) -> HashMap<String, VariableInfo> {
+    bindings(host, function).into_iter().map(|(name, info, _)| (name, info)).collect()
+}
+
+/// Why each binding of `function` with no type has none, for the log line of a miss.
+pub(crate) fn why_unknown(host: &Host, function: &str) -> Vec<String> {
+    let mut whys: Vec<String> =
+        bindings(host, function).into_iter().filter_map(|(name, _, why)| Some(format!("`{name}`: {}", why?))).collect();
+    whys.sort();
+    whys
+}
+
+fn bindings(host: &Host, function: &str) -> Vec<(String, VariableInfo, Option<String>)> {
     let db = host.analysis.raw_database();
     let sema = Semantics::new(db);
     let file = ra_ap_base_db::EditionedFileId::new(db, host.ws.file, EDITION);
     let parsed = sema.parse(file);
-    let mut found = HashMap::new();
+    let mut found = Vec::new();
     ra_ap_hir::attach_db(db, || {
-        let functions = parsed.items().filter_map(|item| match item {
-            ast::Item::Fn(f) if f.name().is_some_and(|n| n.text() == function) => Some(f),
-            _ => None,
-        });
-        for body in functions.filter_map(|f| f.body()) {
+        for body in functions_named(&parsed, function).filter_map(|f| f.body()) {
             let Some(module) = sema.scope(body.syntax()).map(|scope| scope.module()) else {
                 continue;
             };
@@ -38,9 +47,10 @@ pub(crate) fn variables(host: &Host, function: &str) -> HashMap<String, Variable
                     let Some(name) = ident.name() else { continue };
                     let whole = ident.syntax() == pattern.syntax();
                     let written = binding.ty().filter(|_| whole);
-                    let type_name = type_of(&sema, module, &ident, written);
+                    let (type_name, why) = type_of(&sema, module, &ident, written);
                     let is_mutable = ident.mut_token().is_some();
-                    found.insert(name.text().to_string(), VariableInfo { type_name, is_mutable });
+                    found.retain(|(other, _, _)| *other != name.text());
+                    found.push((name.text().to_string(), VariableInfo { type_name, is_mutable }, why));
                 }
             }
         }
@@ -48,28 +58,57 @@ pub(crate) fn variables(host: &Host, function: &str) -> HashMap<String, Variable
     found
 }
 
-/// A binding's type: as written where that is a type evcxr can store, else as inferred.
+/// A binding's type: as written where that is a type evcxr can store, else as inferred; where
+/// neither, why.
 fn type_of(
     sema: &Semantics<'_, RootDatabase>,
     module: ra_ap_hir::Module,
     ident: &ast::IdentPat,
     written: Option<ast::Type>,
-) -> TypeName {
+) -> (TypeName, Option<String>) {
     if let Some(text) = written.map(|ty| ty.syntax().text().to_string()) {
         if evcxr::is_type_valid(&text) {
-            return TypeName::Named(text);
+            return (TypeName::Named(text), None);
         }
     }
     let Some(inferred) = sema.type_of_pat(&ast::Pat::IdentPat(ident.clone())) else {
-        return TypeName::Unknown;
+        return (TypeName::Unknown, Some("no type inferred".into()));
     };
     let ty = inferred.original();
     if ty.is_closure() {
-        return TypeName::Closure;
+        return (TypeName::Closure, None);
     }
+    let shown = || ty.display(sema.db, module.krate(sema.db).to_display_target(sema.db)).to_string();
     match ty.display_source_code(sema.db, module.into(), true) {
-        Ok(text) if evcxr::is_type_valid(&text) => TypeName::Named(text),
-        _ => TypeName::Unknown,
+        Ok(text) if evcxr::is_type_valid(&text) => (TypeName::Named(text), None),
+        Ok(text) => (TypeName::Unknown, Some(format!("`{text}` is not a type evcxr stores"))),
+        Err(error) => {
+            let apart = crates_apart(sema.db, module.krate(sema.db), &ty);
+            (TypeName::Unknown, Some(format!("`{}` not writable from the cell ({error:?}){apart}", shown())))
+        }
+    }
+}
+
+/// The types in `ty` defined in crates that `krate` does not depend on, even indirectly: a type
+/// of another notebook's copy of a crate, for the log line of a miss.
+fn crates_apart(db: &RootDatabase, krate: ra_ap_hir::Crate, ty: &ra_ap_hir::Type<'_>) -> String {
+    let reached = krate.base().transitive_deps(db);
+    let mut apart = Vec::new();
+    let mut stack = vec![ty.clone()];
+    while let Some(ty) = stack.pop() {
+        if let Some(adt) = ty.as_adt() {
+            let of = adt.module(db).krate(db);
+            if !reached.contains(&of.base()) {
+                let name = of.display_name(db).map_or_else(|| "?".into(), |n| n.to_string());
+                apart.push(format!("{} of {name} {:?}", adt.name(db).as_str(), of.base()));
+            }
+        }
+        stack.extend(ty.type_arguments());
+    }
+    if apart.is_empty() {
+        String::new()
+    } else {
+        format!("; apart from the cell's crates: {}", apart.join(", "))
     }
 }
 

@@ -188,7 +188,8 @@ fn answer(analysis: &mut Local, shared: &dyn Shared, request: &Value) -> Result<
                 variables.iter().filter(|(_, v)| v.type_name == TypeName::Unknown).map(|(name, _)| name).collect();
             if !unknown.is_empty() {
                 unknown.sort();
-                eprintln!("dryml-analysis: no type found for {unknown:?}; {}", analysis.describe());
+                let why = analysis.why_unknown(function).join("; ");
+                eprintln!("dryml-analysis: no type found for {unknown:?}; {}; {why}", analysis.describe());
             }
             wire::variables_to_json(&variables)
         }
