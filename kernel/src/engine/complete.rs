@@ -13,8 +13,8 @@ use std::sync::Arc;
 /// What completion and inspection ask of evcxr's analysis.
 pub trait Analysis {
     fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions>;
-    /// `(plain, html)` for the code before `pos`.
-    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)>;
+    /// `(plain, html)` for the code before `pos`; None where there is nothing to show.
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<Option<(String, String)>>;
     fn variable_type(&mut self, name: &str) -> Option<String>;
     /// The notebook's variables (`true`) and items (`false`).
     fn names(&mut self) -> Vec<(String, bool)>;
@@ -24,8 +24,10 @@ impl Analysis for Session {
     fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {
         self.evcxr().completions(code, pos)
     }
-    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)> {
-        self.evcxr().hover_at(code, pos)
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<Option<(String, String)>> {
+        // evcxr says it has nothing in words.
+        let (plain, html) = self.evcxr().hover_at(code, pos)?;
+        Ok((!plain.is_empty() && plain != "No documentation found").then_some((plain, html)))
     }
     fn variable_type(&mut self, name: &str) -> Option<String> {
         self.evcxr().variables_and_types().find(|(n, _)| *n == name).map(|(_, t)| t.to_string())
@@ -44,7 +46,7 @@ impl Analysis for Snapshot {
     fn completions(&mut self, code: &str, pos: usize) -> anyhow::Result<Completions> {
         self.0.completions(code, pos)
     }
-    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<(String, String)> {
+    fn hover_at(&mut self, code: &str, pos: usize) -> anyhow::Result<Option<(String, String)>> {
         self.0.hover_at(code, pos)
     }
     fn variable_type(&mut self, name: &str) -> Option<String> {
@@ -155,9 +157,7 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
         };
     }
     match analysis.hover_at(code, end) {
-        Ok((plain, html)) if !plain.is_empty() && plain != "No documentation found" => {
-            found(json!({"text/plain": plain, "text/html": html}))
-        }
+        Ok(Some((plain, html))) => found(json!({"text/plain": plain, "text/html": html})),
         _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
     }
 }
@@ -170,8 +170,7 @@ fn type_docs(analysis: &mut impl Analysis, ty: &str) -> Option<(String, String)>
     if path.is_empty() || !path.starts_with(|c: char| c.is_alphabetic() || c == '_') {
         return None;
     }
-    let (plain, html) = analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?;
-    (!plain.is_empty() && plain != "No documentation found").then_some((plain, html))
+    analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?
 }
 
 fn found(data: Value) -> Value {

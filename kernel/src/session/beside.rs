@@ -38,13 +38,15 @@ impl Beside {
         self.analysis.completions(code, position)
     }
 
-    /// `(plain, html)` for the code before `position`, as evcxr's `hover_at` between cells.
-    pub fn hover_at(&self, code: &str, position: usize) -> anyhow::Result<(String, String)> {
-        let none = || ("No documentation found".to_owned(), "No documentation found".to_owned());
-        let (plain, markdown) = self.analysis.hover(code.get(..position).unwrap_or(code))?.unwrap_or_else(none);
+    /// `(plain, html)` for the code before `position`, as evcxr's `hover_at` between cells;
+    /// None where there is none.
+    pub fn hover_at(&self, code: &str, position: usize) -> anyhow::Result<Option<(String, String)>> {
+        let Some((plain, markdown)) = self.analysis.hover(code.get(..position).unwrap_or(code))? else {
+            return Ok(None);
+        };
         let mut html = String::new();
         pulldown_cmark::html::push_html(&mut html, pulldown_cmark::Parser::new(&markdown));
-        Ok((plain, html))
+        Ok((!plain.is_empty()).then_some((plain, html)))
     }
 
     pub fn variables_and_types(&self) -> impl Iterator<Item = (&str, &str)> {
