@@ -3,12 +3,12 @@
 //! of the same sources (a fresh clone, a worktree, CI's) built `dryml` again for every set of
 //! features it used, 15 to 30 s each; copies of equal sources are one path, built once.
 //!
-//! A copy holds the workspace's Cargo.toml (dryml inherits its dependencies from it) and every
-//! file under `runtime/`, and is never written again: changed sources make another copy, which
-//! cargo builds as a new crate, so values of the old build's types are dropped, never read through
-//! the new build's. Each kernel holds a shared lock on the copy it builds against; a new copy
-//! removes the others beyond the [`KEEP`] used last (`DRYML_SOURCE_COPIES`) that no kernel holds,
-//! with their builds.
+//! A copy holds what dryml inherits of the workspace's Cargo.toml (package fields, lints, the
+//! dependencies dryml names) and every file under `runtime/`, and is never written again: changed
+//! sources make another copy, which cargo builds as a new crate, so values of the old build's
+//! types are dropped, never read through the new build's. Each kernel holds a shared lock on the
+//! copy it builds against; a new copy removes the others beyond the [`KEEP`] used last
+//! (`DRYML_SOURCE_COPIES`) that no kernel holds, with their builds.
 
 use super::cache;
 use anyhow::Context;
@@ -56,14 +56,18 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
     let before = stamp(&files);
     // Read once: the copy holds the very bytes its name hashes.
     let mut contents = Vec::with_capacity(files.len());
-    let mut hash = Sha256::new();
     for (rel, abs) in &files {
-        let bytes = std::fs::read(abs).with_context(|| format!("reading {}", abs.display()))?;
+        contents.push((rel, std::fs::read(abs).with_context(|| format!("reading {}", abs.display()))?));
+    }
+    let workspace =
+        inherited_manifest(&contents).with_context(|| format!("reading {}/../Cargo.toml", runtime.display()))?;
+    contents[0].1 = workspace;
+    let mut hash = Sha256::new();
+    for (rel, bytes) in &contents {
         hash.update(rel.as_os_str().as_encoded_bytes());
         hash.update([0]);
         hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(&bytes);
-        contents.push((rel, bytes));
+        hash.update(bytes);
     }
     // Files changed while they were read: the bytes may mix both; the next cell reads again.
     if files_now(runtime) != before {
@@ -112,6 +116,46 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
         return Ok(Copy { runtime: dest.join(rel_runtime(runtime)), stamp: before, _held: held });
     }
     anyhow::bail!("{} was removed each time it was made", dest.display())
+}
+
+/// What a copy's workspace manifest (`contents[0]`) keeps of the checkout's: the package fields
+/// and lints, and the workspace dependencies that the copied manifests name. Anything else (a
+/// kernel's new dependency, a profile) would make a new copy, which builds dryml again.
+fn inherited_manifest(contents: &[(&PathBuf, Vec<u8>)]) -> anyhow::Result<Vec<u8>> {
+    use toml::{Table, Value};
+    let parse = |bytes: &[u8]| -> anyhow::Result<Table> { Ok(std::str::from_utf8(bytes)?.parse()?) };
+    let root = parse(&contents[0].1)?;
+    let workspace = root.get("workspace").and_then(Value::as_table).context("it has no [workspace]")?;
+    let mut named = std::collections::BTreeSet::new();
+    let mut members = Vec::new();
+    for (rel, bytes) in &contents[1..] {
+        if rel.file_name().is_none_or(|n| n != "Cargo.toml") {
+            continue;
+        }
+        let manifest = parse(bytes).with_context(|| format!("reading {}", rel.display()))?;
+        members.push(Value::from(rel.parent().unwrap_or(Path::new("")).to_string_lossy().into_owned()));
+        let targets = manifest.get("target").and_then(Value::as_table).into_iter().flat_map(|t| t.values());
+        for holder in std::iter::once(&Value::Table(manifest.clone())).chain(targets) {
+            for kind in ["dependencies", "dev-dependencies", "build-dependencies"] {
+                for (name, spec) in holder.get(kind).and_then(Value::as_table).into_iter().flatten() {
+                    if spec.get("workspace").and_then(Value::as_bool) == Some(true) {
+                        named.insert(name.clone());
+                    }
+                }
+            }
+        }
+    }
+    let mut kept = Table::new();
+    kept.insert("members".into(), Value::Array(members));
+    for key in ["package", "lints"] {
+        if let Some(value) = workspace.get(key) {
+            kept.insert(key.into(), value.clone());
+        }
+    }
+    let all = workspace.get("dependencies").and_then(Value::as_table).cloned().unwrap_or_default();
+    let dependencies: Table = all.into_iter().filter(|(name, _)| named.contains(name)).collect();
+    kept.insert("dependencies".into(), Value::Table(dependencies));
+    Ok(toml::to_string(&Table::from_iter([("workspace".to_owned(), Value::Table(kept))]))?.into_bytes())
 }
 
 /// The checkout's files for a copy: its workspace's Cargo.toml and every file under `runtime`
@@ -241,8 +285,8 @@ mod tests {
     fn checkout(at: &Path) -> PathBuf {
         let runtime = at.join("runtime");
         for (f, text) in [
-            ("Cargo.toml", "[workspace]\n"),
-            ("runtime/Cargo.toml", "[package]\nname = \"dryml\"\n"),
+            ("Cargo.toml", "[workspace]\n[workspace.dependencies]\nserde = \"1\"\nregex = \"1\"\n"),
+            ("runtime/Cargo.toml", "[package]\nname = \"dryml\"\n[dependencies]\nserde.workspace = true\n"),
             ("runtime/src/lib.rs", "pub fn f() -> u32 { 1 }\n"),
             ("runtime/sys/src/lib.rs", "\n"),
             ("runtime/target/debug/junk", "x"),
@@ -272,6 +316,29 @@ mod tests {
         assert_eq!(std::fs::read_to_string(changed.runtime().join("src/lib.rs")).unwrap(), "pub fn f() -> u32 { 2 }\n");
         // The first copy is as it was made.
         assert_eq!(std::fs::read_to_string(ca.runtime().join("src/lib.rs")).unwrap(), "pub fn f() -> u32 { 1 }\n");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_workspace_change_dryml_does_not_inherit_makes_no_new_copy() {
+        let d = scratch("manifest");
+        let (runtime, generation) = (checkout(&d.join("a")), d.join("gen"));
+        let first = copy(&runtime, &generation).unwrap();
+        let manifest = std::fs::read_to_string(first.runtime().join("../Cargo.toml")).unwrap();
+        assert!(manifest.contains("serde = \"1\"") && !manifest.contains("regex"), "{manifest}");
+        // A kernel's new dependency, and a profile: the same copy.
+        let workspace = d.join("a/Cargo.toml");
+        let text = std::fs::read_to_string(&workspace).unwrap();
+        std::fs::write(&workspace, format!("{text}tokio = \"1\"\n[profile.release]\ndebug = false\n")).unwrap();
+        assert_eq!(copy(&runtime, &generation).unwrap().runtime(), first.runtime());
+        // A dependency dryml inherits: another copy.
+        std::fs::write(&workspace, text.replace("serde = \"1\"", "serde = \"1.0.200\"")).unwrap();
+        assert_ne!(copy(&runtime, &generation).unwrap().runtime(), first.runtime());
+        // A manifest that does not parse is named.
+        std::fs::write(&workspace, "[workspace\n").unwrap();
+        let error = format!("{:#}", copy(&runtime, &generation).err().expect("an error"));
+        assert!(error.contains("Cargo.toml"), "{error}");
+        drop(first);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
