@@ -18,14 +18,7 @@ pub fn run(host: &mut Host<'_>, call: &EnvCall) -> Result<(), ErrorContent> {
             Ok(())
         }
         EnvCall::Show(filter) => {
-            // The child's live environment, not the kernel's.
-            let code = match filter {
-                Some(n) => format!(
-                    "match std::env::var_os({n:?}) {{ Some(v) => println!(\"{{}}\", v.to_string_lossy()), None => println!(\"DRYML_ENV_UNSET\") }}"
-                ),
-                None => "{ let mut v: Vec<_> = std::env::vars_os().map(|(k, v)| format!(\"{}={}\", k.to_string_lossy(), v.to_string_lossy())).collect(); v.sort(); for l in v { println!(\"{}\", l); } }".to_string(),
-            };
-            let text = host.session.capture_stdout(&code)?;
+            let text = host.session.capture_stdout(&show_code(filter.as_deref()))?;
             match filter {
                 Some(n) if text.trim() == "DRYML_ENV_UNSET" => {
                     Err(ErrorContent::new("KeyError", format!("environment variable {n} is not set")))
@@ -36,5 +29,15 @@ pub fn run(host: &mut Host<'_>, call: &EnvCall) -> Result<(), ErrorContent> {
                 }
             }
         }
+    }
+}
+
+/// The cell that prints the child's live environment (not the kernel's): one variable, or all.
+pub fn show_code(filter: Option<&str>) -> String {
+    match filter {
+        Some(n) => format!(
+            "match std::env::var_os({n:?}) {{ Some(v) => println!(\"{{}}\", v.to_string_lossy()), None => println!(\"DRYML_ENV_UNSET\") }}"
+        ),
+        None => "{ let mut v: Vec<_> = std::env::vars_os().map(|(k, v)| format!(\"{}={}\", k.to_string_lossy(), v.to_string_lossy())).collect(); v.sort(); for l in v { println!(\"{}\", l); } }".to_string(),
     }
 }

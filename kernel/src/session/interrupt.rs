@@ -28,7 +28,7 @@
 //! (`CellState::life`), so a kill meant for one cell never reaches the next one's build. evcxr
 //! restarts a dead child inside the failing eval; the next cell re-applies `%env` and the context.
 
-use super::state::{CellState, Phase, Run};
+use super::state::{CellState, Escalation, Phase, Run};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,14 +54,14 @@ pub fn interrupt(state: &Arc<CellState>) {
         // The request is being handled but its cell has not started: it will not.
         Phase::Requested { interrupted } => *interrupted = true,
         Phase::Running(run) => {
-            run.interrupted = true;
+            run.escalation = run.escalation.max(Escalation::Interrupted);
             for pid in build_processes(std::process::id(), child) {
                 kill_build(state, pid);
             }
             // A second press kills at once, but only after a SIGINT: one just after a build was
             // killed must not take the notebook's variables with it.
-            if run.signalled && child != 0 {
-                run.killed = true;
+            if run.escalation >= Escalation::Signalled && child != 0 {
+                run.escalation = Escalation::Killed;
                 unsafe { libc::kill(child as i32, libc::SIGKILL) };
                 return;
             }
@@ -109,7 +109,7 @@ fn running_code(run: &Run, child: u32) -> bool {
 }
 
 fn signal(run: &mut Run, child: u32) -> std::time::Instant {
-    run.signalled = true;
+    run.escalation = run.escalation.max(Escalation::Signalled);
     unsafe { libc::kill(child as i32, libc::SIGINT) };
     std::time::Instant::now()
 }
@@ -132,7 +132,7 @@ fn watch(state: &CellState, cell: u64, child: u32, mut sigint_at: Option<std::ti
                 let at = *sigint_at.get_or_insert_with(|| signal(run, child));
                 let grace = if run.polling > 0 { GRACE_POLLING } else { GRACE };
                 if at.elapsed() >= grace {
-                    run.killed = true;
+                    run.escalation = Escalation::Killed;
                     unsafe { libc::kill(child as i32, libc::SIGKILL) };
                     return;
                 }

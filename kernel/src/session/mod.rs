@@ -12,6 +12,7 @@ mod config;
 pub mod deps;
 pub mod display;
 mod ends;
+pub mod env;
 pub mod errors;
 mod hooks;
 pub mod interrupt;
@@ -339,15 +340,9 @@ impl Session {
 
     /// Pushes the remembered `%env` settings for `names` into the child.
     fn apply_env(&mut self, names: &[String]) -> Result<(), ErrorContent> {
-        // set_var is unsafe from edition 2024 on; the fn's allow covers older editions.
-        let mut code = String::from("#[allow(unused_unsafe)]\nfn dryml_apply_env() { unsafe {\n");
-        for n in names {
-            match self.env_overrides.get(n) {
-                Some(Some(v)) => code.push_str(&format!("std::env::set_var({n:?}, {v:?});\n")),
-                _ => code.push_str(&format!("std::env::remove_var({n:?});\n")),
-            }
-        }
-        code.push_str("} }\ndryml_apply_env();\n");
+        let settings = names.iter().map(|n| (n.as_str(), self.env_overrides.get(n).cloned().flatten()));
+        let settings: Vec<_> = settings.collect();
+        let code = env::cell(settings.iter().map(|(n, v)| (*n, v.as_deref())));
         self.eval_hidden(&code).map(|_| ())
     }
 
@@ -369,9 +364,9 @@ impl Session {
 
     /// Runs kernel-written code in the child and returns what it printed.
     pub fn capture_stdout(&mut self, code: &str) -> Result<String, ErrorContent> {
-        self.state.capture.lock().unwrap().replace(String::new());
+        self.state.start_capture();
         let r = self.eval_hidden(code);
-        let text = self.state.capture.lock().unwrap().take().unwrap_or_default();
+        let text = self.state.take_capture();
         r.map(|_| text)
     }
 
@@ -431,7 +426,7 @@ impl Session {
             if let Some(hook) = hook {
                 hook.built(lib, &at.cell_of);
             }
-            *cell_state.locations.lock().unwrap() = Some(std::sync::Arc::new(at));
+            cell_state.built_at(at);
         };
         self.ends.drain();
         if self.state.begin_cell() {
@@ -478,7 +473,7 @@ impl Session {
         if ended.interrupted {
             let killed = ended.killed;
             // Code that stopped on the interrupt may say what it did (a Slurm job cancelled).
-            let said = self.state.raised.lock().unwrap().take().filter(|(ename, _)| ename == "KeyboardInterrupt");
+            let said = self.state.take_raised().filter(|(ename, _)| ename == "KeyboardInterrupt");
             if let (false, Some((ename, evalue))) = (killed, said) {
                 return Err(ErrorContent::new(&ename, evalue));
             }
@@ -488,7 +483,7 @@ impl Session {
         if let Some(backtrace) = self.state.take_panic() {
             return Err(errors::panic(self.state.stderr_lines(), backtrace));
         }
-        if let Some((ename, evalue)) = self.state.raised.lock().unwrap().take() {
+        if let Some((ename, evalue)) = self.state.take_raised() {
             return Err(ErrorContent::new(&ename, self.state.in_cell(&evalue)));
         }
         match result {

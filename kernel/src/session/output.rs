@@ -85,7 +85,7 @@ fn control(line: &str, state: &CellState) {
     }
     if kind == ERROR {
         let text = |k: &str| body[k].as_str().unwrap_or("").to_string();
-        *state.raised.lock().unwrap() = Some((text("ename"), text("evalue")));
+        state.raised(text("ename"), text("evalue"));
         return;
     }
     let Some(io) = state.io() else { return };
@@ -223,6 +223,6 @@ mod tests {
         assert_eq!(update.1["data"]["text/plain"], "7/8");
         let Phase::Running(run) = state.phase() else { panic!("the cell runs") };
         assert_eq!(run.polling, 1);
-        assert_eq!(*state.raised.lock().unwrap(), Some(("SandboxFailed".into(), "no".into())));
+        assert_eq!(state.take_raised(), Some(("SandboxFailed".into(), "no".into())));
     }
 }

@@ -36,15 +36,25 @@ pub struct Run {
     pub seq: u64,
     /// Whether it belongs to an execute request (the phase after it is `Requested`).
     pub in_request: bool,
-    /// An interrupt hit it; `signalled` once its child got SIGINT (a second interrupt then
-    /// kills); `killed` when the child had to be killed.
-    pub interrupted: bool,
-    pub signalled: bool,
-    pub killed: bool,
+    /// How far interrupts have gone with it.
+    pub escalation: Escalation,
     /// It waits for an `input_reply` (its child reads stdin for the answer).
     pub awaiting_input: bool,
     /// How many loops that stop between steps on interrupt it is in (`DRYML_POLLING`; they nest).
     pub polling: u32,
+}
+
+/// How far interrupts have gone with a running cell: each step follows the one before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Escalation {
+    #[default]
+    None,
+    /// An interrupt hit it: its builds are killed, its child not yet signalled.
+    Interrupted,
+    /// Its child got SIGINT: a second interrupt kills it.
+    Signalled,
+    /// Its child had to be killed.
+    Killed,
 }
 
 /// How a cell's user code ended, as far as interrupts go.
@@ -105,31 +115,39 @@ pub struct CellState {
     startup_failed: AtomicBool,
     /// An interrupt killed a build: its leftovers are cleaned before the next one.
     build_killed: AtomicBool,
-    /// The cell panicked (its `DRYML_PANIC` line), with the backtrace the user did not ask for.
-    panic: Mutex<Option<Option<String>>>,
+    /// What the running cell's child said of it, on other threads, for the kernel to read as
+    /// the cell ends.
+    leftovers: Mutex<Leftovers>,
     /// The request whose output is flowing now (kept after the cell for late output).
     pub io: Mutex<Option<Io>>,
     pub debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
     /// The notebook's variables as the last cell left them (the debugger's Variables panel
     /// reads them while a cell may run).
     pub variables: Mutex<Variables>,
-    /// An error a cell raised through a `DRYML_ERROR` line (ename, evalue).
-    pub raised: Mutex<Option<(String, String)>>,
     /// When set, stdout is collected here instead of published.
-    pub capture: Mutex<Option<String>>,
-    /// Where the running cell's library lines are in the cell, once it is built.
-    pub locations: Mutex<Option<std::sync::Arc<super::errors::Locations>>>,
-    /// The current cell's last stderr lines, to explain panics and crashes.
-    pub stderr_tail: Mutex<Vec<String>>,
+    capture: Mutex<Option<String>>,
     /// The display ids the current request has shown (its msg_id first): a display that says
     /// `"update": "auto"` updates one of these in place, and is a new display otherwise, so a
     /// re-run cell (whose old outputs the front end cleared) shows its plot again.
-    pub shown: Mutex<(String, std::collections::HashSet<String>)>,
+    shown: Mutex<(String, std::collections::HashSet<String>)>,
     /// Jupyter comms between the frontend and the notebook's process.
     pub comms: super::comms::Comms,
     /// The analysis as the running request found the notebook: completion and inspection are
     /// answered from it beside that request.
     pub analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
+}
+
+/// What one cell's child said of it besides its output; the next cell begins without it.
+#[derive(Default)]
+struct Leftovers {
+    /// An error it raised through a `DRYML_ERROR` line (ename, evalue).
+    raised: Option<(String, String)>,
+    /// It panicked (its `DRYML_PANIC` line), with the backtrace the user did not ask for.
+    panic: Option<Option<String>>,
+    /// Where its library lines are in the cell, once it is built.
+    locations: Option<std::sync::Arc<super::errors::Locations>>,
+    /// Its last stderr lines, to explain panics and crashes.
+    stderr_tail: Vec<String>,
 }
 
 /// An execute request under way; dropped, it ends the request: Requested (or Running, left by
@@ -211,12 +229,31 @@ impl CellState {
 
     /// The cell panicked: `DRYML_PANIC`, with the backtrace its hook kept.
     pub fn panicked(&self, backtrace: Option<String>) {
-        *self.panic.lock().unwrap_or_else(PoisonError::into_inner) = Some(backtrace);
+        self.leftovers().panic = Some(backtrace);
     }
 
     /// The cell's panic, if it panicked: its backtrace, if one was kept.
     pub fn take_panic(&self) -> Option<Option<String>> {
-        self.panic.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.leftovers().panic.take()
+    }
+
+    /// The cell raised an error through a `DRYML_ERROR` line.
+    pub fn raised(&self, ename: String, evalue: String) {
+        self.leftovers().raised = Some((ename, evalue));
+    }
+
+    /// The error the cell raised, if it did.
+    pub fn take_raised(&self) -> Option<(String, String)> {
+        self.leftovers().raised.take()
+    }
+
+    /// The running cell is built: where its library's lines are in the cell.
+    pub fn built_at(&self, locations: super::errors::Locations) {
+        self.leftovers().locations = Some(std::sync::Arc::new(locations));
+    }
+
+    fn leftovers(&self) -> std::sync::MutexGuard<'_, Leftovers> {
+        self.leftovers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The phase and the start-up's flags, locked: the interrupter's view (`session::interrupt`);
@@ -305,10 +342,7 @@ impl CellState {
     /// Returns true when an interrupt already came for the request (the cell then ends, as
     /// interrupted, before it builds).
     pub fn begin_cell(&self) -> bool {
-        self.stderr_tail.lock().unwrap().clear();
-        self.locations.lock().unwrap().take();
-        self.take_panic();
-        self.raised.lock().unwrap().take();
+        *self.leftovers() = Leftovers::default();
         let mut life = self.life();
         let (in_request, interrupted) = match life.phase {
             Phase::Requested { interrupted } => (true, interrupted),
@@ -321,7 +355,8 @@ impl CellState {
         };
         life.cells += 1;
         let seq = life.cells;
-        life.phase = Phase::Running(Run { seq, in_request, interrupted, ..Run::default() });
+        let escalation = if interrupted { Escalation::Interrupted } else { Escalation::None };
+        life.phase = Phase::Running(Run { seq, in_request, escalation, ..Run::default() });
         interrupted
     }
 
@@ -332,7 +367,8 @@ impl CellState {
         match std::mem::take(&mut life.phase) {
             Phase::Running(run) => {
                 life.phase = if run.in_request { Phase::Requested { interrupted: false } } else { Phase::Idle };
-                Ended { interrupted: run.interrupted, killed: run.killed }
+                let at = run.escalation;
+                Ended { interrupted: at >= Escalation::Interrupted, killed: at == Escalation::Killed }
             }
             other => {
                 tracing::error!("a cell ended in phase {other:?}");
@@ -377,6 +413,16 @@ impl CellState {
         self.io.lock().unwrap().clone()
     }
 
+    /// Collects stdout (of hidden evals) rather than publish it, until [`Self::take_capture`].
+    pub fn start_capture(&self) {
+        self.capture.lock().unwrap().replace(String::new());
+    }
+
+    /// What was collected since [`Self::start_capture`]; publishing goes on.
+    pub fn take_capture(&self) -> String {
+        self.capture.lock().unwrap().take().unwrap_or_default()
+    }
+
     /// Publishes stream text for the current cell, or captures stdout for a hidden eval.
     pub fn stream(&self, name: &str, text: &str) {
         if text.is_empty() {
@@ -401,7 +447,8 @@ impl CellState {
         if !text.contains("src/lib.rs:") {
             return std::borrow::Cow::Borrowed(text);
         }
-        match self.locations.lock().unwrap().as_ref() {
+        let at = self.leftovers().locations.clone();
+        match at {
             Some(at) => std::borrow::Cow::Owned(at.map(text).into_owned()),
             None => std::borrow::Cow::Borrowed(text),
         }
@@ -409,7 +456,7 @@ impl CellState {
 
     /// Keeps one stderr line in the cell's bounded tail.
     pub fn keep_stderr(&self, line: &str) {
-        let mut tail = self.stderr_tail.lock().unwrap();
+        let tail = &mut self.leftovers().stderr_tail;
         if tail.len() >= 2 * STDERR_TAIL_LINES {
             tail.drain(..STDERR_TAIL_LINES);
         }
@@ -418,7 +465,7 @@ impl CellState {
 
     /// The cell's last stderr lines, oldest first.
     pub fn stderr_lines(&self) -> Vec<String> {
-        let tail = self.stderr_tail.lock().unwrap();
+        let tail = &self.leftovers().stderr_tail;
         tail[tail.len().saturating_sub(STDERR_TAIL_LINES)..].to_vec()
     }
 }

@@ -2,8 +2,8 @@
 //! template of `magic/codegen.rs` (`%%compute` in its forms, `%%sweep`, the Slurm job, `%jobs`,
 //! `%repo load`), filled in as a notebook would fill it, and the other code the kernel writes
 //! into cells (the child's start-up cell, a cell's value shown, `%xp`'s clean-up, the debugger's
-//! Variables panel), must compile against this checkout's `dryml`, so a change on either side
-//! fails here and not in a user's cell.
+//! Variables panel, `%env`'s settings), must compile against this checkout's `dryml`, so a
+//! change on either side fails here and not in a user's cell.
 
 use dryml_kernel::magic::cell::Cell;
 use dryml_kernel::magic::codegen::{self, Var};
@@ -95,6 +95,10 @@ fn cells() -> Vec<(String, String)> {
     let names = ["model".to_string(), "steps".to_string()];
     out.push(("xp_cleanup".into(), dryml_kernel::magic::experiment::report::cleanup_code(&names)));
     out.push(("debug_values".into(), dryml_kernel::debug::values::code(&vars())));
+    let env = [("DRYML_A", Some("a \"quoted\" \\ value\n\u{e9}")), ("DRYML_B", None)];
+    out.push(("env_settings".into(), dryml_kernel::session::env::cell(env)));
+    out.push(("env_show_one".into(), dryml_kernel::magic::env::show_code(Some("DRYML_A"))));
+    out.push(("env_show_all".into(), dryml_kernel::magic::env::show_code(None)));
     out
 }
 
