@@ -239,7 +239,7 @@ def test_a_type_the_analysis_cannot_see_is_rustcs(tmp_path):
 
 def cells_with_their_own_errors(k):
     for code, says in [('let z = 1;\nlet w: u8 = "no";', "expected `u8`, found `&str`"),
-                       ("let f = |x: i32| x + 1;", "is a closure, which cannot be persisted"),
+                       ("let f = |x: i32| move |y: i32| x + y;", "is a closure, which cannot be persisted"),
                        ('let q = "5".parse().unwrap();', "type annotations needed")]:
         reply, _ = k.execute(code)
         shown = reply["evalue"] + "\n".join(reply["traceback"])

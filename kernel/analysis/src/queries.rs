@@ -76,10 +76,24 @@ fn type_of(
     };
     let ty = inferred.original();
     if ty.is_closure() {
-        return (TypeName::Closure, None);
+        return match kept_closure(sema, module, &ty) {
+            Ok(boxed) => (TypeName::Boxed(boxed), None),
+            Err(why) => (TypeName::Closure, Some(why)),
+        };
     }
     let shown = || ty.display(sema.db, module.krate(sema.db).to_display_target(sema.db)).to_string();
-    match ty.display_source_code(sema.db, module.into(), true) {
+    let written = ty.display_source_code(sema.db, module.into(), true);
+    // An iterator whose type names a closure (`map(|x| ..)`) is kept as a boxed iterator.
+    if written.as_ref().is_ok_and(|text| text.contains("impl ")) || written.is_err() {
+        if let Some(item) = ty.clone().iterator_item(sema.db) {
+            if let Ok(item) = item.display_source_code(sema.db, module.into(), true) {
+                if evcxr::is_type_valid(&item) && !item.contains("impl ") {
+                    return (TypeName::Boxed(format!("Box<dyn Iterator<Item = {item}>>")), None);
+                }
+            }
+        }
+    }
+    match written {
         Ok(text) if evcxr::is_type_valid(&text) => (TypeName::Named(text), None),
         Ok(text) => (TypeName::Unknown, Some(format!("`{text}` is not a type evcxr stores"))),
         Err(error) => {
@@ -87,6 +101,36 @@ fn type_of(
             (TypeName::Unknown, Some(format!("`{}` not writable from the cell ({error:?}){apart}", shown())))
         }
     }
+}
+
+/// The trait object a closure is kept as between cells (`Box<dyn FnMut(i32) -> i32>`: its kind
+/// and signature), or why it has none (an async closure; a type the cell cannot write).
+fn kept_closure(
+    sema: &Semantics<'_, RootDatabase>,
+    module: ra_ap_hir::Module,
+    ty: &ra_ap_hir::Type<'_>,
+) -> Result<String, String> {
+    use ra_ap_hir::FnTrait;
+    let db = sema.db;
+    let kind = match ty.as_closure().map(|c| c.fn_trait(db)) {
+        Some(FnTrait::Fn) => "Fn",
+        Some(FnTrait::FnMut) => "FnMut",
+        Some(FnTrait::FnOnce) => "FnOnce",
+        _ => return Err("an async closure".into()),
+    };
+    let callable = ty.as_callable(db).ok_or("a closure without a signature")?;
+    // An `impl Trait` (a closure that returns one) names no type a trait object can have.
+    let write = |t: &ra_ap_hir::Type<'_>| match t.display_source_code(db, module.into(), true) {
+        Ok(text) if evcxr::is_type_valid(&text) && !text.contains("impl ") => Ok(text),
+        _ => Err(format!(
+            "its `{}` has no type the cell can write",
+            t.display(db, module.krate(db).to_display_target(db))
+        )),
+    };
+    let params = callable.params().iter().map(|p| write(p.ty())).collect::<Result<Vec<_>, _>>()?;
+    let result = callable.return_type();
+    let result = if result.is_unit() { String::new() } else { format!(" -> {}", write(&result)?) };
+    Ok(format!("Box<dyn {kind}({}){result}>", params.join(", ")))
 }
 
 /// The types in `ty` defined in crates that `krate` does not depend on, even indirectly: a type

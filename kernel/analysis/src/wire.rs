@@ -15,12 +15,13 @@ pub(crate) fn variables_to_json(variables: &HashMap<String, VariableInfo>) -> Va
     let each: Map<String, Value> = variables
         .iter()
         .map(|(name, info)| {
-            let (type_name, closure) = match &info.type_name {
-                TypeName::Named(t) => (Some(t.as_str()), false),
-                TypeName::Closure => (None, true),
-                TypeName::Unknown => (None, false),
+            let (type_name, closure, boxed) = match &info.type_name {
+                TypeName::Named(t) => (Some(t.as_str()), false, false),
+                TypeName::Boxed(t) => (Some(t.as_str()), false, true),
+                TypeName::Closure => (None, true, false),
+                TypeName::Unknown => (None, false, false),
             };
-            let v = json!({"type": type_name, "closure": closure, "mutable": info.is_mutable});
+            let v = json!({"type": type_name, "closure": closure, "boxed": boxed, "mutable": info.is_mutable});
             (name.clone(), v)
         })
         .collect();
@@ -32,9 +33,10 @@ pub(crate) fn variables_from_json(answer: &Value) -> Result<HashMap<String, Vari
     Ok(each
         .iter()
         .map(|(name, v)| {
-            let type_name = match (v["type"].as_str(), v["closure"].as_bool()) {
-                (Some(t), _) => TypeName::Named(t.to_owned()),
-                (None, Some(true)) => TypeName::Closure,
+            let type_name = match (v["type"].as_str(), v["closure"].as_bool(), v["boxed"].as_bool()) {
+                (Some(t), _, Some(true)) => TypeName::Boxed(t.to_owned()),
+                (Some(t), _, _) => TypeName::Named(t.to_owned()),
+                (None, Some(true), _) => TypeName::Closure,
                 _ => TypeName::Unknown,
             };
             let is_mutable = v["mutable"].as_bool().unwrap_or(false);
@@ -89,6 +91,8 @@ mod tests {
         let named = TypeName::Named("Vec<u8>".into());
         variables.insert("v".to_owned(), VariableInfo { type_name: named, is_mutable: true });
         variables.insert("f".into(), VariableInfo { type_name: TypeName::Closure, is_mutable: false });
+        let boxed = TypeName::Boxed("Box<dyn FnMut() -> u8>".into());
+        variables.insert("g".into(), VariableInfo { type_name: boxed, is_mutable: true });
         variables.insert("u".into(), VariableInfo { type_name: TypeName::Unknown, is_mutable: false });
         let back = variables_from_json(&variables_to_json(&variables)).unwrap();
         for (name, info) in &variables {

@@ -24,6 +24,14 @@ const CELL: &str = "fn evcxr_analysis_wrapper() {\n\
     let mut total = counts.values().sum::<usize>();\n\
     let (first, _) = (vec![1u8], 2);\n\
     let double = |x: i32| x * 2;\n\
+    let mut calls = 0u32;\n\
+    let mut count = move || { calls += 1; calls };\n\
+    let owned = vec![1u8];\n\
+    let give = move || owned;\n\
+    let length = |s: &str| s.len();\n\
+    let say = |s: String| println!(\"{s}\");\n\
+    let same = |x| x;\n\
+    let adder = |x: i32| move |y: i32| x + y;\n\
     let written: Vec<u16> = Vec::new();\n\
 }\n";
 
@@ -38,9 +46,17 @@ fn assert_cell_types(analysis: &mut dyn Analysis) -> Result<()> {
     assert_eq!(variables["total"].type_name, named("usize"));
     assert!(variables["total"].is_mutable && !variables["counts"].is_mutable);
     assert_eq!(variables["first"].type_name, named("Vec<u8>"));
-    assert_eq!(variables["double"].type_name, TypeName::Closure);
+    // A closure is kept as the trait object of its kind and signature, where it can be written.
+    let boxed = |t: &str| TypeName::Boxed(t.to_owned());
+    assert_eq!(variables["double"].type_name, boxed("Box<dyn Fn(i32) -> i32>"));
+    assert_eq!(variables["count"].type_name, boxed("Box<dyn FnMut() -> u32>"));
+    assert_eq!(variables["give"].type_name, boxed("Box<dyn FnOnce() -> Vec<u8>>"));
+    assert_eq!(variables["length"].type_name, boxed("Box<dyn Fn(&str) -> usize>"));
+    assert_eq!(variables["say"].type_name, boxed("Box<dyn Fn(String)>"));
+    assert_eq!(variables["same"].type_name, TypeName::Closure);
+    assert_eq!(variables["adder"].type_name, TypeName::Closure);
     assert_eq!(variables["written"].type_name, named("Vec<u16>"));
-    assert_eq!(variables.len(), 5, "{:?}", variables.keys());
+    assert_eq!(variables.len(), 13, "{:?}", variables.keys());
     Ok(())
 }
 

@@ -1,0 +1,59 @@
+"""Closures kept between cells (issue 60): a `let` of a closure is stored as the trait object of
+its kind and signature (`Box<dyn FnMut() -> u32>`), and later cells call it as before."""
+from conftest import ok, stderr_of, value
+
+
+def shown(reply):
+    return reply.get("evalue", "") + "\n".join(reply.get("traceback", []))
+
+
+def test_closures_are_kept_and_called_in_later_cells(kernel):
+    ok(kernel, "let f = |x: i32| x + 1;")
+    assert value(kernel, "f(2)") == "3"
+    # Capturing by move: a number, and a Vec.
+    ok(kernel, "let k = 10;\nlet g = move |x: i32| x * k;")
+    assert value(kernel, "g(3)") == "30"
+    ok(kernel, "let v = vec![1, 2, 3];\nlet total = move || v.iter().sum::<i32>();")
+    assert value(kernel, "total()") == "6"
+    # FnMut: its state goes on from cell to cell.
+    ok(kernel, "let mut n = 0u32;\nlet mut count = move || { n += 1; n };")
+    assert [value(kernel, "count()") for _ in range(3)] == ["1", "2", "3"]
+    # A kept closure captured by another.
+    ok(kernel, "let twice = move |x: i32| f(f(x));")
+    assert value(kernel, "twice(1)") == "3"
+    # A lazy iterator whose type names a closure: kept as a boxed iterator.
+    ok(kernel, "let squares = (0..5).map(|x: i32| x * x);")
+    assert value(kernel, "squares.sum::<i32>()") == "30"
+    ok(kernel, "let owned = vec![String::from(\"a\"), String::from(\"bc\")];\n"
+               "let mut lengths = owned.into_iter().map(|s| s.len());")
+    assert value(kernel, "lengths.next()") == "Some(1)"
+    assert value(kernel, "lengths.next()") == "Some(2)"
+    types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
+    assert types["lengths"] == "Box<dyn Iterator<Item = usize>>", types
+    assert types["g"] == "Box<dyn Fn(i32) -> i32>" and types["count"] == "Box<dyn FnMut() -> u32>", types
+    assert types["twice"] == "Box<dyn Fn(i32) -> i32>" and "f" not in types, types
+
+
+def test_a_closure_that_cannot_be_kept_says_why_and_the_notebook_goes_on(kernel):
+    ok(kernel, "let kept = 7u8;")
+    # It borrows a value of its own cell: `move` would keep it.
+    reply, _ = kernel.execute("let w = vec![1];\nlet r = || w.len();")
+    assert reply["status"] == "error" and "`r` borrows a value" in shown(reply), shown(reply)
+    assert "move |..|" in shown(reply), shown(reply)
+    # An iterator over a borrowed Vec: the same.
+    reply, _ = kernel.execute("let w = vec![1];\nlet doubled = w.iter().map(|x| x * 2);")
+    assert reply["status"] == "error" and "`doubled` borrows a value" in shown(reply), shown(reply)
+    # Its result is a closure: no trait object can be written for it.
+    reply, _ = kernel.execute("let adder = |x: i32| move |y: i32| x + y;")
+    assert reply["status"] == "error" and "is a closure, which cannot be persisted" in shown(reply), shown(reply)
+    assert value(kernel, "kept") == "7"
+    # Redefined with the same name: the new closure.
+    ok(kernel, "let h = |x: i32| x - 1;")
+    ok(kernel, "let h = |x: i32| x * 100;")
+    assert value(kernel, "h(2)") == "200"
+    # One whose signature names a type the notebook then redefines is dropped, saying why.
+    ok(kernel, "struct P(u8);\nlet make = move |x: u8| P(x);")
+    assert value(kernel, "make(4).0") == "4"
+    msgs = ok(kernel, "struct P(String);")
+    assert "so `make` was dropped" in stderr_of(msgs), stderr_of(msgs)
+    assert value(kernel, "kept") == "7"
