@@ -1,6 +1,6 @@
 """Closures kept between cells (issue 60): a `let` of a closure is stored as the trait object of
 its kind and signature (`Box<dyn FnMut() -> u32>`), and later cells call it as before."""
-from conftest import ok, stderr_of, value
+from conftest import ok, stderr_of, stdout_of, value, wait_for
 
 
 def shown(reply):
@@ -57,3 +57,32 @@ def test_a_closure_that_cannot_be_kept_says_why_and_the_notebook_goes_on(kernel)
     msgs = ok(kernel, "struct P(String);")
     assert "so `make` was dropped" in stderr_of(msgs), stderr_of(msgs)
     assert value(kernel, "kept") == "7"
+
+
+def test_a_kept_closure_lives_through_a_dep_and_a_compute_cell(kernel, tmp_path):
+    ok(kernel, "let mut total = 0i64;\nlet mut add = move |x: i64| { total += x; total };")
+    assert value(kernel, "add(5)") == "5"
+    # A dependency the user adds: the closure's type is std's, so it stays.
+    tiny = tmp_path / "tiny"
+    (tiny / "src").mkdir(parents=True)
+    (tiny / "Cargo.toml").write_text('[package]\nname = "tiny"\nversion = "0.1.0"\nedition = "2021"\n')
+    (tiny / "src" / "lib.rs").write_text("pub fn two() -> i64 { 2 }\n")
+    ok(kernel, f':dep tiny = {{ path = "{tiny}" }}', timeout=600)
+    assert value(kernel, "add(tiny::two())") == "7"
+    # A sandbox gets a copy: its calls change the notebook's closure not at all.
+    assert value(kernel, "%%compute default\nadd(100)", timeout=600) == "107"
+    assert value(kernel, "add(1)") == "8"
+
+
+def test_an_interrupt_in_a_stored_closure_keeps_it_and_the_rest(kernel):
+    ok(kernel, "let held = 11u8;\nlet until_stopped = || {\n    println!(\"running\");\n"
+               "    while !dryml::interrupted() { std::thread::sleep(std::time::Duration::from_millis(10)); }\n};",
+       timeout=600)
+    msg_id = kernel.send("execute", "until_stopped()")
+    wait_for(lambda: "running" in stdout_of(kernel.progress(msg_id)), 300, "the closure to run")
+    kernel.interrupt()
+    reply, _ = kernel.collect(msg_id, timeout=60)
+    assert reply["ename"] == "KeyboardInterrupt" and "kept" in reply["evalue"], reply
+    assert value(kernel, "held") == "11"
+    types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
+    assert types["until_stopped"] == "Box<dyn Fn()>", types
