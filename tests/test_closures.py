@@ -21,6 +21,9 @@ def test_closures_are_kept_and_called_in_later_cells(kernel):
     # A kept closure captured by another.
     ok(kernel, "let twice = move |x: i32| f(f(x));")
     assert value(kernel, "twice(1)") == "3"
+    # A function named without a call: kept as its pointer.
+    ok(kernel, "fn quadruple(x: i32) -> i32 { x * 4 }\nlet p = quadruple;")
+    assert value(kernel, "p(4)") == "16"
     # A lazy iterator whose type names a closure: kept as a boxed iterator.
     ok(kernel, "let squares = (0..5).map(|x: i32| x * x);")
     assert value(kernel, "squares.sum::<i32>()") == "30"
@@ -29,7 +32,7 @@ def test_closures_are_kept_and_called_in_later_cells(kernel):
     assert value(kernel, "lengths.next()") == "Some(1)"
     assert value(kernel, "lengths.next()") == "Some(2)"
     types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
-    assert types["lengths"] == "Box<dyn Iterator<Item = usize>>", types
+    assert types["lengths"] == "Box<dyn Iterator<Item = usize>>" and types["p"] == "fn(i32) -> i32", types
     assert types["g"] == "Box<dyn Fn(i32) -> i32>" and types["count"] == "Box<dyn FnMut() -> u32>", types
     assert types["twice"] == "Box<dyn Fn(i32) -> i32>" and "f" not in types, types
 

@@ -83,8 +83,12 @@ fn type_of(
     }
     let shown = || ty.display(sema.db, module.krate(sema.db).to_display_target(sema.db)).to_string();
     let written = ty.display_source_code(sema.db, module.into(), true);
-    // An iterator whose type names a closure (`map(|x| ..)`) is kept as a boxed iterator.
-    if written.as_ref().is_ok_and(|text| text.contains("impl ")) || written.is_err() {
+    // An iterator whose type names a closure (`map(|x| ..)`) is kept as a boxed iterator, and a
+    // function (`let p = h;`) as its pointer.
+    if written.as_ref().is_ok_and(|text| text.contains("impl ") || !evcxr::is_type_valid(text)) || written.is_err() {
+        if let Ok(pointer) = function_pointer(sema, module, &ty) {
+            return (TypeName::Named(pointer), None);
+        }
         if let Some(item) = ty.clone().iterator_item(sema.db) {
             if let Ok(item) = item.display_source_code(sema.db, module.into(), true) {
                 if evcxr::is_type_valid(&item) && !item.contains("impl ") {
@@ -103,6 +107,40 @@ fn type_of(
     }
 }
 
+/// A function item's type as the pointer it coerces to (`fn(i32) -> i32`).
+fn function_pointer(
+    sema: &Semantics<'_, RootDatabase>,
+    module: ra_ap_hir::Module,
+    ty: &ra_ap_hir::Type<'_>,
+) -> Result<String, String> {
+    let callable = ty.as_callable(sema.db).ok_or("not callable")?;
+    if !matches!(callable.kind(), ra_ap_hir::CallableKind::Function(_)) || callable.receiver_param(sema.db).is_some() {
+        return Err("not a function".into());
+    }
+    signature(sema, module, &callable).map(|(params, result)| format!("fn({params}){result}"))
+}
+
+/// A callable's parameters and result (` -> T`, empty for `()`) as the cell can write them.
+fn signature(
+    sema: &Semantics<'_, RootDatabase>,
+    module: ra_ap_hir::Module,
+    callable: &ra_ap_hir::Callable<'_>,
+) -> Result<(String, String), String> {
+    let db = sema.db;
+    // An `impl Trait` (a closure that returns one) names no type a trait object can have.
+    let write = |t: &ra_ap_hir::Type<'_>| match t.display_source_code(db, module.into(), true) {
+        Ok(text) if evcxr::is_type_valid(&text) && !text.contains("impl ") => Ok(text),
+        _ => Err(format!(
+            "its `{}` has no type the cell can write",
+            t.display(db, module.krate(db).to_display_target(db))
+        )),
+    };
+    let params = callable.params().iter().map(|p| write(p.ty())).collect::<Result<Vec<_>, _>>()?;
+    let result = callable.return_type();
+    let result = if result.is_unit() { String::new() } else { format!(" -> {}", write(&result)?) };
+    Ok((params.join(", "), result))
+}
+
 /// The trait object a closure is kept as between cells (`Box<dyn FnMut(i32) -> i32>`: its kind
 /// and signature), or why it has none (an async closure; a type the cell cannot write).
 fn kept_closure(
@@ -119,18 +157,8 @@ fn kept_closure(
         _ => return Err("an async closure".into()),
     };
     let callable = ty.as_callable(db).ok_or("a closure without a signature")?;
-    // An `impl Trait` (a closure that returns one) names no type a trait object can have.
-    let write = |t: &ra_ap_hir::Type<'_>| match t.display_source_code(db, module.into(), true) {
-        Ok(text) if evcxr::is_type_valid(&text) && !text.contains("impl ") => Ok(text),
-        _ => Err(format!(
-            "its `{}` has no type the cell can write",
-            t.display(db, module.krate(db).to_display_target(db))
-        )),
-    };
-    let params = callable.params().iter().map(|p| write(p.ty())).collect::<Result<Vec<_>, _>>()?;
-    let result = callable.return_type();
-    let result = if result.is_unit() { String::new() } else { format!(" -> {}", write(&result)?) };
-    Ok(format!("Box<dyn {kind}({}){result}>", params.join(", ")))
+    let (params, result) = signature(sema, module, &callable)?;
+    Ok(format!("Box<dyn {kind}({params}){result}>"))
 }
 
 /// The types in `ty` defined in crates that `krate` does not depend on, even indirectly: a type

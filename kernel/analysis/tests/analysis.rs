@@ -19,7 +19,8 @@ fn cell_crate(dir: &Path, name: &str, dependencies: &str) -> Result<PathBuf> {
     Ok(root)
 }
 
-const CELL: &str = "fn evcxr_analysis_wrapper() {\n\
+const CELL: &str = "fn quadruple(x: i32) -> i32 { x * 4 }\n\
+fn evcxr_analysis_wrapper() {\n\
     let counts = std::collections::HashMap::<String, usize>::new();\n\
     let mut total = counts.values().sum::<usize>();\n\
     let (first, _) = (vec![1u8], 2);\n\
@@ -32,6 +33,7 @@ const CELL: &str = "fn evcxr_analysis_wrapper() {\n\
     let say = |s: String| println!(\"{s}\");\n\
     let same = |x| x;\n\
     let adder = |x: i32| move |y: i32| x + y;\n\
+    let pointer = quadruple;\n\
     let written: Vec<u16> = Vec::new();\n\
 }\n";
 
@@ -55,8 +57,10 @@ fn assert_cell_types(analysis: &mut dyn Analysis) -> Result<()> {
     assert_eq!(variables["say"].type_name, boxed("Box<dyn Fn(String)>"));
     assert_eq!(variables["same"].type_name, TypeName::Closure);
     assert_eq!(variables["adder"].type_name, TypeName::Closure);
+    // A function as its pointer.
+    assert_eq!(variables["pointer"].type_name, named("fn(i32) -> i32"));
     assert_eq!(variables["written"].type_name, named("Vec<u16>"));
-    assert_eq!(variables.len(), 13, "{:?}", variables.keys());
+    assert_eq!(variables.len(), 14, "{:?}", variables.keys());
     Ok(())
 }
 
