@@ -35,8 +35,8 @@ impl evcxr::TypeOrigins for Origins {
         staleness(variable, type_name, then, now)
     }
 
-    fn in_scope(&self, type_name: &str, definitions: &Definitions<'_>) -> bool {
-        in_scope(type_name, definitions)
+    fn rustc_type(&self, found: &str, definitions: &Definitions<'_>) -> Option<String> {
+        rustc_type(found).filter(|type_name| in_scope(type_name, definitions))
     }
 }
 
@@ -143,6 +143,18 @@ fn in_scope(type_name: &str, definitions: &Definitions<'_>) -> bool {
             || definitions.items.contains_key(root)
             || definitions.deps.contains_key(root)
     })
+}
+
+/// The type rustc's mismatch found (`` `Vec<{integer}>` ``, `integer`, `floating-point number`),
+/// with rustc's defaults for literals not yet inferred; None where it names no type that can be
+/// written (a closure, a function item).
+fn rustc_type(found: &str) -> Option<String> {
+    let type_name = match found {
+        "integer" => "i32".to_owned(),
+        "floating-point number" => "f64".to_owned(),
+        _ => found.strip_prefix('`')?.strip_suffix('`')?.replace("{integer}", "i32").replace("{float}", "f64"),
+    };
+    (!type_name.contains(['{', '}', '`']) && evcxr::is_type_valid(&type_name)).then_some(type_name)
 }
 
 /// What `type_name` was built from, given the notebook's items and dependencies now.
@@ -296,6 +308,27 @@ mod tests {
             ("not a type (", false),
         ] {
             assert_eq!(in_scope(type_name, &definitions), seen, "{type_name}");
+        }
+    }
+
+    #[test]
+    fn rustcs_found_type_is_taken_with_its_literals_defaults_where_a_cell_can_write_it() {
+        use evcxr::TypeOrigins;
+        let definitions = defs(&["struct P { x: i32 }"], &[], &[]);
+        for (found, taken) in [
+            ("`Vec<{integer}>`", Some("Vec<i32>")),
+            ("`(P, {float})`", Some("(P, f64)")),
+            ("integer", Some("i32")),
+            ("floating-point number", Some("f64")),
+            ("`&str`", Some("&str")),
+            // Not a type a cell can write, or not one it sees by that name.
+            ("closure", None),
+            ("`{closure@src/lib.rs:3:9: 3:12}`", None),
+            ("fn item", None),
+            ("`HashMap<u8, u8>`", None),
+            ("`Vec<Q>`", None),
+        ] {
+            assert_eq!(Origins.rustc_type(found, &definitions).as_deref(), taken, "{found}");
         }
     }
 }
