@@ -82,10 +82,10 @@ fn type_of(
         };
     }
     let shown = || ty.display(sema.db, module.krate(sema.db).to_display_target(sema.db)).to_string();
-    let written = ty.display_source_code(sema.db, module.into(), true);
+    let as_code = ty.display_source_code(sema.db, module.into(), true);
     // An iterator whose type names a closure (`map(|x| ..)`) is kept as a boxed iterator, and a
     // function (`let p = h;`) as its pointer.
-    if written.as_ref().is_ok_and(|text| text.contains("impl ") || !evcxr::is_type_valid(text)) || written.is_err() {
+    if as_code.as_ref().is_ok_and(|text| text.contains("impl ") || !evcxr::is_type_valid(text)) || as_code.is_err() {
         if let Ok(pointer) = function_pointer(sema, module, &ty) {
             return (TypeName::Named(pointer), None);
         }
@@ -97,7 +97,7 @@ fn type_of(
             }
         }
     }
-    match written {
+    match as_code {
         Ok(text) if evcxr::is_type_valid(&text) => (TypeName::Named(text), None),
         Ok(text) => (TypeName::Unknown, Some(format!("`{text}` is not a type evcxr stores"))),
         Err(error) => {
