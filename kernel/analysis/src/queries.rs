@@ -85,15 +85,13 @@ fn type_of(
     let as_code = ty.display_source_code(sema.db, module.into(), true);
     // An iterator whose type names a closure (`map(|x| ..)`) is kept as a boxed iterator, and a
     // function (`let p = h;`) as its pointer.
-    if as_code.as_ref().is_ok_and(|text| text.contains("impl ") || !evcxr::is_type_valid(text)) || as_code.is_err() {
+    if !as_code.as_ref().is_ok_and(|text| writable(text)) {
         if let Ok(pointer) = function_pointer(sema, module, &ty) {
             return (TypeName::Named(pointer), None);
         }
         if let Some(item) = ty.clone().iterator_item(sema.db) {
-            if let Ok(item) = item.display_source_code(sema.db, module.into(), true) {
-                if evcxr::is_type_valid(&item) && !item.contains("impl ") {
-                    return (TypeName::Boxed(format!("Box<dyn Iterator<Item = {item}>>")), None);
-                }
+            if let Some(item) = item.display_source_code(sema.db, module.into(), true).ok().filter(|t| writable(t)) {
+                return (TypeName::Boxed(format!("Box<dyn Iterator<Item = {item}>>")), None);
             }
         }
     }
@@ -105,6 +103,12 @@ fn type_of(
             (TypeName::Unknown, Some(format!("`{}` not writable from the cell ({error:?}){apart}", shown())))
         }
     }
+}
+
+/// Whether `text` is a type a cell can write and store: valid, and no `impl Trait` (what a
+/// closure returning a closure, or an adapter over one, shows).
+fn writable(text: &str) -> bool {
+    evcxr::is_type_valid(text) && !text.contains("impl ")
 }
 
 /// A function item's type as the pointer it coerces to (`fn(i32) -> i32`).
@@ -127,9 +131,8 @@ fn signature(
     callable: &ra_ap_hir::Callable<'_>,
 ) -> Result<(String, String), String> {
     let db = sema.db;
-    // An `impl Trait` (a closure that returns one) names no type a trait object can have.
     let write = |t: &ra_ap_hir::Type<'_>| match t.display_source_code(db, module.into(), true) {
-        Ok(text) if evcxr::is_type_valid(&text) && !text.contains("impl ") => Ok(text),
+        Ok(text) if writable(&text) => Ok(text),
         _ => Err(format!(
             "its `{}` has no type the cell can write",
             t.display(db, module.krate(db).to_display_target(db))

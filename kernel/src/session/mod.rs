@@ -29,7 +29,7 @@ use crate::protocol::{ErrorContent, Io};
 use cache::{BuildCache, Claim};
 use dryml_sys::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use evcxr::{CommandContext, Error as EvcxrError, EvalCallbacks};
-use state::{CellState, WarmUp};
+use state::{CellState, Escalation, WarmUp};
 
 /// evcxr's build env (our patch) that builds the cell crate for the debugger.
 const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
@@ -340,9 +340,7 @@ impl Session {
 
     /// Pushes the remembered `%env` settings for `names` into the child.
     fn apply_env(&mut self, names: &[String]) -> Result<(), ErrorContent> {
-        let settings = names.iter().map(|n| (n.as_str(), self.env_overrides.get(n).cloned().flatten()));
-        let settings: Vec<_> = settings.collect();
-        let code = env::cell(settings.iter().map(|(n, v)| (*n, v.as_deref())));
+        let code = env::cell(names.iter().map(|n| (n.as_str(), self.env_overrides.get(n).and_then(|v| v.as_deref()))));
         self.eval_hidden(&code).map(|_| ())
     }
 
@@ -470,8 +468,8 @@ impl Session {
             // that cell did not build
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
-        if ended.interrupted {
-            let killed = ended.killed;
+        if ended >= Escalation::Interrupted {
+            let killed = ended == Escalation::Killed;
             // Code that stopped on the interrupt may say what it did (a Slurm job cancelled).
             let said = self.state.take_raised().filter(|(ename, _)| ename == "KeyboardInterrupt");
             if let (false, Some((ename, evalue))) = (killed, said) {

@@ -135,7 +135,7 @@ fn inherited_manifest(contents: &[(&PathBuf, Vec<u8>)]) -> anyhow::Result<Vec<u8
         let manifest = parse(bytes).with_context(|| format!("reading {}", rel.display()))?;
         members.push(Value::from(rel.parent().unwrap_or(Path::new("")).to_string_lossy().into_owned()));
         let targets = manifest.get("target").and_then(Value::as_table).into_iter().flat_map(|t| t.values());
-        for holder in std::iter::once(&Value::Table(manifest.clone())).chain(targets) {
+        for holder in std::iter::once(&manifest).chain(targets.filter_map(Value::as_table)) {
             for kind in ["dependencies", "dev-dependencies", "build-dependencies"] {
                 for (name, spec) in holder.get(kind).and_then(Value::as_table).into_iter().flatten() {
                     if spec.get("workspace").and_then(Value::as_bool) == Some(true) {

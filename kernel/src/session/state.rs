@@ -57,13 +57,6 @@ pub enum Escalation {
     Killed,
 }
 
-/// How a cell's user code ended, as far as interrupts go.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Ended {
-    pub interrupted: bool,
-    pub killed: bool,
-}
-
 /// What a warm-up step may do now.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum WarmUp {
@@ -362,19 +355,18 @@ impl CellState {
 
     /// Running → Requested (or Idle, for a cell outside a request): how its code ended. Taken
     /// under the lock, so no kill for it is under way after this.
-    pub fn end_cell(&self) -> Ended {
+    pub fn end_cell(&self) -> Escalation {
         let mut life = self.life();
         match std::mem::take(&mut life.phase) {
             Phase::Running(run) => {
                 life.phase = if run.in_request { Phase::Requested { interrupted: false } } else { Phase::Idle };
-                let at = run.escalation;
-                Ended { interrupted: at >= Escalation::Interrupted, killed: at == Escalation::Killed }
+                run.escalation
             }
             other => {
                 tracing::error!("a cell ended in phase {other:?}");
                 debug_assert!(false, "a cell ended in phase {other:?}");
                 life.phase = other;
-                Ended::default()
+                Escalation::None
             }
         }
     }
@@ -510,7 +502,7 @@ mod tests {
             assert_eq!(state.phase(), Phase::Requested { interrupted: true });
             assert!(state.begin_cell(), "the cell starts interrupted");
             assert!(matches!(state.phase(), Phase::Running(Run { seq: 1, in_request: true, .. })));
-            assert_eq!(state.end_cell(), Ended { interrupted: true, killed: false });
+            assert_eq!(state.end_cell(), Escalation::Interrupted);
             // The next cell of the same request starts afresh.
             assert!(!state.begin_cell());
             state.polling(true);
