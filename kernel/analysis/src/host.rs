@@ -268,16 +268,59 @@ impl Host {
         };
         let graph = if self.graphs.contains_key(&self.ws.root) { "in the union" } else { "missing" };
         let union = self.union_graph();
-        let mut roots = std::collections::HashSet::new();
         let crates = union.iter().count();
-        let shared = union.iter().filter(|&id| !roots.insert(union[id].basic.root_file_id)).count();
+        let shared = shared_roots(&union);
         format!(
-            "{}: Cargo.toml {toml}, its graph {graph}, {} graphs ({crates} crates, {shared} of a root \
-             file another has too), {} parked, {} package roots",
+            "{}: Cargo.toml {toml}, its graph {graph}, {} graphs ({crates} crates, {} of a root \
+             file another has too{}), {} parked, {} package roots",
             self.ws.root,
             self.graphs.len(),
+            shared.len(),
+            if shared.is_empty() { String::new() } else { format!(": {}", shared.join("; ")) },
             self.parked.len(),
             self.package_roots.len(),
         )
     }
+}
+
+/// Each crate of `union` whose root file an earlier one has too, named, with what sets them
+/// apart.
+fn shared_roots(union: &CrateGraphBuilder) -> Vec<String> {
+    let mut first: HashMap<FileId, ra_ap_base_db::CrateBuilderId> = HashMap::new();
+    let mut shared = Vec::new();
+    for id in union.iter() {
+        let this = &union[id];
+        let Some(&earlier) = first.get(&this.basic.root_file_id) else {
+            first.insert(this.basic.root_file_id, id);
+            continue;
+        };
+        let other = &union[earlier];
+        let name = this.extra.display_name.as_ref().map_or("?".to_string(), |n| n.to_string());
+        let mut apart = Vec::new();
+        if this.cfg_options != other.cfg_options {
+            apart.push(format!("cfg {:?} / {:?}", other.cfg_options, this.cfg_options));
+        }
+        if this.env != other.env {
+            apart.push("env".to_string());
+        }
+        if this.extra != other.extra {
+            apart.push("extra".to_string());
+        }
+        let deps = |c: &ra_ap_base_db::CrateBuilder| {
+            c.basic.dependencies.iter().map(|d| d.name.to_string()).collect::<Vec<_>>()
+        };
+        if deps(this) != deps(other) {
+            apart.push(format!("deps {:?} / {:?}", deps(other), deps(this)));
+        } else if this.basic.dependencies != other.basic.dependencies {
+            apart.push("deps' crates".to_string());
+        }
+        if this.basic.origin != other.basic.origin || this.basic.proc_macro_cwd != other.basic.proc_macro_cwd {
+            apart.push("origin".to_string());
+        }
+        if apart.is_empty() {
+            apart.push("workspace data".to_string());
+        }
+        shared.push(format!("{name} ({})", apart.join(", ")));
+    }
+    shared
 }

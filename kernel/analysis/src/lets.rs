@@ -22,7 +22,7 @@ pub(crate) fn variables_now(
 
 /// The top-level `let`s of `function` in `source`, where each binds one name; a type not
 /// written out (or not valid as written) is `Unknown`.
-fn let_variables(source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
+pub(crate) fn let_variables(source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
     let parsed = ast::SourceFile::parse(source, Edition::Edition2024).tree();
     let mut variables = HashMap::new();
     for body in functions_named(&parsed, function).filter_map(|f| f.body()) {

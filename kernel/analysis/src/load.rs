@@ -16,11 +16,24 @@ pub(crate) struct Loaded {
 /// The package evcxr writes over a crate's Cargo.toml for a moment to check a `:dep`.
 const DEP_CHECK_PACKAGE: &str = "evcxr_dummy_validate_dep";
 
+/// Tries at a load whose `cargo metadata` failed, before the load fails.
+const TRIES: u32 = 3;
+
 /// Loads the workspace of `manifest` and reads its files.
 pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
     let manifest = ProjectManifest::from_manifest_file(manifest)?;
     let config = CargoConfig { sysroot: with_sysroot.then_some(RustLibSource::Discover), ..CargoConfig::default() };
-    let workspace = load_settled(&manifest, &config)?;
+    let mut tries = 0;
+    let workspace = loop {
+        let workspace = load_settled(&manifest, &config)?;
+        let Some(why) = incomplete(&workspace, with_sysroot) else { break workspace };
+        tries += 1;
+        eprintln!("dryml-analysis: incomplete load of {manifest} (try {tries} of {TRIES}): {why}");
+        if tries == TRIES {
+            bail!("the analysis could not load {manifest}: {why}");
+        }
+        std::thread::sleep(Duration::from_millis(250 * u64::from(tries)));
+    };
     let entries = workspace
         .to_roots()
         .into_iter()
@@ -47,6 +60,29 @@ pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
         }
     }
     Ok(Loaded { workspace, files })
+}
+
+/// Why `workspace` lacks crates that a successful `cargo metadata` gives it, if it does.
+/// rust-analyzer falls back quietly where `cargo metadata` fails: to the crate's own package with
+/// no dependencies, or to a standard library whose crates have none (`std` without `core`'s
+/// prelude, ci40 and ci44), then to one stitched from a list of a past toolchain's. A graph like
+/// that types nothing the notebook names, for as long as its Cargo.toml stays.
+fn incomplete(workspace: &ProjectWorkspace, with_sysroot: bool) -> Option<String> {
+    if let ra_ap_project_model::ProjectWorkspaceKind::Cargo { error: Some(error), .. } = &workspace.kind {
+        return Some(format!("cargo metadata failed, so no dependency was read: {error:#}"));
+    }
+    if !with_sysroot {
+        return None;
+    }
+    let sysroot = &workspace.sysroot;
+    if let Some(error) = sysroot.error().or(sysroot.metadata_error()) {
+        return Some(format!("the standard library's cargo metadata failed: {error}"));
+    }
+    // The stitched library is seen only in its Debug text.
+    if format!("{sysroot:?}").contains("workspace: Stitched(") {
+        return Some("the standard library's cargo metadata failed, and its crates were guessed".into());
+    }
+    None
 }
 
 /// The workspace, loaded again while it is evcxr's `:dep` check's for a moment.

@@ -130,8 +130,15 @@ impl evcxr::Analysis for Local {
     fn variables_in(&mut self, source: String, function: &str) -> Result<HashMap<String, VariableInfo>> {
         self.last.record(&source);
         let mut host = Host::locked(&self.host, &self.root, true)?;
-        host.set_source(source, true)?;
-        Ok(queries::variables(&host, function))
+        match host.set_source(source.clone(), true) {
+            Ok(()) => Ok(queries::variables(&host, function)),
+            // A crate the analysis cannot load: the types written out, and rustc asked for the
+            // others, as while a load is under way. The next request loads again.
+            Err(e) => {
+                eprintln!("dryml-analysis: {e:#}; rustc is asked for the types");
+                crate::lets::let_variables(&source, function).ok_or(e)
+            }
+        }
     }
 
     fn variables_now(&mut self, source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
@@ -345,6 +352,27 @@ mod tests {
         assert_eq!(type_of_x(&mut first)?, u8_type);
         assert!(Host::locked(&first.host(), &b_root, false).is_err());
         assert!(Host::locked(&first.host(), &abs(c.path())?, false).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_crate_whose_cargo_metadata_fails_is_not_analysed_without_its_dependencies() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let gone = dir.path().join("gone");
+        depending(dir.path(), "a", &gone, "")?;
+        let mut analysis = Local::new(dir.path())?;
+        analysis.without_sysroot();
+        // rust-analyzer alone falls back to the crate without dependencies, and types nothing
+        // of theirs for as long as the Cargo.toml stays.
+        let manifest = abs(&dir.path().join("Cargo.toml"))?;
+        let error = crate::load::load(manifest, false).err().expect("a failed load").to_string();
+        assert!(error.contains("cargo metadata failed") && error.contains("gone"), "{error}");
+        // The written types, and rustc asked for the others.
+        let source = "fn f() { let x: u8 = 1; let t = shared::Thing::default(); }".to_owned();
+        let mut found: Vec<_> =
+            analysis.variables_in(source, "f")?.into_iter().map(|(n, v)| (n, v.type_name)).collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(found, [("t".to_string(), TypeName::Unknown), ("x".to_string(), TypeName::Named("u8".into()))]);
         Ok(())
     }
 
