@@ -59,13 +59,14 @@ def pytest_collection_modifyitems(items):
 def pytest_unconfigure(config):
     if _holder is not None:
         _holder.stop()
-    # Each miss of the shared analysis (a `let` it found no type for, then asked of rustc) and
-    # each load it tried again, for tests/run.sh to print: green runs show them too.
+    # Each miss of the shared analysis (a `let` it found no type for, then asked of rustc), each
+    # load it tried again and each time it started again, for tests/run.sh to print: green runs
+    # show them too.
     misses = os.environ.get("DRYML_TEST_MISSES")
     if misses:
         lines = [line for log in sorted(_shared_analysis.glob("*.log"))
                  for line in log.read_text(errors="replace").splitlines()
-                 if "no type found" in line or "incomplete load" in line]
+                 if any(m in line for m in ("no type found", "incomplete load", "starts again"))]
         with open(misses, "a") as out:
             out.writelines(line + "\n" for line in lines)
     shutil.rmtree(_jupyter_dir, ignore_errors=True)

@@ -48,8 +48,8 @@ finish() {
     fi
     rm -f "$CARGO_LOG"
     if [ -s "$DRYML_TEST_MISSES" ]; then
-        echo "==> the shared analysis: loads cargo metadata failed for (tried again), and \`let\`s it"
-        echo "    found no type for (rustc's were asked for):"
+        echo "==> the shared analysis: loads whose cargo metadata failed (tried again), times it"
+        echo "    started again, and \`let\`s it found no type for (rustc's were asked for):"
         sed 's/^/    /' "$DRYML_TEST_MISSES"
     fi
     rm -f "$DRYML_TEST_MISSES"

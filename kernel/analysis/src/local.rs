@@ -131,7 +131,25 @@ impl evcxr::Analysis for Local {
         self.last.record(&source);
         let mut host = Host::locked(&self.host, &self.root, true)?;
         match host.set_source(source.clone(), true) {
-            Ok(()) => Ok(queries::variables(&host, function)),
+            Ok(()) => {
+                let variables = queries::variables(&host, function);
+                if !variables.values().any(|v| v.type_name == evcxr::TypeName::Unknown) || host.alone() {
+                    return Ok(variables);
+                }
+                // A miss in a host shared with others: where even the prelude has no type there,
+                // the host starts again with this crate alone (the others load again at their
+                // next request), and answers from that.
+                if host.prelude_types()? {
+                    return Ok(variables);
+                }
+                eprintln!(
+                    "dryml-analysis: the prelude has no type in the shared analysis ({}); it starts again",
+                    host.describe()
+                );
+                host.start_again()?;
+                host.set_source(source, true)?;
+                Ok(queries::variables(&host, function))
+            }
             // A crate the analysis cannot load: the types written out, and rustc asked for the
             // others, as while a load is under way. The next request loads again.
             Err(e) => {
@@ -187,11 +205,7 @@ impl evcxr::Analysis for Local {
         if self.busy() {
             return Ok(false);
         }
-        let mut host = Host::locked(&self.host, &self.root, true)?;
-        let mut fresh = Host::new(self.root.as_ref())?;
-        fresh.with_sysroot = host.with_sysroot;
-        *host = fresh;
-        drop(host);
+        Host::locked(&self.host, &self.root, true)?.start_again()?;
         self.requested = None;
         Ok(true)
     }
@@ -373,6 +387,26 @@ mod tests {
             analysis.variables_in(source, "f")?.into_iter().map(|(n, v)| (n, v.type_name)).collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(found, [("t".to_string(), TypeName::Unknown), ("x".to_string(), TypeName::Named("u8".into()))]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_shared_host_where_the_prelude_has_no_type_starts_again_and_others_load_again() -> Result<()> {
+        let (a, b) = (tempfile::tempdir()?, tempfile::tempdir()?);
+        cargo_toml(a.path(), "a")?;
+        cargo_toml(b.path(), "b")?;
+        let mut first = Local::new(a.path())?;
+        let mut second = Local::attach(first.host(), b.path())?;
+        let u8_type = TypeName::Named("u8".into());
+        assert_eq!(type_of_x(&mut first)?, u8_type);
+        // A crate without std's prelude (as a broken graph leaves one) misses `y`; the probe
+        // finds no `vec!` either, so the host starts again with b alone.
+        let source = "#![no_std]\nfn f() { let x = 1u8; let y = vec![2u8]; }".to_owned();
+        let found = second.variables_in(source, "f")?;
+        assert_eq!((&found["x"].type_name, &found["y"].type_name), (&u8_type, &TypeName::Unknown));
+        assert!(first.host().lock().unwrap().alone(), "a left the host that started again");
+        // a loads again at its next request.
+        assert_eq!(type_of_x(&mut first)?, u8_type);
         Ok(())
     }
 
