@@ -152,21 +152,6 @@ impl Host {
         Ok(())
     }
 
-    /// Whether the selected crate types the standard library's prelude: a function of that
-    /// alone, added to its source for a moment.
-    pub(crate) fn prelude_types(&mut self) -> Result<bool> {
-        if !self.with_sysroot {
-            return Ok(true);
-        }
-        let source = std::mem::take(&mut self.ws.source);
-        self.set_source(format!("{source}\nfn dryml_prelude_probe() {{ let p = Some(vec![1u8]); }}\n"), false)?;
-        let typed = crate::queries::variables(self, "dryml_prelude_probe")
-            .remove("p")
-            .is_some_and(|p| p.type_name == evcxr::TypeName::Named("Option<Vec<u8>>".into()));
-        self.set_source(source, false)?;
-        Ok(typed)
-    }
-
     /// Drops what only earlier revisions use (results replaced since, interned types nothing
     /// names): salsa frees them at the next revision, which a quiet process may not see for
     /// hours. The next analysis checks its inputs again.

@@ -27,6 +27,8 @@ pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
     let workspace = loop {
         let workspace = load_settled(&manifest, &config)?;
         let Some(why) = incomplete(&workspace, with_sysroot) else { break workspace };
+        // One line in the log: cargo's message spans several.
+        let why = why.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
         tries += 1;
         eprintln!("dryml-analysis: incomplete load of {manifest} (try {tries} of {TRIES}): {why}");
         if tries == TRIES {

@@ -139,7 +139,7 @@ impl evcxr::Analysis for Local {
                 // A miss in a host shared with others: where even the prelude has no type there,
                 // the host starts again with this crate alone (the others load again at their
                 // next request), and answers from that.
-                if host.prelude_types()? {
+                if queries::prelude_types(&mut host)? {
                     return Ok(variables);
                 }
                 eprintln!(

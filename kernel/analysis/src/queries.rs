@@ -18,6 +18,21 @@ pub(crate) fn variables(host: &Host, function: &str) -> HashMap<String, Variable
     bindings(host, function).into_iter().map(|(name, info, _)| (name, info)).collect()
 }
 
+/// Whether the selected crate of `host` types the standard library's prelude: a function of that
+/// alone, added to its source for a moment.
+pub(crate) fn prelude_types(host: &mut Host) -> Result<bool> {
+    if !host.with_sysroot {
+        return Ok(true);
+    }
+    let source = std::mem::take(&mut host.ws.source);
+    host.set_source(format!("{source}\nfn dryml_prelude_probe() {{ let p = Some(vec![1u8]); }}\n"), false)?;
+    let typed = variables(host, "dryml_prelude_probe")
+        .remove("p")
+        .is_some_and(|p| p.type_name == TypeName::Named("Option<Vec<u8>>".into()));
+    host.set_source(source, false)?;
+    Ok(typed)
+}
+
 /// Why each binding of `function` with no type has none, for the log line of a miss.
 pub(crate) fn why_unknown(host: &Host, function: &str) -> Vec<String> {
     let mut whys: Vec<String> =
