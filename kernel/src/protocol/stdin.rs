@@ -3,11 +3,13 @@
 //! waiting in `Io::input`.
 
 use super::outbox::InputReply;
-use super::shell::send_encoded;
 use super::wire::{Message, Signer};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
-use zeromq::SocketRecv;
+use zeromq::{SocketRecv, SocketSend, ZmqMessage};
+
+/// How long an `input_request` waits for its frontend's stdin connection.
+const ROUTE_WAIT: Duration = Duration::from_secs(3);
 
 pub(crate) async fn task(
     mut sock: zeromq::RouterSocket,
@@ -19,7 +21,7 @@ pub(crate) async fn task(
         tokio::select! {
             m = rx.recv() => {
                 let Some(m) = m else { return };
-                send_encoded(&mut sock, &m, &signer).await;
+                send_routed(&mut sock, &m, &signer).await;
             }
             r = sock.recv() => {
                 let Ok(r) = r else {
@@ -36,6 +38,24 @@ pub(crate) async fn task(
                     Err(e) => tracing::warn!("stdin: dropped a message: {e}"),
                 }
             }
+        }
+    }
+}
+
+/// Sends `m` to the frontend it names. A ROUTER drops what it cannot route yet: a frontend that
+/// sent its request the moment it connected may not be known on this socket yet (a loaded
+/// machine, the protocol tests), so the send is tried again for a while.
+async fn send_routed(sock: &mut zeromq::RouterSocket, m: &Message, signer: &Signer) {
+    let started = tokio::time::Instant::now();
+    loop {
+        let Ok(z) = ZmqMessage::try_from(m.encode(signer)) else { return };
+        match sock.send(z).await {
+            Ok(()) => return,
+            Err(e) if started.elapsed() >= ROUTE_WAIT => {
+                tracing::warn!("stdin: {} not sent: {e}", m.msg_type());
+                return;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
 }
