@@ -4,6 +4,7 @@
 
 use super::cell::{Cell, CellMagic, Outcome};
 use super::{Host, Magics};
+use crate::protocol::published::StreamName;
 use dryml_magics::{CellCall, Invocation};
 
 /// A cell without a cell magic.
@@ -59,7 +60,7 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
     }
     if let (Some(why), true) = (handler.runs_elsewhere(), host.state.debugging()) {
         if let Some(note) = host.state.debug_hook.get().and_then(|hook| hook.elsewhere(why)) {
-            host.state.stream("stderr", &note);
+            host.state.stream(StreamName::Stderr, &note);
         }
     }
     if !cell.body().trim().is_empty() {

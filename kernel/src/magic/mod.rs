@@ -19,6 +19,7 @@ pub mod slurm;
 pub mod time;
 
 use crate::measure::meter::Meter;
+use crate::protocol::published::StreamName;
 use crate::protocol::{ErrorContent, Io};
 use crate::session::state::CellState;
 use crate::session::Session;
@@ -48,11 +49,11 @@ impl Host<'_> {
     }
 
     pub fn print(&self, text: &str) {
-        self.state.stream("stdout", text);
+        self.state.stream(StreamName::Stdout, text);
     }
 
     pub fn warn(&self, text: &str) {
-        self.state.stream("stderr", text);
+        self.state.stream(StreamName::Stderr, text);
     }
 
     pub fn child_pid(&self) -> u32 {

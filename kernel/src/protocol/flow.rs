@@ -2,6 +2,7 @@
 //! frontend is bounded, so no amount of output grows the kernel. Past the bound the oldest stream
 //! text and intermediate display updates are dropped, and the output says so in one line.
 
+use super::published::{Published, StreamName};
 use super::wire::Message;
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -47,7 +48,7 @@ impl Default for Limits {
 /// Stream text not sent yet: one request's, one stream's.
 struct Pending {
     parent: Message,
-    name: String,
+    name: StreamName,
     text: String,
     since: Instant,
     skipped_lines: u64,
@@ -151,7 +152,7 @@ impl Flow {
     }
 
     /// Stream text for `parent`'s request; it goes out within `delay`, with what follows it.
-    pub fn stream(&self, parent: &Message, name: &str, text: &str) {
+    pub fn stream(&self, parent: &Message, name: StreamName, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -161,7 +162,7 @@ impl Flow {
         }
         let p = st.pending.get_or_insert_with(|| Pending {
             parent: parent.clone(),
-            name: name.to_string(),
+            name,
             text: String::new(),
             since: Instant::now(),
             skipped_lines: 0,
@@ -182,7 +183,7 @@ impl Flow {
             let n = std::mem::take(&mut st.dropped_displays);
             let note =
                 format!("[dryml: {n} display(s) not shown: the frontend read output slower than the cell made it]\n");
-            self.send(stream_message(&parent, "stderr", &note));
+            self.send(stream_message(&parent, StreamName::Stderr, &note));
         }
         for (_, update) in std::mem::take(&mut st.held) {
             self.send(update);
@@ -196,13 +197,13 @@ impl Flow {
                 "[dryml: {} lines ({}) of {} not shown: the frontend read output slower than the cell wrote it; the newest follow]\n{}",
                 p.skipped_lines,
                 dryml_sys::units::size(p.skipped_bytes),
-                p.name,
+                p.name.as_str(),
                 p.text
             )
         } else {
             p.text
         };
-        self.send(stream_message(&p.parent, &p.name, &text));
+        self.send(stream_message(&p.parent, p.name, &text));
     }
 
     fn send(&self, msg: Message) {
@@ -232,8 +233,9 @@ impl Flow {
 }
 
 /// A `stream` message with iopub's topic.
-pub fn stream_message(parent: &Message, name: &str, text: &str) -> Message {
-    let mut m = Message::reply_to(parent, "stream", json!({"name": name, "text": text}));
+pub fn stream_message(parent: &Message, name: StreamName, text: &str) -> Message {
+    let content = Published::Stream { name, text: text.to_string() }.content();
+    let mut m = Message::reply_to(parent, "stream", content);
     m.identities = vec![bytes::Bytes::from("kernel.stream")];
     m
 }
@@ -284,10 +286,10 @@ mod tests {
         let flow = Flow::new(tx, Limits { delay: Duration::from_secs(3600), ..Limits::default() });
         let p = parent("a");
         for i in 0..1000 {
-            flow.stream(&p, "stdout", &format!("line {i}\n"));
+            flow.stream(&p, StreamName::Stdout, &format!("line {i}\n"));
         }
-        flow.stream(&p, "stderr", "warn\n");
-        flow.stream(&p, "stdout", "more\n");
+        flow.stream(&p, StreamName::Stderr, "warn\n");
+        flow.stream(&p, StreamName::Stdout, "more\n");
         flow.publish(Message::reply_to(&p, "status", json!({"execution_state": "idle"})));
         let got = drain(&mut rx);
         let kinds: Vec<&str> = got.iter().map(|m| m.msg_type()).collect();
@@ -302,7 +304,7 @@ mod tests {
     fn the_flusher_sends_text_after_its_delay() {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let flow = Flow::new(tx, Limits { delay: Duration::from_millis(10), ..Limits::default() });
-        flow.stream(&parent("a"), "stdout", "tick\n");
+        flow.stream(&parent("a"), StreamName::Stdout, "tick\n");
         let q = rx.blocking_recv().expect("the flushed text");
         assert_eq!(q.msg.content["text"], "tick\n");
     }
@@ -315,7 +317,7 @@ mod tests {
         let p = parent("a");
         // Nobody reads the queue: it fills past its limit, then text is cut to the newest.
         for i in 0..100_000 {
-            flow.stream(&p, "stderr", &format!("warning {i}\n"));
+            flow.stream(&p, StreamName::Stderr, &format!("warning {i}\n"));
         }
         for i in 0..50 {
             let update = json!({"data": {"text/plain": format!("{i}/50")}, "transient": {"display_id": "bar"}});
@@ -342,7 +344,7 @@ mod tests {
     fn a_tail_cut_never_splits_a_character() {
         let mut p = Pending {
             parent: parent("a"),
-            name: "stdout".into(),
+            name: StreamName::Stdout,
             text: "é".repeat(1000),
             since: Instant::now(),
             skipped_lines: 0,

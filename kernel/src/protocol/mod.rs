@@ -14,6 +14,7 @@ pub mod iopub;
 pub mod messages;
 pub mod outbox;
 pub mod parent;
+pub mod published;
 pub mod shell;
 pub mod stdin;
 pub mod wire;
@@ -24,6 +25,7 @@ pub use outbox::{Io, Outbox};
 pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
 use anyhow::{Context, Result};
+use published::Published;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,7 +186,7 @@ pub trait Handler: Send + Sync + 'static {
     /// targets: a `comm_open` is closed at once, as ipykernel closes one to an unknown target.
     fn comm(&self, request: CommRequest, io: &Io) {
         if request.op == "open" {
-            io.publish("comm_close", json!({"comm_id": request.comm_id, "data": {}}));
+            io.publish(Published::CommClose { comm_id: request.comm_id.clone(), data: json!({}) });
         }
     }
     /// The open comms for a `comm_info_request` (`{id: {"target_name": ..}}`), of one target

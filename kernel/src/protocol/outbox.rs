@@ -3,6 +3,7 @@
 //! publish a cell's output and read its input.
 
 use super::flow::Flow;
+use super::published::{ExecutionState, Published, StreamName, Transient};
 use super::wire::Message;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -49,14 +50,15 @@ impl Outbox {
         Outbox { replies, ..self.clone() }
     }
 
-    pub fn publish(&self, parent: &Message, msg_type: &str, content: Value) {
-        self.publish_with(parent, msg_type, content, json!({}));
+    pub fn publish(&self, parent: &Message, message: Published) {
+        self.publish_with(parent, message, json!({}));
     }
 
     /// [`Outbox::publish`] with the message's own `metadata` (a comm's, which ipywidgets reads
     /// its protocol version from).
-    pub fn publish_with(&self, parent: &Message, msg_type: &str, content: Value, metadata: Value) {
-        let mut m = Message::reply_to(parent, msg_type, content);
+    pub fn publish_with(&self, parent: &Message, message: Published, metadata: Value) {
+        let msg_type = message.msg_type();
+        let mut m = Message::reply_to(parent, msg_type, message.content());
         m.metadata = metadata;
         // iopub topics: the message type, as ipykernel uses.
         m.identities = vec![bytes::Bytes::from(format!("kernel.{msg_type}"))];
@@ -64,12 +66,12 @@ impl Outbox {
     }
 
     /// Stream text, coalesced with the text around it (see [`Flow`]).
-    pub fn stream(&self, parent: &Message, name: &str, text: &str) {
+    pub fn stream(&self, parent: &Message, name: StreamName, text: &str) {
         self.iopub.stream(parent, name, text);
     }
 
-    pub fn status(&self, parent: &Message, state: &str) {
-        self.publish(parent, "status", json!({"execution_state": state}));
+    pub fn status(&self, parent: &Message, execution_state: ExecutionState) {
+        self.publish(parent, Published::Status { execution_state });
     }
 
     pub fn reply(&self, parent: &Message, content: Value) {
@@ -79,9 +81,9 @@ impl Outbox {
 
     /// `busy`, the reply `f` makes, `idle`: the shape of every request but execute.
     pub fn answer(&self, parent: &Message, f: impl FnOnce() -> Value) {
-        self.status(parent, "busy");
+        self.status(parent, ExecutionState::Busy);
         self.reply(parent, f());
-        self.status(parent, "idle");
+        self.status(parent, ExecutionState::Idle);
     }
 }
 
@@ -115,26 +117,26 @@ impl Io {
         &self.parent
     }
 
-    pub fn publish(&self, msg_type: &str, content: Value) {
-        self.out.publish(&self.parent, msg_type, content);
+    pub fn publish(&self, message: Published) {
+        self.out.publish(&self.parent, message);
     }
 
     /// Publishes with the message's own `metadata`.
-    pub fn publish_with(&self, msg_type: &str, content: Value, metadata: Value) {
-        self.out.publish_with(&self.parent, msg_type, content, metadata);
+    pub fn publish_with(&self, message: Published, metadata: Value) {
+        self.out.publish_with(&self.parent, message, metadata);
     }
 
-    pub fn stream(&self, name: &str, text: &str) {
+    pub fn stream(&self, name: StreamName, text: &str) {
         self.out.stream(&self.parent, name, text);
     }
 
     pub fn display(&self, data: Value) {
-        self.publish("display_data", json!({"data": data, "metadata": {}, "transient": {}}));
+        self.publish(Published::DisplayData { data, metadata: json!({}), transient: Transient::default() });
     }
 
     /// The cell's value, under the request's execution count.
     pub fn execute_result(&self, data: Value) {
-        self.publish("execute_result", json!({"execution_count": self.execution_count, "data": data, "metadata": {}}));
+        self.publish(Published::ExecuteResult { execution_count: self.execution_count, data, metadata: json!({}) });
     }
 
     /// Asks the frontend for a line (`input_request` on stdin) and waits for its `input_reply`.

@@ -5,6 +5,7 @@
 
 use super::messages::Request;
 use super::outbox::Outbox;
+use super::published::{ExecutionState, Published};
 use super::wire::{Message, Signer};
 use super::worker::Queue;
 use super::{guarded, panic_text, Beside, Handler};
@@ -59,7 +60,7 @@ impl<H: Handler> Dispatch<H> {
             Request::History(req) => self.out.answer(&msg, || guarded(|| h.history(&req), |e| e.reply())),
             Request::Debug(request) => {
                 let (out, parent) = (self.out.clone(), msg.clone());
-                let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, "debug_event", e));
+                let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, Published::DebugEvent(e)));
                 let failed = |e: super::ErrorContent| super::dap_response(&request, Err(e.evalue));
                 self.out.answer(&msg, || guarded(|| h.debug(&request, events), failed));
             }
@@ -69,10 +70,10 @@ impl<H: Handler> Dispatch<H> {
             }),
             Request::Comm(request) => {
                 // Handled here, not queued: a widget moved while a cell runs reaches it at once.
-                self.out.status(&msg, "busy");
+                self.out.status(&msg, ExecutionState::Busy);
                 let io = super::Io::new(self.out.clone(), msg.clone(), false, 0);
                 guarded(|| h.comm(request, &io), |e| tracing::error!("a comm message: {}", e.evalue));
-                self.out.status(&msg, "idle");
+                self.out.status(&msg, ExecutionState::Idle);
                 self.work.busy_again(&self.out);
             }
             Request::Interrupt => self.out.answer(&msg, || {
@@ -97,8 +98,8 @@ impl<H: Handler> Dispatch<H> {
                 if let Request::Unknown(kind) = other {
                     tracing::warn!("{:?}: no handler for {kind}", self.channel);
                 }
-                self.out.status(&msg, "busy");
-                self.out.status(&msg, "idle");
+                self.out.status(&msg, ExecutionState::Busy);
+                self.out.status(&msg, ExecutionState::Idle);
             }
         }
         None

@@ -4,6 +4,7 @@
 
 use super::messages::Request;
 use super::outbox::{Io, Outbox};
+use super::published::{ExecutionState, Published};
 use super::wire::Message;
 use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
 use crossbeam_channel::RecvTimeoutError;
@@ -51,7 +52,7 @@ impl Queue {
     /// `busy` never follows that `idle`.
     pub(crate) fn busy_again(&self, out: &Outbox) {
         if let Some(parent) = &*self.running.lock().unwrap_or_else(PoisonError::into_inner) {
-            out.status(parent, "busy");
+            out.status(parent, ExecutionState::Busy);
         }
     }
 
@@ -210,7 +211,7 @@ impl<H: Handler> Worker<H> {
 
     /// The execute discipline around `run`, which makes the outcome.
     fn execute_with(&mut self, msg: &Message, run: impl FnOnce(&ExecuteRequest, &Io) -> ExecuteOutcome) {
-        self.out.status(msg, "busy");
+        self.out.status(msg, ExecutionState::Busy);
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = Some(msg.clone());
         let mut req = ExecuteRequest::from_content(&msg.content, self.execution_count);
         if req.store_history {
@@ -218,7 +219,8 @@ impl<H: Handler> Worker<H> {
             req.execution_count = self.execution_count;
         }
         if !req.silent {
-            self.out.publish(msg, "execute_input", json!({"code": req.code, "execution_count": req.execution_count}));
+            self.out
+                .publish(msg, Published::ExecuteInput { code: req.code.clone(), execution_count: req.execution_count });
         }
         let io = Io::new(self.out.clone(), msg.clone(), req.allow_stdin, req.execution_count);
         let outcome = guarded(
@@ -232,9 +234,14 @@ impl<H: Handler> Worker<H> {
         });
         match &outcome.error {
             Some(err) => {
-                let content = json!({"ename": err.ename, "evalue": err.evalue, "traceback": err.traceback});
+                let error = Published::Error {
+                    ename: err.ename.clone(),
+                    evalue: err.evalue.clone(),
+                    traceback: err.traceback.clone(),
+                };
+                let content = error.content();
                 if !req.silent {
-                    io.publish("error", content.clone());
+                    io.publish(error);
                 }
                 reply["status"] = json!("error");
                 for k in ["ename", "evalue", "traceback"] {
@@ -252,7 +259,7 @@ impl<H: Handler> Worker<H> {
             if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
         self.out.reply(msg, reply);
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
-        self.out.status(msg, "idle");
+        self.out.status(msg, ExecutionState::Idle);
         for w in aborted {
             self.out.answer(&w.msg, || json!({"status": "aborted", "execution_count": self.execution_count}));
         }

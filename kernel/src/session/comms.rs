@@ -4,6 +4,7 @@
 //! task at once, so they reach the child while a cell runs. The same link tells the child the
 //! directory an experiment's networks write TensorBoard runs to.
 
+use crate::protocol::published::Published;
 use crate::protocol::{CommRequest, Io};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -85,17 +86,14 @@ pub struct Comms {
 
 /// A comm message on iopub; its metadata is the message's own, as ipykernel sends it.
 fn publish(io: &Io, op: &str, comm_id: &str, target: Option<&str>, data: &Value, metadata: &Value) {
-    let mut content = json!({"comm_id": comm_id, "data": data});
-    let msg_type = match op {
-        "open" => {
-            content["target_name"] = json!(target.unwrap_or_default());
-            "comm_open"
-        }
-        "close" => "comm_close",
-        _ => "comm_msg",
+    let (comm_id, data) = (comm_id.to_string(), data.clone());
+    let message = match op {
+        "open" => Published::CommOpen { comm_id, target_name: target.unwrap_or_default().to_string(), data },
+        "close" => Published::CommClose { comm_id, data },
+        _ => Published::CommMsg { comm_id, data },
     };
     let metadata = if metadata.is_object() { metadata.clone() } else { json!({}) };
-    io.publish_with(msg_type, content, metadata);
+    io.publish_with(message, metadata);
 }
 
 impl Comms {

@@ -4,6 +4,7 @@
 //! `~/.config/evcxr`). Users keep their habits there; evcxr reads and runs them itself.
 
 use super::Session;
+use crate::protocol::published::StreamName;
 use std::path::PathBuf;
 
 /// The files evcxr's `:load_config` reads.
@@ -23,7 +24,7 @@ impl Session {
         if let Err(e) = self.eval_hidden(":load_config --quiet") {
             let evalue = e.evalue.trim_end();
             self.state.stream(
-                "stderr",
+                StreamName::Stderr,
                 &format!("evcxr's start-up files in {} did not load: {}: {evalue}\n", dir.display(), e.ename),
             );
         }

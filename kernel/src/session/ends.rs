@@ -3,6 +3,7 @@
 //! gave up under load) is never taken for the current cell's.
 
 use super::state::CellState;
+use crate::protocol::published::StreamName;
 use crossbeam_channel::{Receiver, Sender};
 use dryml_sys::protocol::{STDERR_SYNC, SYNC_MIME};
 use std::sync::Arc;
@@ -78,7 +79,7 @@ fn forward(st: &CellState, stderr: &Receiver<String>, ends: &Sender<u64>) {
                 Some((open, n)) => {
                     // The rest of a line `eprint!` left open, without the newline it lacked.
                     text.push_str(open);
-                    st.stream("stderr", &std::mem::take(&mut text));
+                    st.stream(StreamName::Stderr, &std::mem::take(&mut text));
                     let _ = ends.send(n);
                 }
                 None => {
@@ -92,7 +93,7 @@ fn forward(st: &CellState, stderr: &Receiver<String>, ends: &Sender<u64>) {
                 }
             }
         }
-        st.stream("stderr", &std::mem::take(&mut text));
+        st.stream(StreamName::Stderr, &std::mem::take(&mut text));
     }
 }
 

@@ -25,6 +25,7 @@ pub mod state;
 mod times;
 
 use crate::child::FLUSHER_CELL;
+use crate::protocol::published::StreamName;
 use crate::protocol::{ErrorContent, Io};
 use cache::{BuildCache, Claim};
 use dryml_sys::protocol::{STATE_DIR_ENV, STREAM_ENV};
@@ -146,7 +147,7 @@ impl Session {
         let (st, stdout) = (state.clone(), outputs.stdout);
         std::thread::Builder::new().name("dryml-stdout".into()).spawn(move || {
             while let Ok(line) = stdout.recv() {
-                st.stream("stdout", &format!("{line}\n"));
+                st.stream(StreamName::Stdout, &format!("{line}\n"));
             }
         })?;
         let mut session = Session {
@@ -355,7 +356,7 @@ impl Session {
         self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
         for why in self.ctx.eval_context_mut().take_dropped() {
-            self.state.stream("stderr", &format!("{why}\n"));
+            self.state.stream(StreamName::Stderr, &format!("{why}\n"));
         }
         r.map_err(|e| errors::evcxr(e, self.state.stderr_lines(), &[]))
     }
@@ -432,7 +433,7 @@ impl Session {
             return Err(errors::interrupted(false, &[]));
         }
         if let Some(n) = &notice {
-            self.state.stream("stderr", n);
+            self.state.stream(StreamName::Stderr, n);
         }
         self.took = None;
         let (input_io, state) = (io.clone(), self.state.clone());

@@ -4,6 +4,7 @@
 
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
+use crate::protocol::published::{Published, StreamName, Transient};
 use serde_json::{json, Value};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -42,7 +43,7 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
                 };
                 let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
                 carry.drain(..valid);
-                state.stream("stdout", &text);
+                state.stream(StreamName::Stdout, &text);
             }
             TAG_SYNC => match std::str::from_utf8(&payload).ok().and_then(|n| n.parse().ok()) {
                 Some(n) => {
@@ -70,7 +71,7 @@ fn control(line: &str, state: &CellState) {
     let body: Value = match serde_json::from_str(body) {
         Ok(v) => v,
         Err(e) => {
-            state.stream("stderr", &format!("dryml: bad {kind} message from the cell: {e}\n"));
+            state.stream(StreamName::Stderr, &format!("dryml: bad {kind} message from the cell: {e}\n"));
             return;
         }
     };
@@ -96,20 +97,18 @@ fn control(line: &str, state: &CellState) {
                 (Value::String(a), Some(id)) if a == "auto" => state.mark_shown(io.parent().msg_id(), id),
                 (v, _) => v.as_bool().unwrap_or(false),
             };
-            let mut content = json!({
-                "data": body["data"].clone(),
-                "metadata": body.get("metadata").cloned().unwrap_or(json!({})),
-                "transient": {},
+            let data = body["data"].clone();
+            let metadata = body.get("metadata").cloned().unwrap_or(json!({}));
+            let transient = Transient { display_id: id.map(str::to_string) };
+            io.publish(if update {
+                Published::UpdateDisplayData { data, metadata, transient }
+            } else {
+                Published::DisplayData { data, metadata, transient }
             });
-            if let Some(id) = id {
-                content["transient"] = json!({"display_id": id});
-            }
-            let msg_type = if update { "update_display_data" } else { "display_data" };
-            io.publish(msg_type, content);
         }
         CLEAR => {
             let wait = body["wait"].as_bool().unwrap_or(false);
-            io.publish("clear_output", json!({"wait": wait}));
+            io.publish(Published::ClearOutput { wait });
         }
         other => tracing::warn!("unknown control line {other} from the child"),
     }
@@ -155,6 +154,7 @@ pub(super) fn mime_bundle(outputs: evcxr::EvalOutputs) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::published::ExecutionState;
     use crate::protocol::wire::Message;
     use crate::protocol::{Io, Outbox};
     use crate::session::state::Phase;
@@ -206,7 +206,7 @@ mod tests {
         assert_eq!(sync_rx.recv_timeout(Duration::from_secs(5)).expect("the sync frame"), 7);
 
         // Stream text waits for the next message: the status that ends a cell.
-        state.io().unwrap().publish("status", json!({"execution_state": "idle"}));
+        state.io().unwrap().publish(Published::Status { execution_state: ExecutionState::Idle });
         let mut got = Vec::new();
         while let Ok(q) = iopub.try_recv() {
             let m = q.msg.clone();

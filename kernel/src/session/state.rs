@@ -7,6 +7,7 @@
 //! (`session::interrupt`, which holds the lock while it kills, so a kill meant for one cell
 //! never reaches the next one's build). The other threads read snapshots.
 
+use crate::protocol::published::StreamName;
 use crate::protocol::Io;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -416,11 +417,11 @@ impl CellState {
     }
 
     /// Publishes stream text for the current cell, or captures stdout for a hidden eval.
-    pub fn stream(&self, name: &str, text: &str) {
+    pub fn stream(&self, name: StreamName, text: &str) {
         if text.is_empty() {
             return;
         }
-        if name == "stdout" {
+        if name == StreamName::Stdout {
             if let Some(buf) = self.capture.lock().unwrap().as_mut() {
                 buf.push_str(text);
                 return;

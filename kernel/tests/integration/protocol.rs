@@ -3,6 +3,7 @@
 
 use crate::frontend::{connection_info, parent_id, Frontend, Sock};
 use dryml_kernel::protocol::outbox::InputError;
+use dryml_kernel::protocol::published::StreamName;
 use dryml_kernel::protocol::{self, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -36,12 +37,12 @@ impl Handler for Toy {
         let mut error = None;
         let (verb, arg) = req.code.split_once(' ').unwrap_or((req.code.as_str(), ""));
         match verb {
-            "print" => io.stream("stdout", arg),
+            "print" => io.stream(StreamName::Stdout, arg),
             "result" => io.execute_result(json!({"text/plain": "42"})),
             "fail" => error = Some(ErrorContent::new("ToyError", "asked to fail")),
             "panic" => panic!("the toy's bug"),
             "input" => match io.input(arg, false) {
-                Ok(line) => io.stream("stdout", &format!("got {line}")),
+                Ok(line) => io.stream(StreamName::Stdout, &format!("got {line}")),
                 Err(InputError::Interrupted) => error = Some(ErrorContent::new("KeyboardInterrupt", "no input")),
                 Err(e) => error = Some(ErrorContent::new("StdinNotAllowed", e.to_string())),
             },
