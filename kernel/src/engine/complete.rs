@@ -3,6 +3,7 @@
 //! answers come from evcxr on the worker, or beside a running cell from that analysis's view of
 //! the last cell ([`Snapshot`]).
 
+use crate::protocol::replies::{self, Inspection, Reply};
 use crate::protocol::Beside;
 use crate::session::beside;
 use crate::session::Session;
@@ -59,17 +60,17 @@ impl Analysis for Snapshot {
 }
 
 impl Beside for Snapshot {
-    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
-        complete(&mut Snapshot(self.0.clone()), code, cursor_pos)
+    fn complete(&self, code: &str, cursor_pos: usize) -> Reply<replies::Completions> {
+        Reply::Ok(complete(&mut Snapshot(self.0.clone()), code, cursor_pos))
     }
-    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value {
-        inspect(&mut Snapshot(self.0.clone()), code, cursor_pos, detail_level)
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Reply<Inspection> {
+        Reply::Ok(inspect(&mut Snapshot(self.0.clone()), code, cursor_pos, detail_level))
     }
 }
 
 /// The `complete_reply` content; `cursor` counts characters. Each match carries its kind
 /// (function, class, module, instance, keyword, magic) as JupyterLab reads it for its icons.
-pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> Value {
+pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> replies::Completions {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_prefix = &code[line_start..byte_pos];
@@ -119,18 +120,17 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> Valu
             None => Value::Null,
         })
         .collect();
-    json!({
-        "status": "ok",
-        "matches": matches.into_iter().map(|m| m.0).collect::<Vec<_>>(),
-        "cursor_start": cursor_start,
-        "cursor_end": cursor_end,
-        "metadata": {"_jupyter_types_experimental": types},
-    })
+    replies::Completions {
+        matches: matches.into_iter().map(|m| m.0).collect(),
+        cursor_start,
+        cursor_end,
+        metadata: json!({"_jupyter_types_experimental": types}),
+    }
 }
 
 /// The `inspect_reply` content: a magic's help, a variable's type, or rust-analyzer's hover.
 /// At `detail_level` 1 (IPython's `??`), a variable's type comes with its documentation.
-pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_level: u64) -> Value {
+pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_level: u64) -> Inspection {
     let byte_pos = char_to_byte(code, cursor);
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line = code[line_start..].lines().next().unwrap_or("").trim();
@@ -139,7 +139,7 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
         let name = name.split(|c: char| c.is_whitespace() || c == '?').next().unwrap_or("");
         let kind = if line.starts_with("%%") { dryml_magics::MagicKind::Cell } else { dryml_magics::MagicKind::Line };
         if let Some(spec) = dryml_magics::lookup(name, kind) {
-            return found(json!({"text/plain": spec.help_text()}));
+            return Inspection::found(json!({"text/plain": spec.help_text()}));
         }
     }
     // Extend to the end of the identifier under the cursor.
@@ -149,16 +149,16 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
         let typed = format!("{word}: {ty}");
         let docs = if detail_level > 0 { type_docs(analysis, &typed[word.len() + 2..]) } else { None };
         return match docs {
-            Some((plain, html)) => found(json!({
+            Some((plain, html)) => Inspection::found(json!({
                 "text/plain": format!("{typed}\n\n{plain}"),
                 "text/html": format!("<pre>{}</pre>{html}", crate::display_table::escape(&typed)),
             })),
-            None => found(json!({"text/plain": typed})),
+            None => Inspection::found(json!({"text/plain": typed})),
         };
     }
     match analysis.hover_at(code, end) {
-        Ok(Some((plain, html))) => found(json!({"text/plain": plain, "text/html": html})),
-        _ => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
+        Ok(Some((plain, html))) => Inspection::found(json!({"text/plain": plain, "text/html": html})),
+        _ => Inspection::none(),
     }
 }
 
@@ -171,10 +171,6 @@ fn type_docs(analysis: &mut impl Analysis, ty: &str) -> Option<(String, String)>
         return None;
     }
     analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?
-}
-
-fn found(data: Value) -> Value {
-    json!({"status": "ok", "found": true, "data": data, "metadata": {}})
 }
 
 fn is_ident_char(c: char) -> bool {

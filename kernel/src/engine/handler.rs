@@ -5,6 +5,7 @@
 use super::is_complete::{is_complete, Completeness};
 use super::Engine;
 use crate::history::History;
+use crate::protocol::replies::{self, Completions, HelpLink, Inspection, IsComplete, KernelInfo, LanguageInfo, Reply};
 use crate::protocol::{CommRequest, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
 use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
@@ -66,10 +67,10 @@ impl JupyterHandler {
     }
 
     /// Runs `f` on the engine, or answers with why there is none.
-    fn with_engine(&self, f: impl FnOnce(&mut Engine) -> Value) -> Value {
+    fn with_engine<T>(&self, f: impl FnOnce(&mut Engine) -> T) -> Reply<T> {
         match &mut *self.engine.lock().unwrap_or_else(PoisonError::into_inner) {
-            Slot::Ready(engine) => f(engine),
-            Slot::Failed(why) => json!({"status": "error", "ename": "EngineError", "evalue": why, "traceback": [why]}),
+            Slot::Ready(engine) => Reply::Ok(f(engine)),
+            Slot::Failed(why) => Reply::Error(ErrorContent::new("EngineError", why.clone())),
             Slot::Waiting(_) => unreachable!("the worker starts the engine before any request"),
         }
     }
@@ -130,31 +131,30 @@ impl Handler for JupyterHandler {
         crate::session::interrupt::give_way(&self.state);
     }
 
-    fn kernel_info(&self) -> Value {
+    fn kernel_info(&self) -> Reply<KernelInfo> {
         static DEBUGGER: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         let debugger = *DEBUGGER.get_or_init(|| crate::debug::adapter::find().is_some());
-        json!({
-            "status": "ok",
-            "protocol_version": PROTOCOL_VERSION,
-            "implementation": "dryml-rust",
-            "implementation_version": env!("CARGO_PKG_VERSION"),
-            "language_info": {
-                "name": "rust",
-                "version": rustc_version(),
-                "mimetype": "text/rust",
-                "file_extension": ".rs",
-                "pygments_lexer": "rust",
-                "codemirror_mode": "rust",
+        let link = |text, url| HelpLink { text, url };
+        Reply::Ok(KernelInfo {
+            protocol_version: PROTOCOL_VERSION,
+            implementation: "dryml-rust",
+            implementation_version: env!("CARGO_PKG_VERSION"),
+            language_info: LanguageInfo {
+                name: "rust",
+                version: rustc_version(),
+                mimetype: "text/rust",
+                file_extension: ".rs",
+                pygments_lexer: "rust",
+                codemirror_mode: "rust",
             },
-            "banner": format!("DRYML Rust {} — Rust notebooks on evcxr", env!("CARGO_PKG_VERSION")),
-            "help_links": [
-                {"text": "The Rust Book", "url": "https://doc.rust-lang.org/book/"},
-                {"text": "Rust standard library", "url": "https://doc.rust-lang.org/std/"},
-                {"text": "evcxr commands", "url": "https://github.com/evcxr/evcxr/blob/main/COMMON.md"},
+            banner: format!("DRYML Rust {} — Rust notebooks on evcxr", env!("CARGO_PKG_VERSION")),
+            help_links: vec![
+                link("The Rust Book", "https://doc.rust-lang.org/book/"),
+                link("Rust standard library", "https://doc.rust-lang.org/std/"),
+                link("evcxr commands", "https://github.com/evcxr/evcxr/blob/main/COMMON.md"),
             ],
-            // Protocol 5.5 says it in supported_features; older front ends read `debugger`.
-            "debugger": debugger,
-            "supported_features": if debugger { json!(["debugger"]) } else { json!([]) },
+            debugger,
+            supported_features: if debugger { vec!["debugger"] } else { Vec::new() },
         })
     }
 
@@ -170,11 +170,11 @@ impl Handler for JupyterHandler {
         }
     }
 
-    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+    fn complete(&self, code: &str, cursor_pos: usize) -> Reply<Completions> {
         self.with_engine(|e| e.complete(code, cursor_pos))
     }
 
-    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value {
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Reply<Inspection> {
         self.with_engine(|e| e.inspect(code, cursor_pos, detail_level))
     }
 
@@ -183,17 +183,22 @@ impl Handler for JupyterHandler {
         self.state.request_under_way().then(|| Box::new(super::complete::Snapshot(snapshot)) as _)
     }
 
-    fn is_complete(&self, code: &str) -> Value {
+    fn is_complete(&self, code: &str) -> IsComplete {
         match is_complete(code) {
-            Completeness::Incomplete { indent } => json!({"status": "incomplete", "indent": indent}),
-            other => json!({"status": other.status()}),
+            Completeness::Complete => IsComplete::Complete,
+            Completeness::Incomplete { indent } => IsComplete::Incomplete { indent },
+            Completeness::Invalid => IsComplete::Invalid,
         }
     }
 
-    fn history(&self, request: &crate::protocol::HistoryRequest) -> Value {
+    fn history(&self, request: &crate::protocol::HistoryRequest) -> Reply<replies::History> {
         match self.history.lock().unwrap_or_else(PoisonError::into_inner).query(request) {
-            Ok(h) => json!({"status": "ok", "history": h}),
-            Err(e) => json!({"status": "error", "ename": "HistoryError", "evalue": format!("{e:#}"), "traceback": []}),
+            Ok(history) => Reply::Ok(replies::History { history: json!(history) }),
+            Err(e) => Reply::Error(ErrorContent {
+                ename: "HistoryError".into(),
+                evalue: format!("{e:#}"),
+                traceback: Vec::new(),
+            }),
         }
     }
 

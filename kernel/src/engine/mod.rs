@@ -11,6 +11,7 @@ use crate::history::History;
 use crate::magic::cell::Cell;
 use crate::magic::{self, Host, Magics};
 use crate::measure::meter::Meter;
+use crate::protocol::replies::{Completions, Inspection};
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
 use crate::session::state::CellState;
 use crate::session::Session;
@@ -179,11 +180,11 @@ impl Engine {
     }
 
     /// Completion, with the session's rust-analyzer.
-    pub fn complete(&mut self, code: &str, cursor: usize) -> Value {
+    pub fn complete(&mut self, code: &str, cursor: usize) -> Completions {
         complete::complete(&mut self.session, code, cursor)
     }
 
-    pub fn inspect(&mut self, code: &str, cursor: usize, detail_level: u64) -> Value {
+    pub fn inspect(&mut self, code: &str, cursor: usize, detail_level: u64) -> Inspection {
         complete::inspect(&mut self.session, code, cursor, detail_level)
     }
 }

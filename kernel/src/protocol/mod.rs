@@ -15,6 +15,7 @@ pub mod messages;
 pub mod outbox;
 pub mod parent;
 pub mod published;
+pub mod replies;
 pub mod shell;
 pub mod stdin;
 pub mod wire;
@@ -26,6 +27,7 @@ pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
 use anyhow::{Context, Result};
 use published::Published;
+use replies::{Completions, History, Inspection, IsComplete, KernelInfo, Reply};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +64,7 @@ impl ExecuteRequest {
 }
 
 /// Jupyter's `error` content: also what a failed cell's reply carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ErrorContent {
     pub ename: String,
     pub evalue: String,
@@ -77,11 +79,6 @@ impl ErrorContent {
     pub fn new(ename: &str, evalue: impl Into<String>) -> Self {
         let evalue = evalue.into();
         ErrorContent { ename: ename.into(), traceback: vec![format!("{ename}: {evalue}")], evalue }
-    }
-
-    /// An error reply's content (`status: error`), for requests other than execute.
-    pub fn reply(&self) -> Value {
-        json!({"status": "error", "ename": self.ename, "evalue": self.evalue, "traceback": self.traceback})
     }
 }
 
@@ -136,8 +133,8 @@ pub fn dap_response(request: &Value, body: Result<Value, String>) -> Value {
 
 /// Completion and inspection beside a running cell ([`Handler::beside`]).
 pub trait Beside: Send {
-    fn complete(&self, code: &str, cursor_pos: usize) -> Value;
-    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value;
+    fn complete(&self, code: &str, cursor_pos: usize) -> Reply<Completions>;
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Reply<Inspection>;
 }
 
 pub trait Handler: Send + Sync + 'static {
@@ -164,16 +161,16 @@ pub trait Handler: Send + Sync + 'static {
     /// work under way should stop, so that the request does not wait for it.
     fn work_arrived(&self) {}
     /// The `kernel_info_reply` content.
-    fn kernel_info(&self) -> Value;
+    fn kernel_info(&self) -> Reply<KernelInfo>;
     fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome;
     /// The `complete_reply` content; `cursor_pos` counts characters, as Jupyter does.
-    fn complete(&self, code: &str, cursor_pos: usize) -> Value;
+    fn complete(&self, code: &str, cursor_pos: usize) -> Reply<Completions>;
     /// The `inspect_reply` content.
-    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Value;
+    fn inspect(&self, code: &str, cursor_pos: usize, detail_level: u64) -> Reply<Inspection>;
     /// The `is_complete_reply` content.
-    fn is_complete(&self, code: &str) -> Value;
+    fn is_complete(&self, code: &str) -> IsComplete;
     /// The `history_reply` content for a `history_request`.
-    fn history(&self, request: &HistoryRequest) -> Value;
+    fn history(&self, request: &HistoryRequest) -> Reply<History>;
     /// A `debug_request`'s DAP request: its DAP response (the `debug_reply`). `events`
     /// publishes `debug_event`s on iopub, now or later, from any thread. By default there is
     /// no debugger: a failed response that says so.

@@ -74,13 +74,15 @@ impl Outbox {
         self.publish(parent, Published::Status { execution_state });
     }
 
-    pub fn reply(&self, parent: &Message, content: Value) {
+    /// The reply to `parent`, its content one of [`super::replies`]' types (or a DAP message).
+    pub fn reply(&self, parent: &Message, content: impl serde::Serialize) {
         let reply_type = parent.msg_type().replace("_request", "_reply");
+        let content = serde_json::to_value(content).expect("reply content serialises");
         let _ = self.replies.send(Message::reply_to(parent, &reply_type, content));
     }
 
     /// `busy`, the reply `f` makes, `idle`: the shape of every request but execute.
-    pub fn answer(&self, parent: &Message, f: impl FnOnce() -> Value) {
+    pub fn answer<T: serde::Serialize>(&self, parent: &Message, f: impl FnOnce() -> T) {
         self.status(parent, ExecutionState::Busy);
         self.reply(parent, f());
         self.status(parent, ExecutionState::Idle);

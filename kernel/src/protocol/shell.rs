@@ -6,6 +6,7 @@
 use super::messages::Request;
 use super::outbox::Outbox;
 use super::published::{ExecutionState, Published};
+use super::replies::{CommInfo, Completions, Done, Inspection, IsComplete, Reply, Shutdown};
 use super::wire::{Message, Signer};
 use super::worker::Queue;
 use super::{guarded, panic_text, Beside, Handler};
@@ -55,9 +56,11 @@ impl<H: Handler> Dispatch<H> {
                     }
                 }
             }
-            Request::KernelInfo => self.out.answer(&msg, || guarded(|| h.kernel_info(), |e| e.reply())),
-            Request::IsComplete { code } => self.out.answer(&msg, || guarded(|| h.is_complete(&code), |e| e.reply())),
-            Request::History(req) => self.out.answer(&msg, || guarded(|| h.history(&req), |e| e.reply())),
+            Request::KernelInfo => self.out.answer(&msg, || guarded(|| h.kernel_info(), Reply::Error)),
+            Request::IsComplete { code } => {
+                self.out.answer(&msg, || guarded(|| h.is_complete(&code), IsComplete::Error))
+            }
+            Request::History(req) => self.out.answer(&msg, || guarded(|| h.history(&req), Reply::Error)),
             Request::Debug(request) => {
                 let (out, parent) = (self.out.clone(), msg.clone());
                 let events: super::DebugEvents = Arc::new(move |e| out.publish(&parent, Published::DebugEvent(e)));
@@ -66,7 +69,7 @@ impl<H: Handler> Dispatch<H> {
             }
             Request::CommInfo { target_name } => self.out.answer(&msg, || {
                 let comms = guarded(|| h.comm_info(target_name.as_deref()), |_| json!({}));
-                json!({"status": "ok", "comms": comms})
+                Reply::Ok(CommInfo { comms })
             }),
             Request::Comm(request) => {
                 // Handled here, not queued: a widget moved while a cell runs reaches it at once.
@@ -84,13 +87,13 @@ impl<H: Handler> Dispatch<H> {
                         // After the handler's interrupt, so a cell waiting for input knows why
                         // its wait ended.
                         self.out.cancel_input();
-                        json!({"status": "ok"})
+                        Reply::Ok(Done {})
                     },
-                    |e| e.reply(),
+                    Reply::Error,
                 )
             }),
             Request::Shutdown { restart } => {
-                self.out.answer(&msg, || json!({"status": "ok", "restart": restart}));
+                self.out.answer(&msg, || Reply::Ok(Shutdown { restart }));
                 return Some(restart);
             }
             // usage_request and unknown types: no reply is owed.
@@ -122,13 +125,13 @@ impl<H: Handler> Dispatch<H> {
             out.answer(&msg, || {
                 guarded(
                     || match &request {
-                        Request::Complete { code, cursor_pos } => beside.complete(code, *cursor_pos),
+                        Request::Complete { code, cursor_pos } => to_value(beside.complete(code, *cursor_pos)),
                         Request::Inspect { code, cursor_pos, detail_level } => {
-                            beside.inspect(code, *cursor_pos, *detail_level)
+                            to_value(beside.inspect(code, *cursor_pos, *detail_level))
                         }
                         _ => nothing_found(&request),
                     },
-                    |e| e.reply(),
+                    |e| to_value(Reply::<Done>::Error(e)),
                 )
             });
             work.busy_again(&out);
@@ -151,9 +154,14 @@ impl<H: Handler> Dispatch<H> {
 /// An empty `complete_reply` or `inspect_reply`.
 fn nothing_found(request: &Request) -> serde_json::Value {
     match request {
-        Request::Inspect { .. } => json!({"status": "ok", "found": false, "data": {}, "metadata": {}}),
-        _ => json!({"status": "ok", "matches": [], "cursor_start": 0, "cursor_end": 0, "metadata": {}}),
+        Request::Inspect { .. } => to_value(Reply::Ok(Inspection::none())),
+        _ => to_value(Reply::Ok(Completions::none())),
     }
+}
+
+/// A reply's content, where one answer may be either of two kinds.
+fn to_value(reply: impl serde::Serialize) -> serde_json::Value {
+    serde_json::to_value(reply).expect("reply content serialises")
 }
 
 /// Splits a ROUTER into its receive task (verify, dispatch) and its send task (replies from any

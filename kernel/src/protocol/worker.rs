@@ -5,6 +5,7 @@
 use super::messages::Request;
 use super::outbox::{Io, Outbox};
 use super::published::{ExecutionState, Published};
+use super::replies::{ExecuteReply, Reply};
 use super::wire::Message;
 use super::{guarded, panic_text, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler};
 use crossbeam_channel::RecvTimeoutError;
@@ -112,9 +113,7 @@ pub(crate) fn spawn<H: Handler>(handler: Arc<H>, out: Outbox) -> std::io::Result
                     error: Some(error),
                 });
                 for w in queued {
-                    worker
-                        .out
-                        .answer(&w.msg, || json!({"status": "aborted", "execution_count": worker.execution_count}));
+                    worker.out.answer(&w.msg, || ExecuteReply::Aborted { execution_count: worker.execution_count });
                 }
             }
         }
@@ -191,11 +190,11 @@ impl<H: Handler> Worker<H> {
             match request {
                 Request::Execute => self.execute(&msg),
                 Request::Complete { code, cursor_pos } => {
-                    self.out.answer(&msg, || guarded(|| self.handler.complete(&code, cursor_pos), |e| e.reply()));
+                    self.out.answer(&msg, || guarded(|| self.handler.complete(&code, cursor_pos), Reply::Error));
                 }
                 Request::Inspect { code, cursor_pos, detail_level } => self
                     .out
-                    .answer(&msg, || guarded(|| self.handler.inspect(&code, cursor_pos, detail_level), |e| e.reply())),
+                    .answer(&msg, || guarded(|| self.handler.inspect(&code, cursor_pos, detail_level), Reply::Error)),
                 other => tracing::warn!("worker: {other:?} is not queued work"),
             }
             self.last_done = Some(Instant::now());
@@ -227,32 +226,24 @@ impl<H: Handler> Worker<H> {
             || run(&req, &io),
             |e| ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error: Some(e) },
         );
-        let mut reply = json!({
-            "execution_count": req.execution_count,
-            "payload": outcome.payload,
-            "user_expressions": {},
-        });
-        match &outcome.error {
-            Some(err) => {
-                let error = Published::Error {
-                    ename: err.ename.clone(),
-                    evalue: err.evalue.clone(),
-                    traceback: err.traceback.clone(),
-                };
-                let content = error.content();
+        let execution_count = req.execution_count;
+        let reply = match outcome.error.clone() {
+            Some(error) => {
                 if !req.silent {
-                    io.publish(error);
+                    io.publish(Published::Error {
+                        ename: error.ename.clone(),
+                        evalue: error.evalue.clone(),
+                        traceback: error.traceback.clone(),
+                    });
                 }
-                reply["status"] = json!("error");
-                for k in ["ename", "evalue", "traceback"] {
-                    reply[k] = content[k].clone();
-                }
+                ExecuteReply::Error { execution_count, payload: outcome.payload, user_expressions: json!({}), error }
             }
-            None => {
-                reply["status"] = json!("ok");
-                reply["user_expressions"] = Value::Object(outcome.user_expressions);
-            }
-        }
+            None => ExecuteReply::Ok {
+                execution_count,
+                payload: outcome.payload,
+                user_expressions: Value::Object(outcome.user_expressions),
+            },
+        };
         // Only what was queued before the error's reply is aborted: a client that waits for
         // the reply and then sends more must not see it aborted.
         let aborted =
@@ -261,7 +252,7 @@ impl<H: Handler> Worker<H> {
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.out.status(msg, ExecutionState::Idle);
         for w in aborted {
-            self.out.answer(&w.msg, || json!({"status": "aborted", "execution_count": self.execution_count}));
+            self.out.answer(&w.msg, || ExecuteReply::Aborted { execution_count: self.execution_count });
         }
     }
 

@@ -4,6 +4,7 @@
 use crate::frontend::{connection_info, parent_id, Frontend, Sock};
 use dryml_kernel::protocol::outbox::InputError;
 use dryml_kernel::protocol::published::StreamName;
+use dryml_kernel::protocol::replies::{Completions, History, Inspection, IsComplete, KernelInfo, LanguageInfo, Reply};
 use dryml_kernel::protocol::{self, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -28,9 +29,24 @@ impl Handler for Toy {
         self.started.store(true, Ordering::SeqCst);
     }
 
-    fn kernel_info(&self) -> Value {
-        json!({"status": "ok", "protocol_version": "5.4", "implementation": "toy",
-               "language_info": {"name": "toy"}})
+    fn kernel_info(&self) -> Reply<KernelInfo> {
+        Reply::Ok(KernelInfo {
+            protocol_version: "5.4",
+            implementation: "toy",
+            implementation_version: "0",
+            language_info: LanguageInfo {
+                name: "toy",
+                version: "1".into(),
+                mimetype: "text/plain",
+                file_extension: ".toy",
+                pygments_lexer: "text",
+                codemirror_mode: "text",
+            },
+            banner: "toy".into(),
+            help_links: Vec::new(),
+            debugger: false,
+            supported_features: Vec::new(),
+        })
     }
 
     fn execute(&self, req: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
@@ -63,23 +79,27 @@ impl Handler for Toy {
         ExecuteOutcome { payload: vec![], user_expressions, error }
     }
 
-    fn complete(&self, code: &str, cursor_pos: usize) -> Value {
+    fn complete(&self, code: &str, cursor_pos: usize) -> Reply<Completions> {
         assert_ne!(code, "panic", "the toy's bug");
-        json!({"status": "ok", "matches": [format!("{code}!")], "cursor_start": 0, "cursor_end": cursor_pos, "metadata": {}})
+        let matches = vec![format!("{code}!")];
+        Reply::Ok(Completions { matches, cursor_start: 0, cursor_end: cursor_pos, metadata: json!({}) })
     }
 
-    fn inspect(&self, _code: &str, _cursor_pos: usize, _detail_level: u64) -> Value {
-        json!({"status": "ok", "found": false, "data": {}, "metadata": {}})
+    fn inspect(&self, _code: &str, _cursor_pos: usize, _detail_level: u64) -> Reply<Inspection> {
+        Reply::Ok(Inspection::none())
     }
 
-    fn is_complete(&self, code: &str) -> Value {
+    fn is_complete(&self, code: &str) -> IsComplete {
         assert_ne!(code, "panic", "the toy's bug");
-        let status = if code.ends_with('{') { "incomplete" } else { "complete" };
-        json!({"status": status})
+        if code.ends_with('{') {
+            IsComplete::Incomplete { indent: String::new() }
+        } else {
+            IsComplete::Complete
+        }
     }
 
-    fn history(&self, _request: &dryml_kernel::protocol::HistoryRequest) -> Value {
-        json!({"status": "ok", "history": [[0, 1, "print hi"]]})
+    fn history(&self, _request: &dryml_kernel::protocol::HistoryRequest) -> Reply<History> {
+        Reply::Ok(History { history: json!([[0, 1, "print hi"]]) })
     }
 
     fn interrupt(&self) {
