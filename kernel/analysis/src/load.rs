@@ -76,12 +76,15 @@ fn incomplete(workspace: &ProjectWorkspace, with_sysroot: bool) -> Option<String
     if !with_sysroot {
         return None;
     }
+    // A sysroot without its sources (`sysroot.error()`) stays so: the analysis goes on without.
     let sysroot = &workspace.sysroot;
-    if let Some(error) = sysroot.error().or(sysroot.metadata_error()) {
+    if let Some(error) = sysroot.metadata_error() {
         return Some(format!("the standard library's cargo metadata failed: {error}"));
     }
-    // The stitched library is seen only in its Debug text.
-    if format!("{sysroot:?}").contains("workspace: Stitched(") {
+    // Stitched where its workspace has a Cargo.toml: both metadata runs failed. (A toolchain
+    // whose library has none is stitched by design.) Seen only in the Debug text.
+    let has_manifest = sysroot.rust_lib_src_root().is_some_and(|src| std::fs::metadata(src.join("Cargo.toml")).is_ok());
+    if has_manifest && format!("{sysroot:?}").contains("workspace: Stitched(") {
         return Some("the standard library's cargo metadata failed, and its crates were guessed".into());
     }
     None
