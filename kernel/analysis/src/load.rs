@@ -24,13 +24,20 @@ pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
     let manifest = ProjectManifest::from_manifest_file(manifest)?;
     let config = CargoConfig { sysroot: with_sysroot.then_some(RustLibSource::Discover), ..CargoConfig::default() };
     let mut tries = 0;
+    // The crate folder's inode: cargo's rustc once found its working directory gone (ci48).
+    let folder = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(manifest.manifest_path().parent().as_str()).map(|m| m.ino()).ok()
+    };
     let workspace = loop {
+        let before = folder();
         let workspace = load_settled(&manifest, &config)?;
         let Some(why) = incomplete(&workspace, with_sysroot) else { break workspace };
         // One line in the log: cargo's message spans several.
         let why = why.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
+        let folder = if folder() == before { "stayed" } else { "was replaced meanwhile" };
         tries += 1;
-        eprintln!("dryml-analysis: incomplete load of {manifest} (try {tries} of {TRIES}): {why}");
+        eprintln!("dryml-analysis: incomplete load of {manifest} (try {tries} of {TRIES}; its folder {folder}): {why}");
         if tries == TRIES {
             bail!("the analysis could not load {manifest}: {why}");
         }

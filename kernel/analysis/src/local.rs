@@ -108,7 +108,10 @@ impl Local {
     /// none, for a log line.
     pub(crate) fn why_unknown(&self, function: &str) -> Vec<String> {
         match Host::locked(&self.host, &self.root, false) {
-            Ok(host) => queries::why_unknown(&host, function),
+            // A crate never loaded has no text in the database to read (ci48: a panic, then the
+            // kernel's connection gone).
+            Ok(host) if host.ws.loaded_toml.is_some() => queries::why_unknown(&host, function),
+            Ok(_) => vec!["the crate was never loaded".into()],
             Err(_) => Vec::new(),
         }
     }
@@ -387,6 +390,8 @@ mod tests {
             analysis.variables_in(source, "f")?.into_iter().map(|(n, v)| (n, v.type_name)).collect();
         found.sort_by(|a, b| a.0.cmp(&b.0));
         assert_eq!(found, [("t".to_string(), TypeName::Unknown), ("x".to_string(), TypeName::Named("u8".into()))]);
+        // What the server logs of such a miss reads nothing the database lacks.
+        assert_eq!(analysis.why_unknown("f"), ["the crate was never loaded"]);
         Ok(())
     }
 
