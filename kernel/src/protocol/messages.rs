@@ -120,29 +120,61 @@ impl Request {
     }
 }
 
-/// A comm message from the frontend, read once.
+/// What a comm message does to its comm.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommOp {
+    /// Opens it, to the target that handles it.
+    Open {
+        target_name: String,
+    },
+    Msg,
+    Close,
+}
+
+impl CommOp {
+    /// The word the kernel and `dryml::widgets::comm` say it with.
+    pub fn name(&self) -> &'static str {
+        match self {
+            CommOp::Open { .. } => "open",
+            CommOp::Msg => "msg",
+            CommOp::Close => "close",
+        }
+    }
+
+    /// A `comm_open`'s target.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            CommOp::Open { target_name } => Some(target_name),
+            _ => None,
+        }
+    }
+}
+
+/// A comm message, from the frontend or from the notebook's process, read once.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CommRequest {
-    /// `open`, `msg` or `close`.
-    pub op: &'static str,
+    pub op: CommOp,
     pub comm_id: String,
-    /// A `comm_open`'s target.
-    pub target_name: Option<String>,
     pub data: Value,
     pub metadata: Value,
 }
 
 impl CommRequest {
+    /// A `comm_open`, `comm_msg` or `comm_close`'s content.
     fn from_content(msg_type: &str, c: &Value) -> CommRequest {
         let op = match msg_type {
-            "comm_open" => "open",
-            "comm_close" => "close",
-            _ => "msg",
+            "comm_open" => CommOp::Open { target_name: c["target_name"].as_str().unwrap_or_default().to_string() },
+            "comm_close" => CommOp::Close,
+            _ => CommOp::Msg,
         };
+        CommRequest::read(op, c)
+    }
+
+    /// The message whose `op` is `op` and whose other fields `c` holds.
+    pub fn read(op: CommOp, c: &Value) -> CommRequest {
         CommRequest {
             op,
             comm_id: c["comm_id"].as_str().unwrap_or_default().to_string(),
-            target_name: c["target_name"].as_str().map(str::to_string),
             data: c.get("data").cloned().unwrap_or_else(|| serde_json::json!({})),
             metadata: c.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
         }
@@ -176,6 +208,22 @@ impl HistoryRequest {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_comm_message_says_what_it_does_to_its_comm() {
+        let open = json!({"comm_id": "c", "target_name": "jupyter.widget", "data": {"state": {}}});
+        let read = |kind: &str, c: &Value| match Request::read(kind, c) {
+            Request::Comm(comm) => comm,
+            other => panic!("{other:?}"),
+        };
+        let comm = read("comm_open", &open);
+        assert_eq!(comm.op, CommOp::Open { target_name: "jupyter.widget".into() });
+        assert_eq!((comm.op.name(), comm.op.target()), ("open", Some("jupyter.widget")));
+        // A message without data or metadata has them empty; a close names no target.
+        let close = read("comm_close", &json!({"comm_id": "c"}));
+        assert_eq!((close.op.target(), close.data, close.metadata), (None, json!({}), json!({})));
+        assert_eq!(read("comm_msg", &json!({"comm_id": "c"})).op, CommOp::Msg);
+    }
 
     #[test]
     fn requests_read_with_ipykernels_defaults() {

@@ -21,7 +21,7 @@ pub mod stdin;
 pub mod wire;
 mod worker;
 
-pub use messages::{CommRequest, ConnectionInfo, HistoryRequest, Request};
+pub use messages::{CommOp, CommRequest, ConnectionInfo, HistoryRequest, Request};
 pub use outbox::{Io, Outbox};
 pub use wire::{Message, Signer, WireError, PROTOCOL_VERSION};
 
@@ -182,7 +182,7 @@ pub trait Handler: Send + Sync + 'static {
     /// is published through `io`, whose parent is the message. By default there are no comm
     /// targets: a `comm_open` is closed at once, as ipykernel closes one to an unknown target.
     fn comm(&self, request: CommRequest, io: &Io) {
-        if request.op == "open" {
+        if matches!(request.op, CommOp::Open { .. }) {
             io.publish(Published::CommClose { comm_id: request.comm_id.clone(), data: json!({}) });
         }
     }

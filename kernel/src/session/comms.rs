@@ -5,7 +5,7 @@
 //! directory an experiment's networks write TensorBoard runs to.
 
 use crate::protocol::published::Published;
-use crate::protocol::{CommRequest, Io};
+use crate::protocol::{CommOp, CommRequest, Io};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -43,22 +43,26 @@ struct Inner {
 }
 
 impl Inner {
-    /// Keeps the widget states in step with a message either way.
-    fn track(&mut self, op: &str, id: &str, target: Option<&str>, data: &Value) {
-        let state = data["state"].as_object();
-        match (op, state) {
-            ("open", Some(s)) if target == Some(WIDGET) => {
-                self.states.insert(id.to_string(), s.clone());
+    /// Keeps the table of open comms and the widget states in step with a message either way.
+    fn track(&mut self, m: &CommRequest) {
+        let state = m.data["state"].as_object();
+        match (&m.op, state) {
+            (CommOp::Open { target_name }, state) => {
+                self.open.insert(m.comm_id.clone(), target_name.clone());
+                if let (WIDGET, Some(s)) = (target_name.as_str(), state) {
+                    self.states.insert(m.comm_id.clone(), s.clone());
+                }
             }
-            ("msg", Some(s)) if data["method"] == "update" => {
-                if let Some(mine) = self.states.get_mut(id) {
+            (CommOp::Msg, Some(s)) if m.data["method"] == "update" => {
+                if let Some(mine) = self.states.get_mut(&m.comm_id) {
                     mine.extend(s.clone());
                 }
             }
-            ("close", _) => {
-                self.states.remove(id);
+            (CommOp::Msg, _) => {}
+            (CommOp::Close, _) => {
+                self.open.remove(&m.comm_id);
+                self.states.remove(&m.comm_id);
             }
-            _ => {}
         }
     }
 
@@ -85,15 +89,20 @@ pub struct Comms {
 }
 
 /// A comm message on iopub; its metadata is the message's own, as ipykernel sends it.
-fn publish(io: &Io, op: &str, comm_id: &str, target: Option<&str>, data: &Value, metadata: &Value) {
-    let (comm_id, data) = (comm_id.to_string(), data.clone());
+fn publish(io: &Io, m: CommRequest) {
+    let CommRequest { op, comm_id, data, metadata } = m;
     let message = match op {
-        "open" => Published::CommOpen { comm_id, target_name: target.unwrap_or_default().to_string(), data },
-        "close" => Published::CommClose { comm_id, data },
-        _ => Published::CommMsg { comm_id, data },
+        CommOp::Open { target_name } => Published::CommOpen { comm_id, target_name, data },
+        CommOp::Close => Published::CommClose { comm_id, data },
+        CommOp::Msg => Published::CommMsg { comm_id, data },
     };
-    let metadata = if metadata.is_object() { metadata.clone() } else { json!({}) };
+    let metadata = if metadata.is_object() { metadata } else { json!({}) };
     io.publish_with(message, metadata);
+}
+
+/// A message that closes `comm_id`.
+fn closing(comm_id: &str) -> CommRequest {
+    CommRequest { op: CommOp::Close, comm_id: comm_id.to_string(), data: json!({}), metadata: json!({}) }
 }
 
 impl Comms {
@@ -121,7 +130,7 @@ impl Comms {
         };
         if let Some(io) = io {
             for id in old.keys() {
-                publish(&io, "close", id, None, &json!({}), &Value::Null);
+                publish(&io, closing(id));
             }
         }
     }
@@ -139,31 +148,27 @@ impl Comms {
         self.lock().parent = None;
     }
 
-    /// A `DRYML_COMM` line from the child: published on iopub, and the table kept.
+    /// A `DRYML_COMM` line from the child: a target it registered, or a comm message, which is
+    /// published on iopub and kept in the table.
     pub fn from_child(&self, body: &Value, cell: Option<Io>) {
-        let op = body["op"].as_str().unwrap_or("msg");
-        let id = body["comm_id"].as_str().unwrap_or_default();
-        let target = body["target_name"].as_str();
+        let target = || body["target_name"].as_str().unwrap_or_default().to_string();
+        let op = match body["op"].as_str().unwrap_or("msg") {
+            "target" => {
+                self.lock().targets.insert(target());
+                return;
+            }
+            "open" => CommOp::Open { target_name: target() },
+            "close" => CommOp::Close,
+            _ => CommOp::Msg,
+        };
+        let m = CommRequest::read(op, body);
         let io = {
             let mut g = self.lock();
-            match op {
-                "target" => {
-                    g.targets.extend(target.map(str::to_string));
-                    return;
-                }
-                "open" => {
-                    g.open.insert(id.to_string(), target.unwrap_or_default().to_string());
-                }
-                "close" => {
-                    g.open.remove(id);
-                }
-                _ => {}
-            }
-            g.track(op, id, target, &body["data"]);
+            g.track(&m);
             g.parent.clone().or(cell)
         };
         if let Some(io) = io {
-            publish(&io, op, id, target, &body["data"], &body["metadata"]);
+            publish(&io, m);
         }
     }
 
@@ -171,41 +176,32 @@ impl Comms {
     /// or an open comm; otherwise refused as ipykernel does, with a `comm_close`.
     pub fn from_frontend(&self, req: CommRequest, io: &Io) {
         let mut g = self.lock();
-        let control = match req.op {
-            "open" => req.target_name.as_deref() == Some(WIDGET_CONTROL),
-            _ => g.open.get(&req.comm_id).is_some_and(|t| t == WIDGET_CONTROL),
+        let control = match req.op.target() {
+            Some(target) => target == WIDGET_CONTROL,
+            None => g.open.get(&req.comm_id).is_some_and(|t| t == WIDGET_CONTROL),
         };
         if control {
             return self.control(g, req, io);
         }
-        let known = match req.op {
-            "open" => req.target_name.as_ref().is_some_and(|t| g.targets.contains(t)),
-            _ => g.open.contains_key(&req.comm_id),
+        let known = match req.op.target() {
+            Some(target) => g.targets.contains(target),
+            None => g.open.contains_key(&req.comm_id),
         };
         if !known {
             drop(g);
-            match req.op {
-                "open" => tracing::info!("comm_open to target {:?}, which nothing registered: closed", req.target_name),
-                _ => tracing::info!("{} for comm {}, which is not open: ignored", req.op, req.comm_id),
+            match req.op.target() {
+                Some(target) => tracing::info!("comm_open to target {target:?}, which nothing registered: closed"),
+                None => tracing::info!("{} for comm {}, which is not open: ignored", req.op.name(), req.comm_id),
             }
-            if req.op != "close" {
-                publish(io, "close", &req.comm_id, None, &json!({}), &Value::Null);
+            if req.op != CommOp::Close {
+                publish(io, closing(&req.comm_id));
             }
             return;
         }
-        match req.op {
-            "open" => {
-                g.open.insert(req.comm_id.clone(), req.target_name.clone().unwrap_or_default());
-            }
-            "close" => {
-                g.open.remove(&req.comm_id);
-            }
-            _ => {}
-        }
-        g.track(req.op, &req.comm_id, req.target_name.as_deref(), &req.data);
+        g.track(&req);
         g.parent = Some(io.clone());
         let msg = json!({
-            "op": req.op, "comm_id": req.comm_id, "target_name": req.target_name,
+            "op": req.op.name(), "comm_id": req.comm_id, "target_name": req.op.target(),
             "data": req.data, "metadata": req.metadata,
         });
         let frame = frame(TAG_COMM, msg.to_string().as_bytes());
@@ -219,7 +215,7 @@ impl Comms {
     /// render: the child is told), asks for every state, and closes it.
     fn control(&self, mut g: std::sync::MutexGuard<'_, Inner>, req: CommRequest, io: &Io) {
         match req.op {
-            "open" => {
+            CommOp::Open { .. } => {
                 g.open.insert(req.comm_id, WIDGET_CONTROL.to_string());
                 if !g.widgets {
                     g.widgets = true;
@@ -228,15 +224,15 @@ impl Comms {
                     }
                 }
             }
-            "close" => {
+            CommOp::Close => {
                 g.open.remove(&req.comm_id);
             }
-            _ if req.data["method"] == "request_states" => {
-                let states = g.all_states();
+            CommOp::Msg if req.data["method"] == "request_states" => {
+                let data = g.all_states();
                 drop(g);
-                publish(io, "msg", &req.comm_id, None, &states, &json!({}));
+                publish(io, CommRequest { op: CommOp::Msg, comm_id: req.comm_id, data, metadata: json!({}) });
             }
-            _ => {}
+            CommOp::Msg => {}
         }
     }
 
