@@ -56,6 +56,8 @@ enum CacheAction {
 }
 
 fn main() -> std::process::ExitCode {
+    // As the analysis's rustc wrapper this never returns (kernel/analysis/src/load.rs).
+    dryml_analysis::rustc_wrapper_hook();
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
     // As rustc's wrapper, this binary records the cell crate's command for builds without cargo.

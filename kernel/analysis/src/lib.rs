@@ -20,6 +20,7 @@ mod wire;
 
 pub use beside::{Beside, Shared};
 pub use client::Client;
+pub use load::rustc_wrapper_hook;
 pub use local::Local;
 pub use origins::Origins;
 pub use server::serve;

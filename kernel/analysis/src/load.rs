@@ -19,10 +19,42 @@ const DEP_CHECK_PACKAGE: &str = "evcxr_dummy_validate_dep";
 /// Tries at a load whose `cargo metadata` failed, before the load fails.
 const TRIES: u32 = 3;
 
+/// Set, with this process's binary as their `RUSTC_WRAPPER`, on the cargo runs of a load.
+pub const RUSTC_WRAPPER_ENV: &str = "DRYML_ANALYSIS_RUSTC";
+
+/// Whether this binary's `main` runs [`rustc_wrapper_hook`] (a test harness does not).
+static WRAPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// As the `RUSTC_WRAPPER` of a load's cargo runs: runs rustc, from `/` where the working
+/// directory it was given is gone. ci48: every load of two processes failed as rustc (rustup's
+/// proxy) could not locate the crate folder cargo ran in, removed under it. Returns only where
+/// this process is not that wrapper; the loads of a binary that never called it run no wrapper.
+pub fn rustc_wrapper_hook() {
+    if std::env::var_os(RUSTC_WRAPPER_ENV).is_none() {
+        WRAPS.store(true, std::sync::atomic::Ordering::SeqCst);
+        return;
+    }
+    let mut args = std::env::args_os().skip(1);
+    let Some(rustc) = args.next() else { return };
+    let mut command = std::process::Command::new(rustc);
+    command.args(args).env_remove(RUSTC_WRAPPER_ENV);
+    if std::env::current_dir().is_err() {
+        command.current_dir("/");
+    }
+    let error = std::os::unix::process::CommandExt::exec(&mut command);
+    eprintln!("dryml-analysis: rustc did not start: {error}");
+    std::process::exit(101);
+}
+
 /// Loads the workspace of `manifest` and reads its files.
 pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
     let manifest = ProjectManifest::from_manifest_file(manifest)?;
-    let config = CargoConfig { sysroot: with_sysroot.then_some(RustLibSource::Discover), ..CargoConfig::default() };
+    let mut config = CargoConfig { sysroot: with_sysroot.then_some(RustLibSource::Discover), ..CargoConfig::default() };
+    let this = std::env::current_exe().ok().filter(|_| WRAPS.load(std::sync::atomic::Ordering::SeqCst));
+    if let Some(this) = this {
+        config.extra_env.insert("RUSTC_WRAPPER".into(), Some(this.to_string_lossy().into_owned()));
+        config.extra_env.insert(RUSTC_WRAPPER_ENV.into(), Some("1".into()));
+    }
     let mut tries = 0;
     // The crate folder's inode: cargo's rustc once found its working directory gone (ci48).
     let folder = || {

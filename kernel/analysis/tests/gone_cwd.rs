@@ -1,6 +1,6 @@
-//! An analysis process started from a directory since removed (a kernel run in a notebook's
-//! folder that was then deleted, as each test's is): cargo and rustc, run by its loads, must not
-//! inherit that directory. Its own test binary: it changes the process's working directory.
+//! Folders removed under the analysis: the one its process was started from (a kernel run in a
+//! notebook's folder, then deleted), and the one cargo runs rustc in (ci48). Its own test
+//! binary: it changes the process's working directory.
 
 use anyhow::Result;
 use dryml_analysis::Client;
@@ -31,7 +31,7 @@ fn a_process_started_in_a_removed_directory_still_loads_crates_whole() -> Result
     first.variables_in(source.clone(), "f")?;
     std::env::set_current_dir(dir.path())?;
     std::fs::remove_dir(&gone)?;
-    let mut client = Client::new(program, Some(sockets.clone()), &root);
+    let mut client = Client::new(program.clone(), Some(sockets.clone()), &root);
     let types = client.variables_in(source, "f")?;
     let log = std::fs::read_dir(&sockets)?
         .flatten()
@@ -44,5 +44,16 @@ fn a_process_started_in_a_removed_directory_still_loads_crates_whole() -> Result
         "{log}"
     );
     assert!(!log.contains("incomplete load"), "{log}");
+
+    // As a load's rustc wrapper in a folder since removed (where cargo ran, in ci48): rustc
+    // runs, from `/`. rustup's proxy alone exits with "Could not locate working directory".
+    let doomed = dir.path().join("doomed");
+    std::fs::create_dir(&doomed)?;
+    std::env::set_current_dir(&doomed)?;
+    std::fs::remove_dir(&doomed)?;
+    let out = std::process::Command::new(&program).env("DRYML_ANALYSIS_RUSTC", "1").args(["rustc", "-vV"]).output()?;
+    std::env::set_current_dir(dir.path())?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.starts_with("rustc "), "{out:?}");
     Ok(())
 }
