@@ -50,9 +50,10 @@ pub fn rustc_wrapper_hook() {
 pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
     let manifest = ProjectManifest::from_manifest_file(manifest)?;
     let mut config = CargoConfig { sysroot: with_sysroot.then_some(RustLibSource::Discover), ..CargoConfig::default() };
-    let this = std::env::current_exe().ok().filter(|_| WRAPS.load(std::sync::atomic::Ordering::SeqCst));
-    if let Some(this) = this {
-        config.extra_env.insert("RUSTC_WRAPPER".into(), Some(this.to_string_lossy().into_owned()));
+    if WRAPS.load(std::sync::atomic::Ordering::SeqCst) {
+        // This process's binary by its /proc name: it runs even where the file was rebuilt or
+        // removed since the process started (its path then ends in " (deleted)").
+        config.extra_env.insert("RUSTC_WRAPPER".into(), Some(format!("/proc/{}/exe", std::process::id())));
         config.extra_env.insert(RUSTC_WRAPPER_ENV.into(), Some("1".into()));
     }
     let mut tries = 0;
