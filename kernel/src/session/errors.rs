@@ -5,6 +5,39 @@
 use crate::protocol::ErrorContent;
 use evcxr::Error as EvcxrError;
 
+/// Whether line `line` of the code evcxr was given is one of the cell's own.
+fn in_cell(line: usize, src: Source<'_>) -> bool {
+    line > src.added
+        && line <= src.code.lines().count()
+        && src.cell.is_some_and(|c| c.cell_line(line - src.added).is_some())
+}
+
+/// The variable the cell moved or dropped where only the kernel's check then borrows it: the
+/// last statement of a cell naming what a kept borrow is made from (`borrows.rs`).
+pub fn moved_under_borrow(e: &EvcxrError, src: Source<'_>) -> Option<String> {
+    let EvcxrError::CompilationErrors(errors) = e else { return None };
+    errors.iter().find_map(|e| {
+        let primary_in_cell = e
+            .spanned_messages()
+            .iter()
+            .any(|m| m.is_primary && m.span.as_ref().is_some_and(|s| in_cell(s.start_line, src)));
+        let moved = e.message().strip_prefix("borrow of moved value: `")?.strip_suffix('`')?.to_owned();
+        (e.code() == Some("E0382") && !primary_in_cell).then_some(moved)
+    })
+}
+
+/// That error, said as what it is: `name` (made by `borrow`) borrows `root`, which the cell moves.
+pub fn moved_while_borrowed(mut err: ErrorContent, root: &str, (name, borrow): (String, String)) -> ErrorContent {
+    err.evalue = format!(
+        "[E0382] `{root}` is moved or dropped here, but `{name}` borrows it (`{borrow}`, kept from an \
+         earlier cell). Let `{name}` go first (`drop({name});` above the move), or move a clone of `{root}`."
+    );
+    if let Some(first) = err.traceback.first_mut() {
+        *first = format!("CompilationError: {}", err.evalue);
+    }
+    err
+}
+
 /// A context error, under DRYML's exception name.
 pub fn context(e: dryml::compute::context::ContextError) -> ErrorContent {
     ErrorContent::new(e.name(), e.message())
@@ -26,8 +59,7 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
         .spanned_messages()
         .iter()
         .filter_map(|m| m.span.as_ref().map(|s| (s, m)))
-        .filter(|(s, _)| s.start_line > src.added && s.start_line <= lines.len())
-        .filter(|(s, _)| src.cell.is_some_and(|c| c.cell_line(s.start_line - src.added).is_some()))
+        .filter(|(s, _)| in_cell(s.start_line, src))
         .collect();
     let Some(cell) = src.cell.filter(|_| !spans.is_empty()) else {
         // Only in the code the kernel wraps a `%%compute` or `%%sweep` body in: rustc's words,

@@ -1,11 +1,12 @@
 //! Which stored variables a cell loads (evcxr's `CellLoads`, patch part one): those it names and
 //! those whose type names a type it defines or imports. evcxr checked, took and put back every
 //! variable in every cell, so a trivial cell's build grew with the notebook (100 variables: 1.19 s
-//! a cell, against 0.27 s).
+//! a cell, against 0.27 s). The same hook makes the notebook's kept borrows (`borrows.rs`).
 
+use super::borrows::Borrows;
 use regex::Regex;
 use std::collections::HashSet;
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 static WORD: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[A-Za-z_][A-Za-z0-9_]*").unwrap());
 
@@ -15,14 +16,17 @@ static DEFINED: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 #[derive(Debug, Default)]
-pub struct NamedOnly;
+pub struct NamedOnly(pub Arc<Borrows>);
 
 impl evcxr::CellLoads for NamedOnly {
     /// A variable is loaded where the cell's text has its name as a word (in code, strings and
     /// comments alike: `println!("{x}")` names `x`), or its type names a type the cell defines
-    /// or imports, so that the cell that redefines a type still finds its variables.
+    /// or imports, so that the cell that redefines a type still finds its variables; and those
+    /// a kept borrow it names is made from.
     fn loads(&self, code: &str, variables: &[(&str, &str)]) -> HashSet<String> {
-        let words: HashSet<&str> = WORD.find_iter(code).map(|m| m.as_str()).collect();
+        let mut words: HashSet<String> = WORD.find_iter(code).map(|m| m.as_str().to_owned()).collect();
+        let roots = self.0.roots_named(|name| words.contains(name));
+        words.extend(roots);
         let mut types = HashSet::new();
         for found in DEFINED.captures_iter(code) {
             types.extend(found.get(1).map(|name| name.as_str()));
@@ -35,6 +39,10 @@ impl evcxr::CellLoads for NamedOnly {
         };
         variables.iter().filter(|(name, ty)| loaded(name, ty)).map(|(name, _)| name.to_string()).collect()
     }
+
+    fn borrows(&self, code: &str, variables: &[&str]) -> evcxr::CellBorrows {
+        self.0.around(code, variables)
+    }
 }
 
 #[cfg(test)]
@@ -44,7 +52,7 @@ mod tests {
 
     fn loads(code: &str) -> Vec<String> {
         let variables = [("x", "i32"), ("points", "Vec<Point>"), ("model", "nn::Linear"), ("other", "String")];
-        let mut names: Vec<String> = NamedOnly.loads(code, &variables).into_iter().collect();
+        let mut names: Vec<String> = NamedOnly::default().loads(code, &variables).into_iter().collect();
         names.sort();
         names
     }

@@ -10,6 +10,18 @@ use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Before code with `:dep` lines: the workspace's packages in the cell crate's Cargo.lock
+/// (evcxr's crate is `EVCXR_TMPDIR`, which `lib.rs` sets), so they resolve without the index.
+pub fn seed_cell_crate(code: &str) {
+    if !code.lines().any(|l| l.trim_start().starts_with(":dep")) {
+        return;
+    }
+    let (Some(seed), Some(dir)) = (seed(), std::env::var_os("EVCXR_TMPDIR")) else { return };
+    if let Err(e) = merge(&Path::new(&dir).join("Cargo.lock"), &seed) {
+        tracing::warn!("the cell crate's Cargo.lock was not seeded from {}: {e}", seed.display());
+    }
+}
+
 /// The seed: the workspace's Cargo.lock beside the runtime's sources (`runtime/../Cargo.lock`).
 pub fn seed() -> Option<PathBuf> {
     let lock = crate::paths::runtime().join("..").join("Cargo.lock");

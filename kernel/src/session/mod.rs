@@ -5,6 +5,7 @@
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
 pub mod beside;
+mod borrows;
 mod builds;
 pub mod cache;
 pub mod comms;
@@ -78,6 +79,8 @@ pub struct Session {
     claim: Option<Claim>,
     /// Completion and hover beside a running cell, from the analysis evcxr asks.
     beside: Option<dryml_analysis::Beside>,
+    /// The notebook's borrows of its variables, made again in each cell that names them.
+    borrows: Arc<borrows::Borrows>,
     /// How long the last user code took to build and run, while `:timing` is on.
     took: Option<Duration>,
     /// evcxr's start-up files, not loaded yet (see [`config`]).
@@ -128,6 +131,7 @@ impl Session {
         }
         let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
         let mut beside = None;
+        let borrows = Arc::<borrows::Borrows>::default();
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
             ctx.set_crate_name(&crate_name)?;
             if let Some(dir) = &build_dir {
@@ -137,7 +141,7 @@ impl Session {
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            beside = Some(hooks::fill(ctx)?);
+            beside = Some(hooks::fill(ctx, borrows.clone())?);
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
@@ -169,6 +173,7 @@ impl Session {
             cache,
             claim,
             beside,
+            borrows,
             took: None,
             config: config::found(),
         };
@@ -349,7 +354,7 @@ impl Session {
     pub fn eval_hidden(&mut self, code: &str) -> Result<evcxr::EvalOutputs, ErrorContent> {
         let was_quiet = self.state.set_quiet(true);
         self.ends.drain();
-        seed_lock(code);
+        lockfile::seed_cell_crate(code);
         let mut r = self.ctx.execute(code);
         let end = r.as_mut().ok().and_then(ends::take_end);
         self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
@@ -446,7 +451,7 @@ impl Session {
             },
             before_run: Some(&before_run),
         };
-        seed_lock(&code);
+        lockfile::seed_cell_crate(&code);
         let began = std::time::Instant::now();
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let spent = began.elapsed();
@@ -485,6 +490,12 @@ impl Session {
         if let Some((ename, evalue)) = self.state.take_raised() {
             return Err(ErrorContent::new(&ename, self.state.in_cell(&evalue)));
         }
+        // The borrows it made are kept; those whose variables are gone go, saying so.
+        let stored = self.variables();
+        let names: Vec<&str> = stored.keys().map(String::as_str).collect();
+        for gone in self.borrows.commit(result.is_ok().then_some(code.as_str()), &names) {
+            self.state.stream(StreamName::Stderr, &format!("{gone}\n"));
+        }
         match result {
             Ok(outputs) => {
                 // evcxr's phases name where the types came from ("Types from rustc"), each try,
@@ -497,7 +508,12 @@ impl Session {
             }
             Err(e) => {
                 let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
-                let err = errors::evcxr_in(e, self.state.stderr_lines(), &vars_before, src);
+                let held = errors::moved_under_borrow(&e, src)
+                    .and_then(|root| self.borrows.of_root(&root).map(|borrow| (root, borrow)));
+                let mut err = errors::evcxr_in(e, self.state.stderr_lines(), &vars_before, src);
+                if let Some((root, borrow)) = held {
+                    err = errors::moved_while_borrowed(err, &root, borrow);
+                }
                 self.note_child_pid();
                 Err(err)
             }
@@ -513,18 +529,6 @@ impl Session {
 /// The machine's build cache and this kernel's claim on crate names in it, unless the cache is
 /// off or unusable (then the kernel builds in its own directory, as evcxr does, and `%cache`
 /// says why).
-/// Before code with `:dep` lines: the workspace's packages in the cell crate's Cargo.lock
-/// (evcxr's crate is `EVCXR_TMPDIR`, which `lib.rs` sets), so they resolve without the index.
-fn seed_lock(code: &str) {
-    if !code.lines().any(|l| l.trim_start().starts_with(":dep")) {
-        return;
-    }
-    let (Some(seed), Some(dir)) = (lockfile::seed(), std::env::var_os("EVCXR_TMPDIR")) else { return };
-    if let Err(e) = lockfile::merge(&Path::new(&dir).join("Cargo.lock"), &seed) {
-        tracing::warn!("the cell crate's Cargo.lock was not seeded from {}: {e}", seed.display());
-    }
-}
-
 fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
     let cache = match BuildCache::from_env() {
         Ok(Some(cache)) => cache,
