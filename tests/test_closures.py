@@ -108,6 +108,8 @@ def test_a_borrow_of_a_kept_variable_lives_on_and_guards_it(kernel):
     assert value(kernel, "(v.len(), r.len(), tail.len())") == "(3, 3, 2)"
     types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
     assert types["v"] == "Vec<i32>" and "r" not in types, "a borrow is made again, never stored"
+    # A sandbox makes it from its copy of `v`.
+    assert value(kernel, "%%compute default\nr.len() + tail.len()", timeout=600) == "5"
     # Let go first, then moved: the borrows are gone, the value moved.
     ok(kernel, "drop(r);\ndrop(tail);\ndrop(tens);\nlet w = v;")
     reply, _ = kernel.execute("r.len()")
