@@ -183,7 +183,7 @@ impl Debugger {
     /// The notebook's variables as the last cell left them: names and types, and the short
     /// values last read (blank where none was).
     fn variables(&self) -> Value {
-        let vars = lock(&self.state.variables);
+        let vars = self.state.variables();
         let list: Vec<Value> = vars
             .types
             .iter()

@@ -49,12 +49,11 @@ fn jupyter_requests_are_answered_here_without_a_debugger() {
     assert_eq!(info["body"]["breakpoints"], json!([{"source": path, "breakpoints": [{"line": 2}]}]));
 
     // The variables the last cell left, read without the engine.
-    {
-        let mut vars = d.state.variables.lock().unwrap();
-        vars.types.insert("v".into(), "Vec<f32>".into());
-        vars.types.insert("model".into(), "Net".into());
-        vars.values.insert("v".into(), "[1.5] (len 1)".into());
-    }
+    let mut vars = crate::session::state::Variables::default();
+    vars.types.insert("v".into(), "Vec<f32>".into());
+    vars.types.insert("model".into(), "Net".into());
+    vars.values.insert("v".into(), "[1.5] (len 1)".into());
+    d.state.set_variables(vars);
     let vars = d.handle(&request(5, "inspectVariables", json!({})), events.clone());
     assert_eq!(
         vars["body"]["variables"],

@@ -57,7 +57,7 @@ impl JupyterHandler {
         };
         let state = Arc::new(CellState::default());
         let debugger = Arc::new(Mutex::new(crate::debug::Debugger::new(state.clone())));
-        let _ = state.debug_hook.set(Box::new(DebugHook(debugger.clone())));
+        state.set_debug_hook(Box::new(DebugHook(debugger.clone())));
         Ok(JupyterHandler {
             debugger,
             state,
@@ -179,7 +179,7 @@ impl Handler for JupyterHandler {
     }
 
     fn beside(&self) -> Option<Box<dyn crate::protocol::Beside>> {
-        let snapshot = self.state.analysis.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+        let snapshot = self.state.analysis()?;
         self.state.request_under_way().then(|| Box::new(super::complete::Snapshot(snapshot)) as _)
     }
 
@@ -216,11 +216,11 @@ impl Handler for JupyterHandler {
     }
 
     fn comm(&self, request: CommRequest, io: &Io) {
-        self.state.comms.from_frontend(request, io);
+        self.state.comms().from_frontend(request, io);
     }
 
     fn comm_info(&self, target_name: Option<&str>) -> Value {
-        self.state.comms.info(target_name)
+        self.state.comms().info(target_name)
     }
 
     fn interrupt(&self) {

@@ -69,14 +69,14 @@ impl Engine {
         if std::env::var_os("DRYML_TEST_PANIC_ON").is_some_and(|c| c == req.code.as_str()) {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
-        *self.state.io.lock().unwrap() = Some(io.clone());
-        self.state.comms.cell_began();
+        self.state.set_io(io.clone());
+        self.state.comms().cell_began();
         // Completion and inspection are answered beside this request from the notebook as it
         // finds it (a clone of evcxr's state: 0.2 ms with 300 variables and 100 functions).
         let taken = std::time::Instant::now();
         let snapshot = self.session.beside().map(std::sync::Arc::new);
         tracing::debug!("analysis snapshot taken in {:?}", taken.elapsed());
-        *self.state.analysis.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot;
+        self.state.set_analysis(snapshot);
         let state = self.state.clone();
         let _request = state.request_begins(req.silent);
         let count = req.execution_count;
@@ -86,13 +86,13 @@ impl Engine {
             }
         }
         if self.state.debugging() {
-            if let Some(hook) = self.state.debug_hook.get() {
+            if let Some(hook) = self.state.debug_hook() {
                 hook.began(&req.code);
             }
         }
         let run = self.run_cell(&req.code, io, count);
         // Names and types only (microseconds); values are read when the panel asks.
-        self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).types = self.session.variables();
+        self.state.set_variable_types(self.session.variables());
         let mut user_expressions = Map::new();
         if run.error.is_none() {
             if let (true, Some(text)) = (req.store_history, &run.result_text) {
@@ -159,7 +159,7 @@ impl Engine {
     /// (see [`crate::debug::values`]), unless they are as of the last cell already.
     pub fn read_variable_values(&mut self) {
         let seq = self.state.cells_begun();
-        if self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values_of == Some(seq) {
+        if self.state.variables().values_of == Some(seq) {
             return;
         }
         let types = self.session.variables();
@@ -175,8 +175,7 @@ impl Engine {
                 }
             }
         };
-        let mut vars = self.state.variables.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        *vars = crate::session::state::Variables { types, values, values_of: Some(seq) };
+        self.state.set_variables(crate::session::state::Variables { types, values, values_of: Some(seq) });
     }
 
     /// Completion, with the session's rust-analyzer.

@@ -59,7 +59,7 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
         return out;
     }
     if let (Some(why), true) = (handler.runs_elsewhere(), host.state.debugging()) {
-        if let Some(note) = host.state.debug_hook.get().and_then(|hook| hook.elsewhere(why)) {
+        if let Some(note) = host.state.debug_hook().and_then(|hook| hook.elsewhere(why)) {
             host.state.stream(StreamName::Stderr, &note);
         }
     }

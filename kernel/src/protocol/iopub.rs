@@ -28,13 +28,19 @@ pub(crate) async fn task(mut sock: zeromq::XPubSocket, mut rx: UnboundedReceiver
     }
 }
 
+/// The content of an `iopub_welcome` (JEP 65).
+#[derive(serde::Serialize)]
+struct Subscription<'a> {
+    subscription: &'a str,
+}
+
 fn welcome(topic: &str) -> Message {
     Message {
         identities: vec![bytes::Bytes::from("iopub_welcome")],
         header: new_header("iopub_welcome", ""),
         parent_header: json!({}),
         metadata: json!({}),
-        content: json!({"subscription": topic}),
+        content: serde_json::to_value(Subscription { subscription: topic }).expect("a welcome serialises"),
         buffers: vec![],
     }
 }

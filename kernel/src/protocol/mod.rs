@@ -115,20 +115,30 @@ pub struct ExecuteOutcome {
 /// Publishes a DAP event as a `debug_event` on iopub.
 pub type DebugEvents = std::sync::Arc<dyn Fn(Value) + Send + Sync>;
 
+/// A DAP response (the debug adapter protocol's own message, which a `debug_reply` carries).
+#[derive(serde::Serialize)]
+struct DapResponse<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    seq: u64,
+    request_seq: &'a Value,
+    command: &'a Value,
+    success: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
 /// The DAP response to `request`: `success` with its body, or a failure that says why.
 pub fn dap_response(request: &Value, body: Result<Value, String>) -> Value {
-    let mut r = json!({"type": "response", "seq": 0, "request_seq": request["seq"], "command": request["command"]});
-    match body {
-        Ok(b) => {
-            r["success"] = json!(true);
-            r["body"] = b;
-        }
-        Err(m) => {
-            r["success"] = json!(false);
-            r["message"] = json!(m);
-        }
-    }
-    r
+    let (request_seq, command) = (&request["seq"], &request["command"]);
+    let (success, body, message) = match body {
+        Ok(b) => (true, Some(b), None),
+        Err(m) => (false, None, Some(m)),
+    };
+    let response = DapResponse { kind: "response", seq: 0, request_seq, command, success, body, message };
+    serde_json::to_value(response).expect("a DAP response serialises")
 }
 
 /// Completion and inspection beside a running cell ([`Handler::beside`]).

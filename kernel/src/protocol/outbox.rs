@@ -10,6 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
+/// An `input_request`'s content: the kernel asks the frontend for a line.
+#[derive(serde::Serialize)]
+struct InputRequest<'a> {
+    prompt: &'a str,
+    password: bool,
+}
+
 #[derive(Clone)]
 pub struct Outbox {
     iopub: Arc<Flow>,
@@ -150,7 +157,8 @@ impl Io {
         // an interrupt that came when nothing waited.
         while self.out.input.try_recv().is_ok() {}
         while self.out.cancel.1.try_recv().is_ok() {}
-        let m = Message::reply_to(&self.parent, "input_request", json!({"prompt": prompt, "password": password}));
+        let request = serde_json::to_value(InputRequest { prompt, password }).expect("an input request serialises");
+        let m = Message::reply_to(&self.parent, "input_request", request);
         let id = m.header["msg_id"].as_str().unwrap_or_default().to_string();
         self.out.stdin.send(m).map_err(|_| InputError::Closed)?;
         loop {

@@ -147,16 +147,28 @@ impl Message {
     }
 }
 
+/// A message's header, as the kernel writes it.
+#[derive(serde::Serialize)]
+struct Header<'a> {
+    msg_id: String,
+    username: &'static str,
+    session: &'a str,
+    date: String,
+    msg_type: &'a str,
+    version: &'static str,
+}
+
 /// A new message's header; its date in ISO 8601 with the zone, as the protocol asks.
 pub fn new_header(msg_type: &str, session: &str) -> Value {
-    serde_json::json!({
-        "msg_id": uuid::Uuid::new_v4().to_string(),
-        "username": "kernel",
-        "session": session,
-        "date": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
-        "msg_type": msg_type,
-        "version": PROTOCOL_VERSION,
-    })
+    let header = Header {
+        msg_id: uuid::Uuid::new_v4().to_string(),
+        username: "kernel",
+        session,
+        date: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+        msg_type,
+        version: PROTOCOL_VERSION,
+    };
+    serde_json::to_value(header).expect("a header serialises")
 }
 
 #[cfg(test)]

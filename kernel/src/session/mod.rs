@@ -421,7 +421,7 @@ impl Session {
             self.ctx.eval_context_mut().set_build_env(DEBUG_CELLS_ENV, builds);
             self.debug_builds = builds;
         }
-        let hook = if debugging { self.state.debug_hook.get() } else { None };
+        let hook = if debugging { self.state.debug_hook() } else { None };
         let in_cell = self.cell_lines;
         let cell_state = self.state.clone();
         let before_run = |lib: &std::path::Path, lines: &[usize]| {
@@ -458,7 +458,7 @@ impl Session {
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output.
         self.ctx.eval_context_mut().take_dropped();
-        if let (true, Some(hook)) = (debugging, self.state.debug_hook.get()) {
+        if let (true, Some(hook)) = (debugging, self.state.debug_hook()) {
             hook.ended();
         }
         let ended = self.state.end_cell();

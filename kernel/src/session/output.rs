@@ -27,7 +27,7 @@ pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Se
 fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<u64>) {
     // The same socket carries the frontend's comm messages the other way.
     match conn.try_clone() {
-        Ok(back) => state.comms.connected(back, state.io.lock().unwrap().clone()),
+        Ok(back) => state.comms().connected(back, state.request_io()),
         Err(e) => tracing::warn!("comms disabled: {e}"),
     }
     // Bytes of a UTF-8 character split across two writes wait here.
@@ -81,7 +81,7 @@ fn control(line: &str, state: &CellState) {
     }
     if kind == COMM {
         // Not `state.io()`: a hidden eval's quiet does not apply to a widget's messages.
-        state.comms.from_child(&body, state.io.lock().unwrap().clone());
+        state.comms().from_child(&body, state.request_io());
         return;
     }
     if kind == ERROR {
@@ -186,7 +186,7 @@ mod tests {
             buffers: vec![],
         };
         let state = Arc::new(CellState::default());
-        *state.io.lock().unwrap() = Some(Io::new(out, parent, true, 1));
+        state.set_io(Io::new(out, parent, true, 1));
         // A cell's user code runs: its loops' `DRYML_POLLING` lines count for it.
         state.begin_cell();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded();

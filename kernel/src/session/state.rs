@@ -113,11 +113,11 @@ pub struct CellState {
     /// the cell ends.
     leftovers: Mutex<Leftovers>,
     /// The request whose output is flowing now (kept after the cell for late output).
-    pub io: Mutex<Option<Io>>,
-    pub debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
+    io: Mutex<Option<Io>>,
+    debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
     /// The notebook's variables as the last cell left them (the debugger's Variables panel
-    /// reads them while a cell may run).
-    pub variables: Mutex<Variables>,
+    /// reads a copy while a cell may run).
+    variables: Mutex<Variables>,
     /// When set, stdout is collected here instead of published.
     capture: Mutex<Option<String>>,
     /// The display ids the current request has shown (its msg_id first): a display that says
@@ -125,10 +125,10 @@ pub struct CellState {
     /// re-run cell (whose old outputs the front end cleared) shows its plot again.
     shown: Mutex<(String, std::collections::HashSet<String>)>,
     /// Jupyter comms between the frontend and the notebook's process.
-    pub comms: super::comms::Comms,
+    comms: super::comms::Comms,
     /// The analysis as the running request found the notebook: completion and inspection are
     /// answered from it beside that request.
-    pub analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
+    analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
 }
 
 /// What one cell's child said of it besides its output; the next cell begins without it.
@@ -398,6 +398,55 @@ impl CellState {
         }
     }
 
+    /// The request whose output flows from now on (the engine's, as a request begins; the
+    /// output listener's, for a child's messages between requests).
+    pub fn set_io(&self, io: Io) {
+        *self.io.lock().unwrap_or_else(PoisonError::into_inner) = Some(io);
+    }
+
+    /// The current request's output, silenced or not (a widget's messages are never quiet).
+    pub fn request_io(&self) -> Option<Io> {
+        self.io.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Sets what hears of each cell while the debugger is attached (once; false if set).
+    pub fn set_debug_hook(&self, hook: Box<dyn CellDebugHook>) -> bool {
+        self.debug_hook.set(hook).is_ok()
+    }
+
+    pub fn debug_hook(&self) -> Option<&dyn CellDebugHook> {
+        self.debug_hook.get().map(|hook| &**hook)
+    }
+
+    /// The notebook's variable types after a cell (their values are read again when asked).
+    pub fn set_variable_types(&self, types: std::collections::BTreeMap<String, String>) {
+        self.variables.lock().unwrap_or_else(PoisonError::into_inner).types = types;
+    }
+
+    /// The variables with their values as of cell `seq` (`cells_begun`).
+    pub fn set_variables(&self, variables: Variables) {
+        *self.variables.lock().unwrap_or_else(PoisonError::into_inner) = variables;
+    }
+
+    /// A copy of the variables as the last cell left them.
+    pub fn variables(&self) -> Variables {
+        self.variables.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The comm manager: the frontend's comms with the notebook's process.
+    pub fn comms(&self) -> &super::comms::Comms {
+        &self.comms
+    }
+
+    /// The analysis as the request under way found the notebook.
+    pub fn set_analysis(&self, snapshot: Option<std::sync::Arc<super::beside::Beside>>) {
+        *self.analysis.lock().unwrap_or_else(PoisonError::into_inner) = snapshot;
+    }
+
+    pub fn analysis(&self) -> Option<std::sync::Arc<super::beside::Beside>> {
+        self.analysis.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// The current request's output, unless it is silenced.
     pub fn io(&self) -> Option<Io> {
         if self.quiet() {
@@ -465,7 +514,7 @@ impl CellState {
 
 /// The notebook's variables: their types after every cell, and short values (read by a hidden
 /// cell, only when the debugger's panel asks) as of cell `values_of` (`cells_begun`).
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Variables {
     pub types: std::collections::BTreeMap<String, String>,
     pub values: std::collections::BTreeMap<String, String>,

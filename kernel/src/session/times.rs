@@ -26,14 +26,18 @@ pub fn record(total: Duration, phases: &[(String, Duration)]) {
     }
 }
 
+/// One cell's line: its total seconds, and each phase's name and seconds, in order.
+#[derive(serde::Serialize)]
+struct Line {
+    total: f64,
+    phases: Vec<(String, f64)>,
+}
+
 fn line(total: Duration, phases: &[(String, Duration)]) -> serde_json::Value {
     let measured: Duration = phases.iter().map(|p| p.1).sum();
-    let mut named = vec![(BEFORE.to_string(), total.saturating_sub(measured))];
-    named.extend(phases.iter().cloned());
-    serde_json::json!({
-        "total": total.as_secs_f64(),
-        "phases": named.into_iter().map(|(n, d)| serde_json::json!([n, d.as_secs_f64()])).collect::<Vec<_>>(),
-    })
+    let mut named = vec![(BEFORE.to_string(), total.saturating_sub(measured).as_secs_f64())];
+    named.extend(phases.iter().map(|(n, d)| (n.clone(), d.as_secs_f64())));
+    serde_json::to_value(Line { total: total.as_secs_f64(), phases: named }).expect("a line serialises")
 }
 
 #[cfg(test)]

@@ -397,3 +397,32 @@ fn the_readme_and_architecture_read_as_documents() {
         }
     }
 }
+
+#[test]
+fn the_cells_shared_state_is_changed_only_through_its_methods() {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("kernel/src/session/state.rs")).unwrap();
+    let body = text.split("pub struct CellState {").nth(1).expect("CellState").split("\n}").next().unwrap();
+    let public: Vec<&str> = body.lines().map(str::trim).filter(|l| l.starts_with("pub")).collect();
+    assert!(public.is_empty(), "CellState's fields are for its methods: {public:?}");
+}
+
+/// The protocol's and the session's messages are types; `json!` builds an empty map (a slot of
+/// metadata) anywhere, and more only where the content is the user's (display bundles, a comm's
+/// payload), outside tests.
+#[test]
+fn messages_are_types_not_json() {
+    let users = ["kernel/src/session/comms.rs", "kernel/src/session/output.rs", "kernel/src/session/mod.rs"];
+    for dir in ["kernel/src/protocol", "kernel/src/session"] {
+        for file in rust_files(&Path::new(ROOT).join(dir)) {
+            let rel = file.strip_prefix(ROOT).unwrap().to_string_lossy().into_owned();
+            let code = code_of(&file);
+            let code = code.split("#[cfg(test)]").next().unwrap();
+            for (n, line) in code.lines().enumerate() {
+                let rest = line.replace("json!({})", "");
+                if rest.contains("json!(") {
+                    assert!(users.contains(&rel.as_str()), "{rel}:{}: a message built as JSON: {}", n + 1, line.trim());
+                }
+            }
+        }
+    }
+}
