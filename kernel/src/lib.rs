@@ -60,7 +60,8 @@ pub fn warm_cache(torch: bool, candle: bool) -> anyhow::Result<()> {
     }
     let result = cells.into_iter().enumerate().try_for_each(|(i, cell)| {
         let state = std::sync::Arc::new(session::state::CellState::default());
-        let mut s = session::Session::start(state, &scratch.join(format!("stream-{i}.sock")), &scratch)?;
+        let mut s =
+            session::Session::start(state, Default::default(), &scratch.join(format!("stream-{i}.sock")), &scratch)?;
         match s.build_cache() {
             Ok(Some(_)) => {}
             Ok(None) => anyhow::bail!("the build cache is off ({}=off): nothing to warm", session::cache::DIR_ENV),

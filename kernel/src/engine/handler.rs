@@ -7,6 +7,7 @@ use super::Engine;
 use crate::history::History;
 use crate::protocol::replies::{self, Completions, HelpLink, Inspection, IsComplete, KernelInfo, LanguageInfo, Reply};
 use crate::protocol::{CommRequest, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
+use crate::session::comms::Comms;
 use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ enum Slot {
 
 pub struct JupyterHandler {
     state: Arc<CellState>,
+    /// The comm manager: the frontend's comms are handled here, on the shell task, at once.
+    comms: Arc<Comms>,
     history: Arc<Mutex<History>>,
     /// Locked by the worker thread only, so a running cell never blocks the other handlers.
     engine: Mutex<Slot>,
@@ -61,6 +64,7 @@ impl JupyterHandler {
         Ok(JupyterHandler {
             debugger,
             state,
+            comms: Arc::default(),
             history: Arc::new(Mutex::new(history)),
             engine: Mutex::new(Slot::Waiting(scratch)),
         })
@@ -82,7 +86,7 @@ impl Handler for JupyterHandler {
         self.state.start_begins();
         let mut slot = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         if let Slot::Waiting(scratch) = &*slot {
-            *slot = match Engine::start(self.state.clone(), self.history.clone(), scratch.clone()) {
+            *slot = match Engine::start(self.state.clone(), self.comms.clone(), self.history.clone(), scratch.clone()) {
                 Ok(e) => Slot::Ready(Box::new(e)),
                 Err(e) => {
                     tracing::error!("the evcxr engine failed to start: {e:#}");
@@ -216,11 +220,11 @@ impl Handler for JupyterHandler {
     }
 
     fn comm(&self, request: CommRequest, io: &Io) {
-        self.state.comms().from_frontend(request, io);
+        self.comms.from_frontend(request, io);
     }
 
     fn comm_info(&self, target_name: Option<&str>) -> Value {
-        self.state.comms().info(target_name)
+        self.comms.info(target_name)
     }
 
     fn interrupt(&self) {

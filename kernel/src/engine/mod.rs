@@ -13,6 +13,7 @@ use crate::magic::{self, Host, Magics};
 use crate::measure::meter::Meter;
 use crate::protocol::replies::{Completions, Inspection};
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
+use crate::session::comms::Comms;
 use crate::session::state::CellState;
 use crate::session::Session;
 use serde_json::{json, Map, Value};
@@ -39,8 +40,13 @@ struct CellRun {
 impl Engine {
     /// Starts the evcxr session (and so the child; nothing is built yet) and writes the pool's
     /// machine record. It runs on the protocol's worker before any request.
-    pub fn start(state: Arc<CellState>, history: Arc<Mutex<History>>, state_dir: PathBuf) -> anyhow::Result<Engine> {
-        let session = Session::start(state.clone(), &state_dir.join("stream.sock"), &state_dir)?;
+    pub fn start(
+        state: Arc<CellState>,
+        comms: Arc<Comms>,
+        history: Arc<Mutex<History>>,
+        state_dir: PathBuf,
+    ) -> anyhow::Result<Engine> {
+        let session = Session::start(state.clone(), comms, &state_dir.join("stream.sock"), &state_dir)?;
         let mut engine =
             Engine { session, state, history, meter: Meter::default(), magics: Magics::default(), state_dir };
         engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
@@ -70,7 +76,7 @@ impl Engine {
             panic!("DRYML_TEST_PANIC_ON matched the cell");
         }
         self.state.set_io(io.clone());
-        self.state.comms().cell_began();
+        self.session.comms().cell_began();
         // Completion and inspection are answered beside this request from the notebook as it
         // finds it (a clone of evcxr's state: 0.2 ms with 300 variables and 100 functions).
         let taken = std::time::Instant::now();

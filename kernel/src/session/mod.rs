@@ -81,6 +81,8 @@ pub struct Session {
     beside: Option<dryml_analysis::Beside>,
     /// The notebook's borrows of its variables, made again in each cell that names them.
     borrows: Arc<borrows::Borrows>,
+    /// The comm manager, which the output listener and the shell task share.
+    comms: Arc<comms::Comms>,
     /// How long the last user code took to build and run, while `:timing` is on.
     took: Option<Duration>,
     /// evcxr's start-up files, not loaded yet (see [`config`]).
@@ -90,9 +92,14 @@ pub struct Session {
 impl Session {
     /// Starts evcxr (and so its child, our own binary re-executed) with the child's output
     /// going to `stream_socket` and its state directory at `state_dir`.
-    pub fn start(state: Arc<CellState>, stream_socket: &Path, state_dir: &Path) -> anyhow::Result<Session> {
+    pub fn start(
+        state: Arc<CellState>,
+        comms: Arc<comms::Comms>,
+        stream_socket: &Path,
+        state_dir: &Path,
+    ) -> anyhow::Result<Session> {
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
-        output::listen(stream_socket, state.clone(), sync_tx)?;
+        output::listen(stream_socket, state.clone(), comms.clone(), sync_tx)?;
         let mut cmd = std::process::Command::new(std::env::current_exe()?);
         cmd.env(STREAM_ENV, stream_socket);
         cmd.env(STATE_DIR_ENV, state_dir);
@@ -174,6 +181,7 @@ impl Session {
             claim,
             beside,
             borrows,
+            comms,
             took: None,
             config: config::found(),
         };
@@ -320,34 +328,6 @@ impl Session {
     /// The notebook's variables and their types.
     pub fn variables(&self) -> BTreeMap<String, String> {
         self.ctx.variables_and_types().map(|(n, t)| (n.to_string(), t.to_string())).collect()
-    }
-
-    /// The value of an environment variable in the child: `%env` settings over the kernel's.
-    pub fn child_env(&self, name: &str) -> Option<String> {
-        match self.env_overrides.get(name) {
-            Some(v) => v.clone(),
-            None => std::env::var(name).ok(),
-        }
-    }
-
-    /// Sets (`Some`) or unsets (`None`) variables in the child, now and after every restart.
-    pub fn set_env(&mut self, vars: Vec<(String, Option<String>)>) -> Result<(), ErrorContent> {
-        let names: Vec<String> = vars.iter().map(|(n, _)| n.clone()).collect();
-        self.env_overrides.extend(vars);
-        self.apply_env(&names)
-    }
-
-    /// Forgets settings without touching the child (it is about to be replaced).
-    pub fn forget_env(&mut self, names: &[String]) {
-        for n in names {
-            self.env_overrides.remove(n);
-        }
-    }
-
-    /// Pushes the remembered `%env` settings for `names` into the child.
-    fn apply_env(&mut self, names: &[String]) -> Result<(), ErrorContent> {
-        let code = env::cell(names.iter().map(|n| (n.as_str(), self.env_overrides.get(n).and_then(|v| v.as_deref()))));
-        self.eval_hidden(&code).map(|_| ())
     }
 
     /// Evaluates kernel-written code with its output suppressed.
@@ -518,6 +498,11 @@ impl Session {
                 Err(err)
             }
         }
+    }
+
+    /// The comm manager: the frontend's comms with the notebook's process.
+    pub fn comms(&self) -> &comms::Comms {
+        &self.comms
     }
 
     /// The time `:timing` shows for the last user code, once.

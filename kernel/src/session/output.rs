@@ -2,6 +2,7 @@
 //! display lines into `display_data`/`update_display_data`/`clear_output`, and signals the
 //! session when a cell's output is complete; [`mime_bundle`] makes a cell's value its bundle.
 
+use super::comms::Comms;
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
 use crate::protocol::published::{Published, StreamName, Transient};
@@ -11,23 +12,28 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Listens at `path`; each child (a new one after every restart) connects once.
-pub fn listen(path: &Path, state: Arc<CellState>, sync_tx: crossbeam_channel::Sender<u64>) -> std::io::Result<()> {
+pub fn listen(
+    path: &Path,
+    state: Arc<CellState>,
+    comms: Arc<Comms>,
+    sync_tx: crossbeam_channel::Sender<u64>,
+) -> std::io::Result<()> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path)?;
     std::thread::Builder::new().name("dryml-stream-accept".into()).spawn(move || {
         for conn in listener.incoming().flatten() {
-            let (state, sync_tx) = (state.clone(), sync_tx.clone());
-            let _ =
-                std::thread::Builder::new().name("dryml-stream".into()).spawn(move || serve(conn, &state, &sync_tx));
+            let (state, comms, sync_tx) = (state.clone(), comms.clone(), sync_tx.clone());
+            let serving = move || serve(conn, &state, &comms, &sync_tx);
+            let _ = std::thread::Builder::new().name("dryml-stream".into()).spawn(serving);
         }
     })?;
     Ok(())
 }
 
-fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::Sender<u64>) {
+fn serve(mut conn: UnixStream, state: &CellState, comms: &Comms, sync_tx: &crossbeam_channel::Sender<u64>) {
     // The same socket carries the frontend's comm messages the other way.
     match conn.try_clone() {
-        Ok(back) => state.comms().connected(back, state.request_io()),
+        Ok(back) => comms.connected(back, state.request_io()),
         Err(e) => tracing::warn!("comms disabled: {e}"),
     }
     // Bytes of a UTF-8 character split across two writes wait here.
@@ -51,7 +57,7 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
                 }
                 None => tracing::warn!("a sync frame without its cell end's number"),
             },
-            TAG_CONTROL => control(&String::from_utf8_lossy(&payload), state),
+            TAG_CONTROL => control(&String::from_utf8_lossy(&payload), state, comms),
             other => tracing::warn!("unknown frame tag {other} from the child"),
         }
     }
@@ -59,7 +65,7 @@ fn serve(mut conn: UnixStream, state: &CellState, sync_tx: &crossbeam_channel::S
 
 /// `DRYML_PANIC`, `DRYML_DISPLAY {json}`, `DRYML_CLEAR {json}`, `DRYML_ERROR {json}` and
 /// `DRYML_POLLING {json}` lines from the child, and `DRYML_COMM {json}`, a comm's message.
-fn control(line: &str, state: &CellState) {
+fn control(line: &str, state: &CellState, comms: &Comms) {
     use dryml_sys::protocol::{CLEAR, COMM, DISPLAY, ERROR, PANIC, POLLING};
     let (kind, body) = line.split_once(' ').unwrap_or((line, "{}"));
     if kind == PANIC {
@@ -81,7 +87,7 @@ fn control(line: &str, state: &CellState) {
     }
     if kind == COMM {
         // Not `state.io()`: a hidden eval's quiet does not apply to a widget's messages.
-        state.comms().from_child(&body, state.request_io());
+        comms.from_child(&body, state.request_io());
         return;
     }
     if kind == ERROR {
@@ -190,7 +196,7 @@ mod tests {
         // A cell's user code runs: its loops' `DRYML_POLLING` lines count for it.
         state.begin_cell();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded();
-        listen(&path, state.clone(), sync_tx).unwrap();
+        listen(&path, state.clone(), Arc::default(), sync_tx).unwrap();
 
         let mut child = UnixStream::connect(&path).unwrap();
         // "é" split across two writes arrives whole.

@@ -124,8 +124,6 @@ pub struct CellState {
     /// `"update": "auto"` updates one of these in place, and is a new display otherwise, so a
     /// re-run cell (whose old outputs the front end cleared) shows its plot again.
     shown: Mutex<(String, std::collections::HashSet<String>)>,
-    /// Jupyter comms between the frontend and the notebook's process.
-    comms: super::comms::Comms,
     /// The analysis as the running request found the notebook: completion and inspection are
     /// answered from it beside that request.
     analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
@@ -431,11 +429,6 @@ impl CellState {
     /// A copy of the variables as the last cell left them.
     pub fn variables(&self) -> Variables {
         self.variables.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// The comm manager: the frontend's comms with the notebook's process.
-    pub fn comms(&self) -> &super::comms::Comms {
-        &self.comms
     }
 
     /// The analysis as the request under way found the notebook.

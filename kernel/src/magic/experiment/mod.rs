@@ -128,7 +128,7 @@ impl Experiments {
         self.open = Some(Experiment::start(name, s, gpus, vars, keep));
         if let Some(dir) = &tensorboard {
             use std::os::unix::ffi::OsStrExt;
-            if !host.state.comms().set_tensorboard(dir.as_os_str().as_bytes()) {
+            if !host.session.comms().set_tensorboard(dir.as_os_str().as_bytes()) {
                 host.warn("dryml: the notebook's process could not be told the TensorBoard directory\n");
             }
         }
@@ -195,7 +195,7 @@ impl Experiments {
         let Some(mut e) = self.open.take() else { return };
         let tensorboard = self.tensorboard.take();
         if tensorboard.is_some() {
-            host.state.comms().set_tensorboard(b"");
+            host.session.comms().set_tensorboard(b"");
         }
         host.session.note_child_pid();
         let pids = dryml_sys::procfs::with_descendants(host.child_pid());
