@@ -95,10 +95,14 @@ static HELD: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
 
 /// Takes `dir`'s lock for the rest of this process.
 fn hold(dir: &std::path::Path) -> anyhow::Result<()> {
-    let f = std::fs::File::create(dir.join(ALIVE)).with_context(|| format!("{}", dir.join(ALIVE).display()))?;
+    // Locked before it takes its name: a sweep that found the file unlocked for a moment
+    // (between its creation and the lock) took this living kernel's directory for a dead one's.
+    let (held, alive) = (dir.join(format!("{ALIVE}.new")), dir.join(ALIVE));
+    let f = std::fs::File::create(&held).with_context(|| format!("{}", held.display()))?;
     if unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         anyhow::bail!("{} is locked by another kernel", dir.display());
     }
+    std::fs::rename(&held, &alive).with_context(|| format!("{}", alive.display()))?;
     let _ = HELD.set(f);
     Ok(())
 }

@@ -124,10 +124,31 @@ fn incomplete(workspace: &ProjectWorkspace, with_sysroot: bool) -> Option<String
     // Stitched where its workspace has a Cargo.toml: both metadata runs failed. (A toolchain
     // whose library has none is stitched by design.) Seen only in the Debug text.
     let has_manifest = sysroot.rust_lib_src_root().is_some_and(|src| std::fs::metadata(src.join("Cargo.toml")).is_ok());
-    if has_manifest && format!("{sysroot:?}").contains("workspace: Stitched(") {
+    if has_manifest && stitched(sysroot) {
         return Some("the standard library's cargo metadata failed, and its crates were guessed".into());
     }
     None
+}
+
+/// Whether the sysroot's crates were guessed (stitched), read from the start of its Debug text
+/// (its workspace is not public), which stops once the workspace's variant is named.
+fn stitched(sysroot: &ra_ap_project_model::Sysroot) -> bool {
+    const FIELD: &str = "workspace: ";
+    struct Head(String);
+    impl std::fmt::Write for Head {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.push_str(s);
+            let named = self.0.find(FIELD).is_some_and(|at| self.0.len() >= at + FIELD.len() + 9);
+            if named {
+                Err(std::fmt::Error)
+            } else {
+                Ok(())
+            }
+        }
+    }
+    let mut head = Head(String::new());
+    let _ = std::fmt::Write::write_fmt(&mut head, format_args!("{sysroot:?}"));
+    head.0.contains("workspace: Stitched(")
 }
 
 /// The workspace, loaded again while it is evcxr's `:dep` check's for a moment.
@@ -146,4 +167,17 @@ fn load_settled(manifest: &ProjectManifest, config: &CargoConfig) -> Result<Proj
         std::thread::sleep(Duration::from_millis(100));
     }
     bail!("Cargo.toml kept changing while it was loaded")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ra_ap_project_model::Sysroot;
+
+    #[test]
+    fn a_sysroots_workspace_is_read_from_the_head_of_its_debug_text() {
+        let empty = Sysroot::empty();
+        assert!(format!("{empty:?}").contains("workspace: Empty"), "the field this reads is named so");
+        assert!(!stitched(&empty));
+    }
 }

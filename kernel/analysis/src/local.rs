@@ -142,8 +142,14 @@ impl evcxr::Analysis for Local {
                 // A miss in a host shared with others: where even the prelude has no type there,
                 // the host starts again with this crate alone (the others load again at their
                 // next request), and answers from that.
-                if queries::prelude_types(&mut host)? {
-                    return Ok(variables);
+                // A probe that fails says nothing of the host: the answer stands.
+                match queries::prelude_types(&mut host) {
+                    Ok(false) => {}
+                    Ok(true) => return Ok(variables),
+                    Err(e) => {
+                        eprintln!("dryml-analysis: the prelude probe failed ({e:#}); the answer stands");
+                        return Ok(variables);
+                    }
                 }
                 eprintln!(
                     "dryml-analysis: the prelude has no type in the shared analysis ({}); it starts again",

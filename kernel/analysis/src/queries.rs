@@ -24,13 +24,15 @@ pub(crate) fn prelude_types(host: &mut Host) -> Result<bool> {
     if !host.with_sysroot {
         return Ok(true);
     }
-    let source = std::mem::take(&mut host.ws.source);
-    host.set_source(format!("{source}\nfn dryml_prelude_probe() {{ let p = Some(vec![1u8]); }}\n"), false)?;
-    let typed = variables(host, "dryml_prelude_probe")
-        .remove("p")
-        .is_some_and(|p| p.type_name == TypeName::Named("Option<Vec<u8>>".into()));
+    let source = host.ws.source.clone();
+    let probed = host.set_source(format!("{source}\nfn dryml_prelude_probe() {{ let p = Some(vec![1u8]); }}\n"), false);
+    let typed = probed.is_ok()
+        && variables(host, "dryml_prelude_probe")
+            .remove("p")
+            .is_some_and(|p| p.type_name == TypeName::Named("Option<Vec<u8>>".into()));
+    // The crate's own source back, whatever the probe did.
     host.set_source(source, false)?;
-    Ok(typed)
+    probed.map(|()| typed)
 }
 
 /// Why each binding of `function` with no type has none, for the log line of a miss.
