@@ -20,7 +20,6 @@ Usage: .venv/bin/python tests/bench/bench_latency.py [--cells 20] [--idle S] [--
        .venv/bin/python tests/bench/bench_latency.py --restarts 6 [--starts 5]
 """
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -33,6 +32,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import start_new_kernel
 
 from kernelspec import TCH_DEP, install_baseline, private_kernelspec, torch_env
+from phases import CellTimes, print_phases
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -192,22 +192,6 @@ def turnaround(idle, reps=5):
     return rows, [k.label for k in kernels]
 
 
-class CellTimes:
-    """The kernels' own account of each user cell (`DRYML_CELL_TIMES`, set for the kernels
-    started after this): `last()` is the newest cell's {phase: seconds}."""
-
-    def __init__(self):
-        fd, self.path = tempfile.mkstemp(prefix="dryml-cell-times-", suffix=".jsonl")
-        os.close(fd)
-        os.environ["DRYML_CELL_TIMES"] = self.path
-        self.seen = 0
-
-    def last(self):
-        lines = Path(self.path).read_text().splitlines()
-        new, self.seen = lines[self.seen:], len(lines)
-        return dict(json.loads(new[-1])["phases"]) if new else {}
-
-
 def restarts(reps, idle):
     """Issue 61's figures: a kernel started, then restarted `reps - 1` times; after each, `idle`
     seconds (the user reading), the first cell, a cell naming dryml, one naming tch, and trivial
@@ -268,13 +252,7 @@ def print_restarts(got, parts):
                         else f"{'-':>26}" for l in labels)
         ratio = f"   ratio {med(by['dryml-rust']) / med(by['rust']):.2f}" if "rust" in by else ""
         print(f"{row:<58}{cells}{ratio}")
-    print("\nwhere our kernel's time went (DRYML_CELL_TIMES; median of each phase, ms; n: cells with the phase)")
-    for row, cells in parts.items():
-        print(f"  {row}")
-        names_in = list(dict.fromkeys(name for c in cells for name in c))
-        for name in names_in:
-            ts = [c[name] for c in cells if name in c]
-            print(f"    {name:<52}{med(ts) * 1000:>8.0f}  (n {len(ts)})")
+    print_phases(parts)
 
 
 TRIVIAL = "trivial cell (`3 + N`), after a work cell"

@@ -9,6 +9,7 @@ evcxr_jupyter` or `cargo fetch` puts it there): its code cells that need no netw
 (the shell cell, the `:dep` cells, the ones that fail on purpose, `:vars` and `:help` left out).
 Run All as JupyterLab does it: every cell is sent once the kernel answers kernel_info, each
 after the previous one's reply.
+With `--only delays` (and in the full run) it prints where our kernel's time went in those cells.
 Usage: .venv/bin/python tests/bench/bench_start.py [--reps 3] [--delays 0,3,6,12] [--only tour|delays]
        [--baseline BIN]
 """
@@ -24,6 +25,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 from kernelspec import install_baseline, private_kernelspec
+from phases import CellTimes, print_phases
 
 CELL = "let a = 1u64; a + 1"
 SETTLED_CELL = "let b = 2u64; b + 1"
@@ -81,18 +83,20 @@ def run_all(name, cells):
         k.close()
 
 
-def delayed(name, delay):
-    """One cell sent `delay` s after the start; then the settled cost of a like cell."""
+def delayed(name, delay, times):
+    """One cell sent `delay` s after the start; then the settled cost of a like cell; and the
+    phases of each as the kernel tells them (`times`, a `CellTimes`; none from evcxr_jupyter)."""
     k = Kernel(name)
     try:
         time.sleep(max(0.0, delay - (time.perf_counter() - k.t0)))
         sent = time.perf_counter()
         got = k.run(CELL)
-        took, from_start = got - sent, got - k.t0
+        took, from_start, phases = got - sent, got - k.t0, times.last()
         time.sleep(15)
         sent = time.perf_counter()
         settled = k.run(SETTLED_CELL) - sent
-        return {"cell": took, "from_start": from_start, "settled": settled}
+        return {"cell": took, "from_start": from_start, "settled": settled, "phases": phases,
+                "settled_phases": times.last()}
     finally:
         k.close()
 
@@ -129,6 +133,7 @@ def main():
             for label, _ in kernels[1:]:
                 print(f"  ratio dryml-rust / {label}, start to last reply: {ours / med([r['last'] for r in got[label]]):.2f}")
         if args.only != "tour":
+            times, parts = CellTimes(), {}
             delays = [float(d) for d in args.delays.split(",")]
             print(f"`{CELL}` sent N s after the start, or once kernel_info is answered if later (then "
                   f"`{SETTLED_CELL}` 15 s later): its reply after it was sent, and after the start; medians of {args.reps}:")
@@ -136,7 +141,7 @@ def main():
                 got = {label: [] for label, _ in kernels}
                 for _ in range(args.reps):
                     for label, name in kernels:
-                        got[label].append(delayed(name, d))
+                        got[label].append(delayed(name, d, times))
                 line = []
                 for label, runs in got.items():
                     line.append(f"{label} {med([r['cell'] for r in runs]):.2f} s, {med([r['from_start'] for r in runs]):.2f} s "
@@ -145,6 +150,9 @@ def main():
                 ratio = "".join(f"  ratio from the start / {label} {ours / med([r['from_start'] for r in got[label]]):.2f}"
                                 for label, _ in kernels[1:])
                 print(f"  {d:>4.0f} s: " + ", ".join(line) + ratio)
+                parts[f"dryml-rust, the cell sent {d:.0f} s after the start"] = [r["phases"] for r in got["dryml-rust"]]
+                parts[f"dryml-rust, the settled cell ({d:.0f} s)"] = [r["settled_phases"] for r in got["dryml-rust"]]
+            print_phases(parts)
 
 
 if __name__ == "__main__":
