@@ -21,7 +21,7 @@ mod traps;
 pub mod values;
 
 use crate::protocol::{dap_response as response, DebugEvents};
-use crate::session::state::CellState;
+use crate::session::state::{CellState, VariablesView};
 use adapter::Adapter;
 use cells::Loaded;
 use serde_json::{json, Value};
@@ -66,6 +66,8 @@ impl Shared {
 /// `disconnect`.
 pub struct Debugger {
     state: Arc<CellState>,
+    /// The notebook's variables as the last cell left them, for the panel between cells.
+    variables: Arc<VariablesView>,
     prefix: PathBuf,
     adapter: Option<Adapter>,
     attached: bool,
@@ -93,10 +95,11 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Debugger {
     /// A debugger, not started, that writes cells under `<tmp>/dryml_debug_<pid>/`.
-    pub fn new(state: Arc<CellState>) -> Debugger {
+    pub fn new(state: Arc<CellState>, variables: Arc<VariablesView>) -> Debugger {
         let prefix = std::env::temp_dir().join(format!("dryml_debug_{}", std::process::id()));
         Debugger {
             state,
+            variables,
             prefix,
             adapter: None,
             attached: false,
@@ -183,7 +186,7 @@ impl Debugger {
     /// The notebook's variables as the last cell left them: names and types, and the short
     /// values last read (blank where none was).
     fn variables(&self) -> Value {
-        let vars = self.state.variables();
+        let vars = self.variables.get();
         let list: Vec<Value> = vars
             .types
             .iter()

@@ -7,7 +7,7 @@ fn debugger() -> (Debugger, DebugEvents, Receiver<Value>) {
     let events: DebugEvents = Arc::new(move |e| {
         let _ = lock(&tx).send(e);
     });
-    (Debugger::new(Arc::new(CellState::default())), events, rx)
+    (Debugger::new(Arc::new(CellState::default()), Arc::default()), events, rx)
 }
 
 fn request(seq: i64, command: &str, arguments: Value) -> Value {
@@ -53,7 +53,7 @@ fn jupyter_requests_are_answered_here_without_a_debugger() {
     vars.types.insert("v".into(), "Vec<f32>".into());
     vars.types.insert("model".into(), "Net".into());
     vars.values.insert("v".into(), "[1.5] (len 1)".into());
-    d.state.set_variables(vars);
+    d.variables.set(vars);
     let vars = d.handle(&request(5, "inspectVariables", json!({})), events.clone());
     assert_eq!(
         vars["body"]["variables"],

@@ -40,6 +40,21 @@ impl Analysis for Session {
     }
 }
 
+/// The analysis snapshot of the request under way, an owner of its own: the worker sets it as
+/// a request begins; completion and inspection beside that request read it on the shell task.
+#[derive(Default)]
+pub struct Latest(std::sync::Mutex<Option<Arc<beside::Beside>>>);
+
+impl Latest {
+    pub fn set(&self, snapshot: Option<Arc<beside::Beside>>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot;
+    }
+
+    pub fn get(&self) -> Option<Arc<beside::Beside>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+}
+
 /// The analysis as the running cell found the notebook, answering beside it.
 pub struct Snapshot(pub Arc<beside::Beside>);
 

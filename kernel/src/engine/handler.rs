@@ -3,12 +3,10 @@
 //! starts) and answering kernel_info, is_complete, history and interrupt on its own.
 
 use super::is_complete::{is_complete, Completeness};
-use super::Engine;
+use super::{Engine, Shared};
 use crate::history::History;
 use crate::protocol::replies::{self, Completions, HelpLink, Inspection, IsComplete, KernelInfo, LanguageInfo, Reply};
 use crate::protocol::{CommRequest, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
-use crate::session::comms::Comms;
-use crate::session::state::CellState;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -38,9 +36,9 @@ enum Slot {
 }
 
 pub struct JupyterHandler {
-    state: Arc<CellState>,
-    /// The comm manager: the frontend's comms are handled here, on the shell task, at once.
-    comms: Arc<Comms>,
+    /// The cell's state, the comm manager (the frontend's comms are handled here, on the shell
+    /// task, at once), the variables view and the analysis snapshot, shared with the engine.
+    shared: Shared,
     history: Arc<Mutex<History>>,
     /// Locked by the worker thread only, so a running cell never blocks the other handlers.
     engine: Mutex<Slot>,
@@ -58,13 +56,13 @@ impl JupyterHandler {
                 History::in_memory()?
             }
         };
-        let state = Arc::new(CellState::default());
-        let debugger = Arc::new(Mutex::new(crate::debug::Debugger::new(state.clone())));
-        state.set_debug_hook(Box::new(DebugHook(debugger.clone())));
+        let shared = Shared::default();
+        let debugger = crate::debug::Debugger::new(shared.state.clone(), shared.variables.clone());
+        let debugger = Arc::new(Mutex::new(debugger));
+        shared.state.set_debug_hook(Box::new(DebugHook(debugger.clone())));
         Ok(JupyterHandler {
             debugger,
-            state,
-            comms: Arc::default(),
+            shared,
             history: Arc::new(Mutex::new(history)),
             engine: Mutex::new(Slot::Waiting(scratch)),
         })
@@ -83,10 +81,10 @@ impl JupyterHandler {
 impl Handler for JupyterHandler {
     fn start(&self) {
         // From here until the warm-up ends, an interrupt stops the start-up's optional work.
-        self.state.start_begins();
+        self.shared.state.start_begins();
         let mut slot = self.engine.lock().unwrap_or_else(PoisonError::into_inner);
         if let Slot::Waiting(scratch) = &*slot {
-            *slot = match Engine::start(self.state.clone(), self.comms.clone(), self.history.clone(), scratch.clone()) {
+            *slot = match Engine::start(self.shared.clone(), self.history.clone(), scratch.clone()) {
                 Ok(e) => Slot::Ready(Box::new(e)),
                 Err(e) => {
                     tracing::error!("the evcxr engine failed to start: {e:#}");
@@ -94,7 +92,7 @@ impl Handler for JupyterHandler {
                 }
             };
         }
-        self.state.start_ends();
+        self.shared.state.start_ends();
     }
 
     fn idle(&self) -> bool {
@@ -132,7 +130,7 @@ impl Handler for JupyterHandler {
     }
 
     fn work_arrived(&self) {
-        crate::session::interrupt::give_way(&self.state);
+        crate::session::interrupt::give_way(&self.shared.state);
     }
 
     fn kernel_info(&self) -> Reply<KernelInfo> {
@@ -183,8 +181,8 @@ impl Handler for JupyterHandler {
     }
 
     fn beside(&self) -> Option<Box<dyn crate::protocol::Beside>> {
-        let snapshot = self.state.analysis()?;
-        self.state.request_under_way().then(|| Box::new(super::complete::Snapshot(snapshot)) as _)
+        let snapshot = self.shared.analysis.get()?;
+        self.shared.state.request_under_way().then(|| Box::new(super::complete::Snapshot(snapshot)) as _)
     }
 
     fn is_complete(&self, code: &str) -> IsComplete {
@@ -220,20 +218,20 @@ impl Handler for JupyterHandler {
     }
 
     fn comm(&self, request: CommRequest, io: &Io) {
-        self.comms.from_frontend(request, io);
+        self.shared.comms.from_frontend(request, io);
     }
 
     fn comm_info(&self, target_name: Option<&str>) -> Value {
-        self.comms.info(target_name)
+        self.shared.comms.info(target_name)
     }
 
     fn interrupt(&self) {
         self.debugger.lock().unwrap_or_else(PoisonError::into_inner).interrupted();
-        crate::session::interrupt::interrupt(&self.state);
+        crate::session::interrupt::interrupt(&self.shared.state);
     }
 
     fn shutdown(&self, _restart: bool) {
-        let pid = self.state.child_pid();
+        let pid = self.shared.state.child_pid();
         if pid > 0 {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }

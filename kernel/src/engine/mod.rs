@@ -14,15 +14,26 @@ use crate::measure::meter::Meter;
 use crate::protocol::replies::{Completions, Inspection};
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
 use crate::session::comms::Comms;
-use crate::session::state::CellState;
+use crate::session::state::{CellState, VariablesView};
 use crate::session::Session;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+/// What the worker's engine shares with the protocol's other tasks, each an owner of its own.
+#[derive(Clone, Default)]
+pub struct Shared {
+    pub state: Arc<CellState>,
+    pub comms: Arc<Comms>,
+    pub variables: Arc<VariablesView>,
+    pub analysis: Arc<complete::Latest>,
+}
+
 pub struct Engine {
     session: Session,
     state: Arc<CellState>,
+    variables: Arc<VariablesView>,
+    analysis: Arc<complete::Latest>,
     history: Arc<Mutex<History>>,
     meter: Meter,
     magics: Magics,
@@ -40,15 +51,11 @@ struct CellRun {
 impl Engine {
     /// Starts the evcxr session (and so the child; nothing is built yet) and writes the pool's
     /// machine record. It runs on the protocol's worker before any request.
-    pub fn start(
-        state: Arc<CellState>,
-        comms: Arc<Comms>,
-        history: Arc<Mutex<History>>,
-        state_dir: PathBuf,
-    ) -> anyhow::Result<Engine> {
+    pub fn start(shared: Shared, history: Arc<Mutex<History>>, state_dir: PathBuf) -> anyhow::Result<Engine> {
+        let Shared { state, comms, variables, analysis } = shared;
         let session = Session::start(state.clone(), comms, &state_dir.join("stream.sock"), &state_dir)?;
-        let mut engine =
-            Engine { session, state, history, meter: Meter::default(), magics: Magics::default(), state_dir };
+        let (meter, magics) = (Meter::default(), Magics::default());
+        let mut engine = Engine { session, state, variables, analysis, history, meter, magics, state_dir };
         engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
         Ok(engine)
     }
@@ -82,7 +89,7 @@ impl Engine {
         let taken = std::time::Instant::now();
         let snapshot = self.session.beside().map(std::sync::Arc::new);
         tracing::debug!("analysis snapshot taken in {:?}", taken.elapsed());
-        self.state.set_analysis(snapshot);
+        self.analysis.set(snapshot);
         let state = self.state.clone();
         let _request = state.request_begins(req.silent);
         let count = req.execution_count;
@@ -98,7 +105,7 @@ impl Engine {
         }
         let run = self.run_cell(&req.code, io, count);
         // Names and types only (microseconds); values are read when the panel asks.
-        self.state.set_variable_types(self.session.variables());
+        self.variables.set_types(self.session.variables());
         let mut user_expressions = Map::new();
         if run.error.is_none() {
             if let (true, Some(text)) = (req.store_history, &run.result_text) {
@@ -165,7 +172,7 @@ impl Engine {
     /// (see [`crate::debug::values`]), unless they are as of the last cell already.
     pub fn read_variable_values(&mut self) {
         let seq = self.state.cells_begun();
-        if self.state.variables().values_of == Some(seq) {
+        if self.variables.get().values_of == Some(seq) {
             return;
         }
         let types = self.session.variables();
@@ -181,7 +188,7 @@ impl Engine {
                 }
             }
         };
-        self.state.set_variables(crate::session::state::Variables { types, values, values_of: Some(seq) });
+        self.variables.set(crate::session::state::Variables { types, values, values_of: Some(seq) });
     }
 
     /// Completion, with the session's rust-analyzer.

@@ -115,18 +115,12 @@ pub struct CellState {
     /// The request whose output is flowing now (kept after the cell for late output).
     io: Mutex<Option<Io>>,
     debug_hook: std::sync::OnceLock<Box<dyn CellDebugHook>>,
-    /// The notebook's variables as the last cell left them (the debugger's Variables panel
-    /// reads a copy while a cell may run).
-    variables: Mutex<Variables>,
     /// When set, stdout is collected here instead of published.
     capture: Mutex<Option<String>>,
     /// The display ids the current request has shown (its msg_id first): a display that says
     /// `"update": "auto"` updates one of these in place, and is a new display otherwise, so a
     /// re-run cell (whose old outputs the front end cleared) shows its plot again.
     shown: Mutex<(String, std::collections::HashSet<String>)>,
-    /// The analysis as the running request found the notebook: completion and inspection are
-    /// answered from it beside that request.
-    analysis: Mutex<Option<std::sync::Arc<super::beside::Beside>>>,
 }
 
 /// What one cell's child said of it besides its output; the next cell begins without it.
@@ -416,30 +410,6 @@ impl CellState {
         self.debug_hook.get().map(|hook| &**hook)
     }
 
-    /// The notebook's variable types after a cell (their values are read again when asked).
-    pub fn set_variable_types(&self, types: std::collections::BTreeMap<String, String>) {
-        self.variables.lock().unwrap_or_else(PoisonError::into_inner).types = types;
-    }
-
-    /// The variables with their values as of cell `seq` (`cells_begun`).
-    pub fn set_variables(&self, variables: Variables) {
-        *self.variables.lock().unwrap_or_else(PoisonError::into_inner) = variables;
-    }
-
-    /// A copy of the variables as the last cell left them.
-    pub fn variables(&self) -> Variables {
-        self.variables.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// The analysis as the request under way found the notebook.
-    pub fn set_analysis(&self, snapshot: Option<std::sync::Arc<super::beside::Beside>>) {
-        *self.analysis.lock().unwrap_or_else(PoisonError::into_inner) = snapshot;
-    }
-
-    pub fn analysis(&self) -> Option<std::sync::Arc<super::beside::Beside>> {
-        self.analysis.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
     /// The current request's output, unless it is silenced.
     pub fn io(&self) -> Option<Io> {
         if self.quiet() {
@@ -512,6 +482,28 @@ pub struct Variables {
     pub types: std::collections::BTreeMap<String, String>,
     pub values: std::collections::BTreeMap<String, String>,
     pub values_of: Option<u64>,
+}
+
+/// The variables view, an owner of its own: the worker writes it after each cell, the
+/// debugger's panel (on the control task) reads a copy while a cell may run.
+#[derive(Default)]
+pub struct VariablesView(Mutex<Variables>);
+
+impl VariablesView {
+    /// The variable types after a cell (their values are read again when asked).
+    pub fn set_types(&self, types: std::collections::BTreeMap<String, String>) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).types = types;
+    }
+
+    /// The variables with their values as of cell `values_of` (`cells_begun`).
+    pub fn set(&self, variables: Variables) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = variables;
+    }
+
+    /// A copy of the variables as the last cell left them.
+    pub fn get(&self) -> Variables {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 }
 
 /// What the debugger hears of a cell while it is attached.
