@@ -25,10 +25,12 @@ pub const RUSTC_WRAPPER_ENV: &str = "DRYML_ANALYSIS_RUSTC";
 /// Whether this binary's `main` runs [`rustc_wrapper_hook`] (a test harness does not).
 static WRAPS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// As the `RUSTC_WRAPPER` of a load's cargo runs: runs rustc, from `/` where the working
-/// directory it was given is gone. ci48: every load of two processes failed as rustc (rustup's
-/// proxy) could not locate the crate folder cargo ran in, removed under it. Returns only where
-/// this process is not that wrapper; the loads of a binary that never called it run no wrapper.
+/// As the `RUSTC_WRAPPER` of a load's cargo runs: runs rustc from `/`, which cargo's questions
+/// to it (`-vV`, `--print` on stdin's empty crate) do not need. ci48: rustup's proxy could not
+/// locate the crate folder cargo ran in, removed under it; ci54: rustc found its working
+/// directory invalid where the wrapper had found it there a moment before, in every load of
+/// one process. Returns only where this process is not that wrapper; the loads of a binary that
+/// never called it run no wrapper.
 pub fn rustc_wrapper_hook() {
     if std::env::var_os(RUSTC_WRAPPER_ENV).is_none() {
         WRAPS.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -37,10 +39,7 @@ pub fn rustc_wrapper_hook() {
     let mut args = std::env::args_os().skip(1);
     let Some(rustc) = args.next() else { return };
     let mut command = std::process::Command::new(rustc);
-    command.args(args).env_remove(RUSTC_WRAPPER_ENV);
-    if std::env::current_dir().is_err() {
-        command.current_dir("/");
-    }
+    command.args(args).env_remove(RUSTC_WRAPPER_ENV).current_dir("/");
     let error = std::os::unix::process::CommandExt::exec(&mut command);
     eprintln!("dryml-analysis: rustc did not start: {error}");
     std::process::exit(101);
@@ -68,10 +67,16 @@ pub(crate) fn load(manifest: AbsPathBuf, with_sysroot: bool) -> Result<Loaded> {
         let Some(why) = incomplete(&workspace, with_sysroot) else { break workspace };
         // One line in the log: cargo's message spans several.
         let why = why.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" | ");
-        let folder = if folder() == before { "stayed" } else { "was replaced meanwhile" };
+        let after = folder();
+        let folder = match (before, after) {
+            (_, None) => "is gone",
+            (before, after) if before == after => "stayed",
+            _ => "was replaced meanwhile",
+        };
         tries += 1;
         eprintln!("dryml-analysis: incomplete load of {manifest} (try {tries} of {TRIES}; its folder {folder}): {why}");
-        if tries == TRIES {
+        // A folder gone is a kernel gone: nothing to try again for.
+        if tries == TRIES || after.is_none() {
             bail!("the analysis could not load {manifest}: {why}");
         }
         std::thread::sleep(Duration::from_millis(250 * u64::from(tries)));

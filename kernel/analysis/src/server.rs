@@ -20,6 +20,8 @@ use std::time::Duration;
 
 /// The analysis process: serves each kernel that connects to `socket`, until none is left.
 pub fn serve(socket: &Path) -> ! {
+    // Not the folder of the kernel that started it, which may go while this serves others.
+    let _ = std::env::set_current_dir("/");
     let code = match serve_until_alone(socket) {
         Ok(()) => 0,
         Err(e) => {
