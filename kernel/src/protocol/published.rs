@@ -2,6 +2,7 @@
 //! and a sender names a variant, so a misspelt field or state fails to compile rather than in a
 //! client. What is the user's own (a display bundle, a comm's data, a debugger event) stays JSON.
 
+use super::ErrorContent;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -70,11 +71,7 @@ pub enum Published {
     ClearOutput {
         wait: bool,
     },
-    Error {
-        ename: String,
-        evalue: String,
-        traceback: Vec<String>,
-    },
+    Error(ErrorContent),
     CommOpen {
         comm_id: String,
         target_name: String,
@@ -102,7 +99,7 @@ impl Published {
             Published::DisplayData { .. } => "display_data",
             Published::UpdateDisplayData { .. } => "update_display_data",
             Published::ClearOutput { .. } => "clear_output",
-            Published::Error { .. } => "error",
+            Published::Error(_) => "error",
             Published::CommOpen { .. } => "comm_open",
             Published::CommMsg { .. } => "comm_msg",
             Published::CommClose { .. } => "comm_close",
@@ -141,7 +138,7 @@ mod tests {
             ),
             (Published::ClearOutput { wait: true }, json!({"wait": true})),
             (
-                Published::Error { ename: "E".into(), evalue: "v".into(), traceback: vec!["t".into()] },
+                Published::Error(ErrorContent { ename: "E".into(), evalue: "v".into(), traceback: vec!["t".into()] }),
                 json!({"ename": "E", "evalue": "v", "traceback": ["t"]}),
             ),
             (

@@ -230,11 +230,7 @@ impl<H: Handler> Worker<H> {
         let reply = match outcome.error.clone() {
             Some(error) => {
                 if !req.silent {
-                    io.publish(Published::Error {
-                        ename: error.ename.clone(),
-                        evalue: error.evalue.clone(),
-                        traceback: error.traceback.clone(),
-                    });
+                    io.publish(Published::Error(error.clone()));
                 }
                 ExecuteReply::Error { execution_count, payload: outcome.payload, user_expressions: json!({}), error }
             }

@@ -24,9 +24,8 @@ impl evcxr::CellLoads for NamedOnly {
     /// or imports, so that the cell that redefines a type still finds its variables; and those
     /// a kept borrow it names is made from.
     fn loads(&self, code: &str, variables: &[(&str, &str)]) -> HashSet<String> {
-        let mut words: HashSet<String> = WORD.find_iter(code).map(|m| m.as_str().to_owned()).collect();
+        let words: HashSet<&str> = WORD.find_iter(code).map(|m| m.as_str()).collect();
         let roots = self.0.roots_named(|name| words.contains(name));
-        words.extend(roots);
         let mut types = HashSet::new();
         for found in DEFINED.captures_iter(code) {
             types.extend(found.get(1).map(|name| name.as_str()));
@@ -35,7 +34,9 @@ impl evcxr::CellLoads for NamedOnly {
             }
         }
         let loaded = |name: &str, type_name: &str| {
-            words.contains(name) || WORD.find_iter(type_name).any(|m| types.contains(m.as_str()))
+            words.contains(name)
+                || roots.iter().any(|r| r == name)
+                || WORD.find_iter(type_name).any(|m| types.contains(m.as_str()))
         };
         variables.iter().filter(|(name, ty)| loaded(name, ty)).map(|(name, _)| name.to_string()).collect()
     }
