@@ -2,8 +2,8 @@
 //! that no cell reads a value as a type it was not made as.
 //!
 //! evcxr pins the cell crate's `-C metadata` while this is set, so the notebook's types keep their
-//! `TypeId`s whatever its dependencies; what tells a changed type is this module. Each stored
-//! variable keeps the definitions its type name reaches, followed through the notebook's items
+//! `TypeId`s whatever its dependencies; what tells a changed type is this module. Each kept
+//! variable's origin is the definitions its type name reaches, followed through the notebook's items
 //! (structs, enums, unions, aliases, traits, modules, constants and `use` imports; never functions
 //! or `impl` blocks, which change no layout) to the external crates they name, each with a hash of
 //! its definition (tokens without whitespace or comments) or of its line in Cargo.toml. Types of
@@ -15,28 +15,70 @@
 //! Left out: a dependency's layout changed under a name the notebook does not follow (cargo
 //! unifying a transitive crate's features with a newly added crate's), which no type name shows.
 
-use evcxr::{Definitions, Origin};
+use evcxr::Definitions;
 use ra_ap_syntax::ast;
 use ra_ap_syntax::{AstNode, Edition};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::hash::Hasher;
+use std::sync::Mutex;
 
-/// DRYML Rust's rules for what a type is built from.
+/// Each definition a type name reaches, with a hash of it.
+type Origin = BTreeMap<String, u64>;
+
+/// DRYML Rust's rules for what a type is built from, and the origins of the kept variables' types.
 #[derive(Debug, Default)]
-pub struct Origins;
+pub struct Origins(Mutex<Kept>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    /// A hash of the definitions the variables were last kept under.
+    definitions: u64,
+    /// Each kept variable's type, and that type's origin then.
+    variables: HashMap<String, (String, Origin)>,
+}
 
 impl evcxr::TypeOrigins for Origins {
-    fn origin(&self, type_name: &str, definitions: &Definitions<'_>) -> Origin {
-        origin(type_name, definitions)
+    fn kept(&self, variables: &[(&str, &str)], definitions: &Definitions<'_>) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let hash = definitions_hash(definitions);
+        let same = kept.definitions == hash;
+        let mut old = std::mem::take(&mut kept.variables);
+        let mut by_type: HashMap<&str, Origin> = HashMap::new();
+        for &(name, type_name) in variables {
+            // Worked out again only where the definitions changed, or for a new variable or type.
+            let origin = match old.remove(name) {
+                Some((then, origin)) if same && then == type_name => origin,
+                _ => by_type.entry(type_name).or_insert_with(|| origin(type_name, definitions)).clone(),
+            };
+            kept.variables.insert(name.to_owned(), (type_name.to_owned(), origin));
+        }
+        kept.definitions = hash;
     }
 
-    fn staleness(&self, variable: &str, type_name: &str, then: &Origin, now: &Origin) -> Option<String> {
-        staleness(variable, type_name, then, now)
+    fn changed(&self, variables: &[(&str, &str)], definitions: &Definitions<'_>) -> Vec<(String, String)> {
+        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.definitions == definitions_hash(definitions) {
+            return Vec::new();
+        }
+        let mut now: HashMap<&str, Origin> = HashMap::new();
+        let mut stale = Vec::new();
+        for &(name, type_name) in variables {
+            let Some((_, then)) = kept.variables.get(name) else { continue };
+            let now = now.entry(type_name).or_insert_with(|| origin(type_name, definitions));
+            if let Some(why) = staleness(name, type_name, then, now) {
+                stale.push((name.to_owned(), why));
+            }
+        }
+        stale
     }
 
     fn rustc_type(&self, found: &str, definitions: &Definitions<'_>) -> Option<String> {
         rustc_type(found).filter(|type_name| in_scope(type_name, definitions))
+    }
+
+    fn parameter(&self, type_name: &str) -> String {
+        with_static_lifetimes(type_name)
     }
 }
 
@@ -155,6 +197,49 @@ fn rustc_type(found: &str) -> Option<String> {
         _ => found.strip_prefix('`')?.strip_suffix('`')?.replace("{integer}", "i32").replace("{float}", "f64"),
     };
     (!type_name.contains(['{', '}', '`']) && evcxr::is_type_valid(&type_name)).then_some(type_name)
+}
+
+/// `type_name` with each elided reference lifetime made `'static`, as a stored variable's is. As
+/// a parameter's type an elided lifetime is the function's own, and the analysis code's store of
+/// that parameter fails (E0521). Those of `fn` pointers and `Fn` traits belong to the signature.
+fn with_static_lifetimes(type_name: &str) -> String {
+    use ra_ap_syntax::SyntaxKind;
+    const PREFIX: &str = "type T = ";
+    let parsed = ast::SourceFile::parse(&format!("{PREFIX}{type_name};"), Edition::Edition2024);
+    if !parsed.errors().is_empty() {
+        return type_name.to_owned();
+    }
+    let signature = |kind| {
+        matches!(
+            kind,
+            SyntaxKind::FN_PTR_TYPE | SyntaxKind::PARENTHESIZED_ARG_LIST | SyntaxKind::RET_TYPE | SyntaxKind::FOR_TYPE
+        )
+    };
+    let mut at: Vec<usize> = parsed
+        .syntax_node()
+        .descendants()
+        .filter_map(ast::RefType::cast)
+        .filter(|r| r.lifetime().is_none() && !r.syntax().ancestors().any(|a| signature(a.kind())))
+        .filter_map(|r| r.amp_token())
+        .map(|amp| usize::from(amp.text_range().end()) - PREFIX.len())
+        .collect();
+    at.sort_unstable_by(|a, b| b.cmp(a));
+    let mut out = type_name.to_owned();
+    for offset in at {
+        out.insert_str(offset, "'static ");
+    }
+    out
+}
+
+/// A hash of everything a type's origin reads.
+fn definitions_hash(definitions: &Definitions<'_>) -> u64 {
+    let mut items: Vec<_> = definitions.items.iter().collect();
+    items.sort();
+    let mut deps: Vec<_> = definitions.deps.iter().collect();
+    deps.sort();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (items, &definitions.unnamed, deps).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// What `type_name` was built from, given the notebook's items and dependencies now.
@@ -296,6 +381,42 @@ mod tests {
     }
 
     #[test]
+    fn elided_reference_lifetimes_become_static_but_not_a_signatures() {
+        let s = with_static_lifetimes;
+        assert_eq!(s("&str"), "&'static str");
+        assert_eq!(s("[&str; 2]"), "[&'static str; 2]");
+        assert_eq!(s("(&mut [u8], &&str)"), "(&'static mut [u8], &'static &'static str)");
+        assert_eq!(s("Vec<&'static str>"), "Vec<&'static str>");
+        assert_eq!(s("Box<dyn Fn(&str) -> &str>"), "Box<dyn Fn(&str) -> &str>");
+        assert_eq!(s("(fn(&u8) -> &u8, &i32)"), "(fn(&u8) -> &u8, &'static i32)");
+        assert_eq!(s("Vec<i32>"), "Vec<i32>");
+        assert_eq!(s("not a type ("), "not a type (");
+    }
+
+    #[test]
+    fn what_a_cell_kept_is_dropped_once_its_definitions_change_and_nothing_else() {
+        use evcxr::TypeOrigins;
+        let origins = Origins::default();
+        let (p, q) = ("struct P { x: i32 }", "struct Q;");
+        origins.kept(&[("p", "Vec<P>"), ("q", "Q"), ("n", "u8")], &defs(&[p, q], &[], &[]));
+        let stored = [("p", "Vec<P>"), ("q", "Q"), ("n", "u8"), ("new", "P")];
+        assert!(origins.changed(&stored, &defs(&[p, q], &[], &[])).is_empty());
+        let now = defs(&["struct P { x: i64 }", q], &["use std::fmt;"], &[]);
+        let stale = origins.changed(&stored, &now);
+        // `new` was never kept: nothing says what it was made as.
+        assert_eq!(stale.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["p"]);
+        assert!(stale[0].1.contains("`P` has been redefined"), "{stale:?}");
+        // Kept again under the new definitions (p made anew), nothing has changed since.
+        origins.kept(&[("p", "Vec<P>"), ("q", "Q")], &now);
+        assert!(origins.changed(&stored, &now).is_empty());
+        // A variable kept with another type takes that type's origin.
+        origins.kept(&[("p", "Q"), ("q", "Q")], &now);
+        let q2 = defs(&["struct P { x: i64 }", "struct Q(u8);"], &["use std::fmt;"], &[]);
+        let gone = origins.changed(&[("p", "Q"), ("q", "Q")], &q2);
+        assert_eq!(gone.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["p", "q"]);
+    }
+
+    #[test]
     fn in_scope_means_every_paths_root_is_seen_by_that_name() {
         let definitions = defs(&["struct P { x: i32 }"], &[], &[("tch", "tch = \"0.26\"")]);
         for (type_name, seen) in [
@@ -328,7 +449,7 @@ mod tests {
             ("`HashMap<u8, u8>`", None),
             ("`Vec<Q>`", None),
         ] {
-            assert_eq!(Origins.rustc_type(found, &definitions).as_deref(), taken, "{found}");
+            assert_eq!(Origins::default().rustc_type(found, &definitions).as_deref(), taken, "{found}");
         }
     }
 }

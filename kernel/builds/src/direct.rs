@@ -27,8 +27,8 @@ fn stamp(path: &Path) -> Stamp {
 /// What a build without cargo came to.
 #[derive(Debug)]
 pub enum Outcome {
-    /// The cell crate's library, where rustc wrote it (the shared build directory's: the caller
-    /// links it where it wants it and leaves this one to cargo).
+    /// The cell crate's library, linked to where cargo would uplift it (the one rustc wrote, in
+    /// the shared build directory, stays cargo's).
     Built(PathBuf),
     /// rustc's output for the cell's own compile errors.
     Failed(Output),
@@ -72,6 +72,9 @@ impl DirectRustc {
     /// command the wrapper recorded in `record`, with what it read. `None`: the next build goes
     /// through cargo (no record, a path dependency too big to watch or changed during the build).
     pub fn load(record: &Path, cargo: &Command, started: SystemTime) -> Option<DirectRustc> {
+        if !cargo_runs_rustc_alone(cargo) {
+            return None;
+        }
         let command: Recorded = serde_json::from_slice(&fs::read(record).ok()?).ok()?;
         let crate_dir = cargo.get_current_dir()?;
         let out_dir = PathBuf::from(command.arg_after("--out-dir")?);
@@ -128,11 +131,39 @@ impl DirectRustc {
             .current_dir(&self.command.cwd)
             .output();
         match output {
-            Ok(output) if output.status.success() => Outcome::Built(self.out_dir.join(&self.library)),
+            Ok(output) if output.status.success() => {
+                uplift(&self.out_dir.join(&self.library), cargo).map_or(Outcome::Stale, Outcome::Built)
+            }
             Ok(output) if !names_a_stale_dependency(&output) => Outcome::Failed(output),
             _ => Outcome::Stale,
         }
     }
+}
+
+/// Whether cargo runs rustc as the recorded command would alone: not under `mold -run` (whose
+/// linker it hands rustc), nor with `-Ztime-passes` (whose report is cargo's to show).
+fn cargo_runs_rustc_alone(cargo: &Command) -> bool {
+    let rustflags = cargo.get_envs().find(|(k, _)| *k == "RUSTFLAGS").and_then(|(_, v)| v);
+    Path::new(cargo.get_program()).file_name() != Some("mold".as_ref())
+        && !rustflags.is_some_and(|flags| flags.to_string_lossy().contains("-Ztime-passes"))
+}
+
+/// Links `library` (in a profile's `deps`) to where `cargo` would uplift it: the target
+/// directory's `[<triple>/]<profile>/`, `CARGO_TARGET_DIR` or `target` in the crate's directory.
+fn uplift(library: &Path, cargo: &Command) -> Option<PathBuf> {
+    let profile = library.parent()?.parent()?.file_name()?;
+    let target_dir = cargo.get_envs().find(|(k, _)| *k == "CARGO_TARGET_DIR").and_then(|(_, v)| v);
+    let mut dir = cargo.get_current_dir()?.join(target_dir.unwrap_or("target".as_ref()));
+    let mut args = cargo.get_args();
+    if let Some(triple) = args.by_ref().find(|a| *a == "--target").and_then(|_| args.next()) {
+        dir.push(triple);
+    }
+    dir.push(profile);
+    let uplifted = dir.join(library.file_name()?);
+    let _ = fs::remove_file(&uplifted);
+    fs::create_dir_all(&dir).ok()?;
+    fs::hard_link(library, &uplifted).or_else(|_| fs::copy(library, &uplifted).map(|_| ())).ok()?;
+    Some(uplifted)
 }
 
 /// Whether rustc's JSON diagnostics include one of [`STALE_CODES`].
@@ -213,6 +244,16 @@ mod tests {
             .current_dir(dir.path())
             .output()
             .unwrap()
+    }
+
+    #[test]
+    fn rustc_runs_alone_only_where_cargo_would_run_it_as_recorded() {
+        let mut cargo = Command::new("/usr/bin/cargo");
+        cargo.env("RUSTFLAGS", "-Cprefer-dynamic");
+        assert!(cargo_runs_rustc_alone(&cargo));
+        cargo.env("RUSTFLAGS", "-Cprefer-dynamic -Ztime-passes");
+        assert!(!cargo_runs_rustc_alone(&cargo));
+        assert!(!cargo_runs_rustc_alone(Command::new("mold").args(["-run", "/usr/bin/cargo"])));
     }
 
     #[test]

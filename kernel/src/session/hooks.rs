@@ -13,7 +13,7 @@ pub(super) fn fill(
 ) -> Result<dryml_analysis::Beside, evcxr::Error> {
     ctx.set_cell_builder(Box::<super::builds::RustcAlone>::default());
     ctx.set_final_display(super::display::around(false));
-    ctx.set_type_origins(Arc::new(dryml_analysis::Origins));
+    ctx.set_type_origins(Arc::<dryml_analysis::Origins>::default());
     ctx.set_cell_loads(Arc::new(super::loads::NamedOnly(borrows)));
     let (analysis, beside) = super::beside::analysis(ctx.crate_directory())?;
     ctx.set_analysis(analysis);

@@ -140,7 +140,7 @@ impl Session {
         let mut beside = None;
         let borrows = Arc::<borrows::Borrows>::default();
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
-            ctx.set_crate_name(&crate_name)?;
+            ctx.set_crate_name(&crate_name);
             if let Some(dir) = &build_dir {
                 // Cargo reads it from the environment evcxr gives each build.
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
