@@ -60,8 +60,9 @@ fn main() -> std::process::ExitCode {
     dryml_analysis::rustc_wrapper_hook();
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
-    // As rustc's wrapper, this binary records the cell crate's command for builds without cargo.
-    evcxr::set_rustc_recorder(dryml_builds::record);
+    // As rustc's wrapper, this binary pins the cell crate's metadata, builds it for the debugger
+    // and records its command for builds without cargo.
+    evcxr::set_rustc_hooks(evcxr::RustcHooks { args: dryml_builds::cell_args, built: dryml_builds::record });
     // In evcxr's child: libtorch's CUDA half beside the libtorch a cell brings in.
     evcxr::set_after_load(dryml_kernel::torch::load_cuda_beside_libtorch);
     evcxr::runtime_hook();

@@ -8,10 +8,14 @@
 //! Anything else, another build holding the build directory, or a rustc that cannot use a
 //! dependency it was given, goes back to cargo, which records the command again.
 //!
-//! evcxr (patched) calls this through its `CellBuilder` hook; nothing here names evcxr.
+//! evcxr (patched) calls this through its `CellBuilder` and `RustcHooks` hooks; nothing here
+//! names evcxr. The same hooks pin the cell crate's metadata and build it for the debugger
+//! ([`cell_args`]).
 
+mod args;
 mod direct;
 mod record;
 
+pub use args::{cell_args, DEBUG_CELLS_ENV, PIN_METADATA_ENV};
 pub use direct::{DirectRustc, Outcome};
 pub use record::{record, Recorded};

@@ -13,7 +13,9 @@ pub(super) fn fill(
 ) -> Result<dryml_analysis::Beside, evcxr::Error> {
     ctx.set_cell_builder(Box::<super::builds::RustcAlone>::default());
     ctx.set_final_display(super::display::around(false));
+    // The cell crate's metadata is pinned only where a type that changed is told.
     ctx.set_type_origins(Arc::<dryml_analysis::Origins>::default());
+    ctx.set_build_env(dryml_builds::PIN_METADATA_ENV, "1");
     ctx.set_cell_loads(Arc::new(super::loads::NamedOnly(borrows)));
     let (analysis, beside) = super::beside::analysis(ctx.crate_directory())?;
     ctx.set_analysis(analysis);

@@ -29,12 +29,11 @@ use crate::child::FLUSHER_CELL;
 use crate::protocol::published::StreamName;
 use crate::protocol::{ErrorContent, Io};
 use cache::{BuildCache, Claim};
+use dryml_builds::DEBUG_CELLS_ENV;
 use dryml_sys::protocol::{STATE_DIR_ENV, STREAM_ENV};
 use evcxr::{CommandContext, Error as EvcxrError, EvalCallbacks};
 use state::{CellState, Escalation, WarmUp};
 
-/// evcxr's build env (our patch) that builds the cell crate for the debugger.
-const DEBUG_CELLS_ENV: &str = "EVCXR_DEBUG_CELLS";
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -392,8 +391,8 @@ impl Session {
         let prefix_lines = full.matches('\n').count();
         full.push_str(code);
         let code = full;
-        // While the debugger is attached, the cell crate is built with debug info (evcxr's
-        // wrapper, the cell crate only), and the hook hears where the cell's lines went.
+        // While the debugger is attached, the cell crate is built with debug info (the rustc
+        // wrapper's hook, the cell crate only), and the hook hears where the cell's lines went.
         self.user_opt |= code.lines().any(|l| l.trim_start().starts_with(":opt"));
         let debugging = self.state.debugging();
         let builds = debug_builds(debugging, self.user_opt);
@@ -532,7 +531,7 @@ fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
     }
 }
 
-/// `EVCXR_DEBUG_CELLS` for a cell: unoptimised while debugging, unless the user chose a level.
+/// `DRYML_DEBUG_CELLS` for a cell: unoptimised while debugging, unless the user chose a level.
 fn debug_builds(debugging: bool, user_opt: bool) -> &'static str {
     match (debugging, user_opt) {
         (false, _) => "0",
