@@ -43,3 +43,8 @@ patch_crate() {
 # The checksum is Cargo.lock's for the registry crate, from before the patch replaced it.
 patch_crate evcxr 0.22.0 ee69caeeefc311959b85962458e370d8eccb165123edbc5270134aaee6d7ed80
 patch_crate zeromq 0.7.0 55b31ad37d1aad854ddc8c4f16b637259ce95f757f6c32f05447279c68ed9e2a
+# torch-sys only when asked: the GPU check's model built against an older PyTorch
+# (tests/gpu/build.sh --torch), in a build of its own; the workspace builds the registry's.
+if [ "${1:-}" = torch-sys ]; then
+    patch_crate torch-sys 0.26.0 5ae60ab95333c42adcc1a9e74057357e4324a1f344c403e48712a144ab731019
+fi

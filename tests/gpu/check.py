@@ -345,7 +345,7 @@ def run_model(bundle, checks):
         # A model built for one libtorch may load on another and then break ("incoherent element
         # sizes"): that says nothing of dryml, so the versions are compared before any run.
         checks.report("model", "SKIP", f"the bundle was built against PyTorch {built_for}, this machine has {version}: "
-                      "build it where PyTorch is this one (bash tests/gpu/build.sh)")
+                      f"build it for this one (bash tests/gpu/build.sh --torch {version.split('+')[0]})")
         return
     state = tempfile.mkdtemp(prefix="dryml-gpu-state-")
     bundle.probe("machine", "--state-dir", state)
