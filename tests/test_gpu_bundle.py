@@ -70,3 +70,21 @@ def test_a_bundle_built_for_another_pytorch_skips_its_model_checks_naming_both(f
     status, detail = results["model"]
     assert status == "SKIP" and "built against PyTorch 2.11.0+cu130, this machine has 2.13.0" in detail, detail
     assert "model on the CPU" not in results, "no model ran"
+
+
+def test_the_benchmark_runs_here_on_the_cpu(fake_nvml_lib, tmp_path):
+    # `check.py --bench` (bench.py): each network through dryml and PyTorch's two loops, cut to
+    # the CPU's size here. The figures mean nothing on this machine; the rows must all be there.
+    script = tmp_path / "script"
+    script.write_text(GPUS)
+    report = tmp_path / "report.json"
+    out = subprocess.run([sys.executable, str(ROOT / "build/gpu-bundle/check.py"), "--fake", str(fake_nvml_lib),
+                          "--script", str(script), "--json", str(report), "--bench"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    rows = json.loads(report.read_text())["bench"]
+    assert [r["net"].split(",")[0] for r in rows] == ["mlp 784-256-256-10", "mlp 784-1024-1024-10", "cnn 3x16x16"], rows
+    for r in rows:
+        assert r["device"] == "cpu" and r["dryml placed on"] == "cpu", r
+        assert all(r[k] > 0 for k in ("dryml", "torch device", "torch loader")), r
+    assert out.stdout.count("BENCH ") == 3 and "dryml/this" in out.stdout, out.stdout

@@ -67,7 +67,7 @@ fi
 OUT="$ROOT/build/gpu-bundle"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-cp "$ROOT/target/release/dryml-gpu-probe" "$ROOT/tests/gpu/check.py" "$ROOT/tests/gpu/README.md" "$OUT/"
+cp "$ROOT/target/release/dryml-gpu-probe" "$ROOT"/tests/gpu/{check.py,bench.py,README.md} "$OUT/"
 strip --strip-all "$OUT/dryml-gpu-probe"
 if [ -n "${BUILT_FOR:-}" ]; then
     cp "$MODEL" "$OUT/"

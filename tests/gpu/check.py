@@ -4,6 +4,7 @@ out-of-memory test against the messages real CUDA gives. See README.md beside th
 
     python3 check.py [--json report.json]          on a machine with a GPU and PyTorch
     python3 check.py --fake LIB --script FILE      here: the fake NVML stands in for the GPU
+    python3 check.py --bench                       then dryml against PyTorch's loops (bench.py)
 
 Each check prints one line, PASS, FAIL or SKIP, with what it saw; the exit code is 1 if any
 check failed. Allocations are made by child processes, as a notebook's sandbox would make them.
@@ -350,6 +351,7 @@ def run_model(bundle, checks):
     state = tempfile.mkdtemp(prefix="dryml-gpu-state-")
     bundle.probe("machine", "--state-dir", state)
     env = dict(bundle.env, DRYML_STATE_DIR=state, LD_LIBRARY_PATH=lib)
+    bundle.model = (model, env)
 
     def model_run(context, *args):
         out = subprocess.run([model, "--context", context, *args], env=env, capture_output=True, text=True, timeout=600)
@@ -397,12 +399,35 @@ def run_model(bundle, checks):
                   f"10% at 0.25: {small.get('allocated', small)}; 40% with the whole GPU: {free.get('allocated', free)}")
 
 
+def run_bench(bundle, checks):
+    """bench.py's rows, printed with dryml's ratio to each of PyTorch's loops."""
+    if getattr(bundle, "model", None) is None:
+        checks.report("bench", "SKIP", "no model here for this PyTorch (see the model lines)")
+        return []
+    sys.path.insert(0, HERE)
+    import bench
+    figures = []
+
+    def report(name, row):
+        figures.append({"net": name, **row})
+        times = {k: v for k, v in row.items() if isinstance(v, float)}
+        ratios = "; ".join(f"{k} {v:.3f} s (dryml/this {times['dryml'] / v:.2f})" for k, v in times.items() if k != "dryml")
+        print(f"BENCH {name} on {row['device']}: dryml {times['dryml']:.3f} s/epoch ({row['dryml placed on']}); {ratios}", flush=True)
+
+    try:
+        bench.run(*bundle.model, report)
+    except Exception as e:  # the benchmark is figures, not a check: it says why it stopped
+        checks.report("bench", "FAIL", f"{type(e).__name__}: {e}")
+    return figures
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--probe", help="the probe binary (default: beside this file)")
     ap.add_argument("--fake", metavar="LIB", help="a fake libnvidia-ml.so (tests/fake_nvml) instead of the GPU")
     ap.add_argument("--script", help="the fake NVML's script file (with --fake)")
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--bench", action="store_true", help="then the benchmark (bench.py), where the model runs")
     args = ap.parse_args()
     if args.fake and not args.script:
         ap.error("--fake needs --script")
@@ -414,11 +439,14 @@ def main():
             part(bundle, checks)
         except Exception as e:  # a check that could not run is a failure, with what stopped it
             checks.report(part.__name__.replace("_", " "), "FAIL", f"{type(e).__name__}: {e}")
+    figures = []
+    if args.bench:
+        figures = run_bench(bundle, checks)
     failed = [r for r in checks.results if r["status"] == "FAIL"]
     print(f"{len(checks.results) - len(failed)} of {len(checks.results)} checks passed or were skipped; {len(failed)} failed", flush=True)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"fake": bool(args.fake), "results": checks.results}, f, indent=1)
+            json.dump({"fake": bool(args.fake), "results": checks.results, "bench": figures}, f, indent=1)
     sys.exit(1 if failed else 0)
 
 

@@ -1,7 +1,8 @@
 //! The GPU bundle's model check: a dryml tch model in a context claimed with
 //! `dryml::set_context`, as a program or a sandbox claims one, so `tests/gpu/check.py` sees that
 //! the model layer trains on the GPU its context gives it (or on the CPU where it gives none) and
-//! that a share of a GPU caps what libtorch may take. One JSON line on stdout.
+//! that a share of a GPU caps what libtorch may take; and it trains the benchmark's networks
+//! (`tests/gpu/bench.py`). One JSON line on stdout.
 
 use clap::{Parser, Subcommand};
 use dryml::compute::context::Requests;
@@ -35,6 +36,22 @@ enum Cmd {
         #[arg(long)]
         total: u64,
     },
+    /// Trains `--layers` (the definition's JSON) on generated rows with Adam (1e-3) and
+    /// cross-entropy: an epoch to warm up, then `--epochs` timed.
+    Bench {
+        #[arg(long)]
+        layers: String,
+        #[arg(long)]
+        rows: usize,
+        #[arg(long)]
+        features: usize,
+        #[arg(long)]
+        classes: usize,
+        #[arg(long)]
+        batch: usize,
+        #[arg(long, default_value_t = 2)]
+        epochs: u64,
+    },
 }
 
 /// Two clouds of 16-dimensional points around +1 and -1 in every coordinate (a fixed
@@ -53,6 +70,51 @@ fn clouds(n: usize, seed: u64) -> Dataset<Xy<Array1<f32>, usize>> {
         })
         .collect();
     Dataset::from_vec(items)
+}
+
+/// `rows` rows of `features` values in [-1, 1) and a class each, from a fixed generator.
+fn generated(rows: usize, features: usize, classes: usize) -> Dataset<Xy<Array1<f32>, usize>> {
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let items = (0..rows)
+        .map(|_| {
+            let x = Array1::from_iter((0..features).map(|_| (next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0));
+            Xy { x, y: (next() % classes as u64) as usize }
+        })
+        .collect();
+    Dataset::from_vec(items)
+}
+
+fn bench(
+    layers: &str,
+    rows: usize,
+    features: usize,
+    classes: usize,
+    batch: usize,
+    epochs: u64,
+) -> Result<Value, String> {
+    let layers: Value = serde_json::from_str(layers).map_err(|e| format!("--layers: {e}"))?;
+    let data = generated(rows, features, classes);
+    let mut m = TchClassifier::new(json!({
+        "layers": layers,
+        "optimizer": {"type": "adam", "lr": 0.001},
+        "training": {"epochs": 1, "batch_size": batch}
+    }));
+    let started = std::time::Instant::now();
+    m.train(&data, &mut TrainSpec::epochs(1)).map_err(|e| e.to_string())?;
+    let warm_up = started.elapsed().as_secs_f64();
+    let started = std::time::Instant::now();
+    m.train(&data, &mut TrainSpec::epochs(epochs)).map_err(|e| e.to_string())?;
+    Ok(json!({
+        "placement": m.placement().map(|p| p.to_string()),
+        "warm_up": warm_up,
+        "seconds_per_epoch": started.elapsed().as_secs_f64() / epochs as f64,
+    }))
 }
 
 fn train() -> Result<Value, String> {
@@ -95,6 +157,9 @@ fn main() {
     let ran = ctx.clone().and_then(|_| match cli.cmd {
         Cmd::Train => train(),
         Cmd::Alloc { fraction, total } => alloc(fraction, total),
+        Cmd::Bench { layers, rows, features, classes, batch, epochs } => {
+            bench(&layers, rows, features, classes, batch, epochs)
+        }
     });
     let mut out = ran.unwrap_or_else(|e| json!({"error": e}));
     // What the context did to this process, whatever came of the command.
