@@ -120,7 +120,7 @@ def run(model, env, report):
         torch.set_num_threads(2)
     context = "torch gpu/0=1" if cuda else "torch num_cpus=2"
     loops = ["device", "loader"] + (["device+tf32"] if cuda else [])
-    epochs = 3 if cuda else 1
+    epochs = 3
     for name, layers, features, rows, batch in NETS if cuda else CPU_NETS:
         ours, placed = dryml_loop(model, env, context, layers, features, rows, batch, epochs)
         theirs = {loop: torch_loop(torch, layers, features, rows, batch, epochs, device, loop) for loop in loops}

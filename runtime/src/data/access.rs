@@ -22,6 +22,9 @@ pub(super) struct Access<E> {
     gather: Option<Arc<dyn Any + Send + Sync>>,
     order: Arc<Vec<usize>>,
     range: Range<usize>,
+    /// Whether `get` computes each element anew (a `map`'s function, which may differ from pass
+    /// to pass) rather than reading it as stored.
+    computed: bool,
 }
 
 impl<E> Clone for Access<E> {
@@ -31,6 +34,7 @@ impl<E> Clone for Access<E> {
             gather: self.gather.clone(),
             order: self.order.clone(),
             range: self.range.clone(),
+            computed: self.computed,
         }
     }
 }
@@ -52,7 +56,12 @@ impl<E: Send + 'static> Access<E> {
         gather: Option<Arc<Gather<B>>>,
     ) -> Access<E> {
         let gather = gather.map(|g| Arc::new(g) as Arc<dyn Any + Send + Sync>);
-        Access { get: Arc::new(get), gather, order: Arc::new((0..len).collect()), range: 0..len }
+        Access { get: Arc::new(get), gather, order: Arc::new((0..len).collect()), range: 0..len, computed: false }
+    }
+
+    /// Whether each element is read as stored, not computed anew.
+    pub(super) fn stored(&self) -> bool {
+        !self.computed
     }
 
     pub(super) fn len(&self) -> usize {
@@ -73,7 +82,7 @@ impl<E: Send + 'static> Access<E> {
     /// The same source, visited in `order` (positions of the source).
     pub(super) fn reordered(&self, order: Vec<usize>) -> Access<E> {
         let range = 0..order.len();
-        Access { get: self.get.clone(), gather: self.gather.clone(), order: Arc::new(order), range }
+        Access { order: Arc::new(order), range, ..self.clone() }
     }
 
     /// The first `n` positions, or all but them.
@@ -91,6 +100,7 @@ impl<E: Send + 'static> Access<E> {
             gather: None,
             order: self.order.clone(),
             range: self.range.clone(),
+            computed: true,
         }
     }
 

@@ -283,6 +283,13 @@ impl<E: Send + 'static> Dataset<E> {
         self.derived(self.len, move || shuffled(this.iter(), buffer, seed))
     }
 
+    /// Whether every pass reads the same elements as stored (in memory, or a file each), none
+    /// computed anew by a `map` (whose function may differ from pass to pass) or a generator: a
+    /// model may then take them onto its device once for a whole training.
+    pub fn is_stored(&self) -> bool {
+        self.batching.is_empty() && self.access.as_ref().is_some_and(Access::stored)
+    }
+
     /// Elements with their position: `Indexed { i, e }` (on a batched dataset, each batch's).
     pub fn as_indexed(&self) -> Dataset<Indexed<u64, E>> {
         let this = self.clone();

@@ -242,3 +242,13 @@ fn a_failing_pass_shows_its_error_in_the_table() {
     let text = d.table().text();
     assert!(text.contains("error: a batch needs at least one element"), "{text}");
 }
+
+#[test]
+fn stored_elements_stay_stored_through_reorderings_but_not_a_map_or_a_generator() {
+    let d = Dataset::from_vec((0..10usize).collect::<Vec<_>>());
+    assert!(d.is_stored() && d.shuffle(10, 3).skip(2).take(5).is_stored());
+    assert!(!d.map(|i| i + 1).is_stored(), "a map's function may differ from pass to pass");
+    assert!(!d.map(|i| i + 1).shuffle(10, 3).is_stored());
+    assert!(!Dataset::from_fn(Len::Known(3), || 0..3usize).is_stored());
+    assert!(!d.batch(4, false).unwrap().is_stored(), "batches are made, not stored");
+}

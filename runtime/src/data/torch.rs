@@ -27,6 +27,8 @@ pub trait FromTch: Sized {
 pub trait Onto {
     /// The same on `device` (the tensors a batch gives, moved once).
     fn onto(self, device: ::tch::Device) -> Self;
+    /// The elements at positions `at` (an `Int64` tensor on the same device), of each tensor.
+    fn rows(&self, at: &Tensor) -> Self;
 }
 
 impl Onto for Tensor {
@@ -37,11 +39,19 @@ impl Onto for Tensor {
             self.to_device(device)
         }
     }
+
+    fn rows(&self, at: &Tensor) -> Tensor {
+        self.index_select(0, at)
+    }
 }
 
 impl<A: Onto, B: Onto> Onto for (A, B) {
     fn onto(self, device: ::tch::Device) -> Self {
         (self.0.onto(device), self.1.onto(device))
+    }
+
+    fn rows(&self, at: &Tensor) -> Self {
+        (self.0.rows(at), self.1.rows(at))
     }
 }
 
@@ -49,11 +59,19 @@ impl<A: Onto, B: Onto, C: Onto> Onto for (A, B, C) {
     fn onto(self, device: ::tch::Device) -> Self {
         (self.0.onto(device), self.1.onto(device), self.2.onto(device))
     }
+
+    fn rows(&self, at: &Tensor) -> Self {
+        (self.0.rows(at), self.1.rows(at), self.2.rows(at))
+    }
 }
 
 impl<A: Onto> Onto for std::collections::BTreeMap<String, A> {
     fn onto(self, device: ::tch::Device) -> Self {
         self.into_iter().map(|(k, v)| (k, v.onto(device))).collect()
+    }
+
+    fn rows(&self, at: &Tensor) -> Self {
+        self.iter().map(|(k, v)| (k.clone(), v.rows(at))).collect()
     }
 }
 

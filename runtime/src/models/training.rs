@@ -28,14 +28,34 @@ pub trait Learner {
 
     /// Puts weights from [`Learner::snapshot`] back.
     fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError>;
+
+    /// The training's elements (in their order) made ready on the model's device once, where
+    /// they fit, for [`Learner::epoch_held`]; `None` (the default): each step gets its batch as
+    /// made on the host.
+    fn hold(&mut self, _elements: &Dataset<Xy<Self::X, Self::Y>>) -> Result<Option<Held>, ModelError> {
+        Ok(None)
+    }
+
+    /// An epoch of steps on `held`'s elements, `batch` at a time, in `order` (their positions):
+    /// the sum of its steps' losses, and how many it took.
+    fn epoch_held(&mut self, _held: &Held, _order: &[usize], _batch: usize) -> Result<(f64, u64), ModelError> {
+        Err(ModelError::Model("training: this model holds no elements on its device".into()))
+    }
 }
+
+/// A training's elements as a [`Learner`] holds them on its device (its own type inside).
+pub type Held = Box<dyn std::any::Any>;
 
 /// A training procedure's settings, from a model's `training` argument: `epochs` (default 10),
 /// `batch_size` (32), `validation_split` (0: none; else the share held out, by position after
 /// one shuffle), `patience` (early stopping: epochs without a better validation loss before
 /// it stops and restores the best weights; needs a validation split), `subsample` (1: all;
 /// else the share of the data this training uses, a seeded sample, so copies of one model
-/// differ by their data as well as their initial weights), `seed` (0).
+/// differ by their data as well as their initial weights), `seed` (0), `on_device` (true: where
+/// the model's framework can, the elements fit and are stored rather than computed on each pass
+/// ([`Dataset::is_stored`]), they are moved to its device once and each batch is picked there,
+/// as PyTorch's fastest loops do; false: each batch is made on the host and copied over; the
+/// same batches, the same weights).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Training {
     /// Epochs in all.
@@ -50,11 +70,21 @@ pub struct Training {
     pub subsample: f64,
     /// Seeds the sample, the split and each epoch's shuffle.
     pub seed: u64,
+    /// Whether the elements may be held on the model's device for the training.
+    pub on_device: bool,
 }
 
 impl Default for Training {
     fn default() -> Self {
-        Training { epochs: 10, batch_size: 32, validation_split: 0.0, patience: None, subsample: 1.0, seed: 0 }
+        Training {
+            epochs: 10,
+            batch_size: 32,
+            validation_split: 0.0,
+            patience: None,
+            subsample: 1.0,
+            seed: 0,
+            on_device: true,
+        }
     }
 }
 
@@ -88,7 +118,8 @@ impl Training {
                 "patience" => t.patience = Some(v.as_u64().filter(|&p| p > 0).ok_or_else(|| bad(k, "a positive integer"))?),
                 "subsample" => t.subsample = v.as_f64().filter(|s| *s > 0.0 && *s <= 1.0).ok_or_else(|| bad(k, "a number above 0, up to 1"))?,
                 "seed" => t.seed = v.as_u64().ok_or_else(|| bad(k, "a non-negative integer"))?,
-                _ => return Err(ModelError::Model(format!("training: unknown argument `{k}` (it takes epochs, batch_size, validation_split, patience, subsample, seed)"))),
+                "on_device" => t.on_device = v.as_bool().ok_or_else(|| bad(k, "true or false"))?,
+                _ => return Err(ModelError::Model(format!("training: unknown argument `{k}` (it takes epochs, batch_size, validation_split, patience, subsample, seed, on_device)"))),
             }
         }
         if t.patience.is_some() && t.validation_split == 0.0 {
@@ -122,7 +153,15 @@ impl Training {
         }
         let mixed = data.shuffle(all, self.seed);
         let val = (held > 0).then(|| mixed.take(held).batch(self.batch_size, false)).transpose()?;
-        Ok(Run { training: self.clone(), train: mixed.skip(held), size: all - held, val, best: None, since_best: 0 })
+        Ok(Run {
+            training: self.clone(),
+            train: mixed.skip(held),
+            size: all - held,
+            val,
+            best: None,
+            since_best: 0,
+            held: None,
+        })
     }
 }
 
@@ -146,6 +185,8 @@ pub struct Run<X: Element, Y: Element> {
     val: Option<Dataset<Xy<X::Batch, Y::Batch>>>,
     best: Option<(f64, Vec<u8>)>,
     since_best: u64,
+    /// The learner's hold on the training elements, asked for once (`None` inside: not held).
+    held: Option<Option<Held>>,
 }
 
 impl<X: Element, Y: Element> Run<X, Y> {
@@ -167,11 +208,23 @@ impl<X: Element, Y: Element> Run<X, Y> {
         }
         // Each epoch's own order, the same for that epoch on a resumed run.
         let seed = self.training.seed.wrapping_add(spec.epoch + 1);
-        let batches = self.train.shuffle(self.size, seed).batch(self.training.batch_size, false)?;
+        if self.held.is_none() {
+            let may = self.training.on_device && self.train.is_stored();
+            self.held = Some(if may { learner.hold(&self.train)? } else { None });
+        }
         let (mut sum, mut steps) = (0.0, 0u64);
-        for b in batches.iter() {
-            sum += learner.step(b?)?;
-            steps += 1;
+        if let Some(Some(held)) = &self.held {
+            // The positions in the order the shuffle below would give the elements (it depends
+            // on the count and the seed only).
+            let positions = Dataset::from_vec((0..self.size).collect::<Vec<usize>>());
+            let order = positions.shuffle(self.size, seed).iter().collect::<Result<Vec<_>, _>>()?;
+            (sum, steps) = learner.epoch_held(held, &order, self.training.batch_size)?;
+        } else {
+            let batches = self.train.shuffle(self.size, seed).batch(self.training.batch_size, false)?;
+            for b in batches.iter() {
+                sum += learner.step(b?)?;
+                steps += 1;
+            }
         }
         let val_loss = self.val.as_ref().map(|v| learner.loss(v)).transpose()?;
         spec.finish_epoch(steps);

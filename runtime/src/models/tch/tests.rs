@@ -41,6 +41,33 @@ fn early_stopping_ends_the_training_with_the_best_weights() {
     assert_eq!(model.train_spec(), spec);
 }
 
+/// Elements held on the device, each batch picked there, train as batches made on the host do:
+/// the same steps, losses and weights, bit for bit (here the device is the CPU), with dropout
+/// and batch norm, and with a validation split and a last batch shorter than the others.
+#[test]
+fn elements_held_on_the_device_train_to_the_same_bits_as_batches_from_the_host() {
+    let (train, _) = iris_split();
+    for (args, epochs) in
+        [(def(json!({"batch_size": 16, "validation_split": 0.2})), 6), (cnn(json!({"batch_size": 24})), 3)]
+    {
+        let mut runs = Vec::new();
+        for on_device in [true, false] {
+            let mut args = args.clone();
+            args["training"]["on_device"] = json!(on_device);
+            let mut m = TchClassifier::new(args);
+            let mut history = crate::models::callbacks::History::default();
+            let mut spec = TrainSpec::epochs(epochs);
+            m.train_with(&train, &mut spec, &mut [&mut history]).unwrap();
+            runs.push((spec, history.epochs, <TchClassifier as crate::models::testing::Resumable>::parameters(&m)));
+        }
+        assert_eq!(runs[0].0, runs[1].0, "the same steps");
+        assert_eq!(runs[0].1, runs[1].1, "the same losses");
+        assert!(runs[0].2 == runs[1].2, "the same weights");
+    }
+    let bad = TchClassifier::new(def(json!({"on_device": "yes"}))).train(&train, &mut TrainSpec::epochs(1));
+    assert!(bad.unwrap_err().to_string().contains("`on_device` must be true or false"));
+}
+
 #[test]
 fn bad_components_and_data_are_clear_errors() {
     let (train, _) = iris_split();
