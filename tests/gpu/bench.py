@@ -111,6 +111,20 @@ def dryml_loop(model, env, context, layers, features, rows, batch, epochs):
     return result["seconds_per_epoch"], result["placement"]
 
 
+def toma(model, env, report):
+    """TOMA's job on the GPU: the busy MLP from a batch too big for a quarter of the GPU (the
+    context's share caps libtorch), halved on CUDA's out-of-memory error until an epoch fits."""
+    layers = NETS[1][1]
+    out = subprocess.run([model, "--context", "torch gpu/0=0.25", "toma", "--layers", json.dumps(layers),
+                          "--rows", str(1 << 18), "--features", "784", "--classes", str(CLASSES),
+                          "--batch", str(1 << 18)], env=env, capture_output=True, text=True, timeout=3600)
+    lines = out.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {"error": out.stderr.strip()[-500:]}
+    if "error" in result:
+        raise RuntimeError(f"dryml-gpu-model toma: {result['error']}")
+    report("toma: mlp 784-8192-8192-10 under a quarter of the GPU", result)
+
+
 def run(model, env, report):
     """Each network through dryml and PyTorch's loops; `report(name, figures)` hears each row."""
     import torch
@@ -126,3 +140,5 @@ def run(model, env, report):
         theirs = {loop: torch_loop(torch, layers, features, rows, batch, epochs, device, loop) for loop in loops}
         report(f"{name}, batch {batch}, {rows} rows", {"device": str(device), "dryml placed on": placed,
                                                         "dryml": ours, **{f"torch {k}": v for k, v in theirs.items()}})
+    if cuda:
+        toma(model, env, report)

@@ -410,6 +410,10 @@ def run_bench(bundle, checks):
 
     def report(name, row):
         figures.append({"net": name, **row})
+        if "settled" in row:
+            print(f"BENCH {name}: tried batches {row['tried']}, settled on {row['settled']} "
+                  f"({row['placement']}), {row['seconds']:.1f} s", flush=True)
+            return
         times = {k: v for k, v in row.items() if isinstance(v, float)}
         ratios = "; ".join(f"{k} {v:.3f} s (dryml/this {times['dryml'] / v:.2f})" for k, v in times.items() if k != "dryml")
         print(f"BENCH {name} on {row['device']}: dryml {times['dryml']:.3f} s/epoch ({row['dryml placed on']}); {ratios}", flush=True)

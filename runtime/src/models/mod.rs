@@ -210,6 +210,14 @@ impl fmt::Display for ModelError {
 
 impl std::error::Error for ModelError {}
 
+/// A model's error is out of memory where its framework's message says so: a training inside
+/// `dryml::batch::batch` retries with a smaller batch (TOMA's job on a model's training).
+impl crate::batch::OutOfMemory for ModelError {
+    fn is_out_of_memory(&self) -> bool {
+        matches!(self, ModelError::Model(m) if crate::batch::is_out_of_memory_message(m))
+    }
+}
+
 impl From<DataError> for ModelError {
     fn from(e: DataError) -> Self {
         ModelError::Data(e)

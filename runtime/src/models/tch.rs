@@ -8,10 +8,9 @@
 use super::net::{dropout_mask, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
-use super::training::{Held, Learner};
 use super::ModelError;
 use crate::data::ndarray::Array1;
-use crate::data::{Batch as _, Dataset, Element, Onto, ToTch, Xy};
+use crate::data::{Batch as _, Element, Onto, ToTch};
 use ::tch::nn::{self, Module, ModuleT};
 use ::tch::{Device, Kind, Tensor};
 use serde_json::Value;
@@ -494,7 +493,7 @@ impl<B: Body, Y: Target> Net<B, Y> {
         let out = self.forward(&self.tensors(x)?, x.batch_len(), train)?;
         let targets = Y::targets(y);
         targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
-        Ok(self.loss_from(&out, &self.targets_on_device(targets)))
+        self.loss_from(&out, &self.targets_on_device(targets))
     }
 
     /// Targets as a tensor on the network's device: classes (`Int64`), or values `[n, width]`.
@@ -507,103 +506,28 @@ impl<B: Body, Y: Target> Net<B, Y> {
     }
 
     /// The loss of scores `out` against targets from [`Net::targets_on_device`].
-    fn loss_from(&self, out: &Tensor, y: &Tensor) -> Tensor {
-        match (y.kind(), self.loss) {
+    fn loss_from(&self, out: &Tensor, y: &Tensor) -> Result<Tensor, ModelError> {
+        self.caught("the loss", || match (y.kind(), self.loss) {
             (Kind::Int64, Loss::Mse) => {
                 out.mse_loss(&y.one_hot(out.size()[1]).to_kind(Kind::Float), ::tch::Reduction::Mean)
             }
             (Kind::Int64, Loss::CrossEntropy) => out.cross_entropy_for_logits(y),
             _ => out.mse_loss(y, ::tch::Reduction::Mean),
-        }
-    }
-}
-
-/// Past this many bytes of elements, batches are made on the host: a dataset this big is more
-/// than a GPU share should give to a copy of it.
-const MAX_HELD_BYTES: usize = 2 << 30;
-
-/// A training's elements on the network's device (`Learner::hold`), and their targets as
-/// given, checked against the network's outputs at the first step (as a first batch's are).
-struct HeldRows<T> {
-    x: T,
-    y: Tensor,
-    targets: std::cell::RefCell<Option<Targets>>,
-}
-
-impl<B: Body, Y: Target> Learner for Net<B, Y>
-where
-    Tensors<B::X>: 'static,
-{
-    type X = B::X;
-    type Y = Y;
-
-    fn hold(&mut self, elements: &Dataset<Xy<B::X, Y>>) -> Result<Option<Held>, ModelError> {
-        let n = elements.count()?;
-        if n == 0 || n.saturating_mul(self.inputs as usize).saturating_mul(4) > MAX_HELD_BYTES {
-            return Ok(None);
-        }
-        let Some(all) = elements.gather_all()? else { return Ok(None) };
-        self.check(&all.x)?;
-        let targets = Y::targets(&all.y);
-        let y = self.targets_on_device(targets.clone());
-        Ok(Some(Box::new(HeldRows { x: self.tensors(&all.x)?, y, targets: Some(targets).into() })))
+        })
     }
 
-    fn epoch_held(&mut self, held: &Held, order: &[usize], batch: usize) -> Result<(f64, u64), ModelError> {
-        let held = held
-            .downcast_ref::<HeldRows<Tensors<B::X>>>()
-            .ok_or_else(|| ModelError::Model(format!("{}: the held elements are another model's", Self::NAME)))?;
-        let device = self.vs.device();
-        // The epoch's order copied over once; its steps' losses summed there, read once: nothing
-        // waits for the device between steps.
-        let order = Tensor::from_slice(&order.iter().map(|&p| p as i64).collect::<Vec<_>>()).to_device(device);
-        let (n, batch) = (order.size()[0], batch as i64);
-        let mut sum = Tensor::zeros([], (Kind::Double, device));
-        let mut steps = 0u64;
-        for start in (0..n).step_by(batch as usize) {
-            let at = order.narrow(0, start, batch.min(n - start));
-            let out = self.forward(&held.x.rows(&at), at.size()[0] as usize, true)?;
-            if let Some(targets) = held.targets.take() {
-                targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
-            }
-            let loss = self.loss_from(&out, &held.y.index_select(0, &at));
-            self.opt.backward_step(&loss);
-            sum += loss.detach().to_kind(Kind::Double);
-            steps += 1;
-        }
-        Ok((sum.double_value(&[]), steps))
+    /// The gradients of `loss`, then the update.
+    fn learn(&mut self, loss: &Tensor) -> Result<(), ModelError> {
+        let opt = &mut self.opt;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| opt.backward_step(loss)))
+            .map_err(|p| ModelError::Model(format!("{}: the backward pass failed: {}", Self::NAME, panic_text(&*p))))
     }
 
-    fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
-        let loss = self.loss_of(&b.x, &b.y, true)?;
-        self.opt.backward_step(&loss);
-        Ok(loss.double_value(&[]))
-    }
-
-    fn loss(
-        &mut self,
-        batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>,
-    ) -> Result<f64, ModelError> {
-        let _guard = ::tch::no_grad_guard();
-        let (mut sum, mut n) = (0.0, 0usize);
-        for b in batches.iter() {
-            let b = b?;
-            sum += self.loss_of(&b.x, &b.y, false)?.double_value(&[]) * b.y.batch_len() as f64;
-            n += b.y.batch_len();
-        }
-        Ok(sum / n.max(1) as f64)
-    }
-
-    fn snapshot(&self) -> Result<Vec<u8>, ModelError> {
-        let mut buf = Vec::new();
-        self.vs.save_to_stream(&mut buf).map_err(model_error(Self::NAME, "copying the weights"))?;
-        Ok(buf)
-    }
-
-    fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
-        self.vs
-            .load_from_stream(std::io::Cursor::new(weights))
-            .map_err(model_error(Self::NAME, "restoring the weights"))
+    /// `f`'s value; where tch panics (its calls unwrap libtorch's errors: out of memory, a loss
+    /// with no gradient), an error naming `what`, which the batching loops can read.
+    fn caught<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, ModelError> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|p| ModelError::Model(format!("{}: {what} failed: {}", Self::NAME, panic_text(&*p))))
     }
 }
 
@@ -621,5 +545,6 @@ super::net::own_model!(
     Net<Own<N, X>, Y>
 );
 
+mod learner;
 #[cfg(all(test, feature = "linfa"))]
 mod tests;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::data::ndarray::{array, Array3};
+use crate::data::{Dataset, Xy};
 use crate::models::eval;
 use crate::models::placement::Placement;
 use crate::models::{Model, TrainSpec};
@@ -294,6 +295,67 @@ fn a_users_network_that_errs_is_named_and_nothing_panics_through() {
         .unwrap_err()
         .to_string();
     assert_eq!(e, "tests.Mlp: optimizer `lbfgs` is not adam, adamw or sgd");
+}
+
+/// Scores that do not depend on its weights: libtorch refuses the backward pass.
+struct Detached(nn::Linear);
+
+impl TchNet for Detached {
+    const NAME: &'static str = "tests.Detached";
+    fn build(p: &nn::Path<'_>, _: &Value) -> Result<Detached, String> {
+        Ok(Detached(nn::linear(p / "l", 4, 3, Default::default())))
+    }
+    fn forward_t(&self, xs: &Tensor, _train: bool) -> Tensor {
+        xs.apply(&self.0).detach()
+    }
+}
+
+#[test]
+fn a_backward_pass_libtorch_refuses_is_an_error_on_either_path_not_a_panic() {
+    let (train, _) = iris_split();
+    for on_device in [true, false] {
+        let mut m = TchModel::<Detached>::new(json!({"training": {"on_device": on_device}}));
+        let e = m.train(&train, &mut TrainSpec::epochs(1)).unwrap_err().to_string();
+        assert!(e.starts_with("tests.Detached: the backward pass failed: "), "{e}");
+        assert!(e.contains("does not require grad"), "{e}");
+        assert!(!crate::batch::OutOfMemory::is_out_of_memory(&ModelError::Model(e)), "not a retry");
+    }
+}
+
+/// TOMA's job on a training: under a memory limit a batch too big fails with libtorch's real
+/// out-of-memory error, an error of the model's, and `dryml::batch` halves it until one fits.
+#[test]
+fn a_training_out_of_memory_is_retried_with_smaller_batches_until_it_fits() {
+    if std::env::var_os("DRYML_TEST_CHILD").is_some() {
+        let rows = Dataset::from_vec(
+            (0..8192).map(|i| Xy { x: Array1::from_elem(8, (i % 7) as f32), y: i % 3 }).collect::<Vec<_>>(),
+        );
+        let args = |batch: usize| {
+            let training = json!({"epochs": 1, "batch_size": batch});
+            json!({"layers": [{"linear": 8192}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.01}, "training": training})
+        };
+        // libtorch's own start-up first, then 192 MiB more for the training.
+        TchClassifier::new(args(16)).train(&rows.take(16), &mut TrainSpec::epochs(1)).unwrap();
+        let vm = crate::sys::procfs::statm(std::process::id()).unwrap().size;
+        crate::batch::set_cpu_memory_limit((vm + (192 << 20)) as f64 / (1u64 << 30) as f64).unwrap();
+        let tried = std::cell::RefCell::new(Vec::new());
+        let got = crate::batch::Batcher::new(8192).cache(crate::batch::Cache::None).batch(|b| {
+            tried.borrow_mut().push(b);
+            TchClassifier::new(args(b)).train(&rows, &mut TrainSpec::epochs(1)).map(|_| b)
+        });
+        eprintln!("tried {:?}: {got:?}", tried.borrow());
+        std::process::exit(if got.is_ok() && tried.borrow().len() > 1 { 0 } else { 1 });
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "models::tch::tests::a_training_out_of_memory_is_retried_with_smaller_batches_until_it_fits"])
+        .args(["--test-threads=1", "--nocapture"])
+        .env("DRYML_TEST_CHILD", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // 8,192 rows at once need 256 MiB for the hidden layer alone; a smaller batch fits.
+    assert!(stderr.contains("tried [8192, 4096"), "{stderr}");
 }
 
 #[test]

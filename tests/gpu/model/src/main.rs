@@ -52,6 +52,20 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         epochs: u64,
     },
+    /// TOMA's job: trains `--layers` one epoch inside `dryml::batch`, from a batch of `--batch`
+    /// halved on each out-of-memory error until one fits; says the sizes tried.
+    Toma {
+        #[arg(long)]
+        layers: String,
+        #[arg(long)]
+        rows: usize,
+        #[arg(long)]
+        features: usize,
+        #[arg(long)]
+        classes: usize,
+        #[arg(long)]
+        batch: usize,
+    },
 }
 
 /// Two clouds of 16-dimensional points around +1 and -1 in every coordinate (a fixed
@@ -117,6 +131,29 @@ fn bench(
     }))
 }
 
+fn toma(layers: &str, rows: usize, features: usize, classes: usize, batch: usize) -> Result<Value, String> {
+    let layers: Value = serde_json::from_str(layers).map_err(|e| format!("--layers: {e}"))?;
+    let data = generated(rows, features, classes);
+    let tried = std::cell::RefCell::new(Vec::new());
+    let started = std::time::Instant::now();
+    let settled = dryml::batch::Batcher::new(batch).cache(dryml::batch::Cache::None).batch(|b| {
+        tried.borrow_mut().push(b);
+        let mut m = TchClassifier::new(json!({
+            "layers": layers,
+            "optimizer": {"type": "adam", "lr": 0.001},
+            "training": {"epochs": 1, "batch_size": b}
+        }));
+        m.train(&data, &mut TrainSpec::epochs(1)).map(|_| (b, m.placement().map(|p| p.to_string())))
+    });
+    let (settled, placement) = settled.map_err(|e| format!("{e} (tried {:?})", tried.borrow()))?;
+    Ok(json!({
+        "tried": *tried.borrow(),
+        "settled": settled,
+        "placement": placement,
+        "seconds": started.elapsed().as_secs_f64(),
+    }))
+}
+
 fn train() -> Result<Value, String> {
     let mut m = TchClassifier::new(json!({
         "layers": [{"linear": 32}, "relu", {"linear": 2}],
@@ -160,6 +197,7 @@ fn main() {
         Cmd::Bench { layers, rows, features, classes, batch, epochs } => {
             bench(&layers, rows, features, classes, batch, epochs)
         }
+        Cmd::Toma { layers, rows, features, classes, batch } => toma(&layers, rows, features, classes, batch),
     });
     let mut out = ran.unwrap_or_else(|e| json!({"error": e}));
     // What the context did to this process, whatever came of the command.

@@ -1,0 +1,98 @@
+//! tch's side of the shared training (`Learner`): a batch's step, or an epoch on the elements
+//! held on the device; the loss without learning; the weights copied and put back.
+
+use super::{model_error, Body, Net, Tensors};
+use crate::data::{Batch as _, Dataset, Element, Onto, Xy};
+use crate::models::net::{Network, Target, Targets};
+use crate::models::training::{Held, Learner};
+use crate::models::ModelError;
+use ::tch::{Kind, Tensor};
+
+/// Past this many bytes of elements, batches are made on the host: a dataset this big is more
+/// than a GPU share should give to a copy of it.
+const MAX_HELD_BYTES: usize = 2 << 30;
+
+/// A training's elements on the network's device (`Learner::hold`), and their targets as
+/// given, checked against the network's outputs at the first step (as a first batch's are).
+struct HeldRows<T> {
+    x: T,
+    y: Tensor,
+    targets: std::cell::RefCell<Option<Targets>>,
+}
+
+impl<B: Body, Y: Target> Learner for Net<B, Y>
+where
+    Tensors<B::X>: 'static,
+{
+    type X = B::X;
+    type Y = Y;
+
+    fn hold(&mut self, elements: &Dataset<Xy<B::X, Y>>) -> Result<Option<Held>, ModelError> {
+        let n = elements.count()?;
+        if n == 0 || n.saturating_mul(self.inputs as usize).saturating_mul(4) > MAX_HELD_BYTES {
+            return Ok(None);
+        }
+        let Some(all) = elements.gather_all()? else { return Ok(None) };
+        self.check(&all.x)?;
+        let targets = Y::targets(&all.y);
+        let y = self.targets_on_device(targets.clone());
+        Ok(Some(Box::new(HeldRows { x: self.tensors(&all.x)?, y, targets: Some(targets).into() })))
+    }
+
+    fn epoch_held(&mut self, held: &Held, order: &[usize], batch: usize) -> Result<(f64, u64), ModelError> {
+        let held = held
+            .downcast_ref::<HeldRows<Tensors<B::X>>>()
+            .ok_or_else(|| ModelError::Model(format!("{}: the held elements are another model's", Self::NAME)))?;
+        let device = self.vs.device();
+        // The epoch's order copied over once; its steps' losses summed there, read once: nothing
+        // waits for the device between steps.
+        let order = Tensor::from_slice(&order.iter().map(|&p| p as i64).collect::<Vec<_>>()).to_device(device);
+        let (n, batch) = (order.size()[0], batch as i64);
+        let mut sum = Tensor::zeros([], (Kind::Double, device));
+        let mut steps = 0u64;
+        for start in (0..n).step_by(batch as usize) {
+            let at = order.narrow(0, start, batch.min(n - start));
+            let out = self.forward(&held.x.rows(&at), at.size()[0] as usize, true)?;
+            if let Some(targets) = held.targets.take() {
+                targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
+            }
+            let loss = self.loss_from(&out, &held.y.index_select(0, &at))?;
+            self.learn(&loss)?;
+            sum += loss.detach().to_kind(Kind::Double);
+            steps += 1;
+        }
+        Ok((sum.double_value(&[]), steps))
+    }
+
+    fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
+        let loss = self.loss_of(&b.x, &b.y, true)?;
+        self.learn(&loss)?;
+        Ok(loss.double_value(&[]))
+    }
+
+    fn loss(
+        &mut self,
+        batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>,
+    ) -> Result<f64, ModelError> {
+        let _guard = ::tch::no_grad_guard();
+        let (mut sum, mut n) = (0.0, 0usize);
+        for b in batches.iter() {
+            let b = b?;
+            sum += self.loss_of(&b.x, &b.y, false)?.double_value(&[]) * b.y.batch_len() as f64;
+            n += b.y.batch_len();
+        }
+        Ok(sum / n.max(1) as f64)
+    }
+
+    fn snapshot(&self) -> Result<Vec<u8>, ModelError> {
+        let mut buf = Vec::new();
+        self.vs.save_to_stream(&mut buf).map_err(model_error(Self::NAME, "copying the weights"))?;
+        Ok(buf)
+    }
+
+    fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
+        self.vs
+            .load_from_stream(std::io::Cursor::new(weights))
+            .map_err(model_error(Self::NAME, "restoring the weights"))
+    }
+}
