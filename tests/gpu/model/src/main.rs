@@ -39,33 +39,41 @@ enum Cmd {
     /// Trains `--layers` (the definition's JSON) on generated rows with Adam (1e-3) and
     /// cross-entropy: an epoch to warm up, then `--epochs` timed.
     Bench {
-        #[arg(long)]
-        layers: String,
-        #[arg(long)]
-        rows: usize,
-        #[arg(long)]
-        features: usize,
-        #[arg(long)]
-        classes: usize,
-        #[arg(long)]
-        batch: usize,
+        #[command(flatten)]
+        job: Job,
         #[arg(long, default_value_t = 2)]
         epochs: u64,
     },
     /// TOMA's job: trains `--layers` one epoch inside `dryml::batch`, from a batch of `--batch`
     /// halved on each out-of-memory error until one fits; says the sizes tried.
     Toma {
-        #[arg(long)]
-        layers: String,
-        #[arg(long)]
-        rows: usize,
-        #[arg(long)]
-        features: usize,
-        #[arg(long)]
-        classes: usize,
-        #[arg(long)]
-        batch: usize,
+        #[command(flatten)]
+        job: Job,
     },
+}
+
+/// A benchmark's network and generated data.
+#[derive(clap::Args)]
+struct Job {
+    /// The layers, as a definition's JSON writes them.
+    #[arg(long)]
+    layers: String,
+    #[arg(long)]
+    rows: usize,
+    #[arg(long)]
+    features: usize,
+    #[arg(long)]
+    classes: usize,
+    #[arg(long)]
+    batch: usize,
+}
+
+impl Job {
+    /// The layers parsed, and the rows.
+    fn parts(&self) -> Result<(Value, Dataset<Xy<Array1<f32>, usize>>), String> {
+        let layers = serde_json::from_str(&self.layers).map_err(|e| format!("--layers: {e}"))?;
+        Ok((layers, generated(self.rows, self.features, self.classes)))
+    }
 }
 
 /// Two clouds of 16-dimensional points around +1 and -1 in every coordinate (a fixed
@@ -104,16 +112,9 @@ fn generated(rows: usize, features: usize, classes: usize) -> Dataset<Xy<Array1<
     Dataset::from_vec(items)
 }
 
-fn bench(
-    layers: &str,
-    rows: usize,
-    features: usize,
-    classes: usize,
-    batch: usize,
-    epochs: u64,
-) -> Result<Value, String> {
-    let layers: Value = serde_json::from_str(layers).map_err(|e| format!("--layers: {e}"))?;
-    let data = generated(rows, features, classes);
+fn bench(job: &Job, epochs: u64) -> Result<Value, String> {
+    let (layers, data) = job.parts()?;
+    let batch = job.batch;
     let mut m = TchClassifier::new(json!({
         "layers": layers,
         "optimizer": {"type": "adam", "lr": 0.001},
@@ -131,12 +132,11 @@ fn bench(
     }))
 }
 
-fn toma(layers: &str, rows: usize, features: usize, classes: usize, batch: usize) -> Result<Value, String> {
-    let layers: Value = serde_json::from_str(layers).map_err(|e| format!("--layers: {e}"))?;
-    let data = generated(rows, features, classes);
+fn toma(job: &Job) -> Result<Value, String> {
+    let (layers, data) = job.parts()?;
     let tried = std::cell::RefCell::new(Vec::new());
     let started = std::time::Instant::now();
-    let settled = dryml::batch::Batcher::new(batch).cache(dryml::batch::Cache::None).batch(|b| {
+    let settled = dryml::batch::Batcher::new(job.batch).cache(dryml::batch::Cache::None).batch(|b| {
         tried.borrow_mut().push(b);
         let mut m = TchClassifier::new(json!({
             "layers": layers,
@@ -194,10 +194,8 @@ fn main() {
     let ran = ctx.clone().and_then(|_| match cli.cmd {
         Cmd::Train => train(),
         Cmd::Alloc { fraction, total } => alloc(fraction, total),
-        Cmd::Bench { layers, rows, features, classes, batch, epochs } => {
-            bench(&layers, rows, features, classes, batch, epochs)
-        }
-        Cmd::Toma { layers, rows, features, classes, batch } => toma(&layers, rows, features, classes, batch),
+        Cmd::Bench { job, epochs } => bench(&job, epochs),
+        Cmd::Toma { job } => toma(&job),
     });
     let mut out = ran.unwrap_or_else(|e| json!({"error": e}));
     // What the context did to this process, whatever came of the command.
