@@ -35,8 +35,16 @@ where
         let Some(all) = elements.gather_all()? else { return Ok(None) };
         self.check(&all.x)?;
         let targets = Y::targets(&all.y);
-        let y = self.targets_on_device(targets.clone());
-        Ok(Some(Box::new(HeldRows { x: self.tensors(&all.x)?, y, targets: Some(targets).into() })))
+        // Where the device has no room for them, batches come from the host after all.
+        let moved = self.caught("moving the elements", || {
+            Ok::<_, ModelError>((self.tensors(&all.x)?, self.targets_on_device(targets.clone())))
+        });
+        let (x, y) = match moved.and_then(|moved| moved) {
+            Ok(moved) => moved,
+            Err(e) if crate::batch::OutOfMemory::is_out_of_memory(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(Some(Box::new(HeldRows { x, y, targets: Some(targets).into() })))
     }
 
     fn epoch_held(&mut self, held: &Held, order: &[usize], batch: usize) -> Result<(f64, u64), ModelError> {
@@ -52,11 +60,12 @@ where
         let mut steps = 0u64;
         for start in (0..n).step_by(batch as usize) {
             let at = order.narrow(0, start, batch.min(n - start));
-            let out = self.forward(&held.x.rows(&at), at.size()[0] as usize, true)?;
+            let (x, y) = self.caught("picking a batch", || (held.x.rows(&at), held.y.index_select(0, &at)))?;
+            let out = self.forward(&x, at.size()[0] as usize, true)?;
             if let Some(targets) = held.targets.take() {
                 targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
             }
-            let loss = self.loss_from(&out, &held.y.index_select(0, &at))?;
+            let loss = self.loss_from(&out, &y)?;
             self.learn(&loss)?;
             sum += loss.detach().to_kind(Kind::Double);
             steps += 1;
