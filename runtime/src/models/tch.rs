@@ -413,10 +413,15 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         let def = B::definition(args, Self::NAME)?.for_target::<Y>(args);
         let placement = placement("torch");
         let device = device_of(placement, Self::NAME)?;
-        // Seeded on the CPU, then moved: the same initial weights on every device.
+        // Seeded on the CPU, then moved: the same initial weights on every device. libtorch's
+        // generator is the process's, so one seeded build at a time: networks built on several
+        // threads at once (tests, a user's own threads) each get their seed's weights.
+        static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
         ::tch::manual_seed(def.seed as i64);
         let mut vs = nn::VarStore::new(Device::Cpu);
         let body = B::make(&vs.root(), args, &def, inputs, Self::NAME)?;
+        drop(seeded);
         vs.set_device(device);
         let opt = Optim::new(&vs, Settings::of(&def), Self::NAME);
         Ok(Net { vs, body, opt, placement, inputs: inputs as i64, loss: def.loss, target: PhantomData })

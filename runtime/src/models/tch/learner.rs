@@ -6,7 +6,7 @@ use crate::data::{Batch as _, Dataset, Element, Onto, Xy};
 use crate::models::net::{Network, Target, Targets};
 use crate::models::training::{Held, Learner};
 use crate::models::ModelError;
-use ::tch::{Kind, Tensor};
+use ::tch::{Device, Kind, Tensor};
 
 /// Past this many bytes of elements, batches are made on the host: a dataset this big is more
 /// than a GPU share should give to a copy of it.
@@ -52,12 +52,12 @@ where
             .downcast_ref::<HeldRows<Tensors<B::X>>>()
             .ok_or_else(|| ModelError::Model(format!("{}: the held elements are another model's", Self::NAME)))?;
         let device = self.vs.device();
-        // The epoch's order copied over once; its steps' losses summed there, read once: nothing
-        // waits for the device between steps.
+        // The epoch's order copied over once. On a GPU the steps' losses are summed there and read
+        // once, so nothing waits for it between steps; on the CPU a read costs less than a sum.
         let order = Tensor::from_slice(&order.iter().map(|&p| p as i64).collect::<Vec<_>>()).to_device(device);
         let (n, batch) = (order.size()[0], batch as i64);
-        let mut sum = Tensor::zeros([], (Kind::Double, device));
-        let mut steps = 0u64;
+        let mut on_device = (device != Device::Cpu).then(|| Tensor::zeros([], (Kind::Double, device)));
+        let (mut sum, mut steps) = (0.0, 0u64);
         for start in (0..n).step_by(batch as usize) {
             let at = order.narrow(0, start, batch.min(n - start));
             let (x, y) = self.caught("picking a batch", || (held.x.rows(&at), held.y.index_select(0, &at)))?;
@@ -67,10 +67,13 @@ where
             }
             let loss = self.loss_from(&out, &y)?;
             self.learn(&loss)?;
-            sum += loss.detach().to_kind(Kind::Double);
+            match &mut on_device {
+                Some(total) => *total += loss.detach().to_kind(Kind::Double),
+                None => sum += loss.double_value(&[]),
+            }
             steps += 1;
         }
-        Ok((sum.double_value(&[]), steps))
+        Ok((on_device.map_or(sum, |total| total.double_value(&[])), steps))
     }
 
     fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
