@@ -58,7 +58,8 @@ impl evcxr::TypeOrigins for Origins {
 
     fn changed(&self, variables: &[(&str, &str)], definitions: &Definitions<'_>) -> Vec<(String, String)> {
         let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if kept.definitions == definitions_hash(definitions) {
+        // Nothing kept, nothing to drop: no cell pays for hashing the notebook's items.
+        if kept.variables.is_empty() || kept.definitions == definitions_hash(definitions) {
             return Vec::new();
         }
         let mut now: HashMap<&str, Origin> = HashMap::new();

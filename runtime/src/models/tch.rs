@@ -512,7 +512,7 @@ impl<B: Body, Y: Target> Net<B, Y> {
 
     /// The loss of scores `out` against targets from [`Net::targets_on_device`].
     fn loss_from(&self, out: &Tensor, y: &Tensor) -> Result<Tensor, ModelError> {
-        self.caught("the loss", || match (y.kind(), self.loss) {
+        Self::caught("the loss", || match (y.kind(), self.loss) {
             (Kind::Int64, Loss::Mse) => {
                 out.mse_loss(&y.one_hot(out.size()[1]).to_kind(Kind::Float), ::tch::Reduction::Mean)
             }
@@ -524,13 +524,12 @@ impl<B: Body, Y: Target> Net<B, Y> {
     /// The gradients of `loss`, then the update.
     fn learn(&mut self, loss: &Tensor) -> Result<(), ModelError> {
         let opt = &mut self.opt;
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| opt.backward_step(loss)))
-            .map_err(|p| ModelError::Model(format!("{}: the backward pass failed: {}", Self::NAME, panic_text(&*p))))
+        Self::caught("the backward pass", || opt.backward_step(loss))
     }
 
     /// `f`'s value; where tch panics (its calls unwrap libtorch's errors: out of memory, a loss
     /// with no gradient), an error naming `what`, which the batching loops can read.
-    fn caught<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T, ModelError> {
+    fn caught<T>(what: &str, f: impl FnOnce() -> T) -> Result<T, ModelError> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .map_err(|p| ModelError::Model(format!("{}: {what} failed: {}", Self::NAME, panic_text(&*p))))
     }

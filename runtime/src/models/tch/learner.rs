@@ -36,7 +36,7 @@ where
         self.check(&all.x)?;
         let targets = Y::targets(&all.y);
         // Where the device has no room for them, batches come from the host after all.
-        let moved = self.caught("moving the elements", || {
+        let moved = Self::caught("moving the elements", || {
             Ok::<_, ModelError>((self.tensors(&all.x)?, self.targets_on_device(targets.clone())))
         });
         let (x, y) = match moved.and_then(|moved| moved) {
@@ -60,7 +60,7 @@ where
         let (mut sum, mut steps) = (0.0, 0u64);
         for start in (0..n).step_by(batch as usize) {
             let at = order.narrow(0, start, batch.min(n - start));
-            let (x, y) = self.caught("picking a batch", || (held.x.rows(&at), held.y.index_select(0, &at)))?;
+            let (x, y) = Self::caught("picking a batch", || (held.x.rows(&at), held.y.index_select(0, &at)))?;
             let out = self.forward(&x, at.size()[0] as usize, true)?;
             if let Some(targets) = held.targets.take() {
                 targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
