@@ -128,7 +128,7 @@ def test_cells_build_with_rustc_alone_until_something_cargo_watches_changes(tmp_
     evcxr_dir = tmp_path / "evcxr"
     # The rustc wrapper writes the cell crate's command each time cargo runs that rustc, and
     # only then (no warm-up: its `dryml` would change Cargo.toml meanwhile).
-    record = evcxr_dir / ".evcxr-rustc.json"
+    record = evcxr_dir / ".dryml-rustc.json"
     env = {"EVCXR_TMPDIR": str(evcxr_dir), "DRYML_NO_WARM_UP": "1", "DRYML_BUILD_CACHE": str(tmp_path / "cache")}
     with running_kernel(env) as k:
         assert value(k, f':dep mylib = {{ path = "{lib}" }}\nmylib::v()', timeout=600) == "1"

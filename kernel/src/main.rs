@@ -58,11 +58,11 @@ enum CacheAction {
 fn main() -> std::process::ExitCode {
     // As the analysis's rustc wrapper this never returns (kernel/analysis/src/load.rs).
     dryml_analysis::rustc_wrapper_hook();
+    // As the cell crate's rustc wrapper this never returns: it pins the crate's metadata, builds
+    // it for the debugger and records its command for builds without cargo (kernel/builds).
+    dryml_builds::wrapper_hook();
     // In evcxr's child process these never return; in the kernel they do nothing.
     dryml_kernel::child::setup_if_child();
-    // As rustc's wrapper, this binary pins the cell crate's metadata, builds it for the debugger
-    // and records its command for builds without cargo.
-    evcxr::set_rustc_hooks(evcxr::RustcHooks { args: dryml_builds::cell_args, built: dryml_builds::record });
     // In evcxr's child: libtorch's CUDA half beside the libtorch a cell brings in.
     evcxr::set_after_load(dryml_kernel::torch::load_cuda_beside_libtorch);
     evcxr::runtime_hook();

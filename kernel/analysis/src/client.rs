@@ -325,7 +325,9 @@ impl evcxr::Analysis for Client {
     fn prefetch(&mut self) {
         self.load()
     }
+}
 
+impl crate::Standby for Client {
     fn busy(&self) -> bool {
         self.loading()
     }

@@ -22,6 +22,14 @@ pub use beside::{Beside, Shared};
 pub use client::Client;
 pub use load::rustc_wrapper_hook;
 pub use local::Local;
-pub use origins::Origins;
+pub use origins::{explain_dropped, Origins};
 pub use server::serve;
 pub use wire::SOCKET_ENV;
+
+/// The analysis as the kernel sees it between cells (a clone of what evcxr asks).
+pub trait Standby: Send {
+    /// Whether a load started ahead of need is still at work (the warm-up waits for it).
+    fn busy(&self) -> bool;
+    /// Gives back what was loaded until the next cell needs it; false where nothing was.
+    fn release(&mut self) -> anyhow::Result<bool>;
+}

@@ -30,12 +30,13 @@ const PRIMING_SOURCE: &str = "fn evcxr_analysis_wrapper() {\n\
     let evcxr_primed = evcxr_priming.iter().map(|s| s.len()).sum::<usize>();\n\
 }\n";
 
-/// One notebook's crate in a host that may hold others' too.
+/// One notebook's crate in a host that may hold others' too (a clone is the same crate's).
+#[derive(Clone)]
 pub struct Local {
     host: Arc<Mutex<Host>>,
     root: AbsPathBuf,
     /// The Cargo.toml last handed to a loading thread.
-    requested: Option<Vec<u8>>,
+    requested: Arc<Mutex<Option<Vec<u8>>>>,
     /// Loading threads not yet done (loading, or priming on their snapshot).
     busy: Arc<AtomicUsize>,
     /// False once detached (read and cleared under the host's lock), so that a loading thread
@@ -57,7 +58,7 @@ impl Local {
         Ok(Local {
             host,
             root: abs(root)?,
-            requested: None,
+            requested: Arc::default(),
             busy: Arc::default(),
             attached: Arc::new(AtomicBool::new(true)),
             last: LastCell::default(),
@@ -84,7 +85,7 @@ impl Local {
     /// Loaded and primed, so an inference now would not wait (false while another thread holds
     /// the host).
     pub fn ready(&self) -> bool {
-        if evcxr::Analysis::busy(self) {
+        if crate::Standby::busy(self) {
             return false;
         }
         let locked = match self.host.try_lock() {
@@ -187,10 +188,12 @@ impl evcxr::Analysis for Local {
     fn prefetch(&mut self) {
         let path = self.root.join("Cargo.toml");
         let Ok(toml) = std::fs::read(&path) else { return };
-        if self.requested.as_ref() == Some(&toml) {
+        let mut requested = self.requested.lock().unwrap_or_else(PoisonError::into_inner);
+        if requested.as_ref() == Some(&toml) {
             return;
         }
-        self.requested = Some(toml.clone());
+        *requested = Some(toml.clone());
+        drop(requested);
         let job = Priming {
             host: self.host.clone(),
             root: self.root.clone(),
@@ -203,7 +206,9 @@ impl evcxr::Analysis for Local {
             .stack_size(STACK_BYTES)
             .spawn(move || job.run());
     }
+}
 
+impl crate::Standby for Local {
     fn busy(&self) -> bool {
         self.busy.load(Ordering::SeqCst) > 0
     }
@@ -215,7 +220,7 @@ impl evcxr::Analysis for Local {
             return Ok(false);
         }
         Host::locked(&self.host, &self.root, true)?.start_again()?;
-        self.requested = None;
+        *self.requested.lock().unwrap_or_else(PoisonError::into_inner) = None;
         Ok(true)
     }
 }

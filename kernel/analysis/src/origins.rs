@@ -15,7 +15,7 @@
 //! Left out: a dependency's layout changed under a name the notebook does not follow (cargo
 //! unifying a transitive crate's features with a newly added crate's), which no type name shows.
 
-use evcxr::Definitions;
+use evcxr::{Definitions, Probed};
 use ra_ap_syntax::ast;
 use ra_ap_syntax::{AstNode, Edition};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,6 +36,29 @@ struct Kept {
     definitions: u64,
     /// Each kept variable's type, and that type's origin then.
     variables: HashMap<String, (String, Origin)>,
+    /// What the last cell dropped, each with why: those `changed` named, less those the cell
+    /// made again once it was kept.
+    dropped: Vec<(String, String)>,
+}
+
+impl Origins {
+    /// The variables the last cell dropped (or, had it failed, would have), each with why; once.
+    pub fn take_dropped(&self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).dropped)
+    }
+}
+
+/// A failed cell's compile errors that name a variable it dropped (`dropped`, each with why) say
+/// why it is gone, as rustc's help.
+pub fn explain_dropped(errors: &mut [evcxr::CompilationError], dropped: &[(String, String)]) {
+    for error in errors {
+        let message = error.message();
+        for (_, why) in dropped.iter().filter(|(name, _)| message.contains(&format!("`{name}`"))) {
+            if let Some(children) = error.json["children"].as_array_mut() {
+                children.push(serde_json::json!({"level": "help", "message": why, "spans": []}));
+            }
+        }
+    }
 }
 
 impl evcxr::TypeOrigins for Origins {
@@ -43,6 +66,8 @@ impl evcxr::TypeOrigins for Origins {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let hash = definitions_hash(definitions);
         let same = kept.definitions == hash;
+        // A variable the cell made again is stored anew; its old value went silently.
+        kept.dropped.retain(|(name, _)| !variables.iter().any(|&(kept, _)| kept == name));
         let mut old = std::mem::take(&mut kept.variables);
         let mut by_type: HashMap<&str, Origin> = HashMap::new();
         for &(name, type_name) in variables {
@@ -57,7 +82,8 @@ impl evcxr::TypeOrigins for Origins {
     }
 
     fn changed(&self, variables: &[(&str, &str)], definitions: &Definitions<'_>) -> Vec<(String, String)> {
-        let kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.dropped.clear();
         // Nothing kept, nothing to drop: no cell pays for hashing the notebook's items.
         if kept.variables.is_empty() || kept.definitions == definitions_hash(definitions) {
             return Vec::new();
@@ -71,11 +97,15 @@ impl evcxr::TypeOrigins for Origins {
                 stale.push((name.to_owned(), why));
             }
         }
+        kept.dropped.clone_from(&stale);
         stale
     }
 
-    fn rustc_type(&self, found: &str, definitions: &Definitions<'_>) -> Option<String> {
-        rustc_type(found).filter(|type_name| in_scope(type_name, definitions))
+    fn probed(&self, error: &evcxr::CompilationError, type_now: Option<&str>, defs: &Definitions<'_>) -> Probed {
+        let spans = error.json["spans"].as_array().into_iter().flatten();
+        let label = spans.filter(|span| span["is_primary"] == true).find_map(|span| span["label"].as_str());
+        let text = error.json.get("rendered").map_or_else(|| error.json.to_string(), |r| r.to_string());
+        probed(Rustc { code: error.code(), message: &error.message(), label, text: &text }, type_now, defs)
     }
 
     fn parameter(&self, type_name: &str) -> String {
@@ -186,6 +216,37 @@ fn in_scope(type_name: &str, definitions: &Definitions<'_>) -> bool {
             || definitions.items.contains_key(root)
             || definitions.deps.contains_key(root)
     })
+}
+
+/// What evcxr's `probed` reads of rustc's error: its code, message, primary label and text.
+struct Rustc<'a> {
+    code: Option<&'a str>,
+    message: &'a str,
+    label: Option<&'a str>,
+    text: &'a str,
+}
+
+/// A try's error while a first cell's types are guessed (patch part 11). At a variable stored as
+/// the probe, rustc's mismatch ("expected `EvcxrTypeProbe`, found `Vec<{integer}>`") names its
+/// type, taken where the cell can write it. At one given rustc's type, any error but evcxr's own
+/// cases (a moved value, a missing one) says that type does not build here. Elsewhere only an
+/// error that names the probe is ours. Ours and not taken: wait for the analysis's types.
+fn probed(error: Rustc<'_>, type_now: Option<&str>, definitions: &Definitions<'_>) -> Probed {
+    let evcxr_case =
+        matches!(error.code, None | Some("E0382" | "E0562")) || error.message.starts_with("cannot find value");
+    match type_now {
+        Some(evcxr::TYPE_PROBE) => {
+            let found = error.label.and_then(|l| l.strip_prefix("expected `")?.strip_prefix(evcxr::TYPE_PROBE));
+            let found = found.and_then(|l| l.strip_prefix("`, found ")).filter(|_| error.code == Some("E0308"));
+            match found.and_then(rustc_type).filter(|type_name| in_scope(type_name, definitions)) {
+                Some(type_name) => Probed::Type(type_name),
+                None => Probed::Wait,
+            }
+        }
+        Some(_) if !evcxr_case => Probed::Wait,
+        None if error.text.contains(evcxr::TYPE_PROBE) => Probed::Wait,
+        _ => Probed::Theirs,
+    }
 }
 
 /// The type rustc's mismatch found (`` `Vec<{integer}>` ``, `integer`, `floating-point number`),
@@ -418,6 +479,26 @@ mod tests {
     }
 
     #[test]
+    fn what_a_cell_dropped_is_told_once_but_not_what_it_made_again() {
+        use evcxr::TypeOrigins;
+        let origins = Origins::default();
+        let p = defs(&["struct P(u8);"], &[], &[]);
+        origins.kept(&[("a", "P"), ("b", "P"), ("n", "u8")], &p);
+        let now = defs(&["struct P(u16);"], &[], &[]);
+        let stored = [("a", "P"), ("b", "P"), ("n", "u8")];
+        assert_eq!(origins.changed(&stored, &now).len(), 2);
+        // The cell made `b` again: only `a` went, and that is said once.
+        origins.kept(&[("b", "P"), ("n", "u8")], &now);
+        let dropped = origins.take_dropped();
+        assert!(dropped.len() == 1 && dropped[0].1.starts_with("`a` was a `P`"), "{dropped:?}");
+        assert!(origins.take_dropped().is_empty());
+        // The next cell drops nothing: nothing of the last is said again.
+        assert!(origins.changed(&[("b", "P")], &now).is_empty());
+        origins.kept(&[("b", "P")], &now);
+        assert!(origins.take_dropped().is_empty());
+    }
+
+    #[test]
     fn in_scope_means_every_paths_root_is_seen_by_that_name() {
         let definitions = defs(&["struct P { x: i32 }"], &[], &[("tch", "tch = \"0.26\"")]);
         for (type_name, seen) in [
@@ -435,7 +516,6 @@ mod tests {
 
     #[test]
     fn rustcs_found_type_is_taken_with_its_literals_defaults_where_a_cell_can_write_it() {
-        use evcxr::TypeOrigins;
         let definitions = defs(&["struct P { x: i32 }"], &[], &[]);
         for (found, taken) in [
             ("`Vec<{integer}>`", Some("Vec<i32>")),
@@ -443,14 +523,46 @@ mod tests {
             ("integer", Some("i32")),
             ("floating-point number", Some("f64")),
             ("`&str`", Some("&str")),
-            // Not a type a cell can write, or not one it sees by that name.
+            // Not a type a cell can write, or not one it sees by that name: the analysis's.
             ("closure", None),
             ("`{closure@src/lib.rs:3:9: 3:12}`", None),
             ("fn item", None),
             ("`HashMap<u8, u8>`", None),
             ("`Vec<Q>`", None),
         ] {
-            assert_eq!(Origins::default().rustc_type(found, &definitions).as_deref(), taken, "{found}");
+            let label = format!("expected `EvcxrTypeProbe`, found {found}");
+            let error = Rustc { code: Some("E0308"), message: "mismatched types", label: Some(&label), text: "" };
+            match (probed(error, Some(evcxr::TYPE_PROBE), &definitions), taken) {
+                (Probed::Type(type_name), Some(taken)) => assert_eq!(type_name, taken, "{found}"),
+                (Probed::Wait, None) => {}
+                _ => panic!("{found}: not {taken:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_guessed_types_errors_are_ours_a_cells_own_are_evcxrs() {
+        let definitions = defs(&[], &[], &[]);
+        let error = |code, message, text| Rustc { code, message, label: None, text };
+        let is = |probe: Probed, expected: &str| match probe {
+            Probed::Theirs => expected == "theirs",
+            Probed::Wait => expected == "wait",
+            Probed::Type(_) => false,
+        };
+        let cases = [
+            // At the probe, an error that is no mismatch naming a type: the analysis's types.
+            (error(Some("E0277"), "the trait bound is not satisfied", ""), Some(evcxr::TYPE_PROBE), "wait"),
+            // At rustc's type: one that does not build here, but a move or a missing value is evcxr's.
+            (error(Some("E0308"), "mismatched types", ""), Some("Vec<i32>"), "wait"),
+            (error(Some("E0382"), "use of moved value: `v`", ""), Some("Vec<i32>"), "theirs"),
+            (error(Some("E0425"), "cannot find value `v` in this scope", ""), Some("Vec<i32>"), "theirs"),
+            // At no guessed variable: only an error naming the probe.
+            (error(Some("E0277"), "`EvcxrTypeProbe` doesn't implement `Debug`", "EvcxrTypeProbe"), None, "wait"),
+            (error(Some("E0308"), "mismatched types", "expected `u8`, found `&str`"), None, "theirs"),
+        ];
+        for (error, type_now, expected) in cases {
+            let message = error.message;
+            assert!(is(probed(error, type_now, &definitions), expected), "{message} at {type_now:?}: not {expected}");
         }
     }
 }

@@ -8,6 +8,7 @@ use crate::beside::Shared;
 use crate::host::Host;
 use crate::local::{Local, ACTIVITY, PRIMING, STACK_BYTES};
 use crate::wire;
+use crate::Standby;
 use anyhow::{bail, Context, Result};
 use evcxr::{Analysis, TypeName};
 use serde_json::{json, Value};

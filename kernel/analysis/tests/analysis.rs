@@ -2,7 +2,7 @@
 //! process, and in an analysis process of this crate's binary, shared and killed.
 
 use anyhow::{Context, Result};
-use dryml_analysis::{Client, Local};
+use dryml_analysis::{Client, Local, Standby};
 use evcxr::{Analysis, TypeName};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
-//! What the kernel changes in the cell crate's rustc arguments, in the rustc wrapper (evcxr's
-//! `RustcHooks::args`, run for every crate cargo builds): its `-C metadata` pinned where the kernel
-//! tells a type that changed, and debug info while the debugger is on.
+//! What the kernel changes in the cell crate's rustc arguments, in its rustc wrapper
+//! (`wrapper.rs`): its `-C metadata` pinned where the kernel tells a type that changed, and debug
+//! info while the debugger is on.
 
 /// Set (to anything) in the builds' environment where the kernel tells a stored variable whose
 /// type changed (evcxr's `TypeOrigins`): cargo's metadata hashes the cell crate's dependencies,
@@ -9,22 +9,34 @@ pub const PIN_METADATA_ENV: &str = "DRYML_PIN_METADATA";
 /// `1`: the cell crate is built for the debugger (full debug info, unoptimised); `keep-opt`: at
 /// the optimisation level the user chose. Dependencies are built as they were.
 pub const DEBUG_CELLS_ENV: &str = "DRYML_DEBUG_CELLS";
-/// The cell crate's name, as evcxr gives it to cargo, which passes it on to the wrapper.
-const CRATE_NAME_ENV: &str = "EVCXR_CRATE_NAME";
+/// The cell crate's name, in the builds' environment ([`crate::build_env`]).
+pub(crate) const CRATE_NAME_ENV: &str = "DRYML_CELL_CRATE";
 
 /// The pinned `-C metadata`.
 const CELL_METADATA: &str = "metadata=dryml-notebook";
 
+fn crate_name() -> String {
+    std::env::var(CRATE_NAME_ENV).unwrap_or_else(|_| "ctx".to_owned())
+}
+
+/// Whether `args` (a rustc command's) build the cell crate, named as cargo passes on.
+pub(crate) fn names_cell_crate(args: &[String]) -> bool {
+    names(args, &crate_name())
+}
+
+fn names(args: &[String], crate_name: &str) -> bool {
+    args.windows(2).any(|w| w[0] == "--crate-name" && w[1] == crate_name)
+}
+
 /// In the rustc wrapper: `args` (the wrapper's, rustc's path, then rustc's arguments) as the
 /// kernel wants them, from the environment cargo passes on.
-pub fn cell_args(args: &mut Vec<String>) {
-    let crate_name = std::env::var(CRATE_NAME_ENV).unwrap_or_else(|_| "ctx".to_owned());
+pub(crate) fn cell_args(args: &mut Vec<String>) {
     let pin = std::env::var_os(PIN_METADATA_ENV).is_some();
-    adjust(args, &crate_name, pin, std::env::var(DEBUG_CELLS_ENV).ok().as_deref());
+    adjust(args, &crate_name(), pin, std::env::var(DEBUG_CELLS_ENV).ok().as_deref());
 }
 
 fn adjust(args: &mut Vec<String>, crate_name: &str, pin: bool, debug: Option<&str>) {
-    if !args.windows(2).any(|w| w[0] == "--crate-name" && w[1] == crate_name) {
+    if !names(args, crate_name) {
         return;
     }
     if pin {

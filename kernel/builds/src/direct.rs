@@ -72,26 +72,36 @@ impl DirectRustc {
     /// command the wrapper recorded in `record`, with what it read. `None`: the next build goes
     /// through cargo (no record, a path dependency too big to watch or changed during the build).
     pub fn load(record: &Path, cargo: &Command, started: SystemTime) -> Option<DirectRustc> {
+        let [cargo_toml, config_toml] = manifests(cargo.get_current_dir()?);
+        DirectRustc::load_as(record, cargo, started, [cargo_toml, config_toml])
+    }
+
+    /// As [`DirectRustc::load`], with the crate's manifests as that build read them.
+    fn load_as(
+        record: &Path,
+        cargo: &Command,
+        started: SystemTime,
+        [cargo_toml, config_toml]: [Option<Vec<u8>>; 2],
+    ) -> Option<DirectRustc> {
         if !cargo_runs_rustc_alone(cargo) {
             return None;
         }
         let command: Recorded = serde_json::from_slice(&fs::read(record).ok()?).ok()?;
-        let crate_dir = cargo.get_current_dir()?;
         let out_dir = PathBuf::from(command.arg_after("--out-dir")?);
         let name = command.arg_after("--crate-name")?;
         let library = format!("{}{name}{}", std::env::consts::DLL_PREFIX, std::env::consts::DLL_SUFFIX);
         let mut watched = Vec::new();
-        // The libraries the command links (a dependency rebuilt or evicted shows here).
+        // The libraries the command links (a dependency rebuilt or evicted shows here; one gone
+        // since cargo's build, read later by `Builds`, is cargo's to build again).
         for pair in command.args.windows(2) {
             if let ("--extern", Some((_, path))) = (pair[0].as_str(), pair[1].split_once('=')) {
-                watched.push((PathBuf::from(path), stamp(Path::new(path))));
+                watched.push((PathBuf::from(path), Some(stamp(Path::new(path))?)));
             }
         }
         // Path dependencies: cargo rebuilds one when any of its sources changes.
         for dir in path_packages(cargo)? {
             watch_tree(&dir, &mut watched, started)?;
         }
-        let [cargo_toml, config_toml] = manifests(crate_dir);
         Some(DirectRustc { cargo: cargo_call(cargo), cargo_toml, config_toml, command, watched, out_dir, library })
     }
 
@@ -140,12 +150,51 @@ impl DirectRustc {
     }
 }
 
+/// The cell crate's builds one after another: rustc alone while the command cargo last ran for it
+/// stays good, else cargo, whose command the wrapper records for the next build.
+#[derive(Debug)]
+pub struct Builds {
+    record: PathBuf,
+    direct: Option<DirectRustc>,
+    /// The cargo build that the wrapper records: when it began, how cargo was called, and the
+    /// crate's manifests it read (a cell's `:dep` writes Cargo.toml before its build).
+    cargo_build: Option<(SystemTime, String, [Option<Vec<u8>>; 2])>,
+}
+
+impl Builds {
+    /// Builds whose wrapper records in `record` ([`crate::build_env`]).
+    pub fn new(record: PathBuf) -> Builds {
+        Builds { record, direct: None, cargo_build: None }
+    }
+
+    /// Before each build (`cargo`: how it would be called now): `Stale` means cargo builds it.
+    pub fn build(&mut self, cargo: &Command) -> Outcome {
+        if let (None, Some((started, call, read))) = (&self.direct, self.cargo_build.take()) {
+            if call == cargo_call(cargo) {
+                self.direct = DirectRustc::load_as(&self.record, cargo, started, read);
+            }
+        }
+        match self.direct.as_ref().map(|direct| direct.build(cargo)) {
+            Some(Outcome::Stale) | None => {}
+            Some(done) => return done,
+        }
+        self.direct = None;
+        // What the wrapper records then is this build's command, or nothing.
+        let _ = fs::remove_file(&self.record);
+        let read = cargo.get_current_dir().map(manifests).unwrap_or_default();
+        self.cargo_build = Some((SystemTime::now(), cargo_call(cargo), read));
+        Outcome::Stale
+    }
+}
+
 /// Whether cargo runs rustc as the recorded command would alone: not under `mold -run` (whose
-/// linker it hands rustc), nor with `-Ztime-passes` (whose report is cargo's to show).
+/// linker it hands rustc), with `-Ztime-passes` (whose report is cargo's to show), or under a
+/// `RUSTC_WRAPPER` (sccache, evcxr's cache), which must see every build.
 fn cargo_runs_rustc_alone(cargo: &Command) -> bool {
-    let rustflags = cargo.get_envs().find(|(k, _)| *k == "RUSTFLAGS").and_then(|(_, v)| v);
+    let env = |key: &str| cargo.get_envs().find(|(k, _)| *k == key).and_then(|(_, v)| v);
     Path::new(cargo.get_program()).file_name() != Some("mold".as_ref())
-        && !rustflags.is_some_and(|flags| flags.to_string_lossy().contains("-Ztime-passes"))
+        && !env("RUSTFLAGS").is_some_and(|flags| flags.to_string_lossy().contains("-Ztime-passes"))
+        && env("RUSTC_WRAPPER").is_none()
 }
 
 /// Links `library` (in a profile's `deps`) to where `cargo` would uplift it: the target
@@ -254,6 +303,8 @@ mod tests {
         cargo.env("RUSTFLAGS", "-Cprefer-dynamic -Ztime-passes");
         assert!(!cargo_runs_rustc_alone(&cargo));
         assert!(!cargo_runs_rustc_alone(Command::new("mold").args(["-run", "/usr/bin/cargo"])));
+        cargo.env("RUSTFLAGS", "-Cprefer-dynamic").env("RUSTC_WRAPPER", "/usr/bin/sccache");
+        assert!(!cargo_runs_rustc_alone(&cargo));
     }
 
     #[test]

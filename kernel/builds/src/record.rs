@@ -28,7 +28,7 @@ impl Recorded {
 /// In the rustc wrapper, once rustc has built the cell crate: records `command` (with this
 /// process's environment, but for `wrapper_env`, the wrapper's own variables) in `to`, whole or
 /// not at all. Nothing is recorded for a command that is not text: it could not be given back.
-pub fn record(command: &Command, to: &Path, wrapper_env: &[&str]) {
+pub(crate) fn record(command: &Command, to: &Path, wrapper_env: &[&str]) {
     let Some(recorded) = recorded(command, wrapper_env) else {
         return;
     };

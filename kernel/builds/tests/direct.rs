@@ -2,7 +2,7 @@
 //! it builds what cargo would, shows the cell's own errors, and sends the build back to cargo
 //! whenever something cargo would look at has changed.
 
-use dryml_builds::{DirectRustc, Outcome};
+use dryml_builds::{Builds, DirectRustc, Outcome};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,7 +40,8 @@ impl Fixture {
         self.dir.path().join("record.json")
     }
 
-    /// How the kernel would call cargo: the wrapper records the cell crate's rustc command.
+    /// How the kernel would call cargo: the kernel's wrapper (on its own here) records the cell
+    /// crate's rustc command.
     fn cargo(&self) -> Command {
         let mut cargo = Command::new(env!("CARGO"));
         // The build directory is the fixture's whatever the environment says (the test command
@@ -52,9 +53,7 @@ impl Fixture {
             .args(["--offline", "build", "--message-format=json"])
             .current_dir(self.cell_dir())
             .env("CARGO_TARGET_DIR", self.dir.path().join("target"))
-            .env("RUSTC_WORKSPACE_WRAPPER", env!("CARGO_BIN_EXE_dryml-record-rustc"))
-            .env("DRYML_RECORD_CRATE", "cell")
-            .env("DRYML_RECORD_TO", self.record());
+            .envs(dryml_builds::build_env(env!("CARGO_BIN_EXE_dryml-record-rustc").as_ref(), "cell", &self.record()));
         cargo
     }
 
@@ -169,4 +168,58 @@ fn no_record_where_a_source_changed_during_cargos_build_or_none_was_written() {
     // before that write.
     assert!(DirectRustc::load(&fixture.record(), &fixture.cargo(), SystemTime::UNIX_EPOCH).is_none());
     assert!(DirectRustc::load(&fixture.dir.path().join("none.json"), &fixture.cargo(), SystemTime::now()).is_none());
+}
+
+/// The kernel's loop: cargo first (the wrapper records), rustc alone for the next cells, and cargo
+/// again, recording anew, once how it is called changed.
+#[test]
+fn builds_go_to_cargo_then_rustc_alone_until_cargo_is_called_otherwise() {
+    let fixture = Fixture::new();
+    let mut builds = Builds::new(fixture.record());
+    let cargo_builds = |cargo: &mut Command| {
+        let output = cargo.output().unwrap();
+        assert!(output.status.success(), "cargo: {}", String::from_utf8_lossy(&output.stderr));
+    };
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Stale), "nothing recorded yet");
+    cargo_builds(&mut fixture.cargo());
+    assert!(fixture.record().is_file(), "the wrapper recorded the cell crate's command");
+    fixture.write_cell(&cell_source(6));
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Built(_)));
+    let debugging = || {
+        let mut cargo = fixture.cargo();
+        cargo.env("DRYML_DEBUG_CELLS", "1");
+        cargo
+    };
+    assert!(matches!(builds.build(&debugging()), Outcome::Stale));
+    assert!(!fixture.record().exists(), "the old command is gone before cargo runs");
+    cargo_builds(&mut debugging());
+    let recorded: dryml_builds::Recorded = serde_json::from_slice(&fs::read(fixture.record()).unwrap()).unwrap();
+    assert!(recorded.args.windows(2).any(|w| w == ["-C", "debuginfo=2"]), "the wrapper's debug flags");
+    // Called otherwise than the build that recorded: cargo's again, never the debugger's command.
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Stale));
+    fixture.write_cell(&cell_source(7));
+    cargo_builds(&mut fixture.cargo());
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Built(_)));
+    // A cell's `:dep` writes Cargo.toml before its build, after the one cargo recorded: cargo's,
+    // though the command is first read then.
+    assert!(matches!(builds.build(&debugging()), Outcome::Stale));
+    fixture.write_cell(&cell_source(8));
+    cargo_builds(&mut debugging());
+    let manifest = fixture.cell_dir().join("Cargo.toml");
+    let text = fs::read_to_string(&manifest).unwrap();
+    fs::write(&manifest, text.replace("[workspace]", "[features]\nx = []\n\n[workspace]")).unwrap();
+    assert!(matches!(builds.build(&debugging()), Outcome::Stale), "built alone after a :dep");
+    // A library the command links, gone (the build cache emptied) before the next cell.
+    cargo_builds(&mut debugging());
+    assert!(matches!(builds.build(&debugging()), Outcome::Built(_)));
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Stale));
+    fixture.write_cell(&cell_source(9));
+    cargo_builds(&mut fixture.cargo());
+    for entry in fs::read_dir(fixture.dir.path().join("target/debug/deps")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("libdep-") {
+            fs::remove_file(path).unwrap();
+        }
+    }
+    assert!(matches!(builds.build(&fixture.cargo()), Outcome::Stale), "built alone without its dependency");
 }

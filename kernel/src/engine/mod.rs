@@ -67,12 +67,9 @@ impl Engine {
     }
 
     /// Gives back the analyzer's memory until the next cell loads it again (the notebook was
-    /// left alone); false while it loads, or where evcxr could not start it again empty.
+    /// left alone); false while it loads.
     pub fn release_analysis(&mut self) -> bool {
-        self.session.evcxr().eval_context_mut().release_analysis().unwrap_or_else(|e| {
-            tracing::warn!("the analyzer was kept: {e}");
-            false
-        })
+        self.session.release_analysis()
     }
 
     /// Runs one execute request; its output has gone to `io` by the time this returns.

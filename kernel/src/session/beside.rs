@@ -3,22 +3,22 @@
 
 use evcxr::Completions;
 
-/// The analysis of the crate in `root` that evcxr asks, and what answers beside a cell from it.
-/// The analyzer's hundreds of MiB are in a process the user's kernels share (this binary, see
-/// `main`; /proc/self/exe is it even after a rebuild replaced the file), which a quiet notebook
-/// leaves. `DRYML_ANALYSIS=in-process` keeps it in the kernel.
-pub(super) fn analysis(
-    root: &std::path::Path,
-) -> Result<(Box<dyn evcxr::Analysis>, dryml_analysis::Beside), evcxr::Error> {
+/// The analysis of the crate in `root`: what evcxr asks, what answers beside a cell from it,
+/// and the kernel's own hold on it between cells. The analyzer's hundreds of MiB are in a
+/// process the user's kernels share (this binary, see `main`; /proc/self/exe is it even after a
+/// rebuild replaced the file), which a quiet notebook leaves. `DRYML_ANALYSIS=in-process` keeps
+/// it in the kernel.
+pub(super) fn analysis(root: &std::path::Path) -> Result<Analysis, evcxr::Error> {
     if std::env::var("DRYML_ANALYSIS").as_deref() == Ok("in-process") {
         let local = dryml_analysis::Local::new(root).map_err(|e| evcxr::Error::Message(format!("{e:#}")))?;
-        let beside = local.beside();
-        return Ok((Box::new(local), beside));
+        return Ok((Box::new(local.clone()), local.beside(), Box::new(local)));
     }
     let client = dryml_analysis::Client::new("/proc/self/exe".into(), crate::paths::analysis_dir(), root);
-    let beside = client.beside();
-    Ok((Box::new(client), beside))
+    Ok((Box::new(client.clone()), client.beside(), Box::new(client)))
 }
+
+/// The analysis as evcxr, a cell's neighbours and the kernel each hold it.
+pub(super) type Analysis = (Box<dyn evcxr::Analysis>, dryml_analysis::Beside, Box<dyn dryml_analysis::Standby>);
 
 /// The notebook as a cell found it when it began, for requests answered while it runs.
 pub struct Beside {

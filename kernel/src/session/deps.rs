@@ -139,7 +139,7 @@ impl Session {
     /// only has dryml from the warm-up shows no tables.
     pub(super) fn show_tables(&mut self) {
         if self.dryml_added && !self.tables_shown {
-            self.ctx.eval_context_mut().set_final_display(super::display::around(true));
+            self.ctx.eval_context_mut().hooks_mut().final_display = super::display::around(true);
             self.tables_shown = true;
         }
     }
@@ -155,7 +155,7 @@ impl Session {
         }
         let first = tables && with_deps && !self.tables_shown;
         if first {
-            self.ctx.eval_context_mut().set_final_display(super::display::around(true));
+            self.ctx.eval_context_mut().hooks_mut().final_display = super::display::around(true);
         }
         (tables, first)
     }

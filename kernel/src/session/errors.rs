@@ -108,6 +108,15 @@ fn render(e: &evcxr::CompilationError, src: Source<'_>, is_first: bool) -> Strin
     out
 }
 
+/// `e`, where its compile errors name a variable the cell dropped (`dropped`: each with why),
+/// saying why it is gone.
+pub fn explained(mut e: EvcxrError, dropped: &[(String, String)]) -> EvcxrError {
+    if let EvcxrError::CompilationErrors(errors) = &mut e {
+        dryml_analysis::explain_dropped(errors, dropped);
+    }
+    e
+}
+
 /// A panic, from the panic message in the tail of the cell's stderr, and its backtrace.
 pub fn panic(tail: Vec<String>, backtrace: Option<String>) -> ErrorContent {
     let start = tail.iter().position(|l| l.contains("panicked at"));

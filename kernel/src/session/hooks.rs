@@ -3,21 +3,39 @@
 //! loads and the borrows it makes again, and the analysis (kernel/patches/evcxr-0.22.0.patch
 //! names each part).
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-/// Fills `ctx`'s hooks before anything is built or analysed, `borrows` the notebook's kept
-/// borrows. Returns what answers completion and hover beside a running cell, from the analysis.
+/// What the hooks share with the session: the notebook's kept borrows, its types' origins (and
+/// what the last cell dropped), and whether the last build ran rustc alone.
+#[derive(Clone, Default)]
+pub(super) struct Shared {
+    pub borrows: Arc<super::borrows::Borrows>,
+    pub origins: Arc<dryml_analysis::Origins>,
+    pub built_alone: Arc<AtomicBool>,
+}
+
+/// Fills `ctx`'s hooks before anything is built or analysed, for the cell crate `crate_name`.
+/// Returns what answers completion and hover beside a running cell, and the kernel's hold on
+/// the analysis.
 pub(super) fn fill(
     ctx: &mut evcxr::EvalContext,
-    borrows: Arc<super::borrows::Borrows>,
-) -> Result<dryml_analysis::Beside, evcxr::Error> {
-    ctx.set_cell_builder(Box::<super::builds::RustcAlone>::default());
-    ctx.set_final_display(super::display::around(false));
+    crate_name: &str,
+    shared: &Shared,
+) -> Result<(dryml_analysis::Beside, Box<dyn dryml_analysis::Standby>), evcxr::Error> {
+    ctx.set_crate_name(crate_name);
+    let (builder, env) = super::builds::RustcAlone::new(ctx.crate_directory(), crate_name, &shared.built_alone)?;
+    for (key, value) in env {
+        ctx.set_build_env(key, &value);
+    }
+    ctx.set_cell_builder(Box::new(builder));
+    let hooks = ctx.hooks_mut();
+    hooks.final_display = super::display::around(false);
     // The cell crate's metadata is pinned only where a type that changed is told.
-    ctx.set_type_origins(Arc::<dryml_analysis::Origins>::default());
+    hooks.origins = Some(shared.origins.clone());
+    hooks.loads = Some(Arc::new(super::loads::NamedOnly(shared.borrows.clone())));
     ctx.set_build_env(dryml_builds::PIN_METADATA_ENV, "1");
-    ctx.set_cell_loads(Arc::new(super::loads::NamedOnly(borrows)));
-    let (analysis, beside) = super::beside::analysis(ctx.crate_directory())?;
+    let (analysis, beside, standby) = super::beside::analysis(ctx.crate_directory())?;
     ctx.set_analysis(analysis);
-    Ok(beside)
+    Ok((beside, standby))
 }

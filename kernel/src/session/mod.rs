@@ -76,10 +76,13 @@ pub struct Session {
     cache: Result<Option<BuildCache>, String>,
     /// This kernel's crate names in the cache, held while it runs.
     claim: Option<Claim>,
-    /// Completion and hover beside a running cell, from the analysis evcxr asks.
+    /// Completion and hover beside a running cell, from the analysis evcxr asks, and the
+    /// kernel's hold on that analysis between cells.
     beside: Option<dryml_analysis::Beside>,
-    /// The notebook's borrows of its variables, made again in each cell that names them.
-    borrows: Arc<borrows::Borrows>,
+    standby: Option<Box<dyn dryml_analysis::Standby>>,
+    /// The notebook's borrows of its variables (made again in each cell that names them), what
+    /// its types were built from, how the last cell was built.
+    hooks: hooks::Shared,
     /// The comm manager, which the output listener and the shell task share.
     comms: Arc<comms::Comms>,
     /// How long the last user code took to build and run, while `:timing` is on.
@@ -136,10 +139,9 @@ impl Session {
             cmd.env(crate::child::STARTUP_LIB_ENV, lib);
         }
         let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
-        let mut beside = None;
-        let borrows = Arc::<borrows::Borrows>::default();
+        let mut filled = None;
+        let shared = hooks::Shared::default();
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
-            ctx.set_crate_name(&crate_name);
             if let Some(dir) = &build_dir {
                 // Cargo reads it from the environment evcxr gives each build.
                 ctx.set_build_env("CARGO_BUILD_BUILD_DIR", &dir.display().to_string());
@@ -147,11 +149,12 @@ impl Session {
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            beside = Some(hooks::fill(ctx, borrows.clone())?);
+            filled = Some(hooks::fill(ctx, &crate_name, &shared)?);
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;
         let ctx = CommandContext::with_eval_context(eval_ctx);
+        let (beside, standby) = filled.unzip();
         let ends = ends::forward_stderr(state.clone(), outputs.stderr, sync_rx)?;
         // evcxr sends stdout here only when the pump could not reach the kernel's socket.
         let (st, stdout) = (state.clone(), outputs.stdout);
@@ -179,13 +182,25 @@ impl Session {
             cache,
             claim,
             beside,
-            borrows,
+            standby,
+            hooks: shared,
             comms,
             took: None,
             config: config::found(),
         };
         session.ensure_child_setup();
         Ok(session)
+    }
+
+    /// Gives back the analysis's memory until the next cell loads it again (the notebook was
+    /// left alone); false while it loads, or where it could not start again empty.
+    pub fn release_analysis(&mut self) -> bool {
+        self.standby.as_mut().is_some_and(|analysis| {
+            analysis.release().unwrap_or_else(|e| {
+                tracing::warn!("the analyzer was kept: {e:#}");
+                false
+            })
+        })
     }
 
     /// The name evcxr builds this kernel's cells under.
@@ -244,7 +259,7 @@ impl Session {
     /// costs what any cell does; then the cache's collection. It waits for the analyzer's own
     /// start-up work first.
     pub fn warm_up_step(&mut self) -> bool {
-        match self.state.warm_up_begins(|| self.ctx.eval_context().analysis_busy()) {
+        match self.state.warm_up_begins(|| self.standby.as_ref().is_some_and(|a| a.busy())) {
             WarmUp::Stopped => return false,
             WarmUp::Later => return true,
             WarmUp::Busy => {
@@ -339,10 +354,11 @@ impl Session {
         self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
         self.state.set_quiet(was_quiet);
         // Variables that kernel-written code dropped (their types changed) are the user's to hear of.
-        for why in self.ctx.eval_context_mut().take_dropped() {
+        let dropped = self.hooks.origins.take_dropped();
+        for (_, why) in dropped.iter().filter(|_| r.is_ok()) {
             self.state.stream(StreamName::Stderr, &format!("{why}\n"));
         }
-        r.map_err(|e| errors::evcxr(e, self.state.stderr_lines(), &[]))
+        r.map_err(|e| errors::evcxr(errors::explained(e, &dropped), self.state.stderr_lines(), &[]))
     }
 
     /// Runs kernel-written code in the child and returns what it printed.
@@ -435,8 +451,9 @@ impl Session {
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let spent = began.elapsed();
         let end = result.as_mut().ok().and_then(ends::take_end);
-        // The cell's own code said why it dropped any variable, before its output.
-        self.ctx.eval_context_mut().take_dropped();
+        // The cell's own code said why it dropped any variable, before its output; a failed
+        // cell's errors say it.
+        let dropped = self.hooks.origins.take_dropped();
         if let (true, Some(hook)) = (debugging, self.state.debug_hook()) {
             hook.ended();
         }
@@ -449,7 +466,7 @@ impl Session {
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks, tables);
         } else if first_tables {
-            self.ctx.eval_context_mut().set_final_display(display::around(false));
+            self.ctx.eval_context_mut().hooks_mut().final_display = display::around(false);
             // that cell did not build
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
@@ -472,7 +489,7 @@ impl Session {
         // The borrows it made are kept; those whose variables are gone go, saying so.
         let stored = self.variables();
         let names: Vec<&str> = stored.keys().map(String::as_str).collect();
-        for gone in self.borrows.commit(result.is_ok().then_some(code.as_str()), &names) {
+        for gone in self.hooks.borrows.commit(result.is_ok().then_some(code.as_str()), &names) {
             self.state.stream(StreamName::Stderr, &format!("{gone}\n"));
         }
         match result {
@@ -481,15 +498,16 @@ impl Session {
                 // and whether cargo built the cell or rustc alone.
                 let phases: Vec<_> = outputs.phases.iter().map(|p| (p.name.clone(), p.duration)).collect();
                 tracing::debug!(?phases, "cell built and run");
-                times::record(spent, &phases);
+                times::record(spent, &phases, self.hooks.built_alone.load(std::sync::atomic::Ordering::SeqCst));
                 self.took = outputs.timing;
                 Ok(output::mime_bundle(outputs))
             }
             Err(e) => {
                 let src = errors::Source { code: &code, added: prefix_lines, cell: self.cell_lines };
                 let held = errors::moved_under_borrow(&e, src)
-                    .and_then(|root| self.borrows.of_root(&root).map(|borrow| (root, borrow)));
-                let mut err = errors::evcxr_in(e, self.state.stderr_lines(), &vars_before, src);
+                    .and_then(|root| self.hooks.borrows.of_root(&root).map(|borrow| (root, borrow)));
+                let mut err =
+                    errors::evcxr_in(errors::explained(e, &dropped), self.state.stderr_lines(), &vars_before, src);
                 if let Some((root, borrow)) = held {
                     err = errors::moved_while_borrowed(err, &root, borrow);
                 }

@@ -12,10 +12,14 @@ pub const ENV: &str = "DRYML_CELL_TIMES";
 /// The name of the time before evcxr's first phase.
 const BEFORE: &str = "Commands (:dep) and code generation";
 
-/// Appends the cell's line where `DRYML_CELL_TIMES` names a file.
-pub fn record(total: Duration, phases: &[(String, Duration)]) {
+/// Appends the cell's line where `DRYML_CELL_TIMES` names a file; evcxr's build phase says
+/// whether rustc built the cell `alone`, or cargo.
+pub fn record(total: Duration, phases: &[(String, Duration)], alone: bool) {
     let Some(path) = std::env::var_os(ENV) else { return };
-    let line = line(total, phases);
+    let by = if alone { "Final compile (rustc alone)" } else { "Final compile (cargo)" };
+    let named: Vec<_> =
+        phases.iter().map(|(n, d)| (if n == "Final compile" { by.to_owned() } else { n.clone() }, *d)).collect();
+    let line = line(total, &named);
     let written = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
