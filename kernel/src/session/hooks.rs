@@ -1,7 +1,7 @@
-//! The hooks our evcxr patch opens, each filled with the kernel's part: the build without cargo,
-//! the display of a cell's value, what a stored type is built from, which variables a cell
-//! loads and the borrows it makes again, and the analysis (kernel/patches/evcxr-0.22.0.patch
-//! names each part).
+//! The hooks our evcxr patch opens, each filled with the kernel's part: the cell crate's name,
+//! its rustc wrapper and builds without cargo, the display of a cell's value, what a stored type
+//! is built from, which variables a cell loads and the borrows it makes again, and the analysis
+//! (kernel/patches/README.md names each part).
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
