@@ -62,6 +62,27 @@ fn cargo_call(cargo: &Command) -> String {
     )
 }
 
+/// `cargo` again, to be asked later how it was called.
+fn copy(cargo: &Command) -> Command {
+    let mut copy = Command::new(cargo.get_program());
+    copy.args(cargo.get_args());
+    in_env_of(cargo, &mut copy);
+    copy
+}
+
+/// `command` with `cargo`'s environment and directory.
+fn in_env_of(cargo: &Command, command: &mut Command) {
+    for (k, v) in cargo.get_envs() {
+        match v {
+            Some(v) => command.env(k, v),
+            None => command.env_remove(k),
+        };
+    }
+    if let Some(dir) = cargo.get_current_dir() {
+        command.current_dir(dir);
+    }
+}
+
 /// The crate's manifest and cargo config, as bytes (`None`: missing).
 fn manifests(crate_dir: &Path) -> [Option<Vec<u8>>; 2] {
     [fs::read(crate_dir.join("Cargo.toml")).ok(), fs::read(crate_dir.join(".cargo").join("config.toml")).ok()]
@@ -158,7 +179,7 @@ pub struct Builds {
     direct: Option<DirectRustc>,
     /// The cargo build that the wrapper records: when it began, how cargo was called, and the
     /// crate's manifests it read (a cell's `:dep` writes Cargo.toml before its build).
-    cargo_build: Option<(SystemTime, String, [Option<Vec<u8>>; 2])>,
+    cargo_build: Option<(SystemTime, Command, [Option<Vec<u8>>; 2])>,
 }
 
 impl Builds {
@@ -167,12 +188,19 @@ impl Builds {
         Builds { record, direct: None, cargo_build: None }
     }
 
+    /// Once the cargo build that [`Builds::build`] left to cargo has ended: reads what the
+    /// wrapper recorded (`cargo metadata` among it, about 0.1 s), so the next cell need not.
+    pub fn settle(&mut self) {
+        if let Some((started, cargo, read)) = self.cargo_build.take() {
+            self.direct = DirectRustc::load_as(&self.record, &cargo, started, read);
+        }
+    }
+
     /// Before each build (`cargo`: how it would be called now): `Stale` means cargo builds it.
     pub fn build(&mut self, cargo: &Command) -> Outcome {
-        if let (None, Some((started, call, read))) = (&self.direct, self.cargo_build.take()) {
-            if call == cargo_call(cargo) {
-                self.direct = DirectRustc::load_as(&self.record, cargo, started, read);
-            }
+        match &self.cargo_build {
+            Some((_, then, _)) if cargo_call(then) == cargo_call(cargo) => self.settle(),
+            _ => self.cargo_build = None,
         }
         match self.direct.as_ref().map(|direct| direct.build(cargo)) {
             Some(Outcome::Stale) | None => {}
@@ -182,7 +210,7 @@ impl Builds {
         // What the wrapper records then is this build's command, or nothing.
         let _ = fs::remove_file(&self.record);
         let read = cargo.get_current_dir().map(manifests).unwrap_or_default();
-        self.cargo_build = Some((SystemTime::now(), cargo_call(cargo), read));
+        self.cargo_build = Some((SystemTime::now(), copy(cargo), read));
         Outcome::Stale
     }
 }
@@ -230,13 +258,8 @@ fn path_packages(cargo: &Command) -> Option<Vec<PathBuf>> {
     // Options before the subcommand (`--offline`) apply to it too.
     metadata.args(cargo.get_args().take_while(|a| a.to_str().is_some_and(|a| a.starts_with('-'))));
     metadata.args(["metadata", "--format-version", "1"]);
-    for (k, v) in cargo.get_envs() {
-        match v {
-            Some(v) => metadata.env(k, v),
-            None => metadata.env_remove(k),
-        };
-    }
-    metadata.current_dir(cargo.get_current_dir()?);
+    cargo.get_current_dir()?;
+    in_env_of(cargo, &mut metadata);
     let output = metadata.output().ok()?;
     if !output.status.success() {
         return None;

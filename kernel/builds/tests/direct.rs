@@ -185,6 +185,16 @@ fn builds_go_to_cargo_then_rustc_alone_until_cargo_is_called_otherwise() {
     assert!(fixture.record().is_file(), "the wrapper recorded the cell crate's command");
     fixture.write_cell(&cell_source(6));
     assert!(matches!(builds.build(&fixture.cargo()), Outcome::Built(_)));
+    // Settled once cargo is done, the record is read then, not by the next build.
+    let mut settled = Builds::new(fixture.record());
+    assert!(matches!(settled.build(&fixture.cargo()), Outcome::Stale));
+    fixture.write_cell(&cell_source(10));
+    cargo_builds(&mut fixture.cargo());
+    settled.settle();
+    let record = fs::read(fixture.record()).unwrap();
+    fs::remove_file(fixture.record()).unwrap();
+    assert!(matches!(settled.build(&fixture.cargo()), Outcome::Built(_)));
+    fs::write(fixture.record(), record).unwrap();
     let debugging = || {
         let mut cargo = fixture.cargo();
         cargo.env("DRYML_DEBUG_CELLS", "1");
@@ -192,6 +202,7 @@ fn builds_go_to_cargo_then_rustc_alone_until_cargo_is_called_otherwise() {
     };
     assert!(matches!(builds.build(&debugging()), Outcome::Stale));
     assert!(!fixture.record().exists(), "the old command is gone before cargo runs");
+    fixture.write_cell(&cell_source(11));
     cargo_builds(&mut debugging());
     let recorded: dryml_builds::Recorded = serde_json::from_slice(&fs::read(fixture.record()).unwrap()).unwrap();
     assert!(recorded.args.windows(2).any(|w| w == ["-C", "debuginfo=2"]), "the wrapper's debug flags");

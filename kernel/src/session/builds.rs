@@ -4,37 +4,49 @@ use dryml_builds::{Builds, Outcome};
 use evcxr::CellBuild;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Where, in the cell crate's directory, the wrapper records the crate's rustc command.
 const RECORD_FILE: &str = ".dryml-rustc.json";
 
-/// The cell crate's builds: rustc alone while the command cargo last ran for it stays good.
-pub(crate) struct RustcAlone {
-    builds: Builds,
-    /// Whether the last build ran rustc alone (a cell's phases say which).
-    alone: Arc<AtomicBool>,
-}
+/// The cell crate's builds (rustc alone while the command cargo last ran for it stays good),
+/// held by evcxr as its `CellBuilder` and by the session, which settles a cargo build.
+#[derive(Clone, Default)]
+pub(crate) struct CellBuilds(Arc<Mutex<Option<(Builds, bool)>>>);
 
-impl RustcAlone {
-    /// The builds of the crate `name` in `crate_dir`, each telling `alone` how it went, and the
-    /// builds' environment that records them.
-    pub(crate) fn new(
-        crate_dir: &Path,
-        name: &str,
-        alone: &Arc<AtomicBool>,
-    ) -> std::io::Result<(RustcAlone, [(&'static str, String); 3])> {
+impl CellBuilds {
+    /// Starts the builds of the crate `name` in `crate_dir`; returns the builds' environment that
+    /// records them.
+    pub(crate) fn start(&self, crate_dir: &Path, name: &str) -> std::io::Result<[(&'static str, String); 3]> {
         let record = crate_dir.join(RECORD_FILE);
         let env = dryml_builds::build_env(&std::env::current_exe()?, name, &record);
-        Ok((RustcAlone { builds: Builds::new(record), alone: alone.clone() }, env))
+        *self.lock() = Some((Builds::new(record), false));
+        Ok(env)
+    }
+
+    /// After a cell: reads what a cargo build of it recorded, so the next cell need not.
+    pub(crate) fn settle(&self) {
+        if let Some((builds, _)) = self.lock().as_mut() {
+            builds.settle();
+        }
+    }
+
+    /// Whether the last build ran rustc alone (a cell's phases say which).
+    pub(crate) fn built_alone(&self) -> bool {
+        self.lock().as_ref().is_some_and(|(_, alone)| *alone)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Builds, bool)>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl evcxr::CellBuilder for RustcAlone {
+impl evcxr::CellBuilder for CellBuilds {
     fn build(&mut self, cargo: &Command) -> CellBuild {
-        let outcome = self.builds.build(cargo);
-        self.alone.store(matches!(outcome, Outcome::Built(_)), Ordering::SeqCst);
+        let mut held = self.lock();
+        let Some((builds, alone)) = held.as_mut() else { return CellBuild::Cargo };
+        let outcome = builds.build(cargo);
+        *alone = matches!(outcome, Outcome::Built(_));
         match outcome {
             Outcome::Built(library) => CellBuild::Built(library),
             Outcome::Failed(output) => CellBuild::Failed(output),

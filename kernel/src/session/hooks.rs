@@ -3,16 +3,15 @@
 //! is built from, which variables a cell loads and the borrows it makes again, and the analysis
 //! (kernel/patches/README.md names each part).
 
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// What the hooks share with the session: the notebook's kept borrows, its types' origins (and
-/// what the last cell dropped), and whether the last build ran rustc alone.
+/// what the last cell dropped), and the cell crate's builds.
 #[derive(Clone, Default)]
 pub(super) struct Shared {
     pub borrows: Arc<super::borrows::Borrows>,
     pub origins: Arc<dryml_analysis::Origins>,
-    pub built_alone: Arc<AtomicBool>,
+    pub builds: super::builds::CellBuilds,
 }
 
 /// Fills `ctx`'s hooks before anything is built or analysed, for the cell crate `crate_name`.
@@ -24,11 +23,10 @@ pub(super) fn fill(
     shared: &Shared,
 ) -> Result<(dryml_analysis::Beside, Box<dyn dryml_analysis::Standby>), evcxr::Error> {
     ctx.set_crate_name(crate_name);
-    let (builder, env) = super::builds::RustcAlone::new(ctx.crate_directory(), crate_name, &shared.built_alone)?;
-    for (key, value) in env {
+    for (key, value) in shared.builds.start(ctx.crate_directory(), crate_name)? {
         ctx.set_build_env(key, &value);
     }
-    ctx.set_cell_builder(Box::new(builder));
+    ctx.set_cell_builder(Box::new(shared.builds.clone()));
     let hooks = ctx.hooks_mut();
     hooks.final_display = super::display::around(false);
     // The cell crate's metadata is pinned only where a type that changed is told.

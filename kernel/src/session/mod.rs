@@ -350,6 +350,7 @@ impl Session {
         self.ends.drain();
         lockfile::seed_cell_crate(code);
         let mut r = self.ctx.execute(code);
+        self.hooks.builds.settle();
         let end = r.as_mut().ok().and_then(ends::take_end);
         self.ends.settle(end, (r.is_ok() && runs_code(code)).then_some(Duration::from_millis(500)));
         self.state.set_quiet(was_quiet);
@@ -450,6 +451,7 @@ impl Session {
         let began = std::time::Instant::now();
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let spent = began.elapsed();
+        self.hooks.builds.settle();
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output; a failed
         // cell's errors say it.
@@ -498,7 +500,7 @@ impl Session {
                 // and whether cargo built the cell or rustc alone.
                 let phases: Vec<_> = outputs.phases.iter().map(|p| (p.name.clone(), p.duration)).collect();
                 tracing::debug!(?phases, "cell built and run");
-                times::record(spent, &phases, self.hooks.built_alone.load(std::sync::atomic::Ordering::SeqCst));
+                times::record(spent, &phases, self.hooks.builds.built_alone());
                 self.took = outputs.timing;
                 Ok(output::mime_bundle(outputs))
             }
