@@ -451,7 +451,6 @@ impl Session {
         let began = std::time::Instant::now();
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let spent = began.elapsed();
-        self.hooks.builds.settle();
         let end = result.as_mut().ok().and_then(ends::take_end);
         // The cell's own code said why it dropped any variable, before its output; a failed
         // cell's errors say it.
@@ -461,6 +460,8 @@ impl Session {
         }
         let ended = self.state.end_cell();
         self.clean_killed_build();
+        // Once the cell has ended: an interrupt's escalation waits for no build's bookkeeping.
+        self.hooks.builds.settle();
         let ran = matches!(result, Ok(_) | Err(EvcxrError::TypeRedefinedVariablesLost(_)));
         if ran && with_flusher {
             self.flusher_pending = false;
