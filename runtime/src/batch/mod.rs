@@ -55,6 +55,7 @@ impl OutOfMemory for std::collections::TryReserveError {
 pub fn is_out_of_memory_message(m: &str) -> bool {
     m.contains("CUDA out of memory")
         || m.contains("CUDA error: out of memory")
+        || m.contains("CUDA_ERROR_OUT_OF_MEMORY")
         || m.contains("DefaultCPUAllocator: can't allocate memory")
         || m.contains("DefaultCPUAllocator: not enough memory")
         || m.contains("CUDNN_STATUS_NOT_SUPPORTED")

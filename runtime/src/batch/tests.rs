@@ -327,6 +327,8 @@ fn chunked_walks_every_slice_and_tch_errors_are_sorted() {
         assert!(tch::TchError::Torch(m.into()).is_out_of_memory(), "{m}");
     }
     assert!(!tch::TchError::Torch("shape '[7, 7]' is invalid for input of size 300".into()).is_out_of_memory());
+    // candle's CUDA backend (cudarc's driver error, as candle prints it).
+    assert!(is_out_of_memory_message("DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")"));
 }
 
 #[cfg(feature = "torch")]

@@ -23,6 +23,59 @@ pub trait FromCandle: Sized {
     fn from_candle(t: &Self::Tensors) -> Result<Self, DataError>;
 }
 
+/// A candle tensor, or a structure of them, moved to a device as a whole (as [`super::Onto`]
+/// does for tch).
+pub trait CandleOnto: Sized {
+    /// The same on `device` (the tensors a batch gives, moved once).
+    fn onto(self, device: &Device) -> candle_core::Result<Self>;
+    /// The elements at positions `at` (a `u32` tensor on the same device), of each tensor.
+    fn rows(&self, at: &Tensor) -> candle_core::Result<Self>;
+}
+
+impl CandleOnto for Tensor {
+    fn onto(self, device: &Device) -> candle_core::Result<Tensor> {
+        if self.device().same_device(device) {
+            Ok(self)
+        } else {
+            self.to_device(device)
+        }
+    }
+
+    fn rows(&self, at: &Tensor) -> candle_core::Result<Tensor> {
+        self.index_select(at, 0)
+    }
+}
+
+impl<A: CandleOnto, B: CandleOnto> CandleOnto for (A, B) {
+    fn onto(self, device: &Device) -> candle_core::Result<Self> {
+        Ok((self.0.onto(device)?, self.1.onto(device)?))
+    }
+
+    fn rows(&self, at: &Tensor) -> candle_core::Result<Self> {
+        Ok((self.0.rows(at)?, self.1.rows(at)?))
+    }
+}
+
+impl<A: CandleOnto, B: CandleOnto, C: CandleOnto> CandleOnto for (A, B, C) {
+    fn onto(self, device: &Device) -> candle_core::Result<Self> {
+        Ok((self.0.onto(device)?, self.1.onto(device)?, self.2.onto(device)?))
+    }
+
+    fn rows(&self, at: &Tensor) -> candle_core::Result<Self> {
+        Ok((self.0.rows(at)?, self.1.rows(at)?, self.2.rows(at)?))
+    }
+}
+
+impl<A: CandleOnto> CandleOnto for std::collections::BTreeMap<String, A> {
+    fn onto(self, device: &Device) -> candle_core::Result<Self> {
+        self.into_iter().map(|(k, v)| Ok((k, v.onto(device)?))).collect()
+    }
+
+    fn rows(&self, at: &Tensor) -> candle_core::Result<Self> {
+        self.iter().map(|(k, v)| Ok((k.clone(), v.rows(at)?))).collect()
+    }
+}
+
 /// The scalar types both `ndarray` leaves and candle tensors hold.
 pub trait CandleScalar: WithDType + Copy + 'static {}
 impl CandleScalar for f32 {}

@@ -53,7 +53,7 @@ mod source;
 mod torch;
 
 #[cfg(feature = "candle")]
-pub use candle::{CandleScalar, FromCandle, ToCandle};
+pub use candle::{CandleOnto, CandleScalar, FromCandle, ToCandle};
 pub use dataset::{Dataset, Len};
 pub use element::{Batch, Columns, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.

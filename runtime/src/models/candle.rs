@@ -1,18 +1,19 @@
 //! candle, pure Rust (no libtorch): the same network classifier and regressor as the tch
 //! ones, from the same definition ([`NetDef`]), and [`CandleModel`] around a network of the
 //! user's own ([`CandleNet`]), trained by the same [`Training`](super::training::Training), their
-//! weights, optimiser state and [`TrainSpec`] in their own file. This build of candle has no
-//! CUDA: a context that gives `candle` a GPU is an error, not a silent CPU.
+//! weights, optimiser state and [`TrainSpec`] in their own file. They run on the device the
+//! context gives `candle`: a GPU through candle's CUDA backend (the `candle-cuda` feature);
+//! without it, a context that gives `candle` a GPU is an error, not a silent CPU.
 
 use super::net::{
     dropout_mask, seeded_init, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets,
 };
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
-use super::training::Learner;
+use super::precision::Precision;
 use super::ModelError;
 use crate::data::ndarray::Array1;
-use crate::data::{Batch as _, Dataset, Element, ToCandle, Xy};
+use crate::data::{Batch as _, CandleOnto, Element, ToCandle};
 use candle_core::{DType, Device, Module, ModuleT, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
@@ -43,13 +44,15 @@ struct Net<B, Y = usize> {
     body: B,
     opt: Optim,
     inputs: usize,
+    placement: Placement,
+    device: Device,
     target: PhantomData<fn() -> Y>,
 }
 
 /// What a network of your own takes per element, in candle: any [`Input`] (rows, images, a
 /// pair, a triple or a map of them), its batches made tensors.
-pub trait CandleInput: Input<Batch: ToCandle> {}
-impl<X: Input<Batch: ToCandle>> CandleInput for X {}
+pub trait CandleInput: Input<Batch: ToCandle<Tensors: CandleOnto>> {}
+impl<X: Input<Batch: ToCandle<Tensors: CandleOnto>>> CandleInput for X {}
 
 /// The tensors a batch of `X` becomes: a tensor, or a tuple or map of them.
 pub type Tensors<X> = <<X as Element>::Batch as ToCandle>::Tensors;
@@ -64,9 +67,10 @@ trait Body: Sized {
     const VALUES_NAME: &'static str = Self::NAME;
     /// The definition in a model's arguments (`who`: the model, in errors).
     fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError>;
-    /// Its layers in `vars`, for `inputs` features, seeded from the definition's seed.
+    /// Its layers in `vars` on `device`, for `inputs` features, seeded from the definition's seed.
     fn make(
         vars: &mut VarMap,
+        device: &Device,
         args: &Value,
         def: &NetDef,
         inputs: usize,
@@ -197,12 +201,13 @@ impl Body for Layers {
     /// Its weights seeded (candle cannot seed its own).
     fn make(
         vars: &mut VarMap,
+        device: &Device,
         _: &Value,
         def: &NetDef,
         inputs: usize,
         who: &'static str,
     ) -> Result<Layers, ModelError> {
-        let vb = VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu);
+        let vb = VarBuilder::from_varmap(vars, DType::F32, device);
         let mut rng = fastrand::Rng::with_seed(def.seed);
         let shapes = def.shapes(inputs, who)?;
         let mut layers = Vec::new();
@@ -215,8 +220,8 @@ impl Body for Layers {
                 let set = |vars: &mut VarMap, name: String, t: candle_core::Result<Tensor>| {
                     t.and_then(|t| vars.set_one(name, t))
                 };
-                set(vars, format!("layer{at}.weight"), Tensor::from_vec(w, dims, &Device::Cpu))?;
-                set(vars, format!("layer{at}.bias"), Tensor::from_vec(b, outputs, &Device::Cpu))
+                set(vars, format!("layer{at}.weight"), Tensor::from_vec(w, dims, device))?;
+                set(vars, format!("layer{at}.bias"), Tensor::from_vec(b, outputs, device))
             };
             let built = match (*l, *s) {
                 (Layer::Linear(n), _) => {
@@ -245,9 +250,13 @@ impl Body for Layers {
 
     fn forward(&self, x: &Tensor, train: bool, def: &NetDef, step: u64) -> candle_core::Result<Tensor> {
         let mut t = x.clone();
+        // candle's CPU has no bf16 matmul: there the layers compute FP32, as under TF32.
+        let bf16 = def.precision == Precision::Bf16 && x.device().is_cuda();
         for (at, (l, built)) in self.0.iter().enumerate() {
             t = match (*l, built) {
                 (Layer::Reshape([c, h, w]), _) => t.dim(0).and_then(|n| t.reshape((n, c, h, w))),
+                (_, Built::Linear(m)) if bf16 => linear_bf16(m, &t),
+                (_, Built::Conv(m)) if bf16 => conv_bf16(m, &t),
                 (_, Built::Linear(m)) => m.forward(&t),
                 (_, Built::Conv(m)) => m.forward(&t),
                 (_, Built::Norm(m)) => m.forward_t(&t, train),
@@ -265,6 +274,65 @@ impl Body for Layers {
             }?;
         }
         Ok(t)
+    }
+}
+
+/// A linear layer in bf16: its input, weight and bias cast, the product cast back to FP32
+/// (autocast's rule for a matmul); the variables and their gradients stay FP32.
+fn linear_bf16(m: &candle_nn::Linear, x: &Tensor) -> candle_core::Result<Tensor> {
+    let y = x.to_dtype(DType::BF16)?.broadcast_matmul(&m.weight().to_dtype(DType::BF16)?.t()?)?;
+    let y = match m.bias() {
+        Some(b) => y.broadcast_add(&b.to_dtype(DType::BF16)?)?,
+        None => y,
+    };
+    y.to_dtype(DType::F32)
+}
+
+/// A convolution in bf16, as [`linear_bf16`].
+fn conv_bf16(m: &candle_nn::Conv2d, x: &Tensor) -> candle_core::Result<Tensor> {
+    let c = m.config();
+    let w = m.weight().to_dtype(DType::BF16)?;
+    let y = x.to_dtype(DType::BF16)?.conv2d(&w, c.padding, c.stride, c.dilation, c.groups)?;
+    let y = match m.bias() {
+        Some(b) => y.broadcast_add(&b.to_dtype(DType::BF16)?.reshape((1, b.dim(0)?, 1, 1))?)?,
+        None => y,
+    };
+    y.to_dtype(DType::F32)
+}
+
+/// TF32 for one pass on CUDA: candle's reduced-precision FP32 GEMM, a switch of the whole
+/// process, put back when dropped (nothing on the CPU, which computes FP32 as before).
+struct Tf32(Option<bool>);
+
+impl Tf32 {
+    fn on(precision: Precision) -> Tf32 {
+        if precision != Precision::Tf32 {
+            return Tf32(None);
+        }
+        let was = candle_core::cuda::gemm_reduced_precision_f32();
+        candle_core::cuda::set_gemm_reduced_precision_f32(true);
+        Tf32(Some(was))
+    }
+}
+
+impl Drop for Tf32 {
+    fn drop(&mut self) {
+        if let Some(was) = self.0 {
+            candle_core::cuda::set_gemm_reduced_precision_f32(was);
+        }
+    }
+}
+
+/// The candle device of a placement: a GPU through candle's CUDA backend, where it is built.
+fn device_of(p: Placement, who: &str) -> Result<Device, ModelError> {
+    match p {
+        Placement::Cpu => Ok(Device::Cpu),
+        Placement::Cuda { cuda, .. } if cfg!(feature = "candle-cuda") => Device::new_cuda(cuda).map_err(|e| {
+            ModelError::Model(format!("{who}: the context gives candle {p}, but CUDA did not open it here: {e}"))
+        }),
+        Placement::Cuda { .. } => Err(ModelError::Model(format!(
+            "{who}: the context gives candle {p}, but dryml's candle is built without CUDA (the `candle-cuda` feature, which the set-up adds where an NVIDIA driver is): give candle no GPU (its models then run on the CPU), or train the network with tch"
+        ))),
     }
 }
 
@@ -303,12 +371,18 @@ impl<X: CandleInput, N: CandleNet<X>> Body for Own<N, X> {
 
     fn make(
         vars: &mut VarMap,
+        device: &Device,
         args: &Value,
         def: &NetDef,
         _: usize,
         who: &'static str,
     ) -> Result<Own<N, X>, ModelError> {
-        let net = N::build(VarBuilder::from_varmap(vars, DType::F32, &Device::Cpu), args)
+        if def.precision == Precision::Bf16 {
+            return Err(ModelError::Model(format!(
+                "{who}: `precision` \"bf16\" casts a definition's layers; candle has no autocast, so a network of your own computes in the dtypes its forward pass gives (cast there, as `xs.to_dtype(DType::BF16)`), or use \"tf32\""
+            )));
+        }
+        let net = N::build(VarBuilder::from_varmap(vars, DType::F32, device), args)
             .map_err(|e| ModelError::Model(format!("{}: {e}", N::NAME)))?;
         reseed(vars, def.seed).map_err(candle_error(who, "seeding the network"))?;
         Ok(Own(net, PhantomData))
@@ -352,17 +426,13 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
     /// The network for `inputs` features, its weights seeded (candle cannot seed its own).
     fn build(args: &Value, inputs: usize) -> Result<Net<B, Y>, ModelError> {
         let def = B::definition(args, Self::NAME)?.for_target::<Y>(args);
-        if let p @ Placement::Cuda { .. } = placement("candle") {
-            return Err(ModelError::Model(format!(
-                "{}: the context gives candle {p}, but dryml's candle is built without CUDA: give candle no GPU (its models then run on the CPU), or train the network with tch",
-                Self::NAME
-            )));
-        }
+        let placement = placement("candle");
+        let device = device_of(placement, Self::NAME)?;
         let mut vars = VarMap::new();
-        let body = B::make(&mut vars, args, &def, inputs, Self::NAME)?;
+        let body = B::make(&mut vars, &device, args, &def, inputs, Self::NAME)?;
         let opt = Optim::new(&vars, Settings::of(&def), Self::NAME)
             .map_err(candle_error(Self::NAME, "building the optimizer"))?;
-        Ok(Net { def, vars, body, opt, inputs, target: PhantomData })
+        Ok(Net { def, vars, body, opt, inputs, placement, device, target: PhantomData })
     }
 
     fn inputs(&self) -> usize {
@@ -376,7 +446,7 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
     }
 
     fn placement(&self) -> Placement {
-        Placement::Cpu
+        self.placement
     }
 
     fn parameters(&self) -> Result<Named, ModelError> {
@@ -396,7 +466,13 @@ impl<B: Body, Y: Target> Net<B, Y> {
     /// The body over a batch, its scores `[n, outputs]` (a user's network is checked); `train`:
     /// dropout drops and batch norm learns its statistics.
     fn forward(&self, x: &<B::X as Element>::Batch, train: bool) -> Result<Tensor, ModelError> {
-        let (n, features) = (x.batch_len(), <B::X as Input>::batch_features(x));
+        self.check(x)?;
+        self.forward_tensors(&self.tensors(x)?, x.batch_len(), train)
+    }
+
+    /// That a batch has the network's features.
+    fn check(&self, x: &<B::X as Element>::Batch) -> Result<(), ModelError> {
+        let features = <B::X as Input>::batch_features(x);
         if features != self.inputs {
             return Err(ModelError::Model(format!(
                 "{}: elements have {features} features; the network takes {}",
@@ -404,10 +480,20 @@ impl<B: Body, Y: Target> Net<B, Y> {
                 self.inputs
             )));
         }
-        let t = x.to_candle()?;
+        Ok(())
+    }
+
+    /// A batch as tensors on the network's device.
+    fn tensors(&self, x: &<B::X as Element>::Batch) -> Result<Tensors<B::X>, ModelError> {
+        x.to_candle()?.onto(&self.device).map_err(candle_error(Self::NAME, "moving a batch to its device"))
+    }
+
+    /// [`Net::forward`] of a batch's tensors, `n` elements.
+    fn forward_tensors(&self, t: &Tensors<B::X>, n: usize, train: bool) -> Result<Tensor, ModelError> {
+        let _tf32 = Tf32::on(self.def.precision);
         let out = self
             .body
-            .forward(&t, train, &self.def, self.opt.step)
+            .forward(t, train, &self.def, self.opt.step)
             .map_err(|e| ModelError::Model(format!("{}: the forward pass: {e}", Self::NAME)))?;
         match out.dims() {
             [rows, _] if *rows == n => Ok(out),
@@ -420,82 +506,41 @@ impl<B: Body, Y: Target> Net<B, Y> {
 
     fn loss_of(&self, x: &<B::X as Element>::Batch, y: &Y::Batch, train: bool) -> Result<Tensor, ModelError> {
         let out = self.forward(x, train)?;
-        let outputs = out.dims()[1];
         let targets = Y::targets(y);
-        targets.check(outputs, self.def.loss, Self::NAME)?;
+        targets.check(out.dims()[1], self.def.loss, Self::NAME)?;
+        self.loss_from(&out, &self.targets_on_device(targets)?)
+    }
+
+    /// Targets as a tensor on the network's device: classes (`u32`), or values `[n, width]`.
+    fn targets_on_device(&self, targets: Targets) -> Result<Tensor, ModelError> {
         match targets {
             Targets::Classes(c) => {
                 let n = c.len();
-                let c = Tensor::from_vec(c.into_iter().map(|c| c as u32).collect::<Vec<_>>(), n, &Device::Cpu)
-                    .map_err(candle_error(Self::NAME, "reading the targets"))?;
-                match self.def.loss {
-                    Loss::CrossEntropy => candle_nn::loss::cross_entropy(&out, &c),
-                    Loss::Mse => candle_nn::encoding::one_hot(c, outputs, 1.0f32, 0.0f32)
-                        .and_then(|t| candle_nn::loss::mse(&out, &t)),
-                }
+                Tensor::from_vec(c.into_iter().map(|c| c as u32).collect::<Vec<_>>(), n, &self.device)
             }
             Targets::Values { values, width } => {
                 let n = values.len() / width.max(1);
-                Tensor::from_vec(values, (n, width), &Device::Cpu).and_then(|t| candle_nn::loss::mse(&out, &t))
+                Tensor::from_vec(values, (n, width), &self.device)
             }
+        }
+        .map_err(candle_error(Self::NAME, "reading the targets"))
+    }
+
+    /// The loss of scores `out` against targets from [`Net::targets_on_device`].
+    fn loss_from(&self, out: &Tensor, y: &Tensor) -> Result<Tensor, ModelError> {
+        match (y.dtype(), self.def.loss) {
+            (DType::U32, Loss::CrossEntropy) => candle_nn::loss::cross_entropy(out, y),
+            (DType::U32, Loss::Mse) => candle_nn::encoding::one_hot(y.clone(), out.dims()[1], 1.0f32, 0.0f32)
+                .and_then(|t| candle_nn::loss::mse(out, &t)),
+            _ => candle_nn::loss::mse(out, y),
         }
         .map_err(candle_error(Self::NAME, "the loss"))
     }
-}
 
-impl<B: Body, Y: Target> Learner for Net<B, Y> {
-    type X = B::X;
-    type Y = Y;
-
-    fn step(&mut self, b: Xy<<B::X as Element>::Batch, <Y as Element>::Batch>) -> Result<f64, ModelError> {
-        let loss = self.loss_of(&b.x, &b.y, true)?;
-        self.opt.backward_step(&loss).map_err(candle_error(Self::NAME, "the optimizer's step"))?;
-        loss.to_scalar::<f32>().map(f64::from).map_err(candle_error(Self::NAME, "reading the loss"))
-    }
-
-    fn loss(
-        &mut self,
-        batches: &Dataset<Xy<<B::X as Element>::Batch, <Y as Element>::Batch>>,
-    ) -> Result<f64, ModelError> {
-        let (mut sum, mut n) = (0.0, 0usize);
-        for b in batches.iter() {
-            let b = b?;
-            let l = self
-                .loss_of(&b.x, &b.y, false)?
-                .to_scalar::<f32>()
-                .map_err(candle_error(Self::NAME, "reading the loss"))?;
-            sum += f64::from(l) * b.y.batch_len() as f64;
-            n += b.y.batch_len();
-        }
-        Ok(sum / n.max(1) as f64)
-    }
-
-    /// Every variable by name, with its shape and values.
-    fn snapshot(&self) -> Result<Vec<u8>, ModelError> {
-        let data = self.vars.data().lock().expect("candle's variables");
-        let mut names: Vec<&String> = data.keys().collect();
-        names.sort();
-        let mut out: Vec<(String, Vec<usize>, Vec<f32>)> = Vec::new();
-        for name in names {
-            let t = data[name].as_tensor();
-            let values = t
-                .flatten_all()
-                .and_then(|f| f.to_vec1::<f32>())
-                .map_err(candle_error(Self::NAME, "copying the weights"))?;
-            out.push((name.clone(), t.dims().to_vec(), values));
-        }
-        rmp_serde::to_vec(&out).map_err(|e| ModelError::Model(format!("{}: copying the weights: {e}", Self::NAME)))
-    }
-
-    fn restore(&mut self, weights: &[u8]) -> Result<(), ModelError> {
-        let saved: Vec<(String, Vec<usize>, Vec<f32>)> = rmp_serde::from_slice(weights)
-            .map_err(|e| ModelError::Model(format!("{}: reading the weights: {e}", Self::NAME)))?;
-        for (name, dims, values) in saved {
-            let t = Tensor::from_vec(values, dims, &Device::Cpu)
-                .map_err(candle_error(Self::NAME, "reading the weights"))?;
-            self.vars.set_one(&name, t).map_err(candle_error(Self::NAME, "restoring the weights"))?;
-        }
-        Ok(())
+    /// The gradients of `loss`, then the update (TF32's switch on for the backward pass too).
+    fn learn(&mut self, loss: &Tensor) -> Result<(), ModelError> {
+        let _tf32 = Tf32::on(self.def.precision);
+        self.opt.backward_step(loss).map_err(candle_error(Self::NAME, "the optimizer's step"))
     }
 }
 
@@ -512,5 +557,6 @@ super::net::own_model!(
     Net<Own<N, X>, Y>
 );
 
+mod learner;
 #[cfg(all(test, feature = "linfa"))]
 mod tests;

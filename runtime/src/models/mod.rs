@@ -63,6 +63,7 @@ pub mod net;
 pub mod optim;
 pub mod pipe;
 pub mod placement;
+pub mod precision;
 #[cfg(feature = "torch")]
 pub mod tch;
 pub mod tensorboard;

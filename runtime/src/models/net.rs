@@ -7,6 +7,7 @@
 
 use super::callbacks::{tell, Callback, Control};
 use super::placement::Placement;
+pub use super::precision::Precision;
 use super::training::{BestSoFar, Learner, Training};
 use super::{ModelError, TrainSpec};
 use crate::data::ndarray::{Array, Array1, Array2, ArrayD, Axis, Ix1, Ix2, Ix3, Ix4, Ix5};
@@ -299,6 +300,8 @@ pub struct NetDef {
     pub weight_decay: f64,
     /// Seeds the initial weights.
     pub seed: u64,
+    /// The arithmetic of its matmuls and convolutions.
+    pub precision: Precision,
 }
 
 impl NetDef {
@@ -309,7 +312,7 @@ impl NetDef {
     /// `{"dropout": 0.5}`, `"batch_norm"`), `optimizer`
     /// (`{"type": "adam" | "adamw" | "sgd", "lr": 0.001, "momentum": 0.0, "weight_decay": 0.0}`),
     /// `loss` (`"cross_entropy"` or `"mse"`; by default the first for classes, the second for
-    /// values, [`NetDef::for_target`]) and `seed` (0).
+    /// values, [`NetDef::for_target`]), `seed` (0) and `precision` ([`Precision`]).
     pub fn from_args(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         let err = |m: String| ModelError::Model(format!("{who}: {m}"));
         let list = args["layers"].as_array().ok_or_else(|| {
@@ -326,8 +329,8 @@ impl NetDef {
         Ok(NetDef { layers, ..NetDef::training_parts(args, who)? })
     }
 
-    /// The parts of a definition besides its layers (`optimizer`, `loss`, `seed`), for a network
-    /// whose layers its own code builds; `layers` is left empty.
+    /// The parts of a definition besides its layers (`optimizer`, `loss`, `seed`, `precision`),
+    /// for a network whose layers its own code builds; `layers` is left empty.
     pub fn training_parts(args: &Value, who: &str) -> Result<NetDef, ModelError> {
         let err = |m: String| ModelError::Model(format!("{who}: {m}"));
         let loss = match &args["loss"] {
@@ -359,6 +362,7 @@ impl NetDef {
             momentum: number("momentum", 0.0)?,
             weight_decay,
             seed: args["seed"].as_u64().unwrap_or(0),
+            precision: Precision::from_arg(&args["precision"]).map_err(err)?,
         })
     }
 

@@ -8,6 +8,7 @@
 use super::net::{dropout_mask, Input, Layer, Loss, NetDef, Network, Optimizer as Opt, Shape, Target, Targets};
 use super::optim::{self, Named, Saved, Settings};
 use super::placement::{placement, Placement};
+use super::precision::Precision;
 use super::ModelError;
 use crate::data::ndarray::Array1;
 use crate::data::{Batch as _, Element, Onto, ToTch};
@@ -44,6 +45,7 @@ struct Net<B, Y = usize> {
     placement: Placement,
     inputs: i64,
     loss: Loss,
+    precision: Precision,
     target: PhantomData<fn() -> Y>,
 }
 
@@ -424,7 +426,8 @@ impl<B: Body, Y: Target> Network for Net<B, Y> {
         drop(seeded);
         vs.set_device(device);
         let opt = Optim::new(&vs, Settings::of(&def), Self::NAME);
-        Ok(Net { vs, body, opt, placement, inputs: inputs as i64, loss: def.loss, target: PhantomData })
+        let (loss, precision) = (def.loss, def.precision);
+        Ok(Net { vs, body, opt, placement, inputs: inputs as i64, loss, precision, target: PhantomData })
     }
 
     fn inputs(&self) -> usize {
@@ -463,10 +466,15 @@ impl<B: Body, Y: Target> Net<B, Y> {
     /// dropout drops and batch norm learns its statistics.
     fn forward(&self, x: &Tensors<B::X>, n: usize, train: bool) -> Result<Tensor, ModelError> {
         let n = n as i64;
+        let in_force = precision::InForce::on(self.precision, self.vs.device())?;
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.body.forward(x, train, self.opt.step)))
             .map_err(|p| {
                 ModelError::Model(format!("{}: the forward pass panicked: {}", Self::NAME, panic_text(&*p)))
             })?;
+        drop(in_force);
+        // Autocast's scores are bf16: the loss and the reader take them in FP32, as PyTorch's
+        // cross-entropy under autocast does.
+        let out = if out.kind() == Kind::BFloat16 { out.to_kind(Kind::Float) } else { out };
         match out.size().as_slice() {
             [rows, _] if *rows == n => Ok(out),
             dims => Err(ModelError::Model(format!(
@@ -523,6 +531,9 @@ impl<B: Body, Y: Target> Net<B, Y> {
 
     /// The gradients of `loss`, then the update.
     fn learn(&mut self, loss: &Tensor) -> Result<(), ModelError> {
+        // The backward pass's matmuls in TF32 too; autocast is for the forward pass only.
+        let tf32 = if self.precision == Precision::Tf32 { Precision::Tf32 } else { Precision::Fp32 };
+        let _in_force = precision::InForce::on(tf32, self.vs.device())?;
         let opt = &mut self.opt;
         Self::caught("the backward pass", || opt.backward_step(loss))
     }
@@ -550,5 +561,6 @@ super::net::own_model!(
 );
 
 mod learner;
+mod precision;
 #[cfg(all(test, feature = "linfa"))]
 mod tests;

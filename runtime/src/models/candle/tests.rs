@@ -170,3 +170,81 @@ fn a_users_candle_network_takes_its_inputs_by_name() {
         by_name,
     );
 }
+
+/// Elements held on the device, each batch picked there, train as batches made on the host
+/// do: the same steps, losses and weights, bit for bit (here the device is the CPU).
+#[test]
+fn candle_elements_held_on_the_device_train_to_the_same_bits_as_batches_from_the_host() {
+    let (train, _) = crate::models::testing::iris_split(1);
+    let mut runs = Vec::new();
+    for on_device in [true, false] {
+        let mut m =
+            CandleClassifier::new(def(json!({"batch_size": 16, "validation_split": 0.2, "on_device": on_device})));
+        let mut history = crate::models::callbacks::History::default();
+        let mut spec = TrainSpec::epochs(6);
+        m.train_with(&train, &mut spec, &mut [&mut history]).unwrap();
+        runs.push((spec, history.epochs, <CandleClassifier as crate::models::testing::Resumable>::parameters(&m)));
+    }
+    assert_eq!(runs[0].0, runs[1].0, "the same steps");
+    assert_eq!(runs[0].1, runs[1].1, "the same losses");
+    assert!(runs[0].2 == runs[1].2, "the same weights");
+}
+
+/// bf16 casts the definition's linear and convolution layers on CUDA, and TF32 is CUDA's GEMM:
+/// candle's CPU has neither (no bf16 matmul), so there both train to FP32's bits, and a model
+/// reloaded scores the same. A network of one's own cannot be cast for bf16: an error.
+#[test]
+fn candle_precision_is_cudas_the_cpu_computes_fp32() {
+    let with = |precision: &str, layers: Value| {
+        let mut args = def(json!({"epochs": 40, "batch_size": 16}));
+        args["precision"] = json!(precision);
+        args["layers"] = layers;
+        args
+    };
+    let mlp = json!([{"linear": 16}, "relu", {"linear": 3}]);
+    let cnn = json!([{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 4, "kernel": 2, "padding": 1}}, "relu", "flatten", {"linear": 3}]);
+    let params = |m: &dyn crate::Object| {
+        <CandleClassifier as crate::models::testing::Resumable>::parameters(
+            m.downcast_ref::<CandleClassifier>().unwrap(),
+        )
+    };
+    let run = |precision, layers: &Value| {
+        crate::models::testing::floor_and_reload::<CandleClassifier>(
+            "CandleClassifier",
+            &with(precision, layers.clone()),
+            1,
+            0.85,
+        )
+        .0
+    };
+    for layers in [&mlp, &cnn] {
+        let (bf16, fp32, tf32) = (run("bf16", layers), run("fp32", layers), run("tf32", layers));
+        assert!(params(&*bf16) == params(&*fp32), "the CPU computes FP32 under bf16: {layers}");
+        assert!(params(&*tf32) == params(&*fp32), "the CPU computes FP32 under TF32: {layers}");
+    }
+    let (train, _) = crate::models::testing::iris_split(1);
+    let mut own = CandleModel::<Mlp>::new(json!({"precision": "bf16", "training": {"epochs": 1}}));
+    let e = own.train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string();
+    assert!(e.contains("`precision` \"bf16\" casts a definition's layers; candle has no autocast"), "{e}");
+}
+
+/// A context that gives candle a GPU: candle's CUDA device, where dryml is built with it; here
+/// (no `candle-cuda`) an error that names the GPU and what is missing, never a silent CPU.
+#[test]
+fn a_context_that_gives_candle_a_gpu_is_its_cuda_device_or_a_clear_error() {
+    let gpu = Placement::Cuda { gpu: 2, cuda: 0 };
+    let e = device_of(gpu, "CandleClassifier");
+    if cfg!(feature = "candle-cuda") {
+        assert!(e.is_ok() || e.unwrap_err().to_string().contains("but CUDA did not open it here"));
+    } else {
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "CandleClassifier: the context gives candle cuda:0 (gpu/2), but dryml's candle is built without CUDA (the `candle-cuda` feature, which the set-up adds where an NVIDIA driver is): give candle no GPU (its models then run on the CPU), or train the network with tch"
+        );
+    }
+    assert!(matches!(device_of(Placement::Cpu, "CandleClassifier"), Ok(Device::Cpu)));
+    let oom = ModelError::Model(
+        "CandleClassifier: the forward pass: DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
+    );
+    assert!(crate::batch::OutOfMemory::is_out_of_memory(&oom), "TOMA retries candle's CUDA out of memory");
+}

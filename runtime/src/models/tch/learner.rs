@@ -3,22 +3,10 @@
 
 use super::{model_error, Body, Net, Tensors};
 use crate::data::{Batch as _, Dataset, Element, Onto, Xy};
-use crate::models::net::{Network, Target, Targets};
-use crate::models::training::{Held, Learner};
+use crate::models::net::{Network, Target};
+use crate::models::training::{Held, HeldRows, Learner};
 use crate::models::ModelError;
 use ::tch::{Device, Kind, Tensor};
-
-/// Past this many bytes of elements, batches are made on the host: a dataset this big is more
-/// than a GPU share should give to a copy of it.
-const MAX_HELD_BYTES: usize = 2 << 30;
-
-/// A training's elements on the network's device (`Learner::hold`), and their targets as
-/// given, checked against the network's outputs at the first step (as a first batch's are).
-struct HeldRows<T> {
-    x: T,
-    y: Tensor,
-    targets: std::cell::RefCell<Option<Targets>>,
-}
 
 impl<B: Body, Y: Target> Learner for Net<B, Y>
 where
@@ -28,28 +16,17 @@ where
     type Y = Y;
 
     fn hold(&mut self, elements: &Dataset<Xy<B::X, Y>>) -> Result<Option<Held>, ModelError> {
-        let n = elements.count()?;
-        if n == 0 || n.saturating_mul(self.inputs as usize).saturating_mul(4) > MAX_HELD_BYTES {
-            return Ok(None);
-        }
-        let Some(all) = elements.gather_all()? else { return Ok(None) };
-        self.check(&all.x)?;
-        let targets = Y::targets(&all.y);
-        // Where the device has no room for them, batches come from the host after all.
-        let moved = Self::caught("moving the elements", || {
-            Ok::<_, ModelError>((self.tensors(&all.x)?, self.targets_on_device(targets.clone())))
-        });
-        let (x, y) = match moved.and_then(|moved| moved) {
-            Ok(moved) => moved,
-            Err(e) if crate::batch::OutOfMemory::is_out_of_memory(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        Ok(Some(Box::new(HeldRows { x, y, targets: Some(targets).into() })))
+        HeldRows::hold(elements, self.inputs as usize, |x, targets| {
+            self.check(x)?;
+            Self::caught("moving the elements", || {
+                Ok::<_, ModelError>((self.tensors(x)?, self.targets_on_device(targets)))
+            })?
+        })
     }
 
     fn epoch_held(&mut self, held: &Held, order: &[usize], batch: usize) -> Result<(f64, u64), ModelError> {
         let held = held
-            .downcast_ref::<HeldRows<Tensors<B::X>>>()
+            .downcast_ref::<HeldRows<Tensors<B::X>, Tensor>>()
             .ok_or_else(|| ModelError::Model(format!("{}: the held elements are another model's", Self::NAME)))?;
         let device = self.vs.device();
         // The epoch's order copied over once. On a GPU the steps' losses are summed there and read

@@ -505,3 +505,43 @@ fn a_users_network_of_two_inputs_or_of_images_trains_and_scores_the_same_reloade
     let e = two.predict(&(array![1.0, 2.0, 3.0], array![1.0, 2.0])).unwrap_err().to_string();
     assert_eq!(e, "tests.Halves: elements have 5 features; the network takes 4");
 }
+
+/// bf16 autocasts the forward pass on the model's device (here the CPU): the network still
+/// learns, and reloaded (its `precision` saved with its arguments) it scores the same; its
+/// weights are not FP32's. TF32 is libtorch's switch, on for a pass and put back after it; the
+/// CPU computes FP32 under it, so a TF32 model trains to FP32's bits here.
+#[test]
+fn precision_autocasts_to_bf16_and_switches_tf32_for_a_pass() {
+    let with = |precision: &str| {
+        let mut args = def(json!({"epochs": 40, "batch_size": 16}));
+        args["precision"] = json!(precision);
+        args
+    };
+    let (bf16, _, _) =
+        crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &with("bf16"), 1, 0.9);
+    let (fp32, _, _) =
+        crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &with("fp32"), 1, 0.9);
+    let params = |m: &dyn crate::Object| {
+        <TchClassifier as crate::models::testing::Resumable>::parameters(m.downcast_ref::<TchClassifier>().unwrap())
+    };
+    assert!(params(&*bf16) != params(&*fp32), "bf16's arithmetic is not FP32's");
+    let x = Tensor::ones([2, 4], (Kind::Float, Device::Cpu));
+    let w = Tensor::ones([3, 4], (Kind::Float, Device::Cpu));
+    {
+        let _on = precision::InForce::on(Precision::Bf16, Device::Cpu).unwrap();
+        assert_eq!(x.linear::<Tensor>(&w, None).kind(), Kind::BFloat16, "autocast on");
+    }
+    assert_eq!(x.linear::<Tensor>(&w, None).kind(), Kind::Float, "autocast put back");
+    assert!(!precision::tf32_now());
+    {
+        let _on = precision::InForce::on(Precision::Tf32, Device::Cpu).unwrap();
+        assert!(precision::tf32_now(), "TF32 on for the pass");
+    }
+    assert!(!precision::tf32_now(), "TF32 put back");
+    let (tf32, _, _) =
+        crate::models::testing::floor_and_reload::<TchClassifier>("TchClassifier", &with("tf32"), 1, 0.9);
+    assert!(params(&*tf32) == params(&*fp32), "the CPU computes FP32 under TF32");
+    let (train, _) = iris_split();
+    let bad = TchClassifier::new(with("fp8")).train(&train, &mut TrainSpec::epochs(1));
+    assert!(bad.unwrap_err().to_string().contains("`precision` must be \"fp32\", \"tf32\" or \"bf16\", not \"fp8\""));
+}
