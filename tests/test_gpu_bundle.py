@@ -38,13 +38,16 @@ def test_the_bundle_builds_and_passes_against_the_fake_nvml(fake_nvml_lib, tmp_p
         "others not counted": "PASS", "device-wide": "PASS", "device-wide vs nvidia-smi": "SKIP",
         "container": "PASS", "spike peak": "PASS", "several GPUs": "PASS",
         **{"out of memory: recorded": "PASS"},
-        "model on the CPU": "PASS", "model on its GPU": "PASS", "CUDA backend linked": "PASS",
-        "GPU share caps torch": "SKIP",
+        "model on the CPU": "PASS", "model on its GPU": "PASS", "candle on the CPU": "PASS",
+        "candle on its GPU": "PASS", "CUDA backend linked": "PASS", "GPU share caps torch": "SKIP",
     }, out.stdout
     # dryml's model in a context, on the machine the kernel's pool would see (the fake GPUs).
     assert "placed on cpu, accuracy " in results["model on the CPU"][1], results["model on the CPU"]
     assert "CUDA_VISIBLE_DEVICES 'GPU-aaaa1111'" in results["model on its GPU"][1], results["model on its GPU"]
     assert "no NVIDIA driver" in results["CUDA backend linked"][1], results["CUDA backend linked"]
+    # candle the same: on the CPU, or the context's GPU named with what this build lacks.
+    assert "placed on cpu, accuracy " in results["candle on the CPU"][1], results["candle on the CPU"]
+    assert "built without CUDA (the `candle-cuda` feature" in results["candle on its GPU"][1], results["candle on its GPU"]
     assert results["GPU share caps torch"][1].endswith("PYTORCH_CUDA_ALLOC_CONF=per_process_memory_fraction:0.25")
     # PCI bus order: the A100 at 1A is gpu/0.
     assert results["devices"][1].startswith("2 GPUs seen of 2, in PCI bus order: True; gpu/0 Fake A100 A (0000:1a:00.0)"), results["devices"]
@@ -83,8 +86,11 @@ def test_the_benchmark_runs_here_on_the_cpu(fake_nvml_lib, tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     rows = json.loads(report.read_text())["bench"]
-    assert [r["net"].split(",")[0] for r in rows] == ["mlp 784-256-256-10", "mlp 784-1024-1024-10", "cnn 3x16x16"], rows
+    names = [(r["net"].split(",")[0], r["net"].split(", ")[-1]) for r in rows]
+    assert names == [("mlp 784-256-256-10", "fp32"), ("mlp 784-1024-1024-10", "fp32"), ("cnn 3x16x16", "fp32"),
+                     ("mlp 784-256-256-10", "tf32"), ("mlp 784-256-256-10", "bf16")], rows
     for r in rows:
-        assert r["device"] == "cpu" and r["dryml placed on"] == "cpu", r
-        assert all(r[k] > 0 for k in ("dryml", "torch device", "torch loader")), r
-    assert out.stdout.count("BENCH ") == 3 and "dryml/this" in out.stdout, out.stdout
+        assert r["device"] == "cpu" and r["dryml placed on"] == "cpu" and r["candle placed on"] == "cpu", r
+        loops = ("torch device", "torch loader") if r["net"].endswith("fp32") else ("torch device",)
+        assert all(r[k] > 0 for k in ("dryml", "candle", *loops)), r
+    assert out.stdout.count("BENCH ") == 5 and "tch/this" in out.stdout and "candle/this" in out.stdout, out.stdout

@@ -1,11 +1,13 @@
-"""The GPU benchmark (`check.py --bench`): each network trained through dryml (tch, the bundle's
-`dryml-gpu-model`) and in PyTorch's own Python loop on the same device, with the same layers,
-Adam (1e-3) and cross-entropy, on generated rows: seconds per epoch after a warm-up epoch.
+"""The GPU benchmark (`check.py --bench`): each network trained through dryml (tch and candle,
+the bundle's `dryml-gpu-model`) and in PyTorch's own Python loop on the same device, with the same
+layers, Adam (1e-3) and cross-entropy, on generated rows: seconds per epoch after a warm-up epoch.
 
 PyTorch's loops: `device` (the rows moved to the device once, batches sliced from a permutation
-there), `loader` (a `DataLoader` over CPU tensors, each batch copied over), and on a GPU
-`device+tf32` (the first with TF32 matmuls). Without CUDA the sizes are cut so that it runs on
-the CPU in a minute: the figures then only show that the code runs.
+there) and, in FP32, `loader` (a `DataLoader` over CPU tensors, each batch copied over). Each
+network runs in FP32, then on a GPU with TF32 matmuls (`torch.backends.cuda.matmul.allow_tf32`;
+dryml's `"precision": "tf32"`) and bf16 autocast (`torch.autocast`; dryml's `"bf16"`). Without
+CUDA the sizes are cut so that it runs on the CPU in a minute, and only the first network is
+run in the other precisions: the figures then only show that the code runs.
 """
 import json
 import subprocess
@@ -52,11 +54,17 @@ def torch_net(torch, layers):
     return nn.Sequential(*mods)
 
 
-def torch_loop(torch, layers, features, rows, batch, epochs, device, loop):
-    """Seconds per epoch of PyTorch's own loop (`device`, `loader` or `device+tf32`)."""
+def torch_loop(torch, layers, features, rows, batch, epochs, device, loop, precision):
+    """Seconds per epoch of PyTorch's own loop (`device` or `loader`) in `precision`."""
+    import contextlib
     torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = loop.endswith("+tf32")
-    torch.backends.cudnn.allow_tf32 = loop.endswith("+tf32")
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    torch.backends.cudnn.allow_tf32 = precision == "tf32"
+    if precision == "bf16":
+        def cast():
+            return torch.autocast(device.type, dtype=torch.bfloat16)
+    else:
+        cast = contextlib.nullcontext
     x = torch.rand(rows, features) * 2 - 1
     y = torch.randint(0, CLASSES, (rows,))
     net = torch_net(torch, layers).to(device)
@@ -66,11 +74,12 @@ def torch_loop(torch, layers, features, rows, batch, epochs, device, loop):
 
     def step(xb, yb):
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(xb), yb)
+        with cast():
+            loss = loss_fn(net(xb), yb)
         loss.backward()
         opt.step()
 
-    if loop.startswith("device"):
+    if loop == "device":
         x, y = x.to(device), y.to(device)
 
         def epoch():
@@ -99,11 +108,12 @@ def torch_loop(torch, layers, features, rows, batch, epochs, device, loop):
     return (time.perf_counter() - started) / epochs
 
 
-def dryml_loop(model, env, context, layers, features, rows, batch, epochs):
-    """Seconds per epoch through dryml, and where its context placed the model."""
-    out = subprocess.run([model, "--context", context, "bench", "--layers", json.dumps(layers), "--rows", str(rows),
-                          "--features", str(features), "--classes", str(CLASSES), "--batch", str(batch),
-                          "--epochs", str(epochs)], env=env, capture_output=True, text=True, timeout=3600)
+def dryml_loop(model, env, framework, context, layers, features, rows, batch, epochs, precision):
+    """Seconds per epoch through dryml's `framework` model, and where its context placed it."""
+    out = subprocess.run([model, "--context", context, "--framework", framework, "bench", "--layers", json.dumps(layers),
+                          "--rows", str(rows), "--features", str(features), "--classes", str(CLASSES),
+                          "--batch", str(batch), "--epochs", str(epochs), "--precision", precision],
+                         env=env, capture_output=True, text=True, timeout=3600)
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {"error": out.stderr.strip()[-500:]}
     if "error" in result:
@@ -111,34 +121,48 @@ def dryml_loop(model, env, context, layers, features, rows, batch, epochs):
     return result["seconds_per_epoch"], result["placement"]
 
 
-def toma(model, env, report):
-    """TOMA's job on the GPU: the busy MLP from a batch too big for a quarter of the GPU (the
-    context's share caps libtorch), halved on CUDA's out-of-memory error until an epoch fits."""
+def toma(model, env, report, framework):
+    """TOMA's job on the GPU: the busy MLP from a batch too big for the GPU, halved on CUDA's
+    out-of-memory error until an epoch fits. tch's context is a quarter of the GPU (the share
+    caps libtorch's allocator); candle's is the whole GPU (its allocations go straight to the
+    driver, with no share to cap them)."""
     layers = NETS[1][1]
-    out = subprocess.run([model, "--context", "torch gpu/0=0.25", "toma", "--layers", json.dumps(layers),
-                          "--rows", str(1 << 18), "--features", "784", "--classes", str(CLASSES),
-                          "--batch", str(1 << 18)], env=env, capture_output=True, text=True, timeout=3600)
+    # The whole of an H200 takes a batch of 2^18 of this network: candle starts from 2^20.
+    context, rows = ("torch gpu/0=0.25", 1 << 18) if framework == "torch" else ("candle gpu/0=1", 1 << 20)
+    out = subprocess.run([model, "--context", context, "--framework", framework, "toma", "--layers", json.dumps(layers),
+                          "--rows", str(rows), "--features", "784", "--classes", str(CLASSES),
+                          "--batch", str(rows)], env=env, capture_output=True, text=True, timeout=3600)
     lines = out.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {"error": out.stderr.strip()[-500:]}
     if "error" in result:
-        raise RuntimeError(f"dryml-gpu-model toma: {result['error']}")
-    report("toma: mlp 784-8192-8192-10 under a quarter of the GPU", result)
+        raise RuntimeError(f"dryml-gpu-model toma ({framework}): {result['error']}")
+    share = "a quarter of the GPU" if framework == "torch" else "the whole GPU"
+    report(f"toma: mlp 784-8192-8192-10 through {framework} under {share}", result)
 
 
-def run(model, env, report):
-    """Each network through dryml and PyTorch's loops; `report(name, figures)` hears each row."""
+def run(model, env, report, candle_cuda=False):
+    """Each network through dryml (tch, and candle where it has the device) and PyTorch's loops,
+    in each precision; `report(name, figures)` hears each row."""
     import torch
     cuda = torch.cuda.is_available()
     device = torch.device("cuda:0" if cuda else "cpu")
     if not cuda:
         torch.set_num_threads(2)
-    context = "torch gpu/0=1" if cuda else "torch num_cpus=2"
-    loops = ["device", "loader"] + (["device+tf32"] if cuda else [])
+    where = "gpu/0=1" if cuda else "num_cpus=2"
+    candle = candle_cuda or not cuda
     epochs = 3
-    for name, layers, features, rows, batch in NETS if cuda else CPU_NETS:
-        ours, placed = dryml_loop(model, env, context, layers, features, rows, batch, epochs)
-        theirs = {loop: torch_loop(torch, layers, features, rows, batch, epochs, device, loop) for loop in loops}
-        report(f"{name}, batch {batch}, {rows} rows", {"device": str(device), "dryml placed on": placed,
-                                                        "dryml": ours, **{f"torch {k}": v for k, v in theirs.items()}})
+    nets = NETS if cuda else CPU_NETS
+    for precision in ("fp32", "tf32", "bf16"):
+        for name, layers, features, rows, batch in nets if cuda or precision == "fp32" else nets[:1]:
+            ours, placed = dryml_loop(model, env, "torch", f"torch {where}", layers, features, rows, batch, epochs, precision)
+            row = {"device": str(device), "dryml placed on": placed, "dryml": ours}
+            if candle:
+                row["candle"], row["candle placed on"] = dryml_loop(model, env, "candle", f"candle {where}", layers,
+                                                                    features, rows, batch, epochs, precision)
+            for loop in ["device", "loader"] if precision == "fp32" else ["device"]:
+                row[f"torch {loop}"] = torch_loop(torch, layers, features, rows, batch, epochs, device, loop, precision)
+            report(f"{name}, batch {batch}, {rows} rows, {precision}", row)
     if cuda:
-        toma(model, env, report)
+        toma(model, env, report, "torch")
+        if candle:
+            toma(model, env, report, "candle")

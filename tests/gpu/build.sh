@@ -5,14 +5,18 @@
 #
 #   bash tests/gpu/build.sh                  # the model against the venv's PyTorch
 #   bash tests/gpu/build.sh --torch 2.11.0   # ... against PyTorch 2.11.0's wheel from PyPI
+#   bash tests/gpu/build.sh --cuda           # ... with candle's CUDA backend (nvcc from PyPI;
+#                                            # CUDA_COMPUTE_CAP, 90 unless set: H100 and H200)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export PATH="$HOME/.cargo/bin:$PATH"
 WANTED=""
+FEATURES=torch
 while [ $# -gt 0 ]; do
     case "$1" in
         --torch) WANTED="${2:?--torch needs a version, as 2.11.0}"; shift 2 ;;
-        *) echo "usage: $0 [--torch VERSION]" >&2; exit 2 ;;
+        --cuda) FEATURES=candle-cuda; shift ;;
+        *) echo "usage: $0 [--torch VERSION] [--cuda]" >&2; exit 2 ;;
     esac
 done
 bash "$ROOT/kernelspec/patch-deps.sh"
@@ -25,6 +29,9 @@ VENV="$(cd "$ROOT/.venv" 2>/dev/null && pwd -P || echo "$ROOT/.venv")"
 TORCH_DIR="$(echo "$VENV"/lib/python3*/site-packages/torch)"
 MODEL="$ROOT/target/release/dryml-gpu-model"
 VENV_TORCH="$("$VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
+if [ "$FEATURES" = candle-cuda ]; then
+    source "$ROOT/kernelspec/cuda.sh" "$VENV"
+fi
 if [ -n "$WANTED" ] && [ "$WANTED" != "${VENV_TORCH%%+*}" ]; then
     # Another PyTorch: its wheel's libtorch (lib and headers only), kept per machine.
     TORCH_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/dryml-rust/libtorch/$WANTED/torch"
@@ -55,13 +62,13 @@ open(sys.argv[1], "w").write(lock.replace(entry[0], '[[package]]\nname = "torch-
 EOF
     CXX11_ABI=1
     (cd "$WS" && env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
-        CARGO_TARGET_DIR="$OWN/target" cargo build --release --locked -p dryml-gpu-model --features torch)
+        CARGO_TARGET_DIR="$OWN/target" cargo build --release --locked -p dryml-gpu-model --features "$FEATURES")
     MODEL="$OWN/target/release/dryml-gpu-model"
     BUILT_FOR="$(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$(dirname "$TORCH_DIR")/torch/version.py")"
 elif [ -f "$TORCH_DIR/lib/libtorch.so" ]; then
     CXX11_ABI="$("$VENV/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')"
     (cd "$ROOT" && env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
-        cargo build --release --locked -p dryml-gpu-model --features torch)
+        cargo build --release --locked -p dryml-gpu-model --features "$FEATURES")
     BUILT_FOR="$VENV_TORCH"
 fi
 OUT="$ROOT/build/gpu-bundle"
@@ -76,14 +83,16 @@ if [ -n "${BUILT_FOR:-}" ]; then
 fi
 # Nothing but glibc may be linked: the GPU machine has no Rust toolchain and no network. The
 # model adds libtorch's own libraries (and what they load, which PyTorch's wheel and its nvidia
-# packages hold there) and libstdc++.
+# packages hold there) and libstdc++; with candle's CUDA backend, the driver's libcuda and the
+# CUDA libraries that PyTorch's nvidia packages hold.
 system='^(linux-vdso|/lib64/ld-linux-x86-64|ld-linux-x86-64|libc|libm|libgcc_s|libdl|libpthread|librt|libutil)\.'
 for bin in "$OUT"/dryml-gpu-*; do
     if [ "$(basename "$bin")" = dryml-gpu-probe ]; then
         libs="$(ldd "$bin" | awk '{print $1}' | grep -v -E "$system" || true)"
     else
         libs="$(objdump -p "$bin" | awk '/NEEDED/ {print $2}' | grep -v -E "$system" \
-            | grep -v -E '^libstdc\+\+\.' | while read -r lib; do
+            | grep -v -E '^libstdc\+\+\.' | grep -v -E '^lib(cuda|cudart|cublas|cublasLt|curand|nvrtc)\.so' \
+            | while read -r lib; do
                 [ -e "$TORCH_DIR/lib/$lib" ] || echo "$lib"; done)"
     fi
     if [ -n "$libs" ]; then

@@ -320,13 +320,18 @@ def run(bundle, checks):
 
 
 def libtorch():
-    """The directory of this machine's libtorch (PyTorch's `torch/lib`) and PyTorch's version."""
-    out = subprocess.run([sys.executable, "-c", "import os, torch; print(os.path.dirname(torch.__file__)); print(torch.__version__)"],
-                         capture_output=True, text=True, timeout=300)
+    """The directory of this machine's libtorch (PyTorch's `torch/lib`), PyTorch's version, and
+    the library folders of the CUDA packages it brought (`nvidia/*/lib`)."""
+    code = ("import glob, os, torch\n"
+            "print('dir=' + os.path.dirname(torch.__file__)); print('version=' + torch.__version__)\n"
+            "try:\n import nvidia; print('nvidia=' + os.pathsep.join(sorted(d for p in nvidia.__path__ for d in glob.glob(p + '/*/lib'))))\n"
+            "except ImportError: pass")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     if out.returncode != 0:
-        return None, None
-    path, version = out.stdout.split()[-2:]
-    return os.path.join(path, "lib"), version
+        return None, None, []
+    said = dict(line.split("=", 1) for line in out.stdout.splitlines() if line.split("=")[0] in ("dir", "version", "nvidia"))
+    path, version, nvidia = said["dir"], said["version"], said.get("nvidia", "")
+    return os.path.join(path, "lib"), version, [d for d in nvidia.split(os.pathsep) if d]
 
 
 def run_model(bundle, checks):
@@ -336,7 +341,7 @@ def run_model(bundle, checks):
     if not os.path.exists(model):
         checks.report("model", "SKIP", "the bundle has no dryml-gpu-model (built where there was no libtorch)")
         return
-    lib, version = libtorch()
+    lib, version, nvidia = libtorch()
     if lib is None:
         checks.report("model", "SKIP", "python3 cannot import torch, whose libtorch the model links")
         return
@@ -350,7 +355,8 @@ def run_model(bundle, checks):
         return
     state = tempfile.mkdtemp(prefix="dryml-gpu-state-")
     bundle.probe("machine", "--state-dir", state)
-    env = dict(bundle.env, DRYML_STATE_DIR=state, LD_LIBRARY_PATH=lib)
+    # candle's CUDA backend links CUDA's libraries by name: PyTorch's nvidia packages hold them.
+    env = dict(bundle.env, DRYML_STATE_DIR=state, LD_LIBRARY_PATH=os.pathsep.join([lib, *nvidia]))
     bundle.model = (model, env)
 
     def model_run(context, *args):
@@ -363,6 +369,11 @@ def run_model(bundle, checks):
     try:
         cpu = model_run("torch num_cpus=1", "train")
     except RuntimeError as e:
+        if "libcuda.so.1" in str(e):
+            # Built with candle's CUDA backend (build.sh --cuda), it links NVIDIA's driver.
+            checks.report("model", "SKIP", f"the model links candle's CUDA backend, and this machine has no NVIDIA "
+                          f"driver (libcuda.so.1): build the bundle without --cuda here; {e}")
+            return
         status = "FAIL" if same else "SKIP"
         checks.report("model", status, f"built against libtorch {built_for}, this machine has {version}: {e}")
         return
@@ -378,6 +389,10 @@ def run_model(bundle, checks):
         checks.expect("model on its GPU", whole.get("placement") == "cuda:0 (gpu/0)" and whole.get("accuracy", 0) >= 0.95,
                       f"context {whole.get('context')!r}, CUDA_VISIBLE_DEVICES {whole.get('visible')!r}, {whole.get('cuda_devices')} CUDA devices: "
                       f"placed on {whole.get('placement')}, accuracy {whole.get('accuracy')}, {whole.get('seconds', 0):.2f} s; {whole.get('error', '')}")
+    try:
+        run_candle(bundle, checks, model_run)
+    except RuntimeError as e:  # candle's failure is its own: torch's checks go on
+        checks.report("candle", "FAIL", str(e))
     total = bundle.probe("sample")["gpus"][0]["total"]
     capped = model_run("torch gpu/0=0.25", "alloc", "--fraction", "0.4", "--total", str(total))
     conf = capped.get("alloc_conf")
@@ -399,6 +414,30 @@ def run_model(bundle, checks):
                   f"10% at 0.25: {small.get('allocated', small)}; 40% with the whole GPU: {free.get('allocated', free)}")
 
 
+def run_candle(bundle, checks, model_run):
+    """dryml's candle model: on the CPU, and on the GPU its context gives it through candle's
+    CUDA backend (where the bundle was built with it: build.sh --cuda)."""
+    cpu = model_run("candle num_cpus=1", "--framework", "candle", "train")
+    bundle.candle_cuda = cpu.get("candle_cuda") is True
+    checks.expect("candle on the CPU", cpu.get("placement") == "cpu" and cpu.get("accuracy", 0) >= 0.95,
+                  f"context {cpu.get('context')!r}: placed on {cpu.get('placement')}, accuracy {cpu.get('accuracy')}, "
+                  f"{cpu.get('seconds', 0):.2f} s; {cpu.get('error', '')}")
+    whole = model_run("candle gpu/0=1", "--framework", "candle", "train")
+    err = whole.get("error", "")
+    if bundle.fake:
+        # No driver here: the model must name its context's GPU and say what is missing.
+        missing = "but CUDA did not open it here" if bundle.candle_cuda else "but dryml's candle is built without CUDA"
+        checks.expect("candle on its GPU", f"the context gives candle cuda:0 (gpu/0), {missing}" in err,
+                      f"candle's CUDA backend built: {bundle.candle_cuda}; {err}")
+    elif not bundle.candle_cuda:
+        checks.report("candle on its GPU", "SKIP", f"the bundle's candle has no CUDA backend (build it with "
+                      f"bash tests/gpu/build.sh --cuda): {err}")
+    else:
+        checks.expect("candle on its GPU", whole.get("placement") == "cuda:0 (gpu/0)" and whole.get("accuracy", 0) >= 0.95,
+                      f"context {whole.get('context')!r}, CUDA_VISIBLE_DEVICES {whole.get('visible')!r}: placed on "
+                      f"{whole.get('placement')}, accuracy {whole.get('accuracy')}, {whole.get('seconds', 0):.2f} s; {err}")
+
+
 def run_bench(bundle, checks):
     """bench.py's rows, printed with dryml's ratio to each of PyTorch's loops."""
     if getattr(bundle, "model", None) is None:
@@ -414,12 +453,15 @@ def run_bench(bundle, checks):
             print(f"BENCH {name}: tried batches {row['tried']}, settled on {row['settled']} "
                   f"({row['placement']}), {row['seconds']:.1f} s", flush=True)
             return
-        times = {k: v for k, v in row.items() if isinstance(v, float)}
-        ratios = "; ".join(f"{k} {v:.3f} s (dryml/this {times['dryml'] / v:.2f})" for k, v in times.items() if k != "dryml")
-        print(f"BENCH {name} on {row['device']}: dryml {times['dryml']:.3f} s/epoch ({row['dryml placed on']}); {ratios}", flush=True)
+        ours = [k for k in ("dryml", "candle") if k in row]
+        theirs = {k: v for k, v in row.items() if k.startswith("torch ")}
+        mine = "; ".join(f"{'tch' if k == 'dryml' else k} {row[k]:.3f} s/epoch ({row[k + ' placed on']})" for k in ours)
+        ratios = "; ".join(f"{k} {v:.3f} s (" + ", ".join(
+            f"{'tch' if o == 'dryml' else o}/this {row[o] / v:.2f}" for o in ours) + ")" for k, v in theirs.items())
+        print(f"BENCH {name} on {row['device']}: dryml {mine}; {ratios}", flush=True)
 
     try:
-        bench.run(*bundle.model, report)
+        bench.run(*bundle.model, report, candle_cuda=getattr(bundle, "candle_cuda", False))
     except Exception as e:  # the benchmark is figures, not a check: it says why it stopped
         checks.report("bench", "FAIL", f"{type(e).__name__}: {e}")
     return figures

@@ -1,4 +1,4 @@
-//! The GPU bundle's model check: a dryml tch model in a context claimed with
+//! The GPU bundle's model check: a dryml tch or candle model in a context claimed with
 //! `dryml::set_context`, as a program or a sandbox claims one, so `tests/gpu/check.py` sees that
 //! the model layer trains on the GPU its context gives it (or on the CPU where it gives none) and
 //! that a share of a GPU caps what libtorch may take; and it trains the benchmark's networks
@@ -9,8 +9,10 @@ use dryml::compute::context::Requests;
 use dryml::data::ndarray::Array1;
 use dryml::data::{Dataset, Xy};
 use dryml::metrics::categorical_accuracy;
+use dryml::models::candle::CandleClassifier;
+use dryml::models::placement::Placement;
 use dryml::models::tch::TchClassifier;
-use dryml::models::{eval, Model, TrainSpec};
+use dryml::models::{eval, Model, ModelError, TrainSpec};
 use serde_json::{json, Value};
 
 #[derive(Parser)]
@@ -20,8 +22,50 @@ struct Cli {
     /// The machine is the one `dryml-gpu-probe machine` wrote into $DRYML_STATE_DIR.
     #[arg(long)]
     context: String,
+    /// The framework of the model: `torch` (dryml's tch) or `candle`.
+    #[arg(long, default_value = "torch")]
+    framework: String,
     #[command(subcommand)]
     cmd: Cmd,
+}
+
+/// A classifier of either framework, as the checks drive it.
+trait Classifier: Model<X = Array1<f32>, Y = usize, P = Array1<f32>> + Sized {
+    fn new(args: Value) -> Self;
+    fn where_it_ran(&self) -> Option<Placement>;
+}
+
+impl Classifier for TchClassifier {
+    fn new(args: Value) -> Self {
+        TchClassifier::new(args)
+    }
+    fn where_it_ran(&self) -> Option<Placement> {
+        self.placement()
+    }
+}
+
+impl Classifier for CandleClassifier {
+    fn new(args: Value) -> Self {
+        CandleClassifier::new(args)
+    }
+    fn where_it_ran(&self) -> Option<Placement> {
+        self.placement()
+    }
+}
+
+/// `cmd` with classifiers `M`.
+fn run<M: Classifier>(cmd: Cmd) -> Result<Value, String> {
+    match cmd {
+        Cmd::Train => train::<M>(),
+        Cmd::Alloc { fraction, total } => alloc(fraction, total),
+        Cmd::Bench { job, epochs, precision } => bench::<M>(&job, epochs, &precision),
+        Cmd::Toma { job } => toma::<M>(&job),
+    }
+}
+
+/// A training's error, as the report gives it.
+fn text(e: ModelError) -> String {
+    e.to_string()
 }
 
 #[derive(Subcommand)]
@@ -43,6 +87,9 @@ enum Cmd {
         job: Job,
         #[arg(long, default_value_t = 2)]
         epochs: u64,
+        /// The definition's `precision`: fp32, tf32 or bf16.
+        #[arg(long, default_value = "fp32")]
+        precision: String,
     },
     /// TOMA's job: trains `--layers` one epoch inside `dryml::batch`, from a batch of `--batch`
     /// halved on each out-of-memory error until one fits; says the sizes tried.
@@ -112,38 +159,40 @@ fn generated(rows: usize, features: usize, classes: usize) -> Dataset<Xy<Array1<
     Dataset::from_vec(items)
 }
 
-fn bench(job: &Job, epochs: u64) -> Result<Value, String> {
+fn bench<M: Classifier>(job: &Job, epochs: u64, precision: &str) -> Result<Value, String> {
     let (layers, data) = job.parts()?;
     let batch = job.batch;
-    let mut m = TchClassifier::new(json!({
+    let mut m = M::new(json!({
         "layers": layers,
         "optimizer": {"type": "adam", "lr": 0.001},
+        "precision": precision,
         "training": {"epochs": 1, "batch_size": batch}
     }));
     let started = std::time::Instant::now();
-    m.train(&data, &mut TrainSpec::epochs(1)).map_err(|e| e.to_string())?;
+    m.train(&data, &mut TrainSpec::epochs(1)).map_err(text)?;
     let warm_up = started.elapsed().as_secs_f64();
     let started = std::time::Instant::now();
-    m.train(&data, &mut TrainSpec::epochs(epochs)).map_err(|e| e.to_string())?;
+    m.train(&data, &mut TrainSpec::epochs(epochs)).map_err(text)?;
     Ok(json!({
-        "placement": m.placement().map(|p| p.to_string()),
+        "placement": m.where_it_ran().map(|p| p.to_string()),
         "warm_up": warm_up,
         "seconds_per_epoch": started.elapsed().as_secs_f64() / epochs as f64,
     }))
 }
 
-fn toma(job: &Job) -> Result<Value, String> {
+fn toma<M: Classifier>(job: &Job) -> Result<Value, String> {
     let (layers, data) = job.parts()?;
     let tried = std::cell::RefCell::new(Vec::new());
     let started = std::time::Instant::now();
     let settled = dryml::batch::Batcher::new(job.batch).cache(dryml::batch::Cache::None).batch(|b| {
         tried.borrow_mut().push(b);
-        let mut m = TchClassifier::new(json!({
+        let args = json!({
             "layers": layers,
             "optimizer": {"type": "adam", "lr": 0.001},
             "training": {"epochs": 1, "batch_size": b}
-        }));
-        m.train(&data, &mut TrainSpec::epochs(1)).map(|_| (b, m.placement().map(|p| p.to_string())))
+        });
+        let mut m = M::new(args);
+        m.train(&data, &mut TrainSpec::epochs(1)).map(|_| (b, m.where_it_ran().map(|p| p.to_string())))
     });
     let (settled, placement) = settled.map_err(|e| format!("{e} (tried {:?})", tried.borrow()))?;
     Ok(json!({
@@ -154,18 +203,17 @@ fn toma(job: &Job) -> Result<Value, String> {
     }))
 }
 
-fn train() -> Result<Value, String> {
-    let mut m = TchClassifier::new(json!({
+fn train<M: Classifier>() -> Result<Value, String> {
+    let mut m = M::new(json!({
         "layers": [{"linear": 32}, "relu", {"linear": 2}],
         "optimizer": {"type": "adam", "lr": 0.01},
         "training": {"epochs": 5, "batch_size": 64}
     }));
     let started = std::time::Instant::now();
-    m.train(&clouds(2000, 1), &mut TrainSpec::epochs(0)).map_err(|e| e.to_string())?;
-    let accuracy =
-        categorical_accuracy(&eval(&m, &clouds(500, 2)).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    m.train(&clouds(2000, 1), &mut TrainSpec::epochs(0)).map_err(text)?;
+    let accuracy = categorical_accuracy(&eval(&m, &clouds(500, 2)).map_err(text)?).map_err(|e| e.to_string())?;
     Ok(json!({
-        "placement": m.placement().map(|p| p.to_string()),
+        "placement": m.where_it_ran().map(|p| p.to_string()),
         "accuracy": accuracy,
         "seconds": started.elapsed().as_secs_f64(),
     }))
@@ -191,11 +239,10 @@ fn main() {
     let ctx = Requests::parse(&cli.context)
         .map_err(|e| e.to_string())
         .and_then(|reqs| dryml::set_context(&reqs).map_err(|e| e.to_string()));
-    let ran = ctx.clone().and_then(|_| match cli.cmd {
-        Cmd::Train => train(),
-        Cmd::Alloc { fraction, total } => alloc(fraction, total),
-        Cmd::Bench { job, epochs } => bench(&job, epochs),
-        Cmd::Toma { job } => toma(&job),
+    let ran = ctx.clone().and_then(|_| match cli.framework.as_str() {
+        "torch" => run::<TchClassifier>(cli.cmd),
+        "candle" => run::<CandleClassifier>(cli.cmd),
+        other => Err(format!("--framework {other}: torch or candle")),
     });
     let mut out = ran.unwrap_or_else(|e| json!({"error": e}));
     // What the context did to this process, whatever came of the command.
@@ -203,5 +250,6 @@ fn main() {
     out["visible"] = json!(std::env::var("CUDA_VISIBLE_DEVICES").ok());
     out["alloc_conf"] = json!(std::env::var("PYTORCH_CUDA_ALLOC_CONF").ok());
     out["cuda_devices"] = json!(tch::Cuda::device_count());
+    out["candle_cuda"] = json!(cfg!(feature = "candle-cuda"));
     println!("{out}");
 }
