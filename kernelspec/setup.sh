@@ -5,6 +5,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 "$KERNEL_BIN" install --prefix "$VENV"
+# Where NVIDIA's driver runs, candle gets its CUDA backend: nvcc from PyPI (kernelspec/cuda.sh).
+if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
+    source "$ROOT/kernelspec/cuda.sh" "$VENV" || echo "==> candle's models stay on the CPU"
+fi
 # The machine's build cache gets dryml, tch and candle now, so a user's first cell naming tch
 # or candle takes seconds.
 echo "==> building dryml, tch and candle into the build cache (once per machine and toolchain)"

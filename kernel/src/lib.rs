@@ -5,6 +5,7 @@
 //! ([`debug`]).
 
 pub mod child;
+pub mod cuda;
 pub mod debug;
 pub mod display_table;
 pub mod engine;

@@ -72,6 +72,7 @@ fn main() -> std::process::ExitCode {
         dryml_analysis::serve(std::path::Path::new(&socket));
     }
     dryml_kernel::torch::setup_env();
+    dryml_kernel::cuda::setup_env();
     match run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -36,7 +36,7 @@ pub fn setup_env() {
     set_default("LIBTORCH_USE_PYTORCH", "1".as_ref());
     // libtorch's CUDA half costs a cell's process about 260 MiB once loaded: only where a GPU's
     // driver is (`load_cuda_beside_libtorch`, in the child, reads this).
-    set_default(TORCH_CUDA_ENV, if nvidia_driver() { "1" } else { "0" }.as_ref());
+    set_default(TORCH_CUDA_ENV, if crate::cuda::nvidia_driver() { "1" } else { "0" }.as_ref());
     set_default("VIRTUAL_ENV", venv.as_os_str());
     let prepend = |k: &str, dir: &Path| {
         let mut parts = vec![dir.to_path_buf()];
@@ -91,11 +91,6 @@ pub fn load_cuda_beside_libtorch() {
         };
         eprintln!("dryml: libtorch's CUDA backend did not load ({}): {why}", lib.display());
     }
-}
-
-/// Whether NVIDIA's driver runs here (in a container too, where its device files are mounted).
-fn nvidia_driver() -> bool {
-    Path::new("/proc/driver/nvidia/version").exists() || Path::new("/dev/nvidiactl").exists()
 }
 
 #[cfg(test)]

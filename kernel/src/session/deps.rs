@@ -32,7 +32,8 @@ impl Frameworks {
         [
             ("torch", self.torch),
             ("linfa", self.linfa),
-            ("candle", self.candle),
+            // Where NVIDIA's driver runs and the set-up brought nvcc: candle's CUDA backend.
+            (if crate::cuda::for_candle() { "candle-cuda" } else { "candle" }, self.candle),
             ("numpy", self.numpy),
             ("images", self.images),
             ("parquet", self.parquet),
