@@ -27,7 +27,7 @@ fn a_process_started_in_a_removed_directory_still_loads_crates_whole() -> Result
     // A copy of the server, removed once it runs, as a kernel rebuilt under its notebooks: the
     // loads' rustc wrapper is the running binary still.
     let program = dir.path().join("dryml-analysis-serve");
-    std::fs::copy(env!("CARGO_BIN_EXE_dryml-analysis-serve"), &program)?;
+    std::fs::copy(own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve")), &program)?;
     let source = "fn f() { let v = vec![1u8]; let n = v.len(); }".to_owned();
     // A first kernel starts the process from its folder, which goes while the process serves.
     let first_root = dir.path().join("first");
@@ -65,10 +65,16 @@ fn a_process_started_in_a_removed_directory_still_loads_crates_whole() -> Result
     std::fs::create_dir(&doomed)?;
     std::env::set_current_dir(&doomed)?;
     std::fs::remove_dir(&doomed)?;
-    let server = env!("CARGO_BIN_EXE_dryml-analysis-serve");
+    let server = own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve"));
     let out = std::process::Command::new(server).env("DRYML_ANALYSIS_RUSTC", "1").args(["rustc", "-vV"]).output()?;
     std::env::set_current_dir(dir.path())?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && stdout.starts_with("rustc "), "{out:?}");
     Ok(())
+}
+
+/// The package's binary `name`, as cargo gives it to this run: the machine's build directory,
+/// which clones share, may hold this test as another checkout compiled it, with its path in `env!`.
+fn own_bin(name: &str, compiled: &str) -> std::path::PathBuf {
+    std::env::var_os(format!("CARGO_BIN_EXE_{name}")).map_or_else(|| compiled.into(), Into::into)
 }

@@ -53,7 +53,11 @@ impl Fixture {
             .args(["--offline", "build", "--message-format=json"])
             .current_dir(self.cell_dir())
             .env("CARGO_TARGET_DIR", self.dir.path().join("target"))
-            .envs(dryml_builds::build_env(env!("CARGO_BIN_EXE_dryml-record-rustc").as_ref(), "cell", &self.record()));
+            .envs(dryml_builds::build_env(
+                own_bin("dryml-record-rustc", env!("CARGO_BIN_EXE_dryml-record-rustc")).as_ref(),
+                "cell",
+                &self.record(),
+            ));
         cargo
     }
 
@@ -233,4 +237,10 @@ fn builds_go_to_cargo_then_rustc_alone_until_cargo_is_called_otherwise() {
         }
     }
     assert!(matches!(builds.build(&fixture.cargo()), Outcome::Stale), "built alone without its dependency");
+}
+
+/// The package's binary `name`, as cargo gives it to this run: the machine's build directory,
+/// which clones share, may hold this test as another checkout compiled it, with its path in `env!`.
+fn own_bin(name: &str, compiled: &str) -> std::path::PathBuf {
+    std::env::var_os(format!("CARGO_BIN_EXE_{name}")).map_or_else(|| compiled.into(), Into::into)
 }

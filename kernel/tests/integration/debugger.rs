@@ -26,7 +26,7 @@ impl RealKernel {
         let info = connection_info(dir.path());
         let file = dir.path().join("connection.json");
         std::fs::write(&file, serde_json::to_vec(&info).unwrap()).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_dryml-kernel"))
+        let child = Command::new(super::own_bin("dryml-kernel", env!("CARGO_BIN_EXE_dryml-kernel")))
             .arg("-f")
             .arg(&file)
             .env("DRYML_NVML_LIB", "/nonexistent/libnvidia-ml.so.1")

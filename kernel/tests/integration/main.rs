@@ -8,3 +8,9 @@ mod frontend;
 mod generated;
 mod layers;
 mod protocol;
+
+/// The package's binary `name`, as cargo gives it to this run: the machine's build directory,
+/// which clones share, may hold this test as another checkout compiled it, with its path in `env!`.
+fn own_bin(name: &str, compiled: &str) -> std::path::PathBuf {
+    std::env::var_os(format!("CARGO_BIN_EXE_{name}")).map_or_else(|| compiled.into(), Into::into)
+}
