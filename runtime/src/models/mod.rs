@@ -57,6 +57,8 @@
 pub mod callbacks;
 #[cfg(feature = "candle")]
 pub mod candle;
+#[cfg(any(feature = "torch", feature = "candle"))]
+mod held;
 #[cfg(feature = "linfa")]
 pub mod linfa;
 pub mod net;

@@ -3,8 +3,9 @@
 
 use super::{candle_error, Body, Net, Tensors};
 use crate::data::{Batch as _, CandleOnto, Dataset, Element, Xy};
+use crate::models::held::HeldRows;
 use crate::models::net::{Network, Target};
-use crate::models::training::{Held, HeldRows, Learner};
+use crate::models::training::{Held, Learner};
 use crate::models::ModelError;
 use candle_core::{DType, Tensor};
 
