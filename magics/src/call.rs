@@ -24,6 +24,14 @@ pub enum LineCall {
     Cache(CacheCall),
     Slurm(SlurmCall),
     Jobs(JobsCall),
+    /// `%cd [DIR]`: None is the home directory, `-` the one before.
+    Cd(Option<String>),
+    Pwd,
+    /// `%load PATH`: the file's text as the cell's next input.
+    Load(String),
+    /// `%timeit` runs where it stands in the body (`parse_cell` leaves it there); this is its
+    /// row's call, for `%timeit?`.
+    Timeit,
 }
 
 /// `%%name ...`: the magic wraps the cell's body.
@@ -40,6 +48,41 @@ pub enum CellCall {
     },
     Compute(ComputeOptions),
     Sweep(SweepOptions),
+    /// `%%bash`, `%%sh`: the body is a script for the shell.
+    Script {
+        shell: Shell,
+        /// `--raise-error`: a failing script ends the cell as an error.
+        raise_error: bool,
+    },
+    /// `%%writefile [-a] PATH`: the body is the file's text.
+    WriteFile {
+        append: bool,
+        path: String,
+    },
+    Timeit(crate::timeit::TimeitOptions),
+}
+
+impl CellCall {
+    /// Whether the body is Rust (with `!` and `%timeit` lines), not text of another kind.
+    pub fn takes_rust(&self) -> bool {
+        !matches!(self, CellCall::Script { .. } | CellCall::WriteFile { .. } | CellCall::Parameters)
+    }
+}
+
+/// The program a `%%bash` or `%%sh` cell runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Sh,
+}
+
+impl Shell {
+    pub fn program(self) -> &'static str {
+        match self {
+            Shell::Bash => "bash",
+            Shell::Sh => "sh",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,21 +6,27 @@
 //! [`MagicError`] naming the magic, the line and the column, with the nearest magic suggested.
 
 mod args;
+pub mod body;
 pub mod call;
 pub mod compute_args;
+mod habits;
 mod parsers;
 mod registry;
+mod rows;
+mod table;
+pub mod timeit;
 mod tokens;
 
 pub use args::{keep_list, ArgError, Args};
 pub use call::{
     CacheCall, Call, CellCall, EnvCall, ExperimentCall, JobsCall, LineCall, LoggerCall, Preload, Query, RepoCall,
-    SlurmCall, SlurmSetting,
+    Shell, SlurmCall, SlurmSetting,
 };
 pub use compute_args::{
     compute_options, context_command, parse_size, sweep_options, ComputeOptions, ContextCommand, SlurmJob, SweepOptions,
 };
-pub use registry::{parse_seconds, ArgSpec, MagicKind, MagicSpec, Parse, REGISTRY};
+pub use registry::{parse_seconds, ArgSpec, MagicKind, MagicSpec, Parse};
+pub use table::{Registry, REGISTRY};
 pub use tokens::{tokenize, Token};
 
 use std::fmt;
@@ -124,8 +130,11 @@ impl Invocation {
 pub struct ParsedCell {
     pub line_magics: Vec<Invocation>,
     pub cell_magic: Option<Invocation>,
-    /// The code left for evcxr (the cell body for a cell magic).
+    /// The code left for evcxr (the cell body for a cell magic), its `!` and `%timeit` lines
+    /// made Rust line for line; a `%%bash` or `%%writefile` body as written.
     pub body: String,
+    /// The lines above the body (its magics), so errors name the cell's own lines.
+    pub magic_lines: usize,
 }
 
 impl ParsedCell {
@@ -160,6 +169,7 @@ pub fn complete(prefix: &str) -> Vec<String> {
 ///
 /// Blank lines before and between magics are allowed; the first line that is not a magic starts
 /// the Rust body. A `%%` magic must be the first non-blank line and takes the rest as its body.
+/// A `%timeit` line runs in order with the body, so it starts the body (see [`body::rewrite`]).
 pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
     let mut line_magics = Vec::new();
     let mut cell_magic = None;
@@ -189,7 +199,7 @@ pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
             offset += raw_line.len();
             body_start = Some(offset);
             break;
-        } else if let Some(rest) = trimmed.strip_prefix('%') {
+        } else if let Some(rest) = trimmed.strip_prefix('%').filter(|r| !starts_timeit(r)) {
             let inv = parse_invocation(rest, MagicKind::Line, line, line_no, indent + 2)?;
             line_magics.push(inv);
             offset += raw_line.len();
@@ -198,11 +208,22 @@ pub fn parse_cell(cell: &str) -> Result<ParsedCell, MagicError> {
             break;
         }
     }
-    let body = match body_start {
-        Some(start) => cell[start..].to_string(),
-        None => String::new(),
-    };
-    Ok(ParsedCell { line_magics, cell_magic, body })
+    let start = body_start.unwrap_or(cell.len());
+    let magic_lines = cell[..start].matches('\n').count();
+    let mut body = cell[start..].to_string();
+    let call = cell_magic.as_ref().and_then(Invocation::cell_call);
+    if call.is_none_or(CellCall::takes_rust) {
+        body = body::rewrite(&body, magic_lines + 1)?;
+    }
+    if let Some(CellCall::Timeit(opts)) = call {
+        body = body::timeit_cell(opts, &body);
+    }
+    Ok(ParsedCell { line_magics, cell_magic, body, magic_lines })
+}
+
+/// `timeit ...` after a line's `%`, but not `timeit?` (its help).
+fn starts_timeit(rest: &str) -> bool {
+    rest.strip_prefix("timeit").is_some_and(|r| r.is_empty() || r.starts_with(char::is_whitespace))
 }
 
 fn error_at(line: &str, line_no: usize, column: usize, message: String, suggestion: Option<String>) -> MagicError {

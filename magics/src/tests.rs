@@ -16,7 +16,6 @@ fn cells_that_parse() {
         ("%lsmagic\nlet y = 2;", &["%lsmagic"], "let y = 2;", &[]),
         ("\n  %lsmagic\n\nx", &["%lsmagic"], "x", &[]),
         ("%%time\nlet z = 3;\nz", &["%%time"], "let z = 3;\nz", &[]),
-        ("%%time\n%env A=1", &["%%time"], "%env A=1", &[]),
         ("%env", &["%env"], "", &[]),
         ("%env HOME", &["%env"], "", &["HOME"]),
         ("%env A=1", &["%env"], "", &["A=1"]),
@@ -24,7 +23,6 @@ fn cells_that_parse() {
         ("%env A \"a \\\"q\\\"\"", &["%env"], "", &["A", "a \"q\""]),
         ("%env -u A B", &["%env"], "", &["A", "B"]),
         ("%env --unset A\n%lsmagic\n1", &["%env", "%lsmagic"], "1", &["A"]),
-        ("// comment\n%lsmagic", &[], "// comment\n%lsmagic", &[]),
         ("%experiment start", &["%experiment"], "", &["start"]),
         ("%experiment start 'lr sweep'", &["%experiment"], "", &["start", "lr sweep"]),
         ("%experiment keep a b_2", &["%experiment"], "", &["keep", "a", "b_2"]),
@@ -157,10 +155,24 @@ fn repo_lines() {
 #[test]
 fn completion_and_listing() {
     assert_eq!(complete("%ls"), vec!["%lsmagic"]);
-    assert_eq!(complete("%%"), vec!["%%compute", "%%experiment", "%%parameters", "%%sweep", "%%time"]);
+    assert_eq!(
+        complete("%%"),
+        vec![
+            "%%bash",
+            "%%compute",
+            "%%experiment",
+            "%%parameters",
+            "%%sh",
+            "%%sweep",
+            "%%time",
+            "%%timeit",
+            "%%writefile"
+        ]
+    );
+    assert_eq!(complete("%ti"), vec!["%timeit"]);
     assert!(complete("%").contains(&"%env".to_string()));
     let text = lsmagic_text();
-    for m in REGISTRY {
+    for m in REGISTRY.iter() {
         assert!(text.contains(&m.display_name()), "{} missing", m.name);
     }
 }
@@ -420,4 +432,44 @@ mod context_args {
             assert!(e.contains(words), "{json}: {e}");
         }
     }
+}
+
+#[test]
+fn notebook_habits() {
+    // A script's and a file's body stay as written; a Rust body's `!` lines become Rust.
+    let p = parse_cell("%%bash --raise-error\n!ls {x}\necho $HOME").unwrap();
+    assert_eq!(p.body, "!ls {x}\necho $HOME");
+    assert_eq!(p.cell_magic.unwrap().cell_call(), Some(&CellCall::Script { shell: Shell::Bash, raise_error: true }));
+    let p = parse_cell("%%writefile -a 'my dir/c.toml'\n[a]\nb = 1\n").unwrap();
+    assert_eq!(p.body, "[a]\nb = 1\n");
+    let want = CellCall::WriteFile { append: true, path: "my dir/c.toml".into() };
+    assert_eq!(p.cell_magic.unwrap().cell_call(), Some(&want));
+    let p = parse_cell("%%time\n!echo hi\n1").unwrap();
+    assert_eq!((p.body.lines().count(), p.magic_lines), (2, 1));
+    assert!(p.body.starts_with("dryml::__kernel::shell::line(\"echo hi\");\n"), "{}", p.body);
+    // `%timeit` starts the body, after the line magics; `%timeit?` is help.
+    let p = parse_cell("%env A=1\n%timeit f()\n").unwrap();
+    assert_eq!((p.line_magics.len(), p.magic_lines), (1, 1));
+    assert!(p.body.starts_with("dryml::__kernel::timeit::line("), "{}", p.body);
+    let p = parse_cell("%timeit?").unwrap();
+    assert!(p.line_magics[0].help && p.line_magics[0].spec.help_text().contains("black_box"));
+    let p = parse_cell("%%timeit -n 5 -r 2 -o\nf()").unwrap();
+    let want = crate::timeit::TimeitOptions { number: Some(5), repeat: 2, output: true, ..Default::default() };
+    assert_eq!(p.cell_magic.as_ref().unwrap().cell_call(), Some(&CellCall::Timeit(want)));
+    assert!(p.body.ends_with("|| { f()\n})"), "{}", p.body);
+    let p = parse_cell("%cd\n%cd ~/x\n%pwd\n%load a.rs").unwrap();
+    let calls: Vec<_> = p.line_magics.iter().map(|i| i.line_call().unwrap().clone()).collect();
+    let want = [LineCall::Cd(None), LineCall::Cd(Some("~/x".into())), LineCall::Pwd, LineCall::Load("a.rs".into())];
+    assert_eq!(calls, want);
+    // Errors name the magic and where.
+    let e = parse_cell("%%timeit f()\n1").unwrap_err();
+    assert!(e.message.contains("the code to time is the cell's body"), "{}", e.message);
+    let e = parse_cell("%%writefile\nx").unwrap_err();
+    assert!(e.message.contains("missing required argument PATH"), "{}", e.message);
+    let e = parse_cell("%%bash -x\nls").unwrap_err();
+    assert!(e.message.contains("unknown option `-x`"), "{}", e.message);
+    let e = parse_cell("// comment\n%lsmagic").unwrap_err();
+    assert_eq!((e.line, e.column), (2, 1));
+    let e = parse_cell("%%time\nlet a = 1;\n!").unwrap_err();
+    assert_eq!((e.line, e.column), (3, 1));
 }

@@ -46,6 +46,7 @@ pub mod display;
 pub mod experiment;
 pub mod metrics;
 pub mod models;
+mod notebook;
 pub mod objects;
 pub mod plot;
 pub mod widgets;
@@ -60,6 +61,7 @@ pub use compute::set_context;
 pub use compute::slurm::{Slurm, SlurmJob};
 pub use compute::{Compute, ComputeError};
 pub use display::{clear_output, html, input, interrupted, Html};
+pub use notebook::{shell, timeit};
 // The trait and its derive share the name, as serde's do: `use dryml::Object` brings both.
 pub use dryml_derive::Object;
 pub use objects::{load_object, load_object_as, save_object, Build, Meta, Object, ObjectDef, Repo, Selector, State};

@@ -142,7 +142,7 @@ impl Engine {
             Ok(p) => p,
             Err(e) => return CellRun { payload: Vec::new(), error: Some(magic::error(&e)), result_text: None },
         };
-        let cell = Cell::new(code, &parsed);
+        let cell = Cell::new(&parsed);
         let (magics, mut host) = self.host(io, count);
         // A new child (after a crash or restart) first gets the notebook's context back.
         host.session.ensure_child_setup();
@@ -151,6 +151,7 @@ impl Engine {
         }
         magics.observer().before(&mut host);
         let mut outcome = magic::dispatch::run(magics, &mut host, &cell);
+        host.session.note_cwd();
         // After `%%time`'s report (its handler's), as in IPython.
         let mut result_text = None;
         if let Some(data) = outcome.result.take() {

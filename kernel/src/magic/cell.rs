@@ -24,10 +24,15 @@ pub struct Cell<'a> {
 }
 
 impl<'a> Cell<'a> {
-    /// `code` is the cell as written, `parsed` what `dryml_magics::parse_cell` made of it.
-    pub fn new(code: &str, parsed: &'a ParsedCell) -> Cell<'a> {
-        let magic_lines = code[..code.len() - parsed.body.len()].matches('\n').count();
-        Cell { parsed, magic_lines, names: OnceLock::new(), crates: OnceLock::new(), shows: OnceLock::new() }
+    /// `parsed` is what `dryml_magics::parse_cell` made of the cell.
+    pub fn new(parsed: &'a ParsedCell) -> Cell<'a> {
+        Cell {
+            parsed,
+            magic_lines: parsed.magic_lines,
+            names: OnceLock::new(),
+            crates: OnceLock::new(),
+            shows: OnceLock::new(),
+        }
     }
 
     pub fn body(&self) -> &'a str {
@@ -78,6 +83,12 @@ pub trait CellMagic {
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
         host.session.set_cell_lines(Some(crate::session::errors::CellLines::body(cell.magic_lines)));
         Ok(cell.body().to_string())
+    }
+
+    /// A body that is not Rust, which the magic takes itself (`%%writefile`'s text), even
+    /// when blank; None: the body is evaluated.
+    fn own_body(&mut self, _host: &mut Host<'_>, _cell: &Cell<'_>) -> Option<Result<(), ErrorContent>> {
+        None
     }
 
     /// After the body, whether or not it failed, before its value is shown.

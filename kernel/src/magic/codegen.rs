@@ -171,7 +171,7 @@ mod tests {
         let code = format!("{line}\n{body}");
         let p = dryml_magics::parse_cell(&code).unwrap();
         match p.cell_magic.as_ref().and_then(|inv| inv.cell_call()) {
-            Some(dryml_magics::CellCall::Compute(o)) => compute(o, &Cell::new(&code, &p), vars),
+            Some(dryml_magics::CellCall::Compute(o)) => compute(o, &Cell::new(&p), vars),
             other => panic!("{line}: {other:?}"),
         }
     }

@@ -28,6 +28,12 @@ fn handler<'a>(magics: &Magics, inv: &'a Invocation, call: &'a CellCall) -> Box<
             Box::new(super::compute::ComputeCell { inv, opts, devices: magics.contexts.devices() })
         }
         CellCall::Sweep(opts) => Box::new(super::compute::SweepCell { inv, opts, devices: magics.contexts.devices() }),
+        CellCall::Script { shell, raise_error } => {
+            Box::new(super::habits::ScriptCell { shell: *shell, raise_error: *raise_error })
+        }
+        CellCall::WriteFile { append, path } => Box::new(super::habits::WriteFileCell { append: *append, path }),
+        // `parse_cell` made the body the timed closure.
+        CellCall::Timeit(_) => Box::new(Plain),
     }
 }
 
@@ -63,7 +69,9 @@ pub fn run(magics: &mut Magics, host: &mut Host<'_>, cell: &Cell<'_>) -> Outcome
             host.state.stream(StreamName::Stderr, &note);
         }
     }
-    if !cell.body().trim().is_empty() {
+    if let Some(done) = handler.own_body(host, cell) {
+        out.error = done.err();
+    } else if !cell.body().trim().is_empty() {
         let ran = magics.observer().watch_body(host, cell, &mut |host| {
             let code = handler.code(host, cell)?;
             host.session.eval_user(&code, host.io)

@@ -13,6 +13,7 @@ pub mod context;
 pub mod dispatch;
 pub mod env;
 pub mod experiment;
+pub mod habits;
 pub mod parameters;
 pub mod repo;
 pub mod slurm;
@@ -80,6 +81,7 @@ pub struct Magics {
     pub contexts: context::Contexts,
     pub repo: repo::RepoMagic,
     pub slurm: slurm::SlurmMagic,
+    pub dirs: habits::Directories,
 }
 
 impl Magics {
@@ -116,6 +118,14 @@ pub fn run_line(
         LineCall::Cache(c) => cache::run(host, *c),
         LineCall::Slurm(c) => magics.slurm.run(host, c),
         LineCall::Jobs(c) => magics.slurm.jobs(host, c),
+        LineCall::Cd(dir) => magics.dirs.cd(host, dir.as_deref()),
+        LineCall::Pwd => {
+            habits::pwd(host);
+            Ok(())
+        }
+        LineCall::Load(path) => habits::load(host, path, payload),
+        // `parse_cell` leaves `%timeit` in the body, where it runs in order.
+        LineCall::Timeit => Ok(()),
     }
 }
 

@@ -70,8 +70,8 @@ pub struct Session {
     sources: Option<source::Copy>,
     /// The frameworks added with `dryml`'s features for them.
     frameworks: deps::Frameworks,
-    /// `%env` settings (None: unset), re-applied to every new child.
-    env_overrides: BTreeMap<String, Option<String>>,
+    /// `%env` settings and the working directory, re-applied to every new child.
+    child_env: env::ChildEnv,
     /// The machine's build cache, or why this kernel builds without it.
     cache: Result<Option<BuildCache>, String>,
     /// This kernel's crate names in the cache, held while it runs.
@@ -178,7 +178,7 @@ impl Session {
             sources: None,
             frameworks: deps::Frameworks::default(),
             cell_lines: None,
-            env_overrides: BTreeMap::new(),
+            child_env: env::ChildEnv::default(),
             cache,
             claim,
             beside,
@@ -245,10 +245,7 @@ impl Session {
         self.replaced |= self.setup_pid != 0;
         self.setup_pid = pid;
         self.flusher_pending = self.startup_lib.is_none();
-        if !self.env_overrides.is_empty() {
-            let names: Vec<String> = self.env_overrides.keys().cloned().collect();
-            let _ = self.apply_env(&names);
-        }
+        self.reapply_env();
     }
 
     /// One step of the warm-up, done while no request waits; returns whether more remains.

@@ -42,7 +42,7 @@ fn cells() -> Vec<(String, String)> {
         let code = format!("{line}\n{body}");
         let parsed = dryml_magics::parse_cell(&code).unwrap();
         match parsed.cell_magic.as_ref().and_then(|inv| inv.cell_call()) {
-            Some(CellCall::Compute(o)) => codegen::compute(o, &Cell::new(&code, &parsed), &vars()).unwrap(),
+            Some(CellCall::Compute(o)) => codegen::compute(o, &Cell::new(&parsed), &vars()).unwrap(),
             other => panic!("{other:?}"),
         }
     };

@@ -79,3 +79,13 @@ pub mod objects {
         from_bytes, from_record, read_definition, record, to_bytes, uuid_v4, FILE_VERSION,
     };
 }
+
+/// What a cell's `!` lines, `%%bash` and `%timeit` lines call.
+pub mod shell {
+    pub use crate::notebook::shell::{cell, line};
+}
+
+/// `%timeit`'s printing run.
+pub mod timeit {
+    pub use crate::notebook::timeit::line;
+}

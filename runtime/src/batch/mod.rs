@@ -130,7 +130,7 @@ impl std::fmt::Display for Interrupted {
     }
 }
 
-fn unwind_interrupted(at: usize) -> ! {
+pub(crate) fn unwind_interrupted(at: usize) -> ! {
     std::panic::resume_unwind(Box::new(Interrupted { at }))
 }
 
