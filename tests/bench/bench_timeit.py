@@ -28,13 +28,13 @@ let steps = STEPS;
 """
 
 CRITERION = """{{
-    let mut c = criterion::Criterion::default().output_directory(std::path::Path::new({dir:?}))
+    let mut c = criterion::Criterion::default().output_directory(std::path::Path::new("{dir}"))
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(2)).without_plots();
     c.bench_function("work", |b| b.iter(|| work(std::hint::black_box(seed), std::hint::black_box(steps))));
 }}"""
 
-TIMEIT = "%timeit -o work(seed, steps)"
+TIMEIT = "%timeit -o -p 6 work(seed, steps)"  # six digits: the printed figure is the mean
 LINE = re.compile(r"^([\d.]+) (ns|µs|ms|s) ± ([\d.]+) (ns|µs|ms|s) per loop", re.M)
 UNIT = {"ns": 1.0, "µs": 1e3, "ms": 1e6, "s": 1e9}
 
