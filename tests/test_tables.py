@@ -72,6 +72,28 @@ def test_a_polars_frame_and_series_are_tables_however_long(kernel):
     assert result(kernel, "big.height()")["text/plain"] == "10000000"
 
 
+def test_a_notebooks_own_polars_release_shows_the_same_tables():
+    """A polars other than dryml's (a public tutorial pins 0.53): its frames and series show as
+    the same bounded tables, from code built against that release in each cell."""
+    with running_kernel() as k:
+        ok(k, ':dep polars = { version = "=0.53.0", default-features = false, features = ["fmt"] }\n'
+              "use polars::prelude::*;", timeout=2400)
+        data = result(k, 'df!("id" => &[1i32, 2, 3], "score" => &[Some(0.5f64), None, Some(1.5)], '
+                         '"name" => &["a", "b", "c"]).unwrap()')
+        html = data.get("text/html", "")
+        assert "DataFrame: 3 rows × 3 columns" in html, data
+        assert "<th>id (i32)</th><th>score (f64)</th><th>name (str)</th>" in html, html
+        assert "<th>1</th><td>2</td><td>null</td><td>b</td>" in html, html
+        ok(k, "let big = df!(\"n\" => (0..1_000_000i64).collect::<Vec<_>>()).unwrap();")
+        html = result(k, "big")["text/html"]
+        assert "DataFrame: 1000000 rows × 1 columns" in html and "<th>999999</th><td>999999</td>" in html
+        assert len(html) < 20_000
+        html = result(k, 'Series::new("flag".into(), [true, false])')["text/html"]
+        assert "Series: 2 rows of bool" in html and "<td>false</td>" in html, html
+        # Values that are not polars' keep their display.
+        assert result(k, "vec![1, 2]") == {"text/plain": "[1, 2]"}
+
+
 def test_the_cell_that_brings_dryml_in_shows_its_table_too():
     """A first cell's value shows as the same cell's would later: with the warm-up off, and sent
     at once after the start (the warm-up not yet done)."""

@@ -65,3 +65,35 @@ def test_bad_signatures_and_garbage_are_dropped():
         assert sock.poll(500) == 0, "dropped messages must get no reply"
         sock.close(0)
         ctx.term()
+
+
+def test_a_reply_follows_its_cells_output_onto_the_wire():
+    """jupyter_console reads a cell's output until an `idle` (an interrupt's own ends that wait),
+    then waits for the reply and drains iopub once, without waiting: what is not there then is
+    not shown. So every iopub message a cell made must be on the wire before its reply."""
+    from queue import Empty
+
+    from jupyter_client.manager import start_new_kernel
+    km, kc = start_new_kernel(kernel_name="dryml-rust", startup_timeout=120)
+    try:
+        for _ in range(3):
+            # 4 MB of output, then the error the reply announces.
+            msg_id = kc.execute('for i in 0..60000 { println!("{i:>60}"); }\npanic!("the end");')
+            reply = kc.get_shell_msg(timeout=300)
+            assert reply["parent_header"]["msg_id"] == msg_id and reply["content"]["status"] == "error"
+            seen = []
+            while True:
+                try:
+                    seen.append(kc.get_iopub_msg(timeout=0.02))
+                except Empty:
+                    break
+            types = [m["msg_type"] for m in seen if m["parent_header"].get("msg_id") == msg_id]
+            assert "error" in types, types[-5:]
+            # The rest (its idle) may follow the reply: drain it for the next round.
+            while not (types and types[-1] == "status"):
+                m = kc.get_iopub_msg(timeout=30)
+                if m["parent_header"].get("msg_id") == msg_id:
+                    types.append(m["msg_type"])
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -43,7 +43,8 @@ never depend on it; a restarted process starts in it again.",
         summary: "Put a file's text into the cell, to edit and run.",
         usage: "%load PATH",
         details: "The front end replaces this cell's input with `// %load PATH` and the file's text\n\
-(IPython's `set_next_input`); one that cannot (nbconvert, papermill) gets the text as output.",
+(IPython's `set_next_input` payload). Clients that ignore payloads (nbconvert, papermill) leave\n\
+the cell as it was.",
         args: &[ArgSpec::Pos {
             name: "PATH",
             required: true,

@@ -47,8 +47,8 @@ pub fn pwd(host: &Host<'_>) {
     host.print(&format!("{}\n", host.session.child_cwd().display()));
 }
 
-/// `%load PATH`: the file's text replaces the cell's input where the front end can (its
-/// `set_next_input` payload), and is printed where it cannot tell (`text` is its fallback).
+/// `%load PATH`: the file's text replaces the cell's input (a `set_next_input` payload, as
+/// IPython's; clients that ignore payloads leave the cell as it was).
 pub fn load(host: &mut Host<'_>, path: &str, payload: &mut Vec<Value>) -> Result<(), ErrorContent> {
     let file = resolve(&host.session.child_cwd(), &expand_home(path));
     let text = std::fs::read_to_string(&file)

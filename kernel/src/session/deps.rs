@@ -4,6 +4,7 @@
 //! `::images` and `::parquet`; polars' tables, for a `:dep polars` of the polars dryml is built
 //! against); and the torch preload of `--preload torch`.
 
+use super::display::Tables;
 use super::Session;
 use crate::protocol::ErrorContent;
 
@@ -139,26 +140,34 @@ impl Session {
     /// graph for every cell with a value (46 ms of a 150 ms trivial cell), and a notebook that
     /// only has dryml from the warm-up shows no tables.
     pub(super) fn show_tables(&mut self) {
-        if self.dryml_added && !self.tables_shown {
-            self.ctx.eval_context_mut().hooks_mut().final_display = super::display::around(true);
-            self.tables_shown = true;
+        if self.dryml_added && !self.tables.shown {
+            self.set_tables(Tables { shown: true, ..self.tables });
         }
     }
 
-    /// Whether `code` names a crate whose values show as tables, and whether the table code went
-    /// in for this cell only, with its own `:dep` lines (`with_deps`) that bring dryml in: the
-    /// first cell shows its value as later cells would, and the caller takes the code out again
-    /// if that cell does not build. With dryml in already (the warm-up's), the code goes in now.
-    pub(super) fn tables_for(&mut self, code: &str, with_deps: bool) -> (bool, bool) {
-        let tables = Named::in_code(code).tables();
+    pub(super) fn set_tables(&mut self, tables: Tables) {
+        self.tables = tables;
+        self.ctx.eval_context_mut().hooks_mut().final_display = tables.around();
+    }
+
+    /// Whether `code` names a crate whose values show as tables, and what was shown before if
+    /// this cell changed it, for the caller to put back if the cell does not build: the table
+    /// code goes in with a cell whose own `:dep` lines (`with_deps`) bring dryml in, so that the
+    /// first cell shows its value as later cells would, and a polars of the notebook's own
+    /// release is read from the cell that adds it on.
+    pub(super) fn tables_for(&mut self, code: &str, with_deps: bool) -> (bool, Option<Tables>) {
+        let named = Named::in_code(code);
+        let tables = named.tables();
         if tables {
             self.show_tables();
         }
-        let first = tables && with_deps && !self.tables_shown;
-        if first {
-            self.ctx.eval_context_mut().hooks_mut().final_display = super::display::around(true);
+        let before = self.tables;
+        let want = Tables { shown: before.shown || (tables && with_deps), polars: before.polars || named.other_polars };
+        if want == before {
+            return (tables, None);
         }
-        (tables, first)
+        self.set_tables(want);
+        (tables, Some(before))
     }
 
     /// Whether this child has loaded libtorch through a cell or a preload.
@@ -228,8 +237,11 @@ pub struct Named {
     /// frames and series then show as `dryml`'s tables. Another version is left alone: adding
     /// the feature would build a second polars, and its types would not be the cell's.
     pub polars: bool,
+    /// A `:dep polars` of another release, whose frames and series show as `dryml`'s tables
+    /// through code built against it in each cell (`display::Tables`).
+    pub other_polars: bool,
     /// `dryml`, so the dependency is added only for cells that name it; or `ndarray`, whose
-    /// arrays show as `dryml`'s tables.
+    /// arrays show as `dryml`'s tables, or another polars.
     pub dryml: bool,
 }
 
@@ -252,6 +264,7 @@ impl Named {
                 r"\bdata\s*::\s*images\b|\bimages\s*::",
                 r"\bdata\s*::\s*parquet\b|\bparquet\s*::|\barrow(_array)?\s*::|\buse\s+arrow|:dep\s+arrow",
                 r#":dep\s+polars\s*=\s*(\{[^}\n]*\bversion\s*=\s*)?"[=^~]?\s*0\.55\b"#,
+                r":dep\s+polars\s*=",
             ])
             .expect("static regexes")
         });
@@ -260,7 +273,8 @@ impl Named {
             tch: m.matched(0),
             linfa: m.matched(1),
             candle: m.matched(2),
-            dryml: m.matched(3),
+            dryml: m.matched(3) || (m.matched(8) && !m.matched(7)),
+            other_polars: m.matched(8) && !m.matched(7),
             numpy: m.matched(4),
             images: m.matched(5),
             parquet: m.matched(6),
@@ -313,6 +327,10 @@ mod tests {
         {
             assert!(!named(other).polars, "{other}");
         }
+        // Another release: its frames show as tables through code built against it.
+        let other = named(":dep polars = { version = \"0.53.0\", features = [\"lazy\"] }");
+        assert!(other.other_polars && other.dryml && other.tables() && !other.polars);
+        assert!(!named(":dep polars = \"0.55\"").other_polars && !named("use polars::prelude::*;").other_polars);
     }
 
     #[test]

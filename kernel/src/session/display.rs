@@ -2,6 +2,8 @@
 //! type gets an `evcxr_display` that prints its Debug form (a type's own inherent one wins), and
 //! once dryml is in, a value with a table (`dryml::display::ShowTable`) shows that first. evcxr's
 //! two tries (its `evcxr_display`, then Debug) stay the fallback: about 70 ms of a 220 ms cell.
+//! A notebook's own polars, of a release other than dryml's, gets the same tables from code
+//! built against that release in each cell ([`POLARS`]).
 
 /// `evcxr_display` for every Debug type: the bytes `evcxr_send_text_plain` writes, in one locked
 /// `println!`, about 15 ms cheaper to compile per cell than that function and its `format!`.
@@ -16,13 +18,50 @@ const NO_TABLE: &str =
 
 const SHOW_TABLES: &str = "#[allow(unused_imports)] use ::dryml::display::ShowTable as _;";
 
-/// The code before and after a final expression: with `tables` (dryml is in), its table first.
-pub fn around(tables: bool) -> Option<(String, String)> {
-    Some(match tables {
-        true => (
-            format!("{{ {DISPLAY_OR_DEBUG} {NO_TABLE} {SHOW_TABLES} let evcxr_value = &("),
-            "); if !evcxr_value.evcxr_table() { (*evcxr_value).evcxr_display(); } }".to_owned(),
-        ),
-        false => (format!("{{ {DISPLAY_OR_DEBUG} ("), ").evcxr_display(); }".to_owned()),
-    })
+/// Tables for the frames and series of the cell crate's own `polars`, whatever its release: only
+/// API that polars has kept for years (`get_column_names`, `column`, `dtype`, `get`, `height`;
+/// not `get_columns`, renamed in 0.53), and `get`'s value read whether it comes wrapped in a
+/// `Result` (0.30 on) or not. The same header and caption as dryml's own polars tables.
+const POLARS: &str = "trait EvcxrPolarsCell { fn evcxr_cell(self) -> String; } \
+    impl EvcxrPolarsCell for ::polars::prelude::AnyValue<'_> { fn evcxr_cell(self) -> String { \
+    if matches!(self, ::polars::prelude::AnyValue::Null) { return \"null\".into(); } \
+    let t = self.to_string(); match t.strip_prefix('\"').and_then(|s| s.strip_suffix('\"')) { \
+    Some(s) => s.to_string(), None => t } } } \
+    impl<E: std::fmt::Display> EvcxrPolarsCell for Result<::polars::prelude::AnyValue<'_>, E> { \
+    fn evcxr_cell(self) -> String { match self { Ok(v) => v.evcxr_cell(), Err(e) => format!(\"<{e}>\") } } } \
+    trait EvcxrPolarsTable { fn evcxr_table(&self) -> bool; } \
+    impl EvcxrPolarsTable for ::polars::prelude::DataFrame { fn evcxr_table(&self) -> bool { \
+    let n: Vec<String> = self.get_column_names().iter().map(|n| n.to_string()).collect(); \
+    ::dryml::display::Table::build(format!(\"DataFrame: {} rows × {} columns\", self.height(), self.width()), \
+    (self.height(), self.width()), |j| match self.column(&n[j]) { Ok(c) => format!(\"{} ({})\", n[j], c.dtype()), \
+    Err(_) => n[j].clone() }, |i, j| match self.column(&n[j]) { Ok(c) => c.get(i).evcxr_cell(), \
+    Err(e) => format!(\"<{e}>\") }).evcxr_display(); true } } \
+    impl EvcxrPolarsTable for ::polars::prelude::Series { fn evcxr_table(&self) -> bool { \
+    ::dryml::display::Table::build(format!(\"Series: {} rows of {}\", self.len(), self.dtype()), \
+    (self.len(), 1), |_| format!(\"{} ({})\", self.name(), self.dtype()), |i, _| self.get(i).evcxr_cell()) \
+    .evcxr_display(); true } }";
+
+/// What a notebook's values are shown with.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    /// dryml is in: a value with a table shows it.
+    pub shown: bool,
+    /// The cell crate has a polars of its own, not dryml's: its frames show as tables too.
+    pub polars: bool,
+}
+
+impl Tables {
+    /// The code before and after a final expression.
+    pub fn around(self) -> Option<(String, String)> {
+        Some(match (self.shown, self.polars) {
+            (true, polars) => (
+                format!(
+                    "{{ {DISPLAY_OR_DEBUG} {NO_TABLE} {SHOW_TABLES} {} let evcxr_value = &(",
+                    if polars { POLARS } else { "" }
+                ),
+                "); if !evcxr_value.evcxr_table() { (*evcxr_value).evcxr_display(); } }".to_owned(),
+            ),
+            (false, _) => (format!("{{ {DISPLAY_OR_DEBUG} ("), ").evcxr_display(); }".to_owned()),
+        })
+    }
 }

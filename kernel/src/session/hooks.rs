@@ -28,7 +28,7 @@ pub(super) fn fill(
     }
     ctx.set_cell_builder(Box::new(shared.builds.clone()));
     let hooks = ctx.hooks_mut();
-    hooks.final_display = super::display::around(false);
+    hooks.final_display = super::display::Tables::default().around();
     // The cell crate's metadata is pinned only where a type that changed is told.
     hooks.origins = Some(shared.origins.clone());
     hooks.loads = Some(Arc::new(super::loads::NamedOnly(shared.borrows.clone())));

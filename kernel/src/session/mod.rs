@@ -65,7 +65,7 @@ pub struct Session {
     startup_lib: Option<std::path::PathBuf>,
     dryml_added: bool,
     /// Whether cells' values are asked for a table (`deps::Session::show_tables`).
-    tables_shown: bool,
+    tables: display::Tables,
     /// The copy of the runtime's sources that `dryml` is built from, held while in use.
     sources: Option<source::Copy>,
     /// The frameworks added with `dryml`'s features for them.
@@ -174,7 +174,7 @@ impl Session {
             user_opt: std::env::var_os("DRYML_OPT_LEVEL").is_some(),
             startup_lib,
             dryml_added: false,
-            tables_shown: false,
+            tables: display::Tables::default(),
             sources: None,
             frameworks: deps::Frameworks::default(),
             cell_lines: None,
@@ -392,7 +392,7 @@ impl Session {
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
         let deps = self.deps_for(code);
         let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
-        let (tables, first_tables) = self.tables_for(code, deps.is_some());
+        let (tables, tables_before) = self.tables_for(code, deps.is_some());
         let mut full = String::new();
         if let Some((lines, _)) = &deps {
             full.push_str(lines);
@@ -465,9 +465,9 @@ impl Session {
         }
         if let (true, Some((_, frameworks))) = (ran, deps) {
             self.note_deps_added(frameworks, tables);
-        } else if first_tables {
-            self.ctx.eval_context_mut().hooks_mut().final_display = display::around(false);
-            // that cell did not build
+        } else if let (false, Some(before)) = (ran, tables_before) {
+            // That cell did not build: its crates may not be there.
+            self.set_tables(before);
         }
         self.ends.settle(end, (ran && runs_code(&code)).then_some(Duration::from_secs(2)));
         if ended >= Escalation::Interrupted {
