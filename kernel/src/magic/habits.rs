@@ -85,9 +85,13 @@ impl CellMagic for ScriptCell {
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
         // Generated code: a compile error (none is expected) keeps rustc's rendering.
         host.session.set_cell_lines(None);
-        let (shell, text, raise) = (self.shell.program(), cell.body(), self.raise_error);
-        Ok(format!("dryml::__kernel::shell::cell({shell:?}, {text:?}, {raise});"))
+        Ok(script_code(self.shell, cell.body(), self.raise_error))
     }
+}
+
+/// The code that runs `text` as a `shell` script in the child.
+pub fn script_code(shell: Shell, text: &str, raise_error: bool) -> String {
+    format!("dryml::__kernel::shell::cell({:?}, {text:?}, {raise_error});", shell.program())
 }
 
 /// `%%writefile [-a] PATH`: the body is the file's text, written whole or not at all.

@@ -88,10 +88,20 @@ fn cells() -> Vec<(String, String)> {
     out.push(("jobs_update".into(), codegen::job_update("back", &var("model", "Vec<f64>"), "/tmp/job")));
     out.push(("repo_load".into(), codegen::repo_load("obj", "/tmp/repo", "abc", "Fit")));
     out.push(("child_startup".into(), dryml_kernel::child::FLUSHER_CELL.to_owned()));
-    for (name, tables) in [("display", false), ("display_tables", true)] {
-        let (before, after) = dryml_kernel::session::display::around(tables).unwrap();
+    for (name, shown) in [("display", false), ("display_tables", true)] {
+        let tables = dryml_kernel::session::display::Tables { shown, polars: false };
+        let (before, after) = tables.around().unwrap();
         out.push((name.into(), format!("{before}\nmodel.len() + data.len()\n{after}")));
     }
+    // Notebook habits: `!` lines, `%timeit`, `%%timeit`, `%%bash`.
+    let body = |cell: &str| dryml_magics::parse_cell(cell).unwrap().body;
+    out.push(("shell_lines".into(), body("!echo {model.len()} \"$HOME\" ${HOME}\nfor i in 0..2 {\n    !echo {i}\n}")));
+    out.push(("timeit_line".into(), body("let r = %timeit -o -q -n 3 -r 2 model.iter().sum::<f64>();\nr.average()")));
+    out.push(("timeit_cell".into(), body("%%timeit -n 2 -r 1 -o\nlet s: f64 = model.iter().sum();\ns")));
+    out.push((
+        "bash_cell".into(),
+        dryml_kernel::magic::habits::script_code(dryml_magics::Shell::Bash, "echo \"$1\"\n", true),
+    ));
     let names = ["model".to_string(), "steps".to_string()];
     out.push(("xp_cleanup".into(), dryml_kernel::magic::experiment::report::cleanup_code(&names)));
     out.push(("debug_values".into(), dryml_kernel::debug::values::code(&vars())));
