@@ -21,7 +21,7 @@ class DrymlRustKernelTests(jkt.KernelTests):
 
     completion_samples = [
         {"text": "%lsm", "matches": ["%lsmagic"]},
-        {"text": "%%ti", "matches": ["%%time"]},
+        {"text": "%%ti", "matches": ["%%time", "%%timeit"]},
         {"text": "String::new().len"},
     ]
 

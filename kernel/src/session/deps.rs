@@ -243,12 +243,20 @@ pub struct Named {
     /// `dryml`, so the dependency is added only for cells that name it; or `ndarray`, whose
     /// arrays show as `dryml`'s tables, or another polars.
     pub dryml: bool,
+    /// dryml is named only by the calls that `!` and `%timeit` lines become: it is needed, but
+    /// no value of it is shown, so later cells are not made to load it for their tables.
+    pub habits_only: bool,
 }
 
 impl Named {
     /// Whether the code names a crate whose values show as tables (dryml, ndarray, Arrow, polars).
     pub fn tables(&self) -> bool {
-        self.dryml || self.polars || self.parquet || self.numpy || self.images
+        (self.dryml && !self.habits_only)
+            || self.other_polars
+            || self.polars
+            || self.parquet
+            || self.numpy
+            || self.images
     }
 
     /// What `code` names.
@@ -268,8 +276,17 @@ impl Named {
             ])
             .expect("static regexes")
         });
+        // The calls `!` and `%timeit` lines become (dryml_magics::body).
+        static HABITS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let habits = HABITS.get_or_init(|| {
+            regex::Regex::new(r"\bdryml::(__kernel::(shell|timeit)::(line|cell)|timeit::Options)\b")
+                .expect("static regex")
+        });
         let m = set.matches(code);
+        let habits_only =
+            m.matched(3) && habits.is_match(code) && !set.matches(&habits.replace_all(code, "")).matched(3);
         Named {
+            habits_only,
             tch: m.matched(0),
             linfa: m.matched(1),
             candle: m.matched(2),
@@ -327,6 +344,11 @@ mod tests {
         {
             assert!(!named(other).polars, "{other}");
         }
+        // dryml named only by a `!` line's call: added, but no tables for it.
+        let shell = named("let n = 1;\ndryml::__kernel::shell::line(\"ls\");");
+        assert!(shell.dryml && shell.habits_only && !shell.tables());
+        let both = named("dryml::__kernel::shell::line(\"ls\");\ndryml::data::ndarray::arr1(&[1])");
+        assert!(both.dryml && !both.habits_only && both.tables());
         // Another release: its frames show as tables through code built against it.
         let other = named(":dep polars = { version = \"0.53.0\", features = [\"lazy\"] }");
         assert!(other.other_polars && other.dryml && other.tables() && !other.polars);
