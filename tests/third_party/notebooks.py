@@ -12,6 +12,7 @@ stand-ins first on its PATH (`served/bin/`), which answer from `served/` instead
 each cell did to `evcxr-0.22.json`; `tests/test_third_party.py` holds our kernel to it.
 """
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -94,9 +95,16 @@ def copy(path, to):
     return Path(to) / path.name
 
 
+def bundle(msg):
+    """A value or display as kept: its text/plain, and only the names of its other types (what is
+    compared; the record then carries no image or page of the notebooks' own)."""
+    data = msg["content"]["data"]
+    return {"type": msg["msg_type"], "data": {k: (v if k == "text/plain" else "") for k, v in data.items()}}
+
+
 def run(kc, path, timeout=900):
-    """Runs each code cell of the notebook in order and returns [{"source", "status", "ename",
-    "outputs"}] per code cell, its outputs as [{"type", "text" or "data"}]."""
+    """Runs each code cell of the notebook in order and returns, per code cell, {"source_sha256",
+    "blank", "status", "ename", "outputs"}, its outputs as [{"type", "text" or "data"}]."""
     cells = [c for c in json.loads(path.read_text())["cells"] if c["cell_type"] == "code"]
     out = []
     for c in cells:
@@ -105,11 +113,11 @@ def run(kc, path, timeout=900):
         reply = kc.execute_interactive(src, timeout=timeout, output_hook=msgs.append, stop_on_error=False)
         content = reply["content"]
         outputs = [{"type": "stream", "name": m["content"]["name"], "text": m["content"]["text"]}
-                   if m["msg_type"] == "stream"
-                   else {"type": m["msg_type"], "data": m["content"]["data"]}
+                   if m["msg_type"] == "stream" else bundle(m)
                    for m in msgs if m["msg_type"] in ("stream", "execute_result", "display_data")]
-        out.append({"source": src, "status": content["status"], "ename": content.get("ename"),
-                    "outputs": outputs})
+        # The cell's hash, not its code: the notebooks stay in their crates.
+        out.append({"source_sha256": hashlib.sha256(src.encode()).hexdigest(), "blank": not src.strip(),
+                    "status": content["status"], "ename": content.get("ename"), "outputs": outputs})
     return out
 
 
