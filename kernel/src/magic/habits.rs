@@ -7,7 +7,6 @@ use super::Host;
 use crate::protocol::ErrorContent;
 use dryml_magics::Shell;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The directory before the last `%cd`, for `%cd -`.
@@ -116,18 +115,12 @@ impl WriteFileCell<'_> {
         let mut text =
             if self.append && existed { std::fs::read(&file).map_err(|e| fail("read", e))? } else { Vec::new() };
         text.extend_from_slice(body.as_bytes());
-        let dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut tmp =
-            tempfile::Builder::new().prefix(".dryml-writefile").tempfile_in(dir).map_err(|e| fail("write", e))?;
-        tmp.write_all(&text).and_then(|_| tmp.as_file().sync_all()).map_err(|e| fail("write", e))?;
-        // A file being replaced keeps its permissions; a new one gets a plain file's, not the
-        // temporary file's 0600.
-        let mode = std::fs::metadata(&file).map(|m| m.permissions()).unwrap_or_else(|_| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::Permissions::from_mode(0o644)
-        });
-        tmp.as_file().set_permissions(mode).map_err(|e| fail("write", e))?;
-        tmp.persist(&file).map_err(|e| fail("write", e.error))?;
+        // A file being replaced keeps its permissions; a new one gets the umask's.
+        let mode = std::fs::metadata(&file).map(|m| m.permissions()).ok();
+        dryml_sys::fs::write_atomic(&file, &text, dryml_sys::fs::Durability::Fsync).map_err(|e| fail("write", e))?;
+        if let Some(mode) = mode {
+            std::fs::set_permissions(&file, mode).map_err(|e| fail("keep the permissions of", e))?;
+        }
         let verb = match (self.append, existed) {
             (true, true) => "Appending to",
             (_, true) => "Overwriting",

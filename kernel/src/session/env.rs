@@ -86,9 +86,7 @@ impl Session {
 
     /// The child's working directory now (the kernel's, if the child cannot be read).
     pub fn child_cwd(&self) -> PathBuf {
-        std::fs::read_link(format!("/proc/{}/cwd", self.child_pid()))
-            .or_else(|_| std::env::current_dir())
-            .unwrap_or_else(|_| PathBuf::from("/"))
+        cwd_of(self.child_pid()).unwrap_or_else(|_| kernel_cwd().clone())
     }
 
     /// Makes `dir` (absolute) the child's working directory, now and after every restart.
@@ -106,9 +104,18 @@ impl Session {
         if pid != self.setup_pid {
             return;
         }
-        let own = std::env::current_dir().ok();
-        if let Ok(dir) = std::fs::read_link(format!("/proc/{pid}/cwd")) {
-            self.child_env.cwd = (Some(&dir) != own.as_ref()).then_some(dir);
+        if let Ok(dir) = cwd_of(pid) {
+            self.child_env.cwd = (dir != *kernel_cwd()).then_some(dir);
         }
     }
+}
+
+fn cwd_of(pid: u32) -> std::io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd"))
+}
+
+/// The kernel's own directory, read once: the kernel never changes it.
+fn kernel_cwd() -> &'static PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")))
 }
