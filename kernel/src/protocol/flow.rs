@@ -110,6 +110,16 @@ impl Flow {
         self.queued.load(Ordering::SeqCst)
     }
 
+    /// Sends the stream text waiting, then waits (at most `within`) until everything queued is
+    /// on the socket: a reply sent after this follows its request's output onto the wire.
+    pub fn settle(&self, within: Duration) {
+        self.flush(&mut self.lock());
+        let deadline = Instant::now() + within;
+        while self.queued() > 0 && Instant::now() < deadline && !self.tx.is_closed() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     fn over(&self) -> bool {
         self.queued() > self.limits.queued
     }

@@ -88,6 +88,14 @@ impl Outbox {
         let _ = self.replies.send(Message::reply_to(parent, &reply_type, content));
     }
 
+    /// The reply to an execute request, sent once the output published before it is on the
+    /// wire (at most 2 s later, as ipykernel's flush waits): jupyter_console leaves its output
+    /// loop at an interrupt's own `idle`, then takes only what iopub holds when the reply comes.
+    pub fn reply_after_output(&self, parent: &Message, content: impl serde::Serialize) {
+        self.iopub.settle(Duration::from_secs(2));
+        self.reply(parent, content);
+    }
+
     /// `busy`, the reply `f` makes, `idle`: the shape of every request but execute.
     pub fn answer<T: serde::Serialize>(&self, parent: &Message, f: impl FnOnce() -> T) {
         self.status(parent, ExecutionState::Busy);

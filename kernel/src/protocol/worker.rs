@@ -244,7 +244,7 @@ impl<H: Handler> Worker<H> {
         // the reply and then sends more must not see it aborted.
         let aborted =
             if outcome.error.is_some() && req.stop_on_error { self.take_queued_executes() } else { Vec::new() };
-        self.out.reply(msg, reply);
+        self.out.reply_after_output(msg, reply);
         *self.running.lock().unwrap_or_else(PoisonError::into_inner) = None;
         self.out.status(msg, ExecutionState::Idle);
         for w in aborted {
@@ -263,5 +263,84 @@ impl<H: Handler> Worker<H> {
             }
         }
         executes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::flow::{Flow, Limits, Queued};
+    use super::super::published::StreamName;
+    use super::super::replies::{Completions, History, Inspection, IsComplete, KernelInfo};
+    use super::super::HistoryRequest;
+    use super::*;
+    use tokio::sync::mpsc::unbounded_channel;
+
+    /// Prints, then ends as interrupted: the cell jupyter_console lost its error for.
+    struct Interrupted;
+
+    impl Handler for Interrupted {
+        fn kernel_info(&self) -> Reply<KernelInfo> {
+            unreachable!()
+        }
+        fn execute(&self, _: &ExecuteRequest, io: &Io) -> ExecuteOutcome {
+            io.stream(StreamName::Stdout, "looping\n");
+            let error = Some(ErrorContent::new("KeyboardInterrupt", "interrupted; variables kept"));
+            ExecuteOutcome { payload: Vec::new(), user_expressions: Default::default(), error }
+        }
+        fn complete(&self, _: &str, _: usize) -> Reply<Completions> {
+            unreachable!()
+        }
+        fn inspect(&self, _: &str, _: usize, _: u64) -> Reply<Inspection> {
+            unreachable!()
+        }
+        fn is_complete(&self, _: &str) -> IsComplete {
+            IsComplete::Complete
+        }
+        fn history(&self, _: &HistoryRequest) -> Reply<History> {
+            unreachable!()
+        }
+        fn interrupt(&self) {}
+        fn shutdown(&self, _: bool) {}
+    }
+
+    #[test]
+    fn an_execute_reply_leaves_after_its_output_is_on_a_slow_socket() {
+        let (iopub_tx, mut iopub_rx) = unbounded_channel::<Queued>();
+        let (replies_tx, mut replies_rx) = unbounded_channel::<Message>();
+        let (stdin_tx, _stdin_rx) = unbounded_channel::<Message>();
+        let (_input_tx, input_rx) = crossbeam_channel::unbounded();
+        let out = Outbox::new(Flow::new(iopub_tx, Limits::default()), replies_tx, stdin_tx, input_rx);
+        // The socket: 30 ms a message, as a frontend busy elsewhere reads them; a message is
+        // sent (and stops counting as queued) once taken and dropped.
+        let socket = std::thread::spawn(move || {
+            let mut sent = Vec::new();
+            while let Some(q) = iopub_rx.blocking_recv() {
+                std::thread::sleep(Duration::from_millis(30));
+                sent.push((q.msg.msg_type().to_string(), Instant::now()));
+                let idle = q.msg.content["execution_state"] == "idle";
+                drop(q);
+                if idle {
+                    return sent;
+                }
+            }
+            sent
+        });
+        let queue = spawn(Arc::new(Interrupted), out).expect("the worker starts");
+        let header = super::super::wire::new_header("execute_request", "console");
+        let msg = Message {
+            identities: vec![],
+            header,
+            parent_header: json!({}),
+            metadata: json!({}),
+            content: json!({"code": "loop", "silent": false}),
+            buffers: vec![],
+        };
+        queue.send(msg, Request::Execute);
+        let reply = replies_rx.blocking_recv().expect("a reply");
+        let replied = Instant::now();
+        assert_eq!(reply.content["status"], "error");
+        let sent = socket.join().expect("the socket thread");
+        let before: Vec<&str> = sent.iter().filter(|(_, at)| *at < replied).map(|(t, _)| t.as_str()).collect();
+        assert_eq!(before, ["status", "execute_input", "stream", "error"], "sent: {sent:?}");
     }
 }
