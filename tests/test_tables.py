@@ -94,6 +94,35 @@ def test_a_notebooks_own_polars_release_shows_the_same_tables():
         assert result(k, "vec![1, 2]") == {"text/plain": "[1, 2]"}
 
 
+def test_a_notebooks_own_ndarray_and_arrow_releases_show_the_same_tables():
+    """ndarray 0.15 (which public tutorials pin) and an Arrow other than dryml's 60: their
+    arrays and batches show as dryml's own do, beside dryml's own arrays in the same notebook."""
+    with running_kernel() as k:
+        ok(k, ':dep ndarray = "0.15"\n'
+              ':dep arrow = { version = "55", default-features = false }', timeout=2400)
+        html = result(k, "ndarray::arr2(&[[1.5f64, 2.0], [3.0, 4.0]])")["text/html"]
+        assert "2 rows × 2 columns, f64" in html and "<th>1</th><td>3</td><td>4</td>" in html, html
+        ok(k, "let big = ndarray::Array1::from_iter(0..1_000_000i64);")
+        html = result(k, "big")["text/html"]
+        assert "1000000 rows, i64" in html and "<th>999999</th><td>999999</td>" in html, html
+        assert len(html) < 20_000
+        html = result(k, "ndarray::Array3::<u8>::zeros((2, 2, 2))")["text/html"]
+        assert "shape [2, 2, 2], u8" in html, html
+        # dryml's own ndarray (0.16) beside it, and a view of the notebook's.
+        assert "1 rows, i64" in result(k, "dryml::data::ndarray::arr1(&[7i64])")["text/html"]
+        assert "1000000 rows, i64" in result(k, "big.view()")["text/html"]
+        ok(k, "use std::sync::Arc;\nuse arrow::array::{ArrayRef, Int32Array, StringArray};\n"
+              "let batch = arrow::record_batch::RecordBatch::try_from_iter(vec![\n"
+              "    (\"id\", Arc::new(Int32Array::from(vec![Some(1), None, Some(3)])) as ArrayRef),\n"
+              "    (\"name\", Arc::new(StringArray::from(vec![\"a\", \"b\", \"c\"])) as ArrayRef),\n"
+              "]).unwrap();")
+        html = result(k, "batch")["text/html"]
+        assert "RecordBatch: 3 rows × 2 columns" in html, html
+        assert "<th>id (Int32)</th><th>name (Utf8)</th>" in html, html
+        assert "<th>1</th><td>null</td><td>b</td>" in html, html
+        assert result(k, "vec![1, 2]") == {"text/plain": "[1, 2]"}
+
+
 def test_the_cell_that_brings_dryml_in_shows_its_table_too():
     """A first cell's value shows as the same cell's would later: with the warm-up off, and sent
     at once after the start (the warm-up not yet done)."""

@@ -4,7 +4,7 @@
 
 use super::{Host, Magics};
 use crate::protocol::ErrorContent;
-use crate::session::deps::Named;
+use crate::session::named::Named;
 use crate::syntax::TooDeep;
 use dryml_magics::ParsedCell;
 use serde_json::Value;

@@ -55,3 +55,25 @@ impl evcxr::CellBuilder for CellBuilds {
         }
     }
 }
+
+/// `DRYML_DEBUG_CELLS` for a cell: unoptimised while debugging, unless the user chose a level.
+pub fn debug_builds(debugging: bool, user_opt: bool) -> &'static str {
+    match (debugging, user_opt) {
+        (false, _) => "0",
+        (true, false) => "1",
+        (true, true) => "keep-opt",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_builds_are_unoptimised_unless_the_user_chose_a_level() {
+        assert_eq!(
+            [(false, false), (false, true), (true, false), (true, true)].map(|(d, u)| debug_builds(d, u)),
+            ["0", "0", "1", "keep-opt"]
+        );
+    }
+}

@@ -5,6 +5,7 @@
 //! against); and the torch preload of `--preload torch`.
 
 use super::display::Tables;
+use super::named::Named;
 use super::Session;
 use crate::protocol::ErrorContent;
 
@@ -69,7 +70,9 @@ impl Session {
             candle: self.frameworks.candle || named.candle,
             numpy: self.frameworks.numpy || named.numpy,
             images: self.frameworks.images || named.images,
-            parquet: self.frameworks.parquet || named.parquet,
+            // Arrow named in a notebook that pinned another release is that release: no
+            // second Arrow is built for dryml's tables.
+            parquet: self.frameworks.parquet || named.parquet || (named.drymls_arrow() && !self.tables.arrow),
             polars: self.frameworks.polars || named.polars,
         };
         // The checkout's sources changed since dryml was added: it is added again, from their copy.
@@ -153,8 +156,8 @@ impl Session {
     /// Whether `code` names a crate whose values show as tables, and what was shown before if
     /// this cell changed it, for the caller to put back if the cell does not build: the table
     /// code goes in with a cell whose own `:dep` lines (`with_deps`) bring dryml in, so that the
-    /// first cell shows its value as later cells would, and a polars of the notebook's own
-    /// release is read from the cell that adds it on.
+    /// first cell shows its value as later cells would, and a polars, ndarray or Arrow of the
+    /// notebook's own release is read from the cell that adds it on.
     pub(super) fn tables_for(&mut self, code: &str, with_deps: bool) -> (bool, Option<Tables>) {
         let named = Named::in_code(code);
         let tables = named.tables();
@@ -162,7 +165,12 @@ impl Session {
             self.show_tables();
         }
         let before = self.tables;
-        let want = Tables { shown: before.shown || (tables && with_deps), polars: before.polars || named.other_polars };
+        let want = Tables {
+            shown: before.shown || (tables && with_deps),
+            polars: before.polars || named.other_polars,
+            ndarray: before.ndarray || named.other_ndarray,
+            arrow: before.arrow || named.other_arrow,
+        };
         if want == before {
             return (tables, None);
         }
@@ -217,143 +225,9 @@ fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Optio
 const PRELOAD_TORCH: &str = "{ let d = tch::Device::cuda_if_available(); \
     let _t = tch::Tensor::ones([1, 1], (tch::Kind::Float, d)); println!(\"{d:?}\"); }";
 
-/// The crates a cell names, found in one scan.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub struct Named {
-    /// `tch` (as `tch::` or `use tch`).
-    pub tch: bool,
-    /// `linfa` or a crate of its family (`dryml::models::linfa` too).
-    pub linfa: bool,
-    /// candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
-    pub candle: bool,
-    /// dryml's numpy readers (`dryml::data::numpy`, or `numpy::` once imported).
-    pub numpy: bool,
-    /// dryml's image folders (`dryml::data::images`, or `images::` once imported).
-    pub images: bool,
-    /// dryml's Parquet reader (`dryml::data::parquet`, or `parquet::` once imported), or Arrow,
-    /// whose record batches show as `dryml`'s tables with that feature.
-    pub parquet: bool,
-    /// A `:dep polars` of the polars `dryml`'s `polars` feature is built against (0.55), whose
-    /// frames and series then show as `dryml`'s tables. Another version is left alone: adding
-    /// the feature would build a second polars, and its types would not be the cell's.
-    pub polars: bool,
-    /// A `:dep polars` of another release, whose frames and series show as `dryml`'s tables
-    /// through code built against it in each cell (`display::Tables`).
-    pub other_polars: bool,
-    /// `dryml`, so the dependency is added only for cells that name it; or `ndarray`, whose
-    /// arrays show as `dryml`'s tables, or another polars.
-    pub dryml: bool,
-    /// dryml is named only by the calls that `!` and `%timeit` lines become: it is needed, but
-    /// no value of it is shown, so later cells are not made to load it for their tables.
-    pub habits_only: bool,
-}
-
-impl Named {
-    /// Whether the code names a crate whose values show as tables (dryml, ndarray, Arrow, polars).
-    pub fn tables(&self) -> bool {
-        (self.dryml && !self.habits_only)
-            || self.other_polars
-            || self.polars
-            || self.parquet
-            || self.numpy
-            || self.images
-    }
-
-    /// What `code` names.
-    pub fn in_code(code: &str) -> Named {
-        static SET: std::sync::OnceLock<regex::RegexSet> = std::sync::OnceLock::new();
-        let set = SET.get_or_init(|| {
-            regex::RegexSet::new([
-                r"\btch\s*::|\buse\s+tch\b",
-                r"\blinfa\w*\s*::|\buse\s+linfa",
-                r"\bcandle(_core|_nn)?\s*::|\buse\s+candle",
-                r"\bdryml\s*::|\buse\s+dryml\b|\bextern\s+crate\s+dryml\b|\bndarray\s*::|\buse\s+ndarray\b|:dep\s+ndarray\b",
-                r"\bdata\s*::\s*numpy\b|\bnumpy\s*::",
-                r"\bdata\s*::\s*images\b|\bimages\s*::",
-                r"\bdata\s*::\s*parquet\b|\bparquet\s*::|\barrow(_array)?\s*::|\buse\s+arrow|:dep\s+arrow",
-                r#":dep\s+polars\s*=\s*(\{[^}\n]*\bversion\s*=\s*)?"[=^~]?\s*0\.55\b"#,
-                r":dep\s+polars\s*=",
-            ])
-            .expect("static regexes")
-        });
-        // The calls `!` and `%timeit` lines become (dryml_magics::body).
-        static HABITS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-        let habits = HABITS.get_or_init(|| {
-            regex::Regex::new(r"\bdryml::(__kernel::(shell|timeit)::(line|cell)|timeit::Options)\b")
-                .expect("static regex")
-        });
-        let m = set.matches(code);
-        let habits_only =
-            m.matched(3) && habits.is_match(code) && !set.matches(&habits.replace_all(code, "")).matched(3);
-        Named {
-            habits_only,
-            tch: m.matched(0),
-            linfa: m.matched(1),
-            candle: m.matched(2),
-            dryml: m.matched(3) || (m.matched(8) && !m.matched(7)),
-            other_polars: m.matched(8) && !m.matched(7),
-            numpy: m.matched(4),
-            images: m.matched(5),
-            parquet: m.matched(6),
-            polars: m.matched(7),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crates_named_in_a_cell() {
-        let named = |code: &str| Named::in_code(code);
-        assert!(named("use dryml::display;").dryml && named("let x = dryml :: version();").dryml);
-        assert!(!named("let dryml_count = 1;").dryml && !named("let x = 1;").dryml);
-        assert!(named("let d = dryml::models::linfa::iris();").linfa && named("use linfa_trees::DecisionTree;").linfa);
-        assert!(!named("let linfa = 1;").linfa);
-        assert!(
-            named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle
-        );
-        assert!(!named("let candles = 3;").candle);
-        assert_eq!(
-            named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"),
-            Named { tch: true, dryml: true, ..Named::default() }
-        );
-        assert!(
-            named("let d = dryml::data::numpy::rows(\"x.npy\");").numpy
-                && named("use dryml::data::numpy;\nnumpy::xy(p, \"x\", \"y\")").numpy
-        );
-        assert!(!named("let numpy_rows = 3;").numpy);
-        assert!(
-            named("dryml::data::images::folder(p, &o)").images
-                && named("use dryml::data::parquet;\nparquet::xy::<usize>(p, &[], \"y\")").parquet
-        );
-        assert!(!named("let images = 3; let parquet_file = p;").images && !named("let parquet_file = p;").parquet);
-        assert!(!named("let tchotchke = 1;").tch);
-        // ndarray's arrays and Arrow's batches show as dryml's tables.
-        assert!(named(":dep ndarray = \"0.16\"").dryml && named("use ndarray::Array2;").dryml);
-        assert!(named("ndarray::arr1(&[1])").dryml && !named("let ndarray_x = 1;").dryml);
-        assert!(named("use arrow_array::RecordBatch;").parquet && named("arrow::array::Int32Array::from(v)").parquet);
-        assert!(!named("let arrows = 2; let arrow_x = 1;").parquet);
-        // polars, when the `:dep` asks for the version dryml's feature is built against.
-        for dep in [":dep polars = \"0.55\"", ":dep polars = { version = \"0.55.2\", features = [\"lazy\"] }"] {
-            assert!(named(dep).polars, "{dep}");
-        }
-        for other in
-            [":dep polars = \"0.46\"", ":dep polars = \"0.550\"", "use polars::prelude::*;", ":dep polars_x = \"0.55\""]
-        {
-            assert!(!named(other).polars, "{other}");
-        }
-        // dryml named only by a `!` line's call: added, but no tables for it.
-        let shell = named("let n = 1;\ndryml::__kernel::shell::line(\"ls\");");
-        assert!(shell.dryml && shell.habits_only && !shell.tables());
-        let both = named("dryml::__kernel::shell::line(\"ls\");\ndryml::data::ndarray::arr1(&[1])");
-        assert!(both.dryml && !both.habits_only && both.tables());
-        // Another release: its frames show as tables through code built against it.
-        let other = named(":dep polars = { version = \"0.53.0\", features = [\"lazy\"] }");
-        assert!(other.other_polars && other.dryml && other.tables() && !other.polars);
-        assert!(!named(":dep polars = \"0.55\"").other_polars && !named("use polars::prelude::*;").other_polars);
-    }
 
     #[test]
     fn adding_a_framework_after_dryml_is_built_is_told() {

@@ -2,8 +2,8 @@
 //! type gets an `evcxr_display` that prints its Debug form (a type's own inherent one wins), and
 //! once dryml is in, a value with a table (`dryml::display::ShowTable`) shows that first. evcxr's
 //! two tries (its `evcxr_display`, then Debug) stay the fallback: about 70 ms of a 220 ms cell.
-//! A notebook's own polars, of a release other than dryml's, gets the same tables from code
-//! built against that release in each cell ([`POLARS`]).
+//! A notebook's own polars, ndarray or Arrow, of a release other than dryml's, gets the same
+//! tables from code built against that release in each cell ([`POLARS`], [`NDARRAY`], [`ARROW`]).
 
 /// `evcxr_display` for every Debug type: the bytes `evcxr_send_text_plain` writes, in one locked
 /// `println!`, about 15 ms cheaper to compile per cell than that function and its `format!`.
@@ -41,6 +41,26 @@ const POLARS: &str = "trait EvcxrPolarsCell { fn evcxr_cell(self) -> String; } \
     (self.len(), 1), |_| format!(\"{} ({})\", self.name(), self.dtype()), |i, _| self.get(i).evcxr_cell()) \
     .evcxr_display(); true } }";
 
+/// Tables for the cell crate's own `ndarray` arrays of any rank, element type and storage,
+/// through `dryml::display::array_table` as dryml's own: `shape`, `view`, `into_dyn` and `get`
+/// by a slice of indices, which ndarray has had since 0.13.
+const NDARRAY: &str = "trait EvcxrNdarrayTable { fn evcxr_table(&self) -> bool; } \
+    impl<A: std::fmt::Display, S: ::ndarray::Data<Elem = A>, D: ::ndarray::Dimension> EvcxrNdarrayTable \
+    for ::ndarray::ArrayBase<S, D> { fn evcxr_table(&self) -> bool { let v = self.view().into_dyn(); \
+    ::dryml::display::array_table(self.shape(), |i| v.get(i), self).evcxr_display(); true } }";
+
+/// Tables for the cell crate's own `arrow` record batches, as dryml's: a column per field, its
+/// type in the header, `null` for nulls; a value as Arrow's own display writes it
+/// (`util::display::array_value_to_string`, in every release since 2.0).
+const ARROW: &str = "trait EvcxrArrowTable { fn evcxr_table(&self) -> bool; } \
+    impl EvcxrArrowTable for ::arrow::record_batch::RecordBatch { fn evcxr_table(&self) -> bool { \
+    let s = self.schema(); ::dryml::display::Table::build(format!(\"RecordBatch: {} rows × {} columns\", \
+    self.num_rows(), self.num_columns()), (self.num_rows(), self.num_columns()), \
+    |j| format!(\"{} ({})\", s.field(j).name(), s.field(j).data_type()), |i, j| { let c = self.column(j); \
+    if ::arrow::array::Array::is_null(c.as_ref(), i) { \"null\".to_string() } else { \
+    ::arrow::util::display::array_value_to_string(c, i).unwrap_or_else(|e| format!(\"<{e}>\")) } }) \
+    .evcxr_display(); true } }";
+
 /// What a notebook's values are shown with.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {
@@ -48,20 +68,26 @@ pub struct Tables {
     pub shown: bool,
     /// The cell crate has a polars of its own, not dryml's: its frames show as tables too.
     pub polars: bool,
+    /// The cell crate has an ndarray of another release than dryml's: its arrays show too.
+    pub ndarray: bool,
+    /// The cell crate has an Arrow of another release than dryml's: its batches show too.
+    pub arrow: bool,
 }
 
 impl Tables {
     /// The code before and after a final expression.
     pub fn around(self) -> Option<(String, String)> {
-        Some(match (self.shown, self.polars) {
-            (true, polars) => (
-                format!(
-                    "{{ {DISPLAY_OR_DEBUG} {NO_TABLE} {SHOW_TABLES} {} let evcxr_value = &(",
-                    if polars { POLARS } else { "" }
-                ),
-                "); if !evcxr_value.evcxr_table() { (*evcxr_value).evcxr_display(); } }".to_owned(),
-            ),
-            (false, _) => (format!("{{ {DISPLAY_OR_DEBUG} ("), ").evcxr_display(); }".to_owned()),
-        })
+        if !self.shown {
+            return Some((format!("{{ {DISPLAY_OR_DEBUG} ("), ").evcxr_display(); }".to_owned()));
+        }
+        let own: String = [(self.polars, POLARS), (self.ndarray, NDARRAY), (self.arrow, ARROW)]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, code)| format!("{code} "))
+            .collect();
+        Some((
+            format!("{{ {DISPLAY_OR_DEBUG} {NO_TABLE} {SHOW_TABLES} {own}let evcxr_value = &("),
+            "); if !evcxr_value.evcxr_table() { (*evcxr_value).evcxr_display(); } }".to_owned(),
+        ))
     }
 }

@@ -19,6 +19,7 @@ mod hooks;
 pub mod interrupt;
 mod loads;
 mod lockfile;
+pub mod named;
 pub mod output;
 mod source;
 pub mod startup;
@@ -409,7 +410,7 @@ impl Session {
         // wrapper's hook, the cell crate only), and the hook hears where the cell's lines went.
         self.user_opt |= code.lines().any(|l| l.trim_start().starts_with(":opt"));
         let debugging = self.state.debugging();
-        let builds = debug_builds(debugging, self.user_opt);
+        let builds = builds::debug_builds(debugging, self.user_opt);
         if builds != self.debug_builds {
             self.ctx.eval_context_mut().set_build_env(DEBUG_CELLS_ENV, builds);
             self.debug_builds = builds;
@@ -549,15 +550,6 @@ fn use_build_cache() -> (Result<Option<BuildCache>, String>, Option<Claim>) {
     }
 }
 
-/// `DRYML_DEBUG_CELLS` for a cell: unoptimised while debugging, unless the user chose a level.
-fn debug_builds(debugging: bool, user_opt: bool) -> &'static str {
-    match (debugging, user_opt) {
-        (false, _) => "0",
-        (true, false) => "1",
-        (true, true) => "keep-opt",
-    }
-}
-
 /// Code that makes evcxr forget the variables `names`: `drop` frees a moved value at once, and
 /// the `String` re-binding makes every name a moved value when evcxr stores variables after the
 /// cell, so it forgets even `Copy` ones. No line starts with `:`, which evcxr reads as a command.
@@ -577,14 +569,6 @@ fn runs_code(code: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn debug_builds_are_unoptimised_unless_the_user_chose_a_level() {
-        assert_eq!(
-            [(false, false), (false, true), (true, false), (true, true)].map(|(d, u)| debug_builds(d, u)),
-            ["0", "0", "1", "keep-opt"]
-        );
-    }
 
     #[test]
     fn command_only_cells() {

@@ -88,8 +88,11 @@ fn cells() -> Vec<(String, String)> {
     out.push(("jobs_update".into(), codegen::job_update("back", &var("model", "Vec<f64>"), "/tmp/job")));
     out.push(("repo_load".into(), codegen::repo_load("obj", "/tmp/repo", "abc", "Fit")));
     out.push(("child_startup".into(), dryml_kernel::child::FLUSHER_CELL.to_owned()));
-    for (name, shown) in [("display", false), ("display_tables", true)] {
-        let tables = dryml_kernel::session::display::Tables { shown, polars: false };
+    // A notebook's own ndarray (here dryml's release, which the check has offline).
+    for (name, shown, ndarray) in
+        [("display", false, false), ("display_tables", true, false), ("display_own_ndarray", true, true)]
+    {
+        let tables = dryml_kernel::session::display::Tables { shown, ndarray, ..Default::default() };
         let (before, after) = tables.around().unwrap();
         out.push((name.into(), format!("{before}\nmodel.len() + data.len()\n{after}")));
     }
@@ -120,7 +123,8 @@ fn every_generated_template_compiles_against_dryml() {
         dir.path().join("Cargo.toml"),
         format!(
             "[package]\nname = \"dryml-generated\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n[dependencies]\n\
-             dryml = {{ path = {:?} }}\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\n[workspace]\n",
+             dryml = {{ path = {:?} }}\nserde = {{ version = \"1\", features = [\"derive\"] }}\n\
+             ndarray = \"0.16\"\n\n[workspace]\n",
             runtime.display().to_string()
         ),
     )

@@ -32,7 +32,7 @@ pub(crate) mod wire;
 
 pub use input::input;
 pub use interrupt::interrupted;
-pub use table::{table, ShowTable, Table, Tabular, END_ROWS, MAX_CELL, MAX_COLUMNS, MAX_ROWS};
+pub use table::{array_table, table, ShowTable, Table, Tabular, END_ROWS, MAX_CELL, MAX_COLUMNS, MAX_ROWS};
 pub(crate) use wire::{announce_polling, raise_error};
 use wire::{emit, in_kernel, send, strip_tags};
 

@@ -248,40 +248,47 @@ pub(crate) fn short_type<T: ?Sized>() -> String {
     out
 }
 
+/// The table of an array of any ndarray release, from its `shape` and its elements (`get`, by
+/// index): rank 1 and 2 cell by cell, other ranks as the shape and the array's own (elided)
+/// text, `whole`, in one cell. dryml's arrays are shown through it, and so are a notebook's
+/// arrays of another ndarray release (the kernel's code for them calls it), alike.
+pub fn array_table<'a, A: Display + 'a>(
+    shape: &[usize],
+    get: impl Fn(&[usize]) -> Option<&'a A>,
+    whole: &dyn Display,
+) -> Table {
+    let kind = short_type::<A>();
+    let text = |index: &[usize]| get(index).map_or_else(String::new, |v| cell_text(format_args!("{v}")));
+    match *shape {
+        [n] => Table::build(format!("{n} rows, {kind}"), (n, 1), |_| "0".into(), |i, _| text(&[i])),
+        [r, c] => {
+            Table::build(format!("{r} rows × {c} columns, {kind}"), (r, c), |j| j.to_string(), |i, j| text(&[i, j]))
+        }
+        _ => Table::from_rows(
+            format!("shape {shape:?}, {kind}"),
+            "",
+            &["array"],
+            vec![(String::new(), vec![cell_text(format_args!("{whole}"))])],
+            false,
+        ),
+    }
+}
+
 impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, Ix1> {
     fn table(&self) -> Table {
-        let caption = format!("{} rows, {}", self.len(), short_type::<A>());
-        Table::build(caption, (self.len(), 1), |_| "0".into(), |i, _| cell_text(format_args!("{}", self[i])))
+        array_table(self.shape(), |i| self.get(i[0]), self)
     }
 }
 
 impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, Ix2> {
     fn table(&self) -> Table {
-        let (r, c) = self.dim();
-        let caption = format!("{r} rows × {c} columns, {}", short_type::<A>());
-        Table::build(caption, (r, c), |j| j.to_string(), |i, j| cell_text(format_args!("{}", self[[i, j]])))
+        array_table(self.shape(), |i| self.get((i[0], i[1])), self)
     }
 }
 
-/// Rank 1 and 2 as their fixed-rank forms; other ranks as their shape and ndarray's own
-/// (elided) text in one cell.
 impl<A: Display, S: Data<Elem = A>> Tabular for ArrayBase<S, IxDyn> {
     fn table(&self) -> Table {
-        match self.ndim() {
-            1 => self.view().into_dimensionality::<Ix1>().map(|a| a.table()),
-            2 => self.view().into_dimensionality::<Ix2>().map(|a| a.table()),
-            _ => Err(ndarray::ShapeError::from_kind(ndarray::ErrorKind::IncompatibleShape)),
-        }
-        .unwrap_or_else(|_| {
-            let caption = format!("shape {:?}, {}", self.shape(), short_type::<A>());
-            Table::from_rows(
-                caption,
-                "",
-                &["array"],
-                vec![(String::new(), vec![cell_text(format_args!("{self}"))])],
-                false,
-            )
-        })
+        array_table(self.shape(), |i| self.get(i), self)
     }
 }
 
