@@ -452,6 +452,11 @@ let defs: Vec<dryml::ObjectDef> = [0.01, 0.05].iter().map(|lr| dryml::ObjectDef:
         assert len(acc.Scalars("loss/validation")) == 4
         text = acc.Tensors("definition")[0].tensor_proto.string_val[0].decode()
         assert "CandleClassifier" in text and '"lr"' in text, text
+        # How it was made, as a table TensorBoard shows; and in the repo, for the same object.
+        made = acc.Tensors("provenance")[0].tensor_proto.string_val[0].decode()
+        assert made.startswith("| part | value |") and "| crate candle-core | 0.11." in made, made
+        page = displays(ok(kernel, f"%repo show {run}"))[0]
+        assert page[DATA_MIME]["provenance"]["crates"]["candle-core"].startswith("0.11."), page[DATA_MIME]
         # A histogram of each parameter of the network after every epoch.
         weights = [t for t in acc.Tags()["histograms"] if t.startswith("weights/")]
         assert len(weights) >= 4, acc.Tags()
@@ -480,6 +485,8 @@ println!("probe={{}}", dryml::Object::meta(&probe).id);""", timeout=600)
     assert acc.Scalars("time/seconds")[0].value > 0
     report = acc.Tensors("report")[0].tensor_proto.string_val[0].decode()
     assert "Experiment lr_probe finished" in report and "probe" in report, report
+    made = acc.Tensors("provenance")[0].tensor_proto.string_val[0].decode()
+    assert "| rustc | rustc 1." in made and "| crate candle-core | 0.11." in made, made
     ok(kernel, """let mut after = CandleClassifier::new(dryml::serde_json::json!({
     "layers": [{"linear": 3}], "training": {"epochs": 1}}));
 after.train(&iris, &mut dryml::models::TrainSpec::epochs(0)).unwrap();""", timeout=600)

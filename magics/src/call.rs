@@ -206,12 +206,20 @@ impl ExperimentCall {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum RepoCall {
-    Open { dir: String, create: bool },
+    Open {
+        dir: String,
+        create: bool,
+    },
     Ls,
     Get(Query),
     Show(String),
+    /// Two objects side by side: what differs in their arguments, metrics and provenance.
+    Diff(String, String),
     Rm(String),
-    Load { id: String, var: String },
+    Load {
+        id: String,
+        var: String,
+    },
 }
 
 impl RepoCall {
@@ -222,6 +230,7 @@ impl RepoCall {
             RepoCall::Ls => "ls",
             RepoCall::Get(_) => "get",
             RepoCall::Show(_) => "show",
+            RepoCall::Diff(..) => "diff",
             RepoCall::Rm(_) => "rm",
             RepoCall::Load { .. } => "load",
         }

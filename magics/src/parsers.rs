@@ -132,7 +132,7 @@ fn preload_opt(args: &Args, tokens: &[Token]) -> Result<Option<Preload>, ArgErro
     }
 }
 
-const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "rm", "load"];
+const REPO_SUBCOMMANDS: &[&str] = &["open", "ls", "get", "show", "diff", "rm", "load"];
 
 pub(crate) fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError> {
     let Some(sub) = args.positionals.first() else {
@@ -157,6 +157,8 @@ pub(crate) fn repo_parse(args: &Args, tokens: &[Token]) -> Result<Call, ArgError
             RepoCall::Get(Query::of(selector))
         }
         ("show", 1) => RepoCall::Show(rest[0].clone()),
+        ("diff", 2) => RepoCall::Diff(rest[0].clone(), rest[1].clone()),
+        ("diff", n) => return Err(("diff takes two IDs".into(), at(3).filter(|_| n > 2))),
         ("rm", 1) => RepoCall::Rm(rest[0].clone()),
         ("show" | "rm", n) => {
             return Err((format!("{sub} takes one ID"), at(if n == 0 { 0 } else { 2 }).filter(|_| n > 0)))

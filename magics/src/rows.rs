@@ -123,15 +123,17 @@ NoContextError or ContextIncompatibilityError unless the context satisfies REQS.
     MagicSpec {
         name: "repo",
         kind: MagicKind::Line,
-        summary: "Open a dryml object repo and list, query, show, delete or load its objects.",
-        usage: "%repo open DIR [--create] | %repo ls | %repo get TYPE [key=value ...] | %repo show ID | %repo rm ID | %repo load ID as VAR",
+        summary: "Open a dryml object repo and list, query, show, compare, delete or load its objects.",
+        usage: "%repo open DIR [--create] | %repo ls | %repo get TYPE [key=value ...] | %repo show ID | %repo diff A B | %repo rm ID | %repo load ID as VAR",
         details: "get: TYPE is a registered type name (or * for any); key=value pairs match named arguments as a\n\
 subset (dotted keys reach nested ones: data.name=mnist), 0=..., 1=... positional ones. Values are\n\
 JSON where they parse as JSON, else strings. ls and get read only the index, never object files.\n\
+show prints how the object was made (git, cells, crates, toolchain, GPUs: its provenance); diff sets\n\
+two objects' arguments, metrics and provenance side by side, the lines that differ.\n\
 load builds the object in the notebook as VAR (a Box<dyn dryml::Object>; downcast_ref::<T>()).",
         args: &[
             ArgSpec::Flag { long: "create", short: None, help: "with open: make the repo if it does not exist" },
-            ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: false, help: "open, ls, get, show, rm or load" },
+            ArgSpec::Pos { name: "SUBCOMMAND", required: false, many: false, help: "open, ls, get, show, diff, rm or load" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "the subcommand's arguments" },
         ],
         parse: repo_parse,

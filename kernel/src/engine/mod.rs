@@ -56,7 +56,7 @@ impl Engine {
         let session = Session::start(state.clone(), comms, &state_dir.join("stream.sock"), &state_dir)?;
         let (meter, magics) = (Meter::default(), Magics::default());
         let mut engine = Engine { session, state, variables, analysis, history, meter, magics, state_dir };
-        engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir);
+        engine.magics.contexts.write_machine(&mut engine.meter, &engine.state_dir, engine.session.provenance());
         Ok(engine)
     }
 
@@ -100,6 +100,7 @@ impl Engine {
                 hook.began(&req.code);
             }
         }
+        self.session.provenance().cell(&req.code);
         let run = self.run_cell(&req.code, io, count);
         // Names and types only (microseconds); values are read when the panel asks.
         self.variables.set_types(self.session.variables());

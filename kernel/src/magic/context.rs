@@ -38,11 +38,19 @@ impl Contexts {
     }
 
     /// Writes the pool's machine record (CPUs and GPUs) where cells and sandboxes read it.
-    pub fn write_machine(&mut self, meter: &mut crate::measure::meter::Meter, state_dir: &Path) {
+    /// The GPUs go to the provenance `provenance` records too.
+    pub fn write_machine(
+        &mut self,
+        meter: &mut crate::measure::meter::Meter,
+        state_dir: &Path,
+        provenance: &crate::session::provenance::Recorder,
+    ) {
         let gpus = meter.visible_gpus(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let totals: Vec<u64> = meter.sample(&[], &gpus, false).gpus.iter().map(|g| g.total).collect();
         let machine = machine(&gpus, &totals);
         self.devices = (machine.cpus as usize, machine.gpus.len());
+        let named: Vec<(String, u64)> = gpus.iter().zip(&totals).map(|(g, t)| (g.name.clone(), *t)).collect();
+        provenance.gpus(&named, &meter.gpu_driver());
         if let Err(e) = machine.save(state_dir) {
             tracing::warn!("resource pool disabled: writing {}: {e}", state_dir.display());
         }

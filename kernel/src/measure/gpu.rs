@@ -116,6 +116,11 @@ impl Gpus {
         Gpus { nvml: Some(nvml), all, missing, device_wide: std::sync::Mutex::new(device_wide) }
     }
 
+    /// NVIDIA's driver version, empty without NVML.
+    pub fn driver(&self) -> String {
+        self.nvml.as_ref().and_then(|n| n.sys_driver_version().ok()).unwrap_or_default()
+    }
+
     /// The reports' one line about the GPU figures: why there are none, or why they are the
     /// whole device's.
     pub fn note(&self) -> Option<String> {

@@ -98,6 +98,11 @@ impl Meter {
         peaks
     }
 
+    /// NVIDIA's driver version, empty without NVML.
+    pub fn gpu_driver(&mut self) -> String {
+        self.gpus().driver()
+    }
+
     /// The GPUs the child sees under its `CUDA_VISIBLE_DEVICES`.
     pub fn visible_gpus(&mut self, cuda_visible: Option<&str>) -> Vec<Gpu> {
         self.gpus().visible(cuda_visible)

@@ -21,6 +21,7 @@ mod loads;
 mod lockfile;
 pub mod named;
 pub mod output;
+pub mod provenance;
 mod source;
 pub mod startup;
 pub mod state;
@@ -90,6 +91,8 @@ pub struct Session {
     took: Option<Duration>,
     /// evcxr's start-up files, not loaded yet (see [`config`]).
     config: Option<std::path::PathBuf>,
+    /// The kernel's part of how results are made, written before each cell runs.
+    provenance: Arc<provenance::Recorder>,
 }
 
 impl Session {
@@ -188,6 +191,7 @@ impl Session {
             comms,
             took: None,
             config: config::found(),
+            provenance: Arc::new(provenance::Recorder::new(state_dir)),
         };
         session.ensure_child_setup();
         Ok(session)
@@ -392,6 +396,10 @@ impl Session {
         // commands gets the flusher with the next one.
         let with_flusher = self.flusher_pending && !code.lines().any(|l| l.trim_start().starts_with(':'));
         let deps = self.deps_for(code);
+        if deps.as_ref().map_or(self.frameworks.torch, |d| d.1.torch) {
+            self.provenance.torch_in();
+        }
+        self.provenance.look_at_git(format!("/proc/{}/cwd", self.child_pid()).into());
         let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
         let (tables, tables_before) = self.tables_for(code, deps.is_some());
         let mut full = String::new();
@@ -417,8 +425,9 @@ impl Session {
         }
         let hook = if debugging { self.state.debug_hook() } else { None };
         let in_cell = self.cell_lines;
-        let cell_state = self.state.clone();
+        let (cell_state, provenance) = (self.state.clone(), self.provenance.clone());
         let before_run = |lib: &std::path::Path, lines: &[usize]| {
+            provenance.write(std::env::var_os("EVCXR_TMPDIR").as_deref().map(Path::new));
             // evcxr's user lines count the lines put in front; the cell's count its magics.
             let at = errors::Locations::new(lines, prefix_lines, in_cell);
             if let Some(hook) = hook {
@@ -521,6 +530,11 @@ impl Session {
     /// The comm manager: the frontend's comms with the notebook's process.
     pub fn comms(&self) -> &comms::Comms {
         &self.comms
+    }
+
+    /// The kernel's part of how results are made (`provenance`).
+    pub fn provenance(&self) -> &provenance::Recorder {
+        &self.provenance
     }
 
     /// The time `:timing` shows for the last user code, once.

@@ -78,6 +78,8 @@ pub struct Report {
     pub leak_threshold: u64,
     /// Why there are no GPU figures, or anything else worth a line.
     pub notes: Vec<String>,
+    /// How the experiment's work was made (the kernel records it at the finish).
+    pub provenance: Option<crate::objects::Provenance>,
 }
 
 impl Report {
@@ -128,6 +130,9 @@ impl Report {
         for n in &self.notes {
             let _ = writeln!(out, "note\t{}", clean(n));
         }
+        if let Some(p) = &self.provenance {
+            let _ = writeln!(out, "provenance\t{}", p.to_json());
+        }
         out
     }
 
@@ -149,6 +154,7 @@ impl Report {
             devices: vec![],
             leak_threshold: 0,
             notes: vec![],
+            provenance: None,
         };
         for (i, line) in lines {
             let bad = |what: &str| format!("line {}: {what}: `{line}`", i + 1);
@@ -163,6 +169,10 @@ impl Report {
                 "kept" => r.kept = list(),
                 "failed" => r.failed = list(),
                 "note" => r.notes.push(rest.to_string()),
+                "provenance" => {
+                    let v = serde_json::from_str(rest).map_err(|_| bad("not JSON"))?;
+                    r.provenance = Some(crate::objects::Provenance::from_json(&v));
+                }
                 "device" => {
                     let f: Vec<&str> = rest.split('\t').collect();
                     if f.len() != 8 {
@@ -241,6 +251,7 @@ mod tests {
             ],
             leak_threshold: 8 << 20,
             notes: vec!["one note".into()],
+            provenance: Some(crate::objects::Provenance { host: "node\t1".into(), ..Default::default() }),
         }
     }
 
@@ -255,6 +266,7 @@ mod tests {
         assert_eq!(back.kept, r.kept);
         assert!(back.failed.is_empty());
         assert_eq!(back.notes, r.notes);
+        assert_eq!(back.provenance, r.provenance, "JSON keeps a tab on its line");
         assert_eq!(back.potential_leaks().len(), 1);
         assert!((back.cpu().unwrap().reclaimed_percent() - 97.65625).abs() < 1e-9);
     }

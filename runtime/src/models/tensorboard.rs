@@ -175,7 +175,7 @@ impl TensorBoard {
     }
 
     /// A run for `object` in `logdir`: its directory named by the object's id, its definition
-    /// written as the text `definition`. In a sweep every model gets its own run, so
+    /// written as the text `definition` and how it is made as `provenance` (a table). In a sweep every model gets its own run, so
     /// `tensorboard --logdir` on `logdir` compares the sweep's runs:
     ///
     /// ```text
@@ -188,6 +188,7 @@ impl TensorBoard {
     pub fn for_object(logdir: impl AsRef<Path>, object: &dyn crate::Object) -> io::Result<TensorBoard> {
         let mut tb = TensorBoard::create(logdir.as_ref().join(&object.meta().id))?;
         tb.text("definition", 0, &format!("`{}`", object.definition()))?;
+        tb.text("provenance", 0, &crate::objects::Provenance::of(object).markdown())?;
         Ok(tb)
     }
 

@@ -48,6 +48,7 @@
 //! ```
 
 pub(crate) mod object;
+pub mod provenance;
 pub(crate) mod repo;
 pub(crate) mod search;
 
@@ -56,5 +57,6 @@ pub use object::{
     load_object, load_object_as, register, registered, save_object, Build, Meta, Object, ObjectDef, ObjectError, State,
     FRAMEWORK_MODELS,
 };
+pub use provenance::Provenance;
 pub use repo::{Entry, Repo, RepoError, Selector};
 pub use search::{Goal, Search};

@@ -34,12 +34,14 @@ pub struct Meta {
     pub description: String,
     /// What training returned (a sweep's metrics), kept with the object and in a repo's index.
     pub metrics: Option<Value>,
+    /// How it was made: recorded by [`crate::Repo::add`] when the object has none yet.
+    pub provenance: Option<super::Provenance>,
 }
 
 impl Meta {
     /// A fresh identity: a random (version 4) UUID and the time now.
     pub fn new() -> Meta {
-        Meta { id: uuid_v4(), created: now(), description: String::new(), metrics: None }
+        Meta { id: uuid_v4(), created: now(), description: String::new(), metrics: None, provenance: None }
     }
     /// An identity with this id.
     pub fn with_id(id: impl Into<String>) -> Meta {
@@ -362,12 +364,15 @@ impl fmt::Display for ObjectError {
 impl std::error::Error for ObjectError {}
 
 /// The definition record of a file and of a repo's index: `{"type", "args", "id", "created",
-/// "description"}`, and `"metrics"` when there are any. Written by hand: the crate avoids
+/// "description"}`, and `"metrics"` and `"provenance"` when there are. Written by hand: the crate avoids
 /// serde's derive (and its compile time in every notebook).
 pub fn record(def: &ObjectDef, meta: &Meta) -> Value {
     let mut r = json!({"type": def.type_name, "args": def.args, "id": meta.id, "created": meta.created, "description": meta.description});
     if let Some(m) = &meta.metrics {
         r["metrics"] = m.clone();
+    }
+    if let Some(p) = &meta.provenance {
+        r["provenance"] = p.to_json();
     }
     r
 }
@@ -383,6 +388,7 @@ pub fn from_record(v: &Value) -> Result<(ObjectDef, Meta), String> {
         created: v.get("created").and_then(Value::as_f64).unwrap_or(0.0),
         description: v.get("description").and_then(Value::as_str).unwrap_or("").to_string(),
         metrics: v.get("metrics").cloned(),
+        provenance: v.get("provenance").filter(|p| p.is_object()).map(super::Provenance::from_json),
     };
     Ok((def, meta))
 }
@@ -390,9 +396,14 @@ pub fn from_record(v: &Value) -> Result<(ObjectDef, Meta), String> {
 /// The whole file for `obj`: header (magic, version, length, CRC-32), then the body: the
 /// definition as JSON and the state sections.
 pub fn to_bytes(obj: &dyn Object) -> Result<Vec<u8>, ObjectError> {
+    to_bytes_as(obj, obj.meta())
+}
+
+/// [`to_bytes`] with `meta` in the object's own stead (a repo's, with the provenance it adds).
+pub fn to_bytes_as(obj: &dyn Object, meta: &Meta) -> Result<Vec<u8>, ObjectError> {
     let mut state = State::default();
     obj.save_state(&mut state)?;
-    let record = serde_json::to_vec(&record(&obj.definition(), obj.meta()))
+    let record = serde_json::to_vec(&record(&obj.definition(), meta))
         .map_err(|e| ObjectError::Format(format!("the definition does not serialize: {e}")))?;
     let mut body = Vec::with_capacity(record.len() + 64);
     body.extend_from_slice(&(record.len() as u64).to_le_bytes());

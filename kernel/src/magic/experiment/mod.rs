@@ -218,7 +218,11 @@ impl Experiments {
         if let Some(n) = host.meter.gpu_note() {
             notes.push(n);
         }
-        let report = e.report(&before, &after, plan, failed, notes);
+        let mut report = e.report(&before, &after, plan, failed, notes);
+        // Made where the notebook's process works (its `%cd`), with the kernel's part.
+        let cwd = std::fs::read_link(format!("/proc/{}/cwd", host.session.child_pid())).unwrap_or_default();
+        let kernel_part = host.state_dir.join(dryml::objects::provenance::KERNEL_FILE);
+        report.provenance = Some(dryml::objects::Provenance::at(Some(&kernel_part), &cwd));
         let path = host.state_dir.join(dryml_sys::protocol::EXPERIMENT_LAST_FILE);
         if let Err(err) =
             dryml_sys::fs::write_atomic(&path, report.to_record().as_bytes(), dryml_sys::fs::Durability::NoFsync)

@@ -200,6 +200,7 @@ impl Experiment {
             devices,
             leak_threshold: LEAK_THRESHOLD,
             notes,
+            provenance: None,
         }
     }
 }

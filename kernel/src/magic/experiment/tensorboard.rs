@@ -28,6 +28,9 @@ pub fn write_run(dir: &Path, report: &Report, text: &str, step: u64) -> std::io:
     }
     tb.scalar("time/seconds", step, report.elapsed_secs)?;
     tb.text("report", step, &format!("```\n{}\n```", text.trim_end()))?;
+    if let Some(p) = &report.provenance {
+        tb.text("provenance", step, &p.markdown())?;
+    }
     Ok(tb.dir().to_path_buf())
 }
 

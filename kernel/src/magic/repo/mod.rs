@@ -1,5 +1,5 @@
-//! `%repo`: opens a dryml repo in the kernel (which links `dryml`) to list, query, show and
-//! delete objects from the index alone; `load` builds an object in the child, where its type
+//! `%repo`: opens a dryml repo in the kernel (which links `dryml`) to list, query, show, compare
+//! and delete objects from the index alone; `load` builds an object in the child, where its type
 //! is registered. The tables are [`view`]'s.
 
 pub mod view;
@@ -79,6 +79,10 @@ impl RepoMagic {
             RepoCall::Show(id) => {
                 let e = entry(repo, id)?;
                 host.show(view::show(repo, &e));
+            }
+            RepoCall::Diff(a, b) => {
+                let (a, b) = (entry(repo, a)?, entry(repo, b)?);
+                host.show(view::diff(&a, &b));
             }
             RepoCall::Rm(id) => {
                 entry(repo, id)?;

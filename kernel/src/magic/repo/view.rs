@@ -1,5 +1,5 @@
-//! `%repo`'s views of a repo's index: the table of entries and one entry's page, as text,
-//! HTML and JSON.
+//! `%repo`'s views of a repo's index: the table of entries, one entry's page with how it was
+//! made (its provenance), and two entries side by side; as text, HTML and JSON.
 
 use dryml::objects::{Entry, Repo};
 use dryml_sys::units::size;
@@ -56,8 +56,12 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
 pub fn show(repo: &Repo, e: &Entry) -> Value {
     let file = repo.dir().join("objects").join(format!("{}.dry", e.meta.id));
     let args = serde_json::to_string_pretty(&e.def.args).unwrap_or_default();
+    let made: String =
+        e.meta.provenance.iter().flat_map(|p| p.fields()).map(|(k, v)| format!("  {k}: {v}\n")).collect();
+    let made =
+        if made.is_empty() { "provenance: (none recorded)\n".to_string() } else { format!("provenance:\n{made}") };
     let text = format!(
-        "{} {}\ntype: {}\ncreated: {} UTC\ndescription: {}\nsize: {}\nfile: {}\narguments:\n{args}\n",
+        "{} {}\ntype: {}\ncreated: {} UTC\ndescription: {}\nsize: {}\nfile: {}\narguments:\n{args}\n{made}",
         e.def.type_name,
         e.meta.id,
         e.def.type_name,
@@ -69,8 +73,53 @@ pub fn show(repo: &Repo, e: &Entry) -> Value {
     json!({
         "text/plain": text,
         dryml::__kernel::display::DATA_MIME: {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
-                             "description": e.meta.description, "size": e.size, "file": file}
+                             "description": e.meta.description, "size": e.size, "file": file,
+                             "provenance": e.meta.provenance.as_ref().map(|p| p.to_json())}
     })
+}
+
+/// Each leaf of a JSON value as a dotted name and its text (`args.lr`, `args.layers.0`).
+fn leaves(prefix: &str, v: &Value, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => m.iter().for_each(|(k, v)| leaves(&format!("{prefix}.{k}"), v, out)),
+        Value::Array(a) if !a.is_empty() => {
+            a.iter().enumerate().for_each(|(i, v)| leaves(&format!("{prefix}.{i}"), v, out))
+        }
+        Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+/// One entry's lines for `%repo diff`: type, arguments, metrics, provenance.
+fn lines(e: &Entry) -> Vec<(String, String)> {
+    let mut out = vec![("type".to_string(), e.def.type_name.clone())];
+    leaves("args", &e.def.args, &mut out);
+    if let Some(m) = &e.meta.metrics {
+        leaves("metrics", m, &mut out);
+    }
+    out.extend(e.meta.provenance.iter().flat_map(|p| p.fields()));
+    out
+}
+
+/// `%repo diff A B`: the lines where two entries differ (a line one lacks shows `—`), in A's
+/// order then B's, and how many are the same.
+pub fn diff(a: &Entry, b: &Entry) -> Value {
+    let (la, lb) = (lines(a), lines(b));
+    let find = |l: &[(String, String)], k: &str| l.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let mut names: Vec<&String> = la.iter().map(|(n, _)| n).collect();
+    names.extend(lb.iter().map(|(n, _)| n).filter(|n| !la.iter().any(|(m, _)| m == *n)));
+    let missing = || "—".to_string();
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .map(|n| (n, find(&la, n), find(&lb, n)))
+        .filter(|(_, x, y)| x != y)
+        .map(|(n, x, y)| vec![n.to_string(), clip(x.unwrap_or_else(missing)), clip(y.unwrap_or_else(missing))])
+        .collect();
+    let same = names.len() - rows.len();
+    let title = format!("{} and {}: {} lines differ, {same} the same", a.meta.id, b.meta.id, rows.len());
+    let (text, html) = crate::display_table::render(&title, &["", &a.meta.id, &b.meta.id], &rows);
+    let differ: Vec<Value> = rows.iter().map(|r| json!({"name": r[0], "a": r[1], "b": r[2]})).collect();
+    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: {"a": a.meta.id, "b": b.meta.id, "differ": differ, "same": same}})
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@
 //! the README's benchmark); a log needs no dependency compiled into every notebook, is
 //! readable with `grep`, and its appends are atomic under the lock.
 
-use crate::objects::{from_record, record, Meta, Object, ObjectDef, ObjectError};
+use crate::objects::{from_record, record, Meta, Object, ObjectDef, ObjectError, Provenance};
 use crate::sys::fs::{write_atomic, Durability, Staged};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -254,17 +254,26 @@ impl Repo {
         let mut records = Vec::new();
         let mut ids: Vec<String> = Vec::new();
         let single = objs.len() == 1;
+        let mut here: Option<Provenance> = None;
         for obj in objs {
             let id = obj.meta().id.clone();
             check_id(&id)?;
             if ids.contains(&id) {
                 return Err(RepoError::DuplicateId(id));
             }
-            let bytes = crate::objects::object::to_bytes(obj)?;
+            let def = obj.definition();
+            // How it was made, where the object does not say already: this cell run's, its seed.
+            let mut meta = obj.meta().clone();
+            if meta.provenance.is_none() {
+                let mut p = here.get_or_insert_with(Provenance::here).clone();
+                p.seed = def.args.get("seed").and_then(serde_json::Value::as_u64);
+                meta.provenance = Some(p);
+            }
+            let bytes = crate::objects::object::to_bytes_as(obj, &meta)?;
             let path = self.file(&id);
             // A batch is synced by the one `syncfs` below, not file by file.
             staged.push(Staged::new(&path, &bytes, single).map_err(io(&path))?);
-            records.push(json!({"op": "add", "object": record(&obj.definition(), obj.meta()), "size": bytes.len()}));
+            records.push(json!({"op": "add", "object": record(&def, &meta), "size": bytes.len()}));
             ids.push(id);
         }
         let objects = self.dir.join(OBJECTS);
