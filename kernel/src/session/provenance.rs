@@ -4,8 +4,10 @@
 //! (the crate's resolved `Cargo.lock`), for the child's `Provenance::here` to read; a cell pays
 //! for a hash and two small file writes.
 
-use serde_json::{json, Map, Value};
+use dryml::objects::provenance::{Cells, Gpu, Provenance};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::SystemTime;
@@ -26,9 +28,9 @@ struct Inner {
     cells: Sha256,
     count: u64,
     /// The cell crate's `Cargo.lock` as last read: its time and its crates.
-    lock: Option<(SystemTime, Value)>,
+    lock: Option<(SystemTime, BTreeMap<String, String>)>,
     /// GPUs and the driver, from the machine record the kernel writes at its start.
-    gpus: Value,
+    gpus: Vec<Gpu>,
     /// libtorch's and CUDA's versions, once a cell brought `tch` in.
     torch: Option<(String, Option<String>)>,
     /// The git state where this cell's code runs, being looked up (beside its build) or found
@@ -91,9 +93,8 @@ impl Recorder {
 
     /// The machine's GPUs (name, memory in bytes) and NVIDIA's driver.
     pub fn gpus(&self, gpus: &[(String, u64)], driver: &str) {
-        let list: Vec<Value> =
-            gpus.iter().map(|(name, memory)| json!({"name": name, "memory": memory, "driver": driver})).collect();
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).gpus = Value::Array(list);
+        let list = gpus.iter().map(|(name, memory)| Gpu { name: name.clone(), memory: *memory, driver: driver.into() });
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).gpus = list.collect();
     }
 
     /// `tch` is in: libtorch's version and its CUDA, from PyTorch's `torch/version.py`.
@@ -120,35 +121,33 @@ impl Recorder {
         if let Some(lock) = crate_dir.map(|d| d.join("Cargo.lock")) {
             let modified = std::fs::metadata(&lock).and_then(|m| m.modified()).ok();
             if modified.is_some() && modified != i.lock.as_ref().map(|l| l.0) {
-                let crates = std::fs::read_to_string(&lock).map(|t| crates(&t)).unwrap_or(Value::Null);
+                let crates = std::fs::read_to_string(&lock).map(|t| crates(&t)).unwrap_or_default();
                 i.lock = modified.map(|m| (m, crates));
             }
         }
-        // Not there within 200 ms (a slow file system): the child looks itself.
+        // Not there 20 ms after the build (a huge work tree): no cell waits longer, and a cell
+        // that stores objects has its process look itself.
         if let Some(Git::Looking(rx)) = &i.git {
-            i.git = rx.recv_timeout(std::time::Duration::from_millis(200)).ok().map(Git::Found);
+            i.git = rx.recv_timeout(std::time::Duration::from_millis(20)).ok().map(Git::Found);
         }
-        let mut m = Map::new();
+        let (rustc, cargo) = self.toolchain.get().cloned().unwrap_or_default();
+        let part = Provenance {
+            notebook: std::env::var("JPY_SESSION_NAME").ok(),
+            cells: Some(Cells { count: i.count, sha256: hex::encode(i.cells.clone().finalize()) }),
+            rustc,
+            cargo,
+            crates: i.lock.as_ref().map(|l| l.1.clone()).unwrap_or_default(),
+            libtorch: i.torch.as_ref().map(|t| t.0.clone()),
+            cuda: i.torch.as_ref().and_then(|t| t.1.clone()),
+            gpus: i.gpus.clone(),
+            ..Provenance::default()
+        };
+        let mut part = part.to_json();
+        // Looked at, even when it found no work tree (`null`): the child need not look again.
         if let Some(Git::Found(git)) = &i.git {
-            m.insert("git".into(), git.clone());
+            part["git"] = git.clone();
         }
-        if let Ok(name) = std::env::var("JPY_SESSION_NAME") {
-            m.insert("notebook".into(), json!(name));
-        }
-        m.insert("cells".into(), json!({"count": i.count, "sha256": hex::encode(i.cells.clone().finalize())}));
-        if let Some((rustc, cargo)) = self.toolchain.get() {
-            m.insert("rustc".into(), json!(rustc));
-            m.insert("cargo".into(), json!(cargo));
-        }
-        if let Some((_, crates)) = &i.lock {
-            m.insert("crates".into(), crates.clone());
-        }
-        if let Some((libtorch, cuda)) = &i.torch {
-            m.insert("libtorch".into(), json!(libtorch));
-            m.insert("cuda".into(), json!(cuda));
-        }
-        m.insert("gpus".into(), i.gpus.clone());
-        let bytes = serde_json::to_vec(&Value::Object(m)).unwrap_or_default();
+        let bytes = serde_json::to_vec(&part).unwrap_or_default();
         if let Err(e) = dryml_sys::fs::write_atomic(&self.file, &bytes, dryml_sys::fs::Durability::NoFsync) {
             tracing::warn!("provenance not written to {}: {e}", self.file.display());
         }
@@ -163,9 +162,9 @@ fn version(tool: &str) -> Option<String> {
 
 /// A `Cargo.lock`'s packages, name to version (two releases of one crate joined by `, `), the
 /// cell crate itself left out.
-fn crates(lock: &str) -> Value {
-    let Ok(doc) = lock.parse::<toml::Table>() else { return Value::Null };
-    let mut out: std::collections::BTreeMap<String, String> = Default::default();
+fn crates(lock: &str) -> BTreeMap<String, String> {
+    let Ok(doc) = lock.parse::<toml::Table>() else { return BTreeMap::new() };
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
     for p in doc.get("package").and_then(|p| p.as_array()).into_iter().flatten() {
         let (Some(name), Some(version)) =
             (p.get("name").and_then(|v| v.as_str()), p.get("version").and_then(|v| v.as_str()))
@@ -183,7 +182,7 @@ fn crates(lock: &str) -> Value {
             })
             .or_insert_with(|| version.to_string());
     }
-    json!(out)
+    out
 }
 
 #[cfg(test)]
@@ -196,8 +195,9 @@ mod tests {
             [[package]]\nname = \"ndarray\"\nversion = \"0.15.6\"\nsource = \"registry+x\"\n\n\
             [[package]]\nname = \"ndarray\"\nversion = \"0.16.1\"\nsource = \"registry+x\"\n\n\
             [[package]]\nname = \"dryml\"\nversion = \"0.1.0\"\n";
-        assert_eq!(crates(lock), json!({"ndarray": "0.15.6, 0.16.1", "dryml": "0.1.0"}));
-        assert_eq!(crates("not toml ["), Value::Null);
+        let want = [("dryml", "0.1.0"), ("ndarray", "0.15.6, 0.16.1")];
+        assert_eq!(crates(lock), want.map(|(n, v)| (n.to_string(), v.to_string())).into());
+        assert!(crates("not toml [").is_empty());
     }
 
     #[test]
@@ -221,6 +221,8 @@ mod tests {
         assert_eq!(one.git, None, "no look asked: the child looks itself");
         // A look beside the build goes in the file, whatever it found (`null`: no work tree).
         r.look_at_git(dir.path().to_path_buf());
+        // As a build would, this gives git its time (a write waits 20 ms at most).
+        std::thread::sleep(std::time::Duration::from_millis(500));
         r.write(None);
         let v: Value = serde_json::from_slice(&std::fs::read(&r.file).unwrap()).unwrap();
         assert!(v.get("git").is_some(), "{v}");

@@ -241,7 +241,7 @@ impl fmt::Display for Requests {
 }
 
 /// The environment variable holding a process's context.
-pub const CONTEXT_ENV: &str = "DRYML_CONTEXT";
+pub use crate::sys::protocol::CONTEXT_ENV;
 
 /// What one process holds: per framework, devices and the share of each.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -143,6 +143,8 @@ impl Model for DecisionTree {
         if spec.is_done() {
             return Ok(());
         }
+        // Fitted again: how it was made is this run's, recorded when it is next stored.
+        self.meta.provenance = None;
         let params = self.params()?;
         let training = &self.args["training"];
         if let Some(k) =

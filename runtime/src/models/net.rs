@@ -521,6 +521,8 @@ pub fn train<O: Object, N: Network>(
     spec: &mut TrainSpec,
     callbacks: &mut [&mut dyn Callback],
 ) -> Result<(), ModelError> {
+    // Trained again: how it was made is this run's, recorded when it is next stored.
+    obj.meta_mut().provenance = None;
     let (args, t) = parts(obj);
     let training = Training::from_args(&args["training"])?;
     if t.net.is_none() {

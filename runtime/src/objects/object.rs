@@ -34,7 +34,8 @@ pub struct Meta {
     pub description: String,
     /// What training returned (a sweep's metrics), kept with the object and in a repo's index.
     pub metrics: Option<Value>,
-    /// How it was made: recorded by [`crate::Repo::add`] when the object has none yet.
+    /// How it was made: recorded by [`crate::Repo::add`] when the object has none yet (a
+    /// training clears it, so a model trained again and stored records its new run).
     pub provenance: Option<super::Provenance>,
 }
 

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// The kernel's part, in its state directory (`DRYML_STATE_DIR`), rewritten before each cell.
 pub const KERNEL_FILE: &str = "provenance.json";
@@ -48,7 +49,8 @@ pub struct Provenance {
     pub gpus: Vec<Gpu>,
     /// The host's name.
     pub host: String,
-    /// The compute context the process held (`%context`, a sandbox's).
+    /// The compute context the process held (`%context`, a sandbox's), as its environment
+    /// holds it.
     pub context: Option<String>,
     /// The definition's `seed` argument, where it has one.
     pub seed: Option<u64>,
@@ -108,20 +110,24 @@ impl Provenance {
     /// This process's provenance now: the kernel's part (where a kernel wrote one) and git, the
     /// host and the context as this process sees them. Computed once per cell run.
     pub fn here() -> Provenance {
-        let kernel = kernel_part(crate::compute::devices::state_dir().map(|d| d.join(KERNEL_FILE)).as_deref());
+        let state_dir = std::env::var_os(crate::sys::protocol::STATE_DIR_ENV).map(std::path::PathBuf::from);
+        let kernel = kernel_part(state_dir.map(|d| d.join(KERNEL_FILE)).as_deref());
         let cwd = std::env::current_dir().unwrap_or_default();
-        // Keyed by the cell run and the folder: a sweep storing a hundred objects asks git once
-        // (outside a kernel, every time). Never waited for: a process forked while another
-        // thread held it (a sandbox) would wait forever, so a busy cache is simply not used.
-        static LAST: Mutex<Option<(Value, std::path::PathBuf, Provenance)>> = Mutex::new(None);
+        // Keyed by the cell run and the folder: a sweep storing a hundred objects asks git once;
+        // outside a kernel, once a second (a script adding objects one by one). Never waited
+        // for: a process forked while another thread held it (a sandbox) would wait forever,
+        // so a busy cache is simply not used.
+        type Last = (Value, std::path::PathBuf, Instant, Provenance);
+        static LAST: Mutex<Option<Last>> = Mutex::new(None);
         let cached = LAST.try_lock().ok().and_then(|last| {
-            let (k, dir, p) = last.as_ref()?;
-            (!kernel.is_null() && *k == kernel && *dir == cwd).then(|| p.clone())
+            let (k, dir, at, p) = last.as_ref()?;
+            let fresh = if kernel.is_null() { at.elapsed() < Duration::from_secs(1) } else { true };
+            (*k == kernel && *dir == cwd && fresh).then(|| p.clone())
         });
         let mut p = cached.unwrap_or_else(|| {
             let p = Provenance::made(&kernel, &cwd);
             if let Ok(mut last) = LAST.try_lock() {
-                *last = Some((kernel, cwd, p.clone()));
+                *last = Some((kernel, cwd, Instant::now(), p.clone()));
             }
             p
         });
@@ -289,9 +295,10 @@ fn kernel_part(file: Option<&Path>) -> Value {
     file.and_then(|f| std::fs::read(f).ok()).and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or(Value::Null)
 }
 
-/// The process's context, as `%context` prints it.
+/// The process's context as its environment holds it (`torch=gpu/0:0.5;default=cpu/0:1`):
+/// read here, not decoded, since objects stand below compute.
 fn context() -> Option<String> {
-    crate::compute::context::current().map(|c| c.to_string())
+    std::env::var(crate::sys::protocol::CONTEXT_ENV).ok().filter(|c| !c.is_empty())
 }
 
 /// Git's id of the empty blob: `git diff HEAD` said nothing (only untracked files differ).

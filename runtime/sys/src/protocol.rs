@@ -11,6 +11,8 @@ pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
 /// Set in evcxr's child by the kernel: its scratch directory, where the resource pool's files
 /// and the last experiment's report live.
 pub const STATE_DIR_ENV: &str = "DRYML_STATE_DIR";
+/// A process's compute context (`dryml::compute::Context::encode`'s text).
+pub const CONTEXT_ENV: &str = "DRYML_CONTEXT";
 /// The file in the state directory holding the last experiment's report.
 pub const EXPERIMENT_LAST_FILE: &str = "experiment-last.tsv";
 

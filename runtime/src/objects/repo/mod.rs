@@ -254,7 +254,6 @@ impl Repo {
         let mut records = Vec::new();
         let mut ids: Vec<String> = Vec::new();
         let single = objs.len() == 1;
-        let mut here: Option<Provenance> = None;
         for obj in objs {
             let id = obj.meta().id.clone();
             check_id(&id)?;
@@ -262,13 +261,8 @@ impl Repo {
                 return Err(RepoError::DuplicateId(id));
             }
             let def = obj.definition();
-            // How it was made, where the object does not say already: this cell run's, its seed.
-            let mut meta = obj.meta().clone();
-            if meta.provenance.is_none() {
-                let mut p = here.get_or_insert_with(Provenance::here).clone();
-                p.seed = def.args.get("seed").and_then(serde_json::Value::as_u64);
-                meta.provenance = Some(p);
-            }
+            // How it was made, where the object does not say already: this cell run's.
+            let meta = Meta { provenance: Some(Provenance::of(obj)), ..obj.meta().clone() };
             let bytes = crate::objects::object::to_bytes_as(obj, &meta)?;
             let path = self.file(&id);
             // A batch is synced by the one `syncfs` below, not file by file.
