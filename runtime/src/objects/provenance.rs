@@ -4,8 +4,9 @@
 //! prints it and `%repo diff` sets two side by side.
 //!
 //! In a notebook the kernel writes what it knows (cells, toolchain, the cell crate's
-//! `Cargo.lock`, libtorch, GPUs) to its state directory before each cell; [`Provenance::here`]
-//! adds what this process sees (git, host, context), once per cell run.
+//! `Cargo.lock`, libtorch, GPUs, and git, looked at beside each cell's build) to its state
+//! directory; [`Provenance::here`] adds what this process sees (host, context), once per cell
+//! run, and asks git itself only where the kernel did not.
 //!
 //! ```
 //! let p = dryml::objects::Provenance::here();
@@ -107,8 +108,9 @@ fn text(v: &Value, k: &str) -> Option<String> {
 }
 
 impl Provenance {
-    /// This process's provenance now: the kernel's part (where a kernel wrote one) and git, the
-    /// host and the context as this process sees them. Computed once per cell run.
+    /// This process's provenance now: the kernel's part (where a kernel wrote one), and the
+    /// host, the context and (where the kernel did not look) git as this process sees them.
+    /// Computed once per cell run.
     pub fn here() -> Provenance {
         let state_dir = std::env::var_os(crate::sys::protocol::STATE_DIR_ENV).map(std::path::PathBuf::from);
         let kernel = kernel_part(state_dir.map(|d| d.join(KERNEL_FILE)).as_deref());
