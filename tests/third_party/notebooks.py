@@ -51,8 +51,14 @@ def fetch(crate, version):
         tmp = Path(tempfile.mkdtemp(dir=CACHE))
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
             t.extractall(tmp, filter="data")
-        (tmp / f"{crate}-{version}").rename(root)
-        shutil.rmtree(tmp)
+        try:
+            (tmp / f"{crate}-{version}").rename(root)
+        except OSError:
+            # Another pytest worker, collecting at the same time, put its copy there first.
+            if not root.is_dir():
+                raise
+        finally:
+            shutil.rmtree(tmp)
     return root
 
 
