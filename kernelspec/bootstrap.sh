@@ -23,7 +23,7 @@ if ! [ -d "$(rustc --print sysroot)/lib/rustlib/src/rust/library" ]; then
     rustup component add rust-src >/dev/null 2>&1 || echo "note: rust-src unavailable; std completions will be limited"
 fi
 
-if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, xdist, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm, papermill, jupytext, jupyter_console, voila" 2>/dev/null; then
+if ! [ -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import nbclient, jupyter_kernel_test, jupyterlab, xdist, sklearn, pyarrow, polars, tensorboard, ipywidgets, jupyterlab_widgets, tqdm, papermill, jupytext, jupyter_console, voila, mlflow" 2>/dev/null; then
     echo "==> creating $VENV with JupyterLab, nbclient and the test tools"
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --upgrade pip

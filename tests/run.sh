@@ -69,7 +69,7 @@ with_torch() {
     env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
         LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
-FEATURES=torch,linfa,candle,numpy,images,parquet,polars
+FEATURES=torch,linfa,candle,numpy,images,parquet,polars,mlflow
 
 phase "lints" "rustfmt.toml; clippy with warnings as errors, dryml with every feature"
 cargo fmt --all --check

@@ -45,9 +45,11 @@ pub enum CellCall {
         keep: Vec<String>,
         preload: Option<Preload>,
         tensorboard: Option<String>,
+        /// `--mlflow URI`: the MLflow server its run (and each network's, nested) goes to.
+        mlflow: Option<String>,
     },
     Compute(ComputeOptions),
-    Sweep(SweepOptions),
+    Sweep(Box<SweepOptions>),
     /// `%%bash`, `%%sh`: the body is a script for the shell.
     Script {
         shell: Shell,
@@ -104,6 +106,7 @@ pub enum ExperimentCall {
         name: Option<String>,
         preload: Option<Preload>,
         tensorboard: Option<String>,
+        mlflow: Option<String>,
     },
     Keep(Vec<String>),
     Data,

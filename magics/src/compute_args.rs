@@ -175,6 +175,8 @@ pub struct SweepOptions {
     pub timeout: Option<f64>,
     pub mem_limit: Option<u64>,
     pub slurm: Option<SlurmJob>,
+    /// `--mlflow URI`: a parent run on the server, a child run per definition.
+    pub mlflow: Option<String>,
 }
 
 /// Reads `%%sweep DEFS --repo DIR [REQS] [--on slurm ...]`. Errors point at the token.
@@ -203,7 +205,14 @@ pub fn sweep_options(args: &Args, tokens: &[Token]) -> Result<SweepOptions, ArgE
             option_token(tokens, o),
         ));
     }
-    Ok(SweepOptions { defs, repo, requests: requests_of(args, tokens, 1)?, timeout, mem_limit, slurm })
+    let mlflow = mlflow_opt(args, tokens)?;
+    if slurm.is_some() && mlflow.is_some() {
+        return Err((
+            "--mlflow goes with a local sweep for now; a Slurm task does not reach the kernel's queue".into(),
+            option_token(tokens, "mlflow"),
+        ));
+    }
+    Ok(SweepOptions { defs, repo, requests: requests_of(args, tokens, 1)?, timeout, mem_limit, slurm, mlflow })
 }
 
 /// Parses `{"framework": {"key": number, ...}, ...}`. Errors name the place in the JSON.
@@ -245,4 +254,15 @@ pub fn requests_from_json(text: &str) -> Result<Requests, String> {
         Some(i) => format!("{} (at {})", e.message, places[i]),
         None => e.message,
     })
+}
+
+/// `--mlflow URI`: an `http://` server (MLflow's own `mlflow server` speaks plain HTTP).
+pub(crate) fn mlflow_opt(args: &Args, tokens: &[Token]) -> Result<Option<String>, ArgError> {
+    match args.value("mlflow") {
+        Some(u) if !u.starts_with("http://") => Err((
+            format!("--mlflow {u}: expected a tracking server's http:// URI, as in http://127.0.0.1:5000"),
+            option_token(tokens, "mlflow"),
+        )),
+        v => Ok(v.map(str::to_string)),
+    }
 }

@@ -77,6 +77,7 @@ pub(crate) fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, Ar
             name: rest.first().cloned(),
             preload: preload_opt(args, tokens)?,
             tensorboard: tensorboard_opt(args, tokens)?,
+            mlflow: crate::compute_args::mlflow_opt(args, tokens)?,
         },
         "keep" if rest.is_empty() => return Err(("keep needs the NAMEs of variables to keep".into(), None)),
         "keep" => match rest.iter().position(|n| !is_ident(n)) {
@@ -88,6 +89,9 @@ pub(crate) fn experiment_parse(args: &Args, tokens: &[Token]) -> Result<Call, Ar
         }
         _ if args.value("tensorboard").is_some() => {
             return Err((format!("--tensorboard goes with start, not {sub}"), option_token(tokens, "tensorboard")))
+        }
+        _ if args.value("mlflow").is_some() => {
+            return Err((format!("--mlflow goes with start, not {sub}"), option_token(tokens, "mlflow")))
         }
         "data" | "finish" if !rest.is_empty() => {
             return Err((format!("{sub} takes no arguments, got `{}`", rest[0]), positional_token(tokens, 1)))
@@ -110,8 +114,10 @@ pub(crate) fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Cal
         None => Vec::new(),
     };
     let (preload, tensorboard) = (preload_opt(args, tokens)?, tensorboard_opt(args, tokens)?);
-    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload, tensorboard }))
+    let mlflow = crate::compute_args::mlflow_opt(args, tokens)?;
+    Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload, tensorboard, mlflow }))
 }
+
 
 fn tensorboard_opt(args: &Args, tokens: &[Token]) -> Result<Option<String>, ArgError> {
     match args.value("tensorboard") {

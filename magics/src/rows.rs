@@ -54,7 +54,7 @@ pub static ROWS: &[MagicSpec] = &[
         name: "experiment",
         kind: MagicKind::Line,
         summary: "Run an experiment across cells: report its memory and delete the variables it made.",
-        usage: "%experiment start [NAME] [--preload torch] [--tensorboard DIR] | %experiment keep NAME... | %experiment data | %experiment finish",
+        usage: "%experiment start [NAME] [--preload torch] [--tensorboard DIR] [--mlflow URI] | %experiment keep NAME... | %experiment data | %experiment finish",
         details: "start snapshots the notebook's variables and memory (finishing an open experiment first).\n\
 keep marks variables to survive the finish. data shows the figures so far. finish deletes every\n\
 variable created since the start, and every earlier one re-bound by a top-level `let` or `=`\n\
@@ -66,10 +66,15 @@ starting sample, as IPyExperimentsPytorch does: memory a framework takes once, f
 not reported as the experiment's. An experiment whose first cell names `tch` preloads it itself.\n\
 --tensorboard DIR: until the finish, every network trained (in the notebook, a sandbox or a\n\
 sweep) writes its TensorBoard run to DIR/<object id> (losses, weight histograms, definition);\n\
-the finish writes the experiment's memory figures and report to DIR/<NAME>.",
+the finish writes the experiment's memory figures and report to DIR/<NAME>.\n\
+--mlflow URI: the experiment is a run in the MLflow experiment NAME on that server (its memory\n\
+figures, time and provenance); each network trained until the finish is a run nested in it (the\n\
+definition, the loss per epoch, the provenance, the model). Calls wait in a queue while the server\n\
+is down and go when it answers.",
         args: &[
             ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
             ArgSpec::Opt { long: "tensorboard", value: "DIR", help: "write every network's TensorBoard run, and the experiment's, to DIR" },
+            ArgSpec::Opt { long: "mlflow", value: "URI", help: "log the experiment as a run on this MLflow server, each network trained as a run inside it" },
             ArgSpec::Pos { name: "SUBCOMMAND", required: true, many: false, help: "start, keep, data or finish" },
             ArgSpec::Pos { name: "ARGS", required: false, many: true, help: "NAME for start; variable names for keep" },
         ],
@@ -79,13 +84,15 @@ the finish writes the experiment's memory figures and report to DIR/<NAME>.",
         name: "experiment",
         kind: MagicKind::Cell,
         summary: "Run this cell as an experiment: report its memory and delete the variables it made.",
-        usage: "%%experiment [NAME] [--keep a,b] [--preload torch] [--tensorboard DIR]",
+        usage: "%%experiment [NAME] [--keep a,b] [--preload torch] [--tensorboard DIR] [--mlflow URI]",
         details: "The experiment starts before the cell and finishes after it, even when the cell fails.\n\
 --preload torch: as for %experiment start (a body that names `tch` preloads it anyway).\n\
---tensorboard DIR: as for %experiment start, for the networks this cell trains.",
+--tensorboard DIR: as for %experiment start, for the networks this cell trains.\n\
+--mlflow URI: as for %experiment start: the cell is a run in the MLflow experiment NAME.",
         args: &[
             ArgSpec::Opt { long: "preload", value: "FRAMEWORK", help: "initialise a framework (torch) before the starting sample" },
             ArgSpec::Opt { long: "tensorboard", value: "DIR", help: "write every network's TensorBoard run, and the experiment's, to DIR" },
+            ArgSpec::Opt { long: "mlflow", value: "URI", help: "log the experiment as a run on this MLflow server, each network trained as a run inside it" },
             ArgSpec::Opt { long: "keep", value: "a,b", help: "variables to keep after the finish" },
             ArgSpec::Pos { name: "NAME", required: false, many: false, help: "a name for the report" },
         ],
@@ -190,7 +197,7 @@ returns at once; %jobs follows it, also from a new kernel.",
         name: "sweep",
         kind: MagicKind::Cell,
         summary: "Train every definition in DEFS (sandboxes here, or a Slurm job array) and add each trained object to a repo.",
-        usage: "%%sweep DEFS --repo DIR [REQS] [--on slurm [--detach] [--timeout S] [--mem-limit SIZE] [--partition P] [--account A] [--qos Q] [--sbatch \"OPTS\"]]",
+        usage: "%%sweep DEFS --repo DIR [REQS] [--mlflow URI] [--on slurm [--detach] [--timeout S] [--mem-limit SIZE] [--partition P] [--account A] [--qos Q] [--sbatch \"OPTS\"]]",
         details: "DEFS names a notebook variable holding a Vec<ObjectDef>; the cell is a closure that trains one\n\
 object and returns its metrics, its parameter typed: `|m: &mut Mlp| { ...; loss }`. Each definition\n\
 is built, moved into compute (Build::load_compute), trained, moved back (save_compute) and added to the\n\
@@ -199,6 +206,7 @@ one task of a job array per definition, built as %%compute --on slurm builds; ea
 object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the sweep from a new kernel.",
         args: &[
             ArgSpec::Opt { long: "repo", value: "DIR", help: "the repo the trained objects go to (made if missing)" },
+            ArgSpec::Opt { long: "mlflow", value: "URI", help: "a run on this MLflow server (experiment: the repo's folder name), a child run per definition" },
             ArgSpec::Opt { long: "on", value: "WHERE", help: "local (sandboxes, the default) or slurm (a job array)" },
             ArgSpec::Flag { long: "detach", short: None, help: "with --on slurm: submit and return at once" },
             ArgSpec::Opt { long: "timeout", value: "S", help: "with --on slurm: each task's --time" },
@@ -210,7 +218,7 @@ object, so a notebook that dies loses nothing, and `%jobs wait ID` follows the s
             ArgSpec::Pos { name: "DEFS", required: true, many: false, help: "the variable holding the definitions" },
             ArgSpec::Pos { name: "REQS", required: false, many: true, help: "each task's resource requests" },
         ],
-        parse: |a, t| crate::compute_args::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(o))),
+        parse: |a, t| crate::compute_args::sweep_options(a, t).map(|o| Call::Cell(CellCall::Sweep(Box::new(o)))),
     },
     MagicSpec {
         name: "slurm",

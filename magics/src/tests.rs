@@ -81,6 +81,7 @@ fn cells_that_fail() {
         ("%experiment start --preload jax", "unknown framework `jax` for --preload (known: torch)", 1, 29, None),
         ("%experiment data --preload torch", "--preload goes with start", 1, 28, None),
         ("%experiment finish --tensorboard tb", "--tensorboard goes with start", 1, 34, None),
+        ("%experiment start --mlflow localhost:5000", "expected a tracking server's http:// URI", 1, 28, None),
         ("%%experiment --tensorboard ''\nx", "--tensorboard needs a directory", 1, 28, None),
         ("%%experiment --keep a,,b\nx", "`` is not a variable name", 1, 21, None),
         ("%%experiment --keep=a-b\nx", "`a-b` is not a variable name", 1, 14, None),
@@ -202,6 +203,7 @@ fn calls_are_typed_once() {
                 name: Some("lr sweep".into()),
                 preload: None,
                 tensorboard: None,
+                mlflow: None,
             }),
         ),
         (
@@ -210,6 +212,7 @@ fn calls_are_typed_once() {
                 name: None,
                 preload: Some(Preload::Torch),
                 tensorboard: None,
+                mlflow: None,
             }),
         ),
         (
@@ -218,6 +221,7 @@ fn calls_are_typed_once() {
                 name: None,
                 preload: None,
                 tensorboard: Some("runs/tb".into()),
+                mlflow: None,
             }),
         ),
         ("%experiment keep a b", LineCall::Experiment(ExperimentCall::Keep(vec!["a".into(), "b".into()]))),
@@ -258,9 +262,14 @@ fn calls_are_typed_once() {
             name: Some("big".into()),
             keep: vec!["a".into(), "b".into()],
             preload: None,
-            tensorboard: None
+            tensorboard: None,
+            mlflow: None
         }
     );
+    assert!(matches!(
+        cell("%%experiment fit --mlflow http://127.0.0.1:5000\nx"),
+        CellCall::Experiment { mlflow: Some(u), .. } if u == "http://127.0.0.1:5000"
+    ));
     assert!(matches!(
         cell("%%experiment --preload tch\nx"),
         CellCall::Experiment { preload: Some(Preload::Torch), .. }

@@ -49,6 +49,7 @@ pub mod models;
 mod notebook;
 pub mod objects;
 pub mod plot;
+pub mod track;
 pub mod widgets;
 
 // The bottom layer, a crate of its own that the kernel links too.

@@ -45,9 +45,30 @@ pub struct SweepCell<'a> {
     pub inv: &'a Invocation,
     pub opts: &'a SweepOptions,
     pub devices: (usize, usize),
+    /// The sweep's MLflow run (`--mlflow`), from before the body to after it.
+    pub tracked: Option<super::mlflow::Tracked>,
 }
 
 impl CellMagic for SweepCell<'_> {
+    /// With `--mlflow`: the sweep's run, in the MLflow experiment named as the repo's folder;
+    /// each definition's trial is a run nested in it.
+    fn before(&mut self, _magics: &mut super::Magics, host: &mut Host<'_>) -> Result<(), ErrorContent> {
+        let Some(uri) = &self.opts.mlflow else { return Ok(()) };
+        let repo = std::path::Path::new(&self.opts.repo);
+        let experiment = repo.file_name().map_or_else(|| self.opts.repo.clone(), |n| n.to_string_lossy().into_owned());
+        let name = format!("sweep {}", self.opts.defs);
+        let t = super::mlflow::Tracked::start(host, uri, &experiment, &name)
+            .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, format!("%%sweep: {e}")))?;
+        self.tracked = Some(t);
+        Ok(())
+    }
+
+    fn after(&mut self, host: &Host<'_>) {
+        if let Some(t) = self.tracked.take() {
+            t.end(host, false);
+        }
+    }
+
     fn code(&mut self, host: &mut Host<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
         host.session.set_cell_lines(None);
         let (opts, body) = (self.opts, cell.body());

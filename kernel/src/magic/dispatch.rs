@@ -18,16 +18,16 @@ fn handler<'a>(magics: &Magics, inv: &'a Invocation, call: &'a CellCall) -> Box<
     match call {
         CellCall::Time => Box::<super::time::TimeCell>::default(),
         CellCall::Parameters => Box::new(super::parameters::ParametersCell),
-        CellCall::Experiment { name, keep, preload, tensorboard } => Box::new(super::experiment::ExperimentCell {
-            name,
-            keep,
-            preload: *preload,
-            tensorboard: tensorboard.as_deref(),
-        }),
+        CellCall::Experiment { name, keep, preload, tensorboard, mlflow } => {
+            let outputs = super::experiment::Outputs { tensorboard: tensorboard.as_deref(), mlflow: mlflow.as_deref() };
+            Box::new(super::experiment::ExperimentCell { name, keep, preload: *preload, outputs })
+        }
         CellCall::Compute(opts) => {
             Box::new(super::compute::ComputeCell { inv, opts, devices: magics.contexts.devices() })
         }
-        CellCall::Sweep(opts) => Box::new(super::compute::SweepCell { inv, opts, devices: magics.contexts.devices() }),
+        CellCall::Sweep(opts) => {
+            Box::new(super::compute::SweepCell { inv, opts, devices: magics.contexts.devices(), tracked: None })
+        }
         CellCall::Script { shell, raise_error } => {
             Box::new(super::habits::ScriptCell { shell: *shell, raise_error: *raise_error })
         }

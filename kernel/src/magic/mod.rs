@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod env;
 pub mod experiment;
 pub mod habits;
+pub mod mlflow;
 pub mod parameters;
 pub mod repo;
 pub mod slurm;

@@ -126,12 +126,26 @@ pub(crate) fn train<T: Object + Build, M: Serialize>(
         e => e.to_string(),
     })?;
     Object::load_compute(&mut obj).map_err(|e| format!("load_compute: {e}"))?;
-    let metrics = f(&mut obj);
+    // A child run of the sweep's, when `%%sweep --mlflow` asked: a network trained by `f` logs
+    // its epochs there; the trial adds its definition, metrics and model.
+    let trial = crate::track::ambient().and_then(|a| {
+        a.start_child(&def.to_string()).map_err(|e| eprintln!("dryml: {e}; the trial goes on without it")).ok()
+    });
+    let metrics = match &trial {
+        Some(run) => crate::track::with_active(run, || f(&mut obj)),
+        None => f(&mut obj),
+    };
     Object::save_compute(&mut obj).map_err(|e| format!("save_compute: {e}"))?;
     let metrics = serde_json::to_value(&metrics).map_err(|e| format!("the metrics do not serialize: {e}"))?;
     obj.meta_mut().metrics = Some(metrics.clone());
     let mut repo = Repo::open(repo).map_err(|e| e.to_string())?;
     let id = repo.add(&obj).map_err(|e| e.to_string())?;
+    if let Some(run) = trial {
+        let logged = run.log_object(&obj, 0).and_then(|()| run.log_model(&obj)).and_then(|()| run.end());
+        if let Err(e) = logged {
+            eprintln!("dryml: {e}; the trial's object is in the repo as {id}");
+        }
+    }
     Ok(Trained { id, metrics, seconds: t0.elapsed().as_secs_f64() })
 }
 

@@ -71,6 +71,7 @@ pub mod tch;
 pub mod tensorboard;
 #[cfg(all(test, feature = "linfa"))]
 mod testing;
+mod tracking;
 pub mod training;
 
 use crate::data::{Batch as _, DataError, Dataset, Element, Xy};

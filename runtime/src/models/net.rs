@@ -532,9 +532,11 @@ pub fn train<O: Object, N: Network>(
     let mut run = training.start(data)?;
     run.resume_best(t.best.take());
     let mut ambient = super::tensorboard::ambient_run(&*obj);
-    // Each shortened to this call's lifetime, which the ambient run shares.
+    let mut tracked = super::tracking::Tracking::start(&*obj);
+    // Each shortened to this call's lifetime, which the ambient runs share.
     let mut callbacks: Vec<&mut dyn Callback> = callbacks.iter_mut().map(|c| &mut **c as &mut dyn Callback).collect();
     callbacks.extend(ambient.as_mut().map(|tb| tb as &mut dyn Callback));
+    callbacks.extend(tracked.as_mut().map(|t| t as &mut dyn Callback));
     loop {
         let t = parts(obj).1;
         let Some(epoch) = run.epoch(t.net.as_mut().expect("built above"), spec)? else { break };
@@ -557,6 +559,10 @@ pub fn train<O: Object, N: Network>(
     // Saved once more: early stopping may have put the best weights back.
     if let Some(path) = t.checkpoint.clone() {
         crate::save_object(&*obj, path)?;
+    }
+    drop(callbacks);
+    if let Some(t) = tracked {
+        t.finish(&*obj, spec.epoch);
     }
     Ok(())
 }

@@ -13,6 +13,10 @@ pub const STREAM_ENV: &str = "DRYML_STREAM_SOCKET";
 pub const STATE_DIR_ENV: &str = "DRYML_STATE_DIR";
 /// A process's compute context (`dryml::compute::Context::encode`'s text).
 pub const CONTEXT_ENV: &str = "DRYML_CONTEXT";
+/// Where `dryml::track` queues its MLflow calls, when set (else the user's cache directory).
+pub const MLFLOW_SPOOL_ENV: &str = "DRYML_MLFLOW_SPOOL";
+/// The file in the state directory naming the MLflow run an open experiment or sweep logs to.
+pub const MLFLOW_AMBIENT_FILE: &str = "mlflow.json";
 /// The file in the state directory holding the last experiment's report.
 pub const EXPERIMENT_LAST_FILE: &str = "experiment-last.tsv";
 

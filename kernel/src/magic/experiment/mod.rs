@@ -8,6 +8,7 @@ pub mod report;
 pub mod tensorboard;
 
 use super::cell::{BodyResult, Cell, CellMagic, CellObserver, Outcome};
+use super::mlflow::{self as tracking, Tracked};
 use super::{Host, Magics};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
@@ -47,6 +48,17 @@ pub struct Experiments {
     ends_with_cell: bool,
     /// The open experiment's `--tensorboard` directory.
     tensorboard: Option<std::path::PathBuf>,
+    /// The open experiment's `--mlflow` run.
+    mlflow: Option<Tracked>,
+    /// When the cell under way began: a tracking queue it wrote to is this kernel's to tell of.
+    cell_began: Option<std::time::SystemTime>,
+}
+
+/// Where an experiment's figures go besides its report.
+#[derive(Default, Clone, Copy)]
+pub struct Outputs<'a> {
+    pub tensorboard: Option<&'a str>,
+    pub mlflow: Option<&'a str>,
 }
 
 /// A measured cell: its first sample and the GPUs it watches.
@@ -62,8 +74,9 @@ impl Experiments {
     }
 
     pub fn run(&mut self, host: &mut Host<'_>, call: &ExperimentCall) -> Result<(), ErrorContent> {
-        if let ExperimentCall::Start { name, preload, tensorboard } = call {
-            return self.start(host, name.clone(), Vec::new(), *preload, tensorboard.as_deref());
+        if let ExperimentCall::Start { name, preload, tensorboard, mlflow } = call {
+            let outputs = Outputs { tensorboard: tensorboard.as_deref(), mlflow: mlflow.as_deref() };
+            return self.start(host, name.clone(), Vec::new(), *preload, outputs);
         }
         let Some(e) = self.open.as_mut() else {
             let sub = call.name();
@@ -98,30 +111,36 @@ impl Experiments {
     }
 
     /// Starts an experiment, finishing an open one first (as IPyExperiments does), after
-    /// preloading a framework when asked to; with `tensorboard`, the networks trained until the
-    /// finish write their runs there.
+    /// preloading a framework when asked to; the networks trained until the finish write their
+    /// runs to its `outputs` (a TensorBoard directory, an MLflow server).
     fn start(
         &mut self,
         host: &mut Host<'_>,
         name: Option<String>,
         keep: Vec<String>,
         preload: Option<Preload>,
-        tensorboard: Option<&str>,
+        outputs: Outputs<'_>,
     ) -> Result<(), ErrorContent> {
         if self.open.is_some() {
             self.finish(host);
         }
-        let tensorboard = tensorboard
+        let tensorboard = outputs
+            .tensorboard
             .map(tensorboard::prepare)
             .transpose()
             .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
+        let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
+        if let Some(uri) = outputs.mlflow {
+            let t = Tracked::start(host, uri, &name, &name)
+                .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
+            self.mlflow = Some(t);
+        }
         host.session.note_child_pid();
         let gpus = host.visible_gpus();
         if let Some(p) = preload {
             self.preload(host, p, &gpus, "before the experiment's starting sample")?;
         }
         let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), &gpus, true);
-        let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
         let note = host.meter.gpu_note();
         host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
         let vars = host.session.variables();
@@ -143,9 +162,9 @@ impl Experiments {
         name: Option<String>,
         keep: Vec<String>,
         preload: Option<Preload>,
-        tensorboard: Option<&str>,
+        outputs: Outputs<'_>,
     ) -> Result<(), ErrorContent> {
-        self.start(host, name, keep, preload, tensorboard)?;
+        self.start(host, name, keep, preload, outputs)?;
         self.ends_with_cell = true;
         Ok(())
     }
@@ -232,6 +251,10 @@ impl Experiments {
         // The GPU note, if any, is already among the report's notes.
         let state = exp::state_block(&after, e.gpus(), None);
         let bundle = exp::report_bundle(&report, true, Some(state));
+        if let Some(t) = self.mlflow.take() {
+            log_report(t.run(), &report, host);
+            t.end(host, false);
+        }
         if let Some(dir) = tensorboard {
             let text = bundle["text/plain"].as_str().unwrap_or_default();
             if let Err(err) = tensorboard::write_run(&dir, &report, text, host.execution_count.max(0) as u64) {
@@ -309,6 +332,7 @@ impl Experiments {
 impl CellObserver for Experiments {
     fn before(&mut self, host: &mut Host<'_>) {
         self.ends_with_cell = false;
+        self.cell_began = Some(std::time::SystemTime::now());
         self.measure = self.begin_cell(host);
     }
 
@@ -336,6 +360,9 @@ impl CellObserver for Experiments {
         if let Some(m) = self.measure.take() {
             self.end_cell(host, m);
         }
+        if let Some(began) = self.cell_began.take() {
+            tracking::sender().after_cell(host, began);
+        }
     }
 }
 
@@ -345,12 +372,29 @@ pub struct ExperimentCell<'a> {
     pub name: &'a Option<String>,
     pub keep: &'a [String],
     pub preload: Option<Preload>,
-    pub tensorboard: Option<&'a str>,
+    pub outputs: Outputs<'a>,
 }
 
 impl CellMagic for ExperimentCell<'_> {
     fn before(&mut self, magics: &mut Magics, host: &mut Host<'_>) -> Result<(), ErrorContent> {
         let (name, keep) = (self.name.clone(), self.keep.to_vec());
-        magics.experiments.start_for_cell(host, name, keep, self.preload, self.tensorboard)
+        magics.experiments.start_for_cell(host, name, keep, self.preload, self.outputs)
+    }
+}
+
+/// The experiment's own figures on its MLflow run: memory per device (MiB) and time, at step 0.
+fn log_report(run: &dryml::track::Run, report: &dryml::experiment::Report, host: &Host<'_>) {
+    let mut m = vec![("time/seconds".to_string(), report.elapsed_secs)];
+    for d in &report.devices {
+        for (figure, bytes) in [("consumed", d.consumed), ("peaked", d.peaked), ("reclaimed", d.reclaimed)] {
+            m.push((format!("memory/{}/{figure}_mib", d.device.replace('/', "_")), bytes as f64 / report::MIB));
+        }
+    }
+    let mut logged = run.log_metrics(&m, 0);
+    if let Some(p) = &report.provenance {
+        logged = logged.and_then(|()| run.log_provenance(p));
+    }
+    if let Err(e) = logged {
+        host.warn(&format!("dryml: the experiment's figures are not on its MLflow run: {e}\n"));
     }
 }
