@@ -152,8 +152,9 @@ pub fn send_file(file: &Path, timeout: Duration) -> Option<Pass> {
 fn compact(file: &Path, sent_path: &Path, offset: u64) {
     let Ok(f) = std::fs::File::open(file) else { return };
     if lock(&f, libc::LOCK_EX).is_ok() && f.metadata().is_ok_and(|m| m.len() == offset) {
-        let _ = std::fs::remove_file(file);
+        // The record first: cut short between the two, the queue is sent again (never skipped).
         let _ = std::fs::remove_file(sent_path);
+        let _ = std::fs::remove_file(file);
     }
 }
 
