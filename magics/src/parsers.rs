@@ -118,7 +118,6 @@ pub(crate) fn experiment_cell_parse(args: &Args, tokens: &[Token]) -> Result<Cal
     Ok(Call::Cell(CellCall::Experiment { name: args.positionals.first().cloned(), keep, preload, tensorboard, mlflow }))
 }
 
-
 fn tensorboard_opt(args: &Args, tokens: &[Token]) -> Result<Option<String>, ArgError> {
     match args.value("tensorboard") {
         Some("") => Err(("--tensorboard needs a directory".into(), option_token(tokens, "tensorboard"))),
