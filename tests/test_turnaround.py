@@ -90,6 +90,49 @@ def test_cache_magic_shows_collects_and_clears(cache):
         assert len(rlibs(cache)) == 1
 
 
+def building(*markers):
+    """Whether a process of this machine has every one of `markers` in its command line."""
+    for p in Path("/proc").iterdir():
+        try:
+            cmdline = (p / "cmdline").read_bytes().decode(errors="replace") if p.name.isdigit() else ""
+        except OSError:
+            continue
+        if all(m in cmdline for m in markers):
+            return True
+    return False
+
+
+def test_a_kernel_does_not_wait_on_another_kernels_build(cache, tmp_path):
+    # A path crate whose build script takes 40 s: cargo holds the shared build directory meanwhile.
+    slow = tmp_path / "slow_dep"
+    (slow / "src").mkdir(parents=True)
+    (slow / "Cargo.toml").write_text('[package]\nname = "slow_dep"\nversion = "0.1.0"\nedition = "2021"\n')
+    (slow / "build.rs").write_text("fn main() { std::thread::sleep(std::time::Duration::from_secs(40)); }\n")
+    (slow / "src" / "lib.rs").write_text("pub fn answer() -> u32 { 42 }\n")
+    env = {"DRYML_BUILD_CACHE": str(cache)}
+    with running_kernel(env, log=tmp_path / "a.log") as a:
+        assert value(a, DRYML_CELL, timeout=900) == "true"
+        msg_id = a.send("execute", f':dep slow_dep = {{ path = "{slow}" }}\nslow_dep::answer()')
+        wait_for(lambda: building("slow_dep-", "build-script-build"), 300, "the slow build script")
+        started = time.time()
+        with running_kernel(env, log=tmp_path / "b.log") as b:
+            # A user's first seconds; then cells that need nothing new reply at their usual pace.
+            time.sleep(8)
+            took = []
+            for code, want in [("let a = 5u32;\na + 1", "6"), ("a * 2", "10"), (DRYML_CELL, "true")]:
+                t0 = time.time()
+                assert value(b, code, timeout=120) == want
+                took.append(time.time() - t0)
+            assert time.time() - started < 35, ("the slow build ended before the second kernel's cells", took)
+            print("the second kernel's cells, seconds:", [round(t, 2) for t in took])
+            assert max(took) < 2.0, took
+        reply, msgs = a.collect(msg_id, timeout=300)
+        assert reply["status"] == "ok", reply
+        assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        # Once the shared directory is free again, the kernel goes on in it.
+        assert value(a, "slow_dep::answer() + 1") == "43"
+
+
 def test_a_changed_runtime_is_rebuilt_not_served_stale(tmp_path):
     # Two copies of the workspace (checkouts) whose runtime/ this test may edit.
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()

@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// Where, in the cell crate's directory, the wrapper records the crate's rustc command.
 const RECORD_FILE: &str = ".dryml-rustc.json";
 
-/// The cell crate's builds (rustc alone while the command cargo last ran for it stays good),
-/// held by evcxr as its `CellBuilder` and by the session, which settles a cargo build.
+/// The cell crate's builds (rustc alone while the command cargo last ran for it stays good; a
+/// build directory of its own while another kernel's build holds the shared one), held by evcxr
+/// as its `CellBuilder` and by the session, which settles a cargo build.
 #[derive(Clone, Default)]
-pub(crate) struct CellBuilds(Arc<Mutex<Option<(Builds, bool)>>>);
+pub(crate) struct CellBuilds(Arc<Mutex<Option<Held>>>);
+
+/// The builds, whether the last ran rustc alone, and those aside.
+type Held = (Builds, bool, super::aside::Aside);
 
 impl CellBuilds {
     /// Starts the builds of the crate `name` in `crate_dir`; returns the builds' environment that
@@ -20,23 +24,23 @@ impl CellBuilds {
     pub(crate) fn start(&self, crate_dir: &Path, name: &str) -> std::io::Result<[(&'static str, String); 3]> {
         let record = crate_dir.join(RECORD_FILE);
         let env = dryml_builds::build_env(&std::env::current_exe()?, name, &record);
-        *self.lock() = Some((Builds::new(record), false));
+        *self.lock() = Some((Builds::new(record), false, super::aside::Aside::new(name)));
         Ok(env)
     }
 
     /// After a cell: reads what a cargo build of it recorded, so the next cell need not.
     pub(crate) fn settle(&self) {
-        if let Some((builds, _)) = self.lock().as_mut() {
+        if let Some((builds, _, _)) = self.lock().as_mut() {
             builds.settle();
         }
     }
 
     /// Whether the last build ran rustc alone (a cell's phases say which).
     pub(crate) fn built_alone(&self) -> bool {
-        self.lock().as_ref().is_some_and(|(_, alone)| *alone)
+        self.lock().as_ref().is_some_and(|(_, alone, _)| *alone)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(Builds, bool)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -44,14 +48,15 @@ impl CellBuilds {
 impl evcxr::CellBuilder for CellBuilds {
     fn build(&mut self, cargo: &Command) -> CellBuild {
         let mut held = self.lock();
-        let Some((builds, alone)) = held.as_mut() else { return CellBuild::Cargo };
+        let Some((builds, alone, aside)) = held.as_mut() else { return CellBuild::Cargo };
         let outcome = builds.build(cargo);
         *alone = matches!(outcome, Outcome::Built(_));
         match outcome {
             Outcome::Built(library) => CellBuild::Built(library),
             Outcome::Failed(output) => CellBuild::Failed(output),
-            // Cargo builds it, and the wrapper records its command again.
-            Outcome::Stale => CellBuild::Cargo,
+            // Cargo builds it (the wrapper records its command again), aside while another
+            // kernel's build holds the shared directory.
+            Outcome::Stale => aside.build(cargo).unwrap_or(CellBuild::Cargo),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! by every kernel, so `dryml`, `tch` and any `:dep` crate is built once per machine rather than
 //! once per kernel start. Cargo's fingerprints decide what is fresh (a change in `runtime/`, the
 //! features, the profile or a watched variable rebuilds) and cargo's lock keeps concurrent builds
-//! apart; this module picks the directory, keeps it within a size bound (least recently used
-//! first) and clears it.
+//! apart (a cell that would wait on it builds aside: `aside.rs`); this module picks the directory,
+//! keeps it within a size bound (least recently used first) and clears it.
 //!
 //! # How a cell is built
 //!
@@ -96,7 +96,7 @@ impl Claim {
 /// The token a build artifact's file name carries, if it is one of a kernel's crates:
 /// `libctx_k0123456789ab.so`, `ctx_k0123456789ab-<base36>`, or `job_k0123456789ab-<hash>.d` (the
 /// programs kernels built for Slurm cells before those shipped the cell's library).
-fn token_of(file_name: &str) -> Option<&str> {
+pub(super) fn token_of(file_name: &str) -> Option<&str> {
     let name = file_name.strip_prefix("lib").unwrap_or(file_name);
     let stem = &name[..name.find(['-', '.']).unwrap_or(name.len())];
     let token = stem.strip_prefix("ctx_").or_else(|| stem.strip_prefix("job_"))?;
@@ -230,7 +230,10 @@ impl BuildCache {
                 }
             }
         }
-        for (path, _lock) in orphans.values() {
+        for (token, (path, _lock)) in &orphans {
+            let aside = self.dir().join(super::aside::ASIDE_DIR).join(format!("ctx_{token}"));
+            freed += tree_size(&aside).0;
+            remove(&aside);
             remove(path);
         }
         Ok(freed)
@@ -570,7 +573,8 @@ fn tree_size(path: &Path) -> (u64, SystemTime) {
         if let Ok(a) = meta.accessed() {
             newest = newest.max(a);
         }
-        return (meta.blocks() * 512, newest);
+        // A file linked from a kernel's build aside counts once in all.
+        return (meta.blocks() * 512 / meta.nlink().max(1), newest);
     }
     let mut total = meta.blocks() * 512;
     for e in std::fs::read_dir(path).into_iter().flatten().flatten() {

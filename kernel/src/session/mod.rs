@@ -4,6 +4,7 @@
 //! hold the running cell's state, the child's output listener, interrupts, error reports and
 //! the build cache; the engine and the magics both use the session, and it uses neither.
 
+mod aside;
 pub mod beside;
 mod borrows;
 mod builds;
