@@ -130,15 +130,16 @@ impl Experiments {
             .transpose()
             .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
         let name = name.unwrap_or_else(|| format!("#{}", host.execution_count));
-        if let Some(uri) = outputs.mlflow {
-            let t = Tracked::start(host, uri, &name, &name)
-                .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
-            self.mlflow = Some(t);
-        }
         host.session.note_child_pid();
         let gpus = host.visible_gpus();
         if let Some(p) = preload {
             self.preload(host, p, &gpus, "before the experiment's starting sample")?;
+        }
+        // Opened last of what can fail, so a failed start leaves no run open on the server.
+        if let Some(uri) = outputs.mlflow {
+            let t = Tracked::start(host, uri, &name, &name)
+                .map_err(|e| ErrorContent::new(crate::protocol::MAGIC_ERROR, e))?;
+            self.mlflow = Some(t);
         }
         let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), &gpus, true);
         let note = host.meter.gpu_note();
