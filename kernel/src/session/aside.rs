@@ -13,6 +13,7 @@
 //! once for every kernel. While the shared directory stays busy, the cells after the first run
 //! rustc alone in this one (`dryml_builds`, from what that build recorded).
 
+use super::cache::ASIDE_DIR;
 use dryml_builds::{Builds, Outcome};
 use evcxr::CellBuild;
 use std::fs::{self, File};
@@ -21,9 +22,6 @@ use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
-
-/// Under the generation: one directory per kernel, by its cell crate's name.
-pub(crate) const ASIDE_DIR: &str = "dryml-aside";
 /// Files at least this big are hard-linked; smaller ones copied.
 const LINK_FROM: u64 = 64 << 10;
 /// Where, in the cell crate's directory, the wrapper records the aside build's rustc command.

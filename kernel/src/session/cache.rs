@@ -61,13 +61,14 @@ pub const LIMIT_ENV: &str = "DRYML_BUILD_CACHE_LIMIT";
 pub const DEFAULT_LIMIT: u64 = 10 << 30;
 /// Touched by each kernel that starts on a generation.
 const USED_FILE: &str = "dryml-last-used";
-/// Entries used this recently are part of some kernel's working set: never evicted, since a
-/// rebuild would cost more than the bytes are worth.
+/// Entries used this recently are some kernel's working set: never evicted (a rebuild costs more).
 const RECENT: Duration = Duration::from_secs(3600);
 /// Eviction goes this far below the bound, so that every start does not evict again.
 const LOW_WATER: f64 = 0.9;
-/// Each running kernel's claim (see [`Claim`]): `<token>.lock`, locked while it runs.
+/// Each running kernel's claim (see [`Claim`]), `<token>.lock` locked while it runs; its build
+/// directory aside (`aside.rs`), `dryml-aside/ctx_<token>`.
 const KERNELS_DIR: &str = "dryml-kernels";
+pub(super) const ASIDE_DIR: &str = "dryml-aside";
 
 pub struct BuildCache {
     root: PathBuf,
@@ -93,9 +94,8 @@ impl Claim {
     }
 }
 
-/// The token a build artifact's file name carries, if it is one of a kernel's crates:
-/// `libctx_k0123456789ab.so`, `ctx_k0123456789ab-<base36>`, or `job_k0123456789ab-<hash>.d` (the
-/// programs kernels built for Slurm cells before those shipped the cell's library).
+/// The token in the file name of a kernel's crate: `libctx_k0123456789ab.so`, `ctx_k…-<base36>`,
+/// or `job_k…-<hash>.d` (the programs Slurm cells were built as, formerly).
 pub(super) fn token_of(file_name: &str) -> Option<&str> {
     let name = file_name.strip_prefix("lib").unwrap_or(file_name);
     let stem = &name[..name.find(['-', '.']).unwrap_or(name.len())];
@@ -231,7 +231,7 @@ impl BuildCache {
             }
         }
         for (token, (path, _lock)) in &orphans {
-            let aside = self.dir().join(super::aside::ASIDE_DIR).join(format!("ctx_{token}"));
+            let aside = self.dir().join(ASIDE_DIR).join(format!("ctx_{token}"));
             freed += tree_size(&aside).0;
             remove(&aside);
             remove(path);
