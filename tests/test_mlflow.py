@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ok, running_kernel, stderr_of, value
+from test_provenance import dirty_checkout
 
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -85,18 +86,10 @@ def until(what, seconds=60):
         time.sleep(0.5)
 
 
-def git(d, *args):
-    subprocess.run(["git", *args], cwd=d, check=True, capture_output=True)
-
-
 def test_an_experiments_network_and_a_sweeps_trials_reach_the_server(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    (work / "train.rs").write_text("fn main() {}\n")
-    git(work, "add", "train.rs")
-    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    (work / "train.rs").write_text("fn main() { changed(); }\n")
+    dirty_checkout(work)
     with mlflow_server(tmp_path / "server") as (uri, _), \
             running_kernel({"DRYML_MLFLOW_SPOOL": str(tmp_path / "spool")}) as k:
         client = MlflowClient(uri)
@@ -150,6 +143,10 @@ eval(&back, &iris).unwrap().collect().unwrap() == eval(&m, &iris).unwrap().colle
             steps = [m.step for m in client.get_metric_history(t.info.run_id, "loss/train")]
             assert steps == [1, 2, 3], steps
             assert [a.path for a in client.list_artifacts(t.info.run_id)] == ["model.dryml"]
+        # A cell that fails ends its experiment's run as FAILED.
+        reply, _ = k.execute(f'%%experiment broken --mlflow {uri}\npanic!("no")')
+        assert reply["status"] == "error", reply
+        assert [r.info.status for r in runs_of(client, "broken")] == ["FAILED"]
         # Everything sent: the queue is gone.
         assert not list((tmp_path / "spool").glob("*.jsonl"))
 

@@ -23,6 +23,17 @@ def git(d, *args):
     return subprocess.run(["git", *args], cwd=d, check=True, capture_output=True, text=True).stdout.strip()
 
 
+def dirty_checkout(work):
+    """A git checkout in `work`: one commit on `main`, and `train.rs` changed since. Its HEAD."""
+    git(work, "init", "-q", "-b", "main")
+    (work / "train.rs").write_text("fn main() {}\n")
+    git(work, "add", "train.rs")
+    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = git(work, "rev-parse", "HEAD")
+    (work / "train.rs").write_text("fn main() { println!(\"changed\"); }\n")
+    return head
+
+
 def store(k, repo, id, lr):
     """A run with `lr` and seed 7, stored in `repo` as `id`."""
     code = (f'let mut repo = dryml::Repo::open("{repo}").unwrap();\n'
@@ -38,12 +49,7 @@ def shown(k, id):
 def test_a_stored_object_says_how_it_was_made(fake_gpu_kernel, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
-    git(work, "init", "-q", "-b", "main")
-    (work / "train.rs").write_text("fn main() {}\n")
-    git(work, "add", "train.rs")
-    git(work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    head = git(work, "rev-parse", "HEAD")
-    (work / "train.rs").write_text("fn main() { println!(\"changed\"); }\n")
+    head = dirty_checkout(work)
     diff = subprocess.run("git diff HEAD --binary | git hash-object --stdin", shell=True, cwd=work,
                           check=True, capture_output=True, text=True).stdout.strip()
     repo = tmp_path / "repo"

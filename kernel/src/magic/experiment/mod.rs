@@ -52,6 +52,8 @@ pub struct Experiments {
     mlflow: Option<Tracked>,
     /// When the cell under way began: a tracking queue it wrote to is this kernel's to tell of.
     cell_began: Option<std::time::SystemTime>,
+    /// The `%%experiment` cell's body failed: its MLflow run ends `FAILED`.
+    body_failed: bool,
 }
 
 /// Where an experiment's figures go besides its report.
@@ -254,7 +256,7 @@ impl Experiments {
         let bundle = exp::report_bundle(&report, true, Some(state));
         if let Some(t) = self.mlflow.take() {
             log_report(t.run(), &report, host);
-            t.end(host, false);
+            t.end(host, std::mem::take(&mut self.body_failed));
         }
         if let Some(dir) = tensorboard {
             let text = bundle["text/plain"].as_str().unwrap_or_default();
@@ -353,9 +355,10 @@ impl CellObserver for Experiments {
         result
     }
 
-    fn after(&mut self, host: &mut Host<'_>, _outcome: &Outcome) {
+    fn after(&mut self, host: &mut Host<'_>, outcome: &Outcome) {
         // The experiment of a `%%experiment` cell ends with it, whether or not the body failed.
         if std::mem::take(&mut self.ends_with_cell) && self.is_open() {
+            self.body_failed = outcome.error.is_some();
             self.finish(host);
         }
         if let Some(m) = self.measure.take() {
