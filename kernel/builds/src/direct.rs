@@ -62,8 +62,9 @@ fn cargo_call(cargo: &Command) -> String {
     )
 }
 
-/// `cargo` again, to be asked later how it was called.
-fn copy(cargo: &Command) -> Command {
+/// `cargo` again (program, arguments, environment, directory), to run or be asked later how
+/// it was called.
+pub fn copy(cargo: &Command) -> Command {
     let mut copy = Command::new(cargo.get_program());
     copy.args(cargo.get_args());
     in_env_of(cargo, &mut copy);

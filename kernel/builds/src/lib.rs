@@ -17,6 +17,6 @@ mod record;
 mod wrapper;
 
 pub use args::{DEBUG_CELLS_ENV, PIN_METADATA_ENV};
-pub use direct::{Builds, DirectRustc, Outcome};
+pub use direct::{copy as copy_command, Builds, DirectRustc, Outcome};
 pub use record::Recorded;
 pub use wrapper::{build_env, wrapper_hook, RECORD_ENV};

@@ -25,10 +25,7 @@ impl Tracked {
     pub fn start(host: &Host<'_>, uri: &str, experiment: &str, name: &str) -> Result<Tracked, String> {
         let mlflow = dryml::track::mlflow(uri);
         let run = mlflow.start_run(experiment, name).map_err(|e| format!("--mlflow {uri}: {e}"))?;
-        let cwd = std::fs::read_link(format!("/proc/{}/cwd", host.session.child_pid())).unwrap_or_default();
-        let kernel_part = host.state_dir.join(dryml::objects::provenance::KERNEL_FILE);
-        let made = dryml::objects::Provenance::at(Some(&kernel_part), &cwd);
-        run.log_provenance(&made).map_err(|e| format!("--mlflow {uri}: {e}"))?;
+        run.log_provenance(&host.provenance()).map_err(|e| format!("--mlflow {uri}: {e}"))?;
         let ambient =
             Ambient { uri: mlflow.uri().to_string(), experiment: experiment.to_string(), parent: run.key().into() };
         dryml::track::set_ambient(host.state_dir, Some(&ambient))

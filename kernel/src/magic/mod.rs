@@ -62,6 +62,14 @@ impl Host<'_> {
         self.state.child_pid()
     }
 
+    /// How a result made now is made: the kernel's part, and git where the notebook's process
+    /// works (its `%cd`).
+    pub fn provenance(&self) -> dryml::objects::Provenance {
+        let cwd = std::fs::read_link(format!("/proc/{}/cwd", self.session.child_pid())).unwrap_or_default();
+        let kernel_part = self.state_dir.join(dryml::objects::provenance::KERNEL_FILE);
+        dryml::objects::Provenance::at(Some(&kernel_part), &cwd)
+    }
+
     /// The GPUs measured, numbered as the child's CUDA numbers them; with a context, the
     /// pool's GPUs (numbered as `%context` does), since sandboxes may hold GPUs the notebook's
     /// own process cannot see.

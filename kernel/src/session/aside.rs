@@ -48,14 +48,7 @@ impl Aside {
             return None;
         }
         let dir = shared.join(ASIDE_DIR).join(&self.name);
-        let mut aside = Command::new(cargo.get_program());
-        aside.args(cargo.get_args()).current_dir(&crate_dir);
-        for (k, v) in cargo.get_envs() {
-            match v {
-                Some(v) => aside.env(k, v),
-                None => aside.env_remove(k),
-            };
-        }
+        let mut aside = dryml_builds::copy_command(cargo);
         let record = crate_dir.join(RECORD_FILE);
         aside.env("CARGO_BUILD_BUILD_DIR", &dir).env(dryml_builds::RECORD_ENV, &record);
         let builds = self.builds.get_or_insert_with(|| Builds::new(record));

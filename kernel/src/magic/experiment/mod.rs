@@ -242,9 +242,7 @@ impl Experiments {
         }
         let mut report = e.report(&before, &after, plan, failed, notes);
         // Made where the notebook's process works (its `%cd`), with the kernel's part.
-        let cwd = std::fs::read_link(format!("/proc/{}/cwd", host.session.child_pid())).unwrap_or_default();
-        let kernel_part = host.state_dir.join(dryml::objects::provenance::KERNEL_FILE);
-        report.provenance = Some(dryml::objects::Provenance::at(Some(&kernel_part), &cwd));
+        report.provenance = Some(host.provenance());
         let path = host.state_dir.join(dryml_sys::protocol::EXPERIMENT_LAST_FILE);
         if let Err(err) =
             dryml_sys::fs::write_atomic(&path, report.to_record().as_bytes(), dryml_sys::fs::Durability::NoFsync)
