@@ -280,6 +280,21 @@ def test_a_type_the_analysis_cannot_see_is_rustcs(tmp_path):
         assert value(k, "m.0") == "7"
 
 
+def test_a_first_stored_value_of_a_crates_type_takes_rustcs_type_by_a_path_the_cell_can_write(tmp_path):
+    # rustc writes `Tensor` and `ArrayBase<OwnedRepr<f64>, ...>`; the cell sees neither name.
+    log = tmp_path / "kernel.log"
+    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log, own_analysis=True) as k:
+        assert value(k, "let t = tch::Tensor::ones([2, 3], (tch::Kind::Float, tch::Device::Cpu));\nt.numel()") == "6"
+        # The crate was new to the analysis: rustc's type, with no wait for the analysis.
+        assert "Types from rustc" in log.read_text() and "Types from the analyzer" not in log.read_text()
+        ok(k, ':dep ndarray = "0.16"', timeout=600)
+        assert value(k, "let a = ndarray::Array2::<f64>::zeros((2, 2));\na.len()") == "4"
+        types = dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
+        assert types["t"] == "tch::Tensor", types
+        assert "ArrayBase<" in types["a"], types
+        assert value(k, "t.sum(tch::Kind::Double).double_value(&[]) + a.sum()") == "6.0"
+
+
 def cells_with_their_own_errors(k):
     for code, says in [('let z = 1;\nlet w: u8 = "no";', "expected `u8`, found `&str`"),
                        ("let f = |x: i32| move |y: i32| x + y;", "is a closure, which cannot be persisted"),

@@ -3,9 +3,9 @@
 //! own process; [`Client`] in a process that the user's kernels share ([`serve`]), which keeps
 //! the analysis's hundreds of MiB out of each kernel and holds what their crates share once.
 //! A load runs on a thread of its own from the moment a cell's Cargo.toml is written, then
-//! primes the first inference, so a cell waits for neither unless it needs a type; until then
-//! a `let` whose type is not written is left to rustc ([`lets`]). [`Beside`] answers completion
-//! and hover while a cell runs.
+//! primes the first inference (the standard library's names and each dependency's), so a cell
+//! waits for neither; until then a `let` whose type is not written is left to rustc ([`lets`],
+//! [`probe`]). [`Beside`] answers completion and hover while a cell runs.
 
 mod beside;
 mod client;
@@ -13,7 +13,9 @@ mod host;
 mod lets;
 mod load;
 mod local;
+mod names;
 mod origins;
+mod probe;
 mod queries;
 mod server;
 mod wire;

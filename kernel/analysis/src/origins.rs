@@ -15,12 +15,13 @@
 //! Left out: a dependency's layout changed under a name the notebook does not follow (cargo
 //! unifying a transitive crate's features with a newly added crate's), which no type name shows.
 
+use crate::names::{definition, hash_of, type_name_roots, KNOWN, PRELUDE, STD_ROOTS};
+use crate::probe;
 use evcxr::{Definitions, Probed};
 use ra_ap_syntax::ast;
 use ra_ap_syntax::{AstNode, Edition};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::hash::Hash;
-use std::hash::Hasher;
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
 /// Each definition a type name reaches, with a hash of it.
@@ -39,9 +40,16 @@ struct Kept {
     /// What the last cell dropped, each with why: those `changed` named, less those the cell
     /// made again once it was kept.
     dropped: Vec<(String, String)>,
+    /// The code of the cell being run, for `probed`.
+    cell: String,
 }
 
 impl Origins {
+    /// The code of the cell about to run: where a type rustc names by its last segment is.
+    pub fn set_cell(&self, code: &str) {
+        code.clone_into(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).cell);
+    }
+
     /// The variables the last cell dropped (or, had it failed, would have), each with why; once.
     pub fn take_dropped(&self) -> Vec<(String, String)> {
         std::mem::take(&mut self.0.lock().unwrap_or_else(|e| e.into_inner()).dropped)
@@ -105,160 +113,17 @@ impl evcxr::TypeOrigins for Origins {
         let spans = error.json["spans"].as_array().into_iter().flatten();
         let label = spans.filter(|span| span["is_primary"] == true).find_map(|span| span["label"].as_str());
         let text = error.json.get("rendered").map_or_else(|| error.json.to_string(), |r| r.to_string());
-        probed(Rustc { code: error.code(), message: &error.message(), label, text: &text }, type_now, defs)
+        let message = error.message();
+        let imports = probe::suggested_imports(&error.json);
+        let found = probe::found_in_notes(&error.json);
+        let rustc = probe::Rustc { code: error.code(), message: &message, label, found, text: &text, imports };
+        let cell = self.0.lock().unwrap_or_else(|e| e.into_inner()).cell.clone();
+        probe::probed(rustc, type_now, &probe::Seen { cell: &cell, definitions: defs })
     }
 
     fn parameter(&self, type_name: &str) -> String {
         with_static_lifetimes(type_name)
     }
-}
-
-/// The types and traits of Rust's prelude.
-#[rustfmt::skip]
-const PRELUDE: &[&str] = &[
-    "Self", "Vec", "Option", "Result", "Box", "String", "Fn", "FnMut", "FnOnce", "Send", "Sync",
-    "Sized", "Unpin", "Copy", "Clone", "Default", "PartialEq", "Eq", "PartialOrd", "Ord",
-    "Iterator", "IntoIterator", "DoubleEndedIterator", "ExactSizeIterator", "Extend",
-    "FromIterator", "ToString", "ToOwned", "From", "Into", "TryFrom", "TryInto", "AsRef", "AsMut",
-    "Drop",
-];
-
-/// Names that need no definition beyond the prelude: its variants, and layout attributes' words.
-const KNOWN: &[&str] = &["Some", "None", "Ok", "Err", "Debug", "Hash", "Display"];
-
-/// The primitive types.
-#[rustfmt::skip]
-const PRIMITIVES: &[&str] = &[
-    "bool", "char", "str", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32", "u64",
-    "u128", "usize", "f32", "f64",
-];
-
-/// The roots of paths that name no notebook item or external crate.
-const STD_ROOTS: &[&str] = &["std", "core", "alloc", "crate", "self", "super"];
-
-fn hash_of(text: &str) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    hasher.finish()
-}
-
-/// An item as the walk sees it: its tokens' hash and the first segments of the paths it names
-/// outside its attributes (a path's later segments resolve through its first).
-struct Definition {
-    hash: u64,
-    roots: Vec<String>,
-}
-
-/// Parses one item's text; `None` for a function, which no type's layout depends on.
-fn definition(text: &str) -> Option<Definition> {
-    let file = ast::SourceFile::parse(text, Edition::Edition2024).tree();
-    let item = file.syntax().children().find_map(ast::Item::cast);
-    if matches!(item, Some(ast::Item::Fn(_))) {
-        return None;
-    }
-    let mut tokens = String::new();
-    for token in file.syntax().descendants_with_tokens().filter_map(|e| e.into_token()) {
-        if !token.kind().is_trivia() {
-            tokens.push_str(token.text());
-            tokens.push(' ');
-        }
-    }
-    let generics: HashSet<String> = file
-        .syntax()
-        .descendants()
-        .filter_map(ast::GenericParam::cast)
-        .filter_map(|p| match p {
-            ast::GenericParam::TypeParam(t) => ast::HasName::name(&t).map(|n| n.text().to_string()),
-            ast::GenericParam::ConstParam(c) => ast::HasName::name(&c).map(|n| n.text().to_string()),
-            ast::GenericParam::LifetimeParam(_) => None,
-        })
-        .collect();
-    // A path's first segment only (its later ones resolve through it; `crate::G` through `G`),
-    // outside attributes: derives and `repr` words are hashed with the item but name nothing to
-    // follow. A struct's own name and its fields' are no paths, so a field called like a module
-    // is not followed.
-    let roots = file
-        .syntax()
-        .descendants()
-        .filter_map(ast::Path::cast)
-        .filter(|p| p.qualifier().is_none() && !p.syntax().ancestors().any(|a| ast::Attr::can_cast(a.kind())))
-        .filter_map(|p| {
-            let first = p.segment()?.name_ref()?.text().to_string();
-            if !matches!(first.as_str(), "crate" | "self" | "super") {
-                return Some(first);
-            }
-            let parent = p.syntax().parent().and_then(ast::Path::cast)?;
-            Some(parent.segment()?.name_ref()?.text().to_string())
-        })
-        .filter(|r| !generics.contains(r))
-        .collect();
-    Some(Definition { hash: hash_of(&tokens), roots })
-}
-
-/// The first segments of the paths in a type name as the analyzer wrote it.
-fn type_name_roots(type_name: &str) -> Vec<String> {
-    let text = format!("type T = {type_name};");
-    definition(&text).map(|d| d.roots).unwrap_or_default()
-}
-
-/// Whether every path in `type_name` starts from a name the cell sees as such: a primitive, the
-/// prelude, std's roots, a notebook item or `use`, or a crate. rustc writes a type by its last
-/// segment alone wherever that name is unique, in scope or not (`HashMap`).
-fn in_scope(type_name: &str, definitions: &Definitions<'_>) -> bool {
-    let Some(def) = definition(&format!("type T = {type_name};")) else {
-        return false;
-    };
-    def.roots.iter().all(|root| {
-        let root = root.as_str();
-        PRIMITIVES.contains(&root)
-            || PRELUDE.contains(&root)
-            || STD_ROOTS.contains(&root)
-            || definitions.items.contains_key(root)
-            || definitions.deps.contains_key(root)
-    })
-}
-
-/// What evcxr's `probed` reads of rustc's error: its code, message, primary label and text.
-struct Rustc<'a> {
-    code: Option<&'a str>,
-    message: &'a str,
-    label: Option<&'a str>,
-    text: &'a str,
-}
-
-/// A try's error while a first cell's types are guessed (patch part 11). At a variable stored as
-/// the probe, rustc's mismatch ("expected `EvcxrTypeProbe`, found `Vec<{integer}>`") names its
-/// type, taken where the cell can write it. At one given rustc's type, any error but evcxr's own
-/// cases (a moved value, a missing one) says that type does not build here. Elsewhere only an
-/// error that names the probe is ours. Ours and not taken: wait for the analysis's types.
-fn probed(error: Rustc<'_>, type_now: Option<&str>, definitions: &Definitions<'_>) -> Probed {
-    let evcxr_case =
-        matches!(error.code, None | Some("E0382" | "E0562")) || error.message.starts_with("cannot find value");
-    match type_now {
-        Some(evcxr::TYPE_PROBE) => {
-            let found = error.label.and_then(|l| l.strip_prefix("expected `")?.strip_prefix(evcxr::TYPE_PROBE));
-            let found = found.and_then(|l| l.strip_prefix("`, found ")).filter(|_| error.code == Some("E0308"));
-            match found.and_then(rustc_type).filter(|type_name| in_scope(type_name, definitions)) {
-                Some(type_name) => Probed::Type(type_name),
-                None => Probed::Wait,
-            }
-        }
-        Some(_) if !evcxr_case => Probed::Wait,
-        None if error.text.contains(evcxr::TYPE_PROBE) => Probed::Wait,
-        _ => Probed::Theirs,
-    }
-}
-
-/// The type rustc's mismatch found (`` `Vec<{integer}>` ``, `integer`, `floating-point number`),
-/// with rustc's defaults for literals not yet inferred; None where it names no type that can be
-/// written (a closure, a function item).
-fn rustc_type(found: &str) -> Option<String> {
-    let type_name = match found {
-        "integer" => "i32".to_owned(),
-        "floating-point number" => "f64".to_owned(),
-        _ => found.strip_prefix('`')?.strip_suffix('`')?.replace("{integer}", "i32").replace("{float}", "f64"),
-    };
-    (!type_name.contains(['{', '}', '`']) && evcxr::is_type_valid(&type_name)).then_some(type_name)
 }
 
 /// `type_name` with each elided reference lifetime made `'static`, as a stored variable's is. As
@@ -371,20 +236,7 @@ fn staleness(var_name: &str, type_name: &str, then: &Origin, now: &Origin) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The word after an item's keyword: its name.
-    fn name_of(code: &str) -> &str {
-        code.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).nth(1).unwrap()
-    }
-
-    /// Definitions of `items` (each named by its second word), `unnamed` items and `deps`.
-    fn defs<'a>(items: &[&'a str], unnamed: &[&'a str], deps: &[(&'a str, &'a str)]) -> Definitions<'a> {
-        Definitions {
-            items: items.iter().map(|code| (name_of(code), *code)).collect(),
-            unnamed: unnamed.to_vec(),
-            deps: deps.iter().map(|(name, config)| (*name, (*name, *config))).collect(),
-        }
-    }
+    use crate::names::defs;
 
     #[test]
     fn a_redefined_struct_drops_the_variable_saying_why() {
@@ -496,73 +348,5 @@ mod tests {
         assert!(origins.changed(&[("b", "P")], &now).is_empty());
         origins.kept(&[("b", "P")], &now);
         assert!(origins.take_dropped().is_empty());
-    }
-
-    #[test]
-    fn in_scope_means_every_paths_root_is_seen_by_that_name() {
-        let definitions = defs(&["struct P { x: i32 }"], &[], &[("tch", "tch = \"0.26\"")]);
-        for (type_name, seen) in [
-            ("Vec<P>", true),
-            ("std::collections::HashMap<u8, u8>", true),
-            ("tch::Tensor", true),
-            ("(i32, &str, [f64; 2])", true),
-            ("HashMap<u8, u8>", false),
-            ("Option<Q>", false),
-            ("not a type (", false),
-        ] {
-            assert_eq!(in_scope(type_name, &definitions), seen, "{type_name}");
-        }
-    }
-
-    #[test]
-    fn rustcs_found_type_is_taken_with_its_literals_defaults_where_a_cell_can_write_it() {
-        let definitions = defs(&["struct P { x: i32 }"], &[], &[]);
-        for (found, taken) in [
-            ("`Vec<{integer}>`", Some("Vec<i32>")),
-            ("`(P, {float})`", Some("(P, f64)")),
-            ("integer", Some("i32")),
-            ("floating-point number", Some("f64")),
-            ("`&str`", Some("&str")),
-            // Not a type a cell can write, or not one it sees by that name: the analysis's.
-            ("closure", None),
-            ("`{closure@src/lib.rs:3:9: 3:12}`", None),
-            ("fn item", None),
-            ("`HashMap<u8, u8>`", None),
-            ("`Vec<Q>`", None),
-        ] {
-            let label = format!("expected `EvcxrTypeProbe`, found {found}");
-            let error = Rustc { code: Some("E0308"), message: "mismatched types", label: Some(&label), text: "" };
-            match (probed(error, Some(evcxr::TYPE_PROBE), &definitions), taken) {
-                (Probed::Type(type_name), Some(taken)) => assert_eq!(type_name, taken, "{found}"),
-                (Probed::Wait, None) => {}
-                _ => panic!("{found}: not {taken:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn a_guessed_types_errors_are_ours_a_cells_own_are_evcxrs() {
-        let definitions = defs(&[], &[], &[]);
-        let error = |code, message, text| Rustc { code, message, label: None, text };
-        let is = |probe: Probed, expected: &str| match probe {
-            Probed::Theirs => expected == "theirs",
-            Probed::Wait => expected == "wait",
-            Probed::Type(_) => false,
-        };
-        let cases = [
-            // At the probe, an error that is no mismatch naming a type: the analysis's types.
-            (error(Some("E0277"), "the trait bound is not satisfied", ""), Some(evcxr::TYPE_PROBE), "wait"),
-            // At rustc's type: one that does not build here, but a move or a missing value is evcxr's.
-            (error(Some("E0308"), "mismatched types", ""), Some("Vec<i32>"), "wait"),
-            (error(Some("E0382"), "use of moved value: `v`", ""), Some("Vec<i32>"), "theirs"),
-            (error(Some("E0425"), "cannot find value `v` in this scope", ""), Some("Vec<i32>"), "theirs"),
-            // At no guessed variable: only an error naming the probe.
-            (error(Some("E0277"), "`EvcxrTypeProbe` doesn't implement `Debug`", "EvcxrTypeProbe"), None, "wait"),
-            (error(Some("E0308"), "mismatched types", "expected `u8`, found `&str`"), None, "theirs"),
-        ];
-        for (error, type_now, expected) in cases {
-            let message = error.message;
-            assert!(is(probed(error, type_now, &definitions), expected), "{message} at {type_now:?}: not {expected}");
-        }
     }
 }

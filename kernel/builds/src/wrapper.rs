@@ -57,7 +57,8 @@ pub fn wrapper_hook() {
         }
     };
     let links = args.iter().any(|a| a.starts_with("--emit=") && a.contains("link"));
-    if status.success() && links {
+    // A failed build's command too: the cell's next try (its types fixed) runs it alone.
+    if links {
         let own = [RECORD_ENV, crate::args::CRATE_NAME_ENV, EVCXR_WRAPPER_ENV, EVCXR_SO_PATH_ENV];
         crate::record::record(&command, Path::new(&record), &own);
     }

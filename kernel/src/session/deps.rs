@@ -83,20 +83,29 @@ impl Session {
         let path = self.dryml_sources();
         let path = path.to_string_lossy();
         let features: Vec<&str> = want.features().into_iter().filter(|f| f.1).map(|f| f.0).collect();
-        let mut deps = if features.is_empty() {
-            format!(":dep dryml = {{ path = {path:?} }}")
-        } else {
-            format!(":dep dryml = {{ path = {path:?}, features = {features:?} }}")
-        };
+        let mut lines = vec![(
+            "dryml",
+            if features.is_empty() {
+                format!("{{ path = {path:?} }}")
+            } else {
+                format!("{{ path = {path:?}, features = {features:?} }}")
+            },
+        )];
         if want.torch {
-            deps.push_str(&format!("\n:dep tch = \"={TCH_VERSION}\""));
+            lines.push(("tch", format!("\"={TCH_VERSION}\"")));
         }
         if want.linfa {
-            deps.push_str(&format!("\n:dep linfa = \"{LINFA_VERSION}\""));
+            lines.push(("linfa", format!("\"{LINFA_VERSION}\"")));
         }
         if want.candle {
-            deps.push_str(&format!("\n:dep candle-core = \"{CANDLE_VERSION}\"\n:dep candle-nn = \"{CANDLE_VERSION}\""));
+            lines.push(("candle-core", format!("\"{CANDLE_VERSION}\"")));
+            lines.push(("candle-nn", format!("\"{CANDLE_VERSION}\"")));
         }
+        // Ours resolve (the set-up built them): evcxr need not ask cargo (0.05 s each).
+        let known = &mut self.ctx.eval_context_mut().hooks_mut().known_deps;
+        known.extend(lines.iter().map(|(name, config)| (name.to_string(), config.clone())));
+        let deps: Vec<String> = lines.iter().map(|(name, config)| format!(":dep {name} = {config}")).collect();
+        let deps = deps.join("\n");
         Some((deps, want))
     }
 

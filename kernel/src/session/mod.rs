@@ -456,6 +456,7 @@ impl Session {
             before_run: Some(&before_run),
         };
         lockfile::seed_cell_crate(&code);
+        self.hooks.origins.set_cell(&code);
         let began = std::time::Instant::now();
         let mut result = self.ctx.execute_with_callbacks(&code, &mut callbacks);
         let spent = began.elapsed();
