@@ -1,6 +1,8 @@
 //! The build cache against scratch directories: claims, orphans, eviction, clearing, keys.
 
+use super::key::key_for;
 use super::*;
+use std::path::Path;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("dryml-cache-test-{name}-{}", std::process::id()));
@@ -89,6 +91,15 @@ fn kernels_claim_their_own_crates_and_a_gone_kernels_are_removed() {
         std::fs::create_dir_all(f.parent().unwrap()).unwrap();
         std::fs::write(f, b"x").unwrap();
     }
+    // A build aside of a kernel that holds no claim goes; a running kernel's stays.
+    let aside = |name: &str| cache.dir().join(ASIDE_DIR).join(name).join("debug/deps/x.rlib");
+    let (unclaimed, claimed) = (aside("ctx_k0123456789ab"), aside(&b.cell_crate()));
+    for f in [&unclaimed, &claimed] {
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, b"x").unwrap();
+    }
+    assert!(cache.remove_orphans(Duration::ZERO).unwrap() > 0);
+    assert!(!cache.dir().join(ASIDE_DIR).join("ctx_k0123456789ab").exists() && claimed.exists());
     // Both kernels run: nothing is theirs to take.
     assert_eq!(cache.remove_orphans(Duration::ZERO).unwrap(), 0);
     let gone = files(&a);

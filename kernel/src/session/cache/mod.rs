@@ -46,12 +46,21 @@
 //! stored variables whose names appear in the cell's text (or whose types it redefines), so a
 //! cell's cost does not grow with the notebook.
 
+mod files;
+mod key;
+
+pub use files::clean_killed_build;
+use files::tree_size;
+pub(super) use files::{lock_generation, profile_dirs, remove, unit_of, units, Item};
+pub(super) use key::{fnv1a, rustc};
+pub use key::{generation_key, std_lib_dir};
+
 use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 /// The cache's directory, or `off` for a private build directory per kernel, as evcxr has it.
@@ -101,18 +110,6 @@ pub(super) fn token_of(file_name: &str) -> Option<&str> {
     let stem = &name[..name.find(['-', '.']).unwrap_or(name.len())];
     let token = stem.strip_prefix("ctx_").or_else(|| stem.strip_prefix("job_"))?;
     (token.len() == 13 && token.starts_with('k') && token[1..].bytes().all(|b| b.is_ascii_hexdigit())).then_some(token)
-}
-
-/// One thing eviction may remove: a whole generation that is not this kernel's, or one cargo
-/// unit (the files of one crate build, which share a hash) of this kernel's generation.
-#[derive(Debug)]
-pub(super) struct Item {
-    label: String,
-    pub(super) bytes: u64,
-    last_used: SystemTime,
-    pub(super) paths: Vec<PathBuf>,
-    /// Cargo locks to hold while removing it.
-    generation: PathBuf,
 }
 
 /// What `%cache` shows.
@@ -215,11 +212,20 @@ impl BuildCache {
                 orphans.insert(token.to_string(), (e.path(), file));
             }
         }
+        let mut freed = 0;
+        // Builds aside whose kernel holds no claim (an earlier version's, or one killed between).
+        for e in std::fs::read_dir(self.dir().join(ASIDE_DIR)).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let claim = |t: &str| self.dir().join(KERNELS_DIR).join(format!("{t}.lock"));
+            if !name.strip_prefix("ctx_").is_some_and(|t| claim(t).exists()) {
+                freed += tree_size(&e.path()).0;
+                remove(&e.path());
+            }
+        }
         if orphans.is_empty() {
-            return Ok(0);
+            return Ok(freed);
         }
         let _held = lock_generation(&self.dir(), wait)?;
-        let mut freed = 0;
         for profile in profile_dirs(&self.dir()) {
             for sub in [".fingerprint", "deps", "incremental"] {
                 for e in std::fs::read_dir(profile.join(sub)).into_iter().flatten().flatten() {
@@ -376,224 +382,6 @@ impl BuildCache {
 /// `$XDG_CACHE_HOME/dryml-rust/build`, else `~/.cache/dryml-rust/build`.
 fn default_root() -> Option<PathBuf> {
     Some(dirs::cache_dir()?.join("dryml-rust").join("build"))
-}
-
-/// What a build's artifacts depend on that cargo does not track: the compiler (cargo does track
-/// it, but a new toolchain makes every old artifact garbage, best evicted at once) and libtorch,
-/// which torch-sys's build script links against without watching its version or location.
-pub fn generation_key() -> String {
-    let info = std::process::Command::new(rustc())
-        .arg("-vV")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    key_for(&info, crate::torch::available().as_deref())
-}
-
-/// The key from `rustc -vV`'s output and the libtorch directory (`<torch>/lib`), if any.
-fn key_for(rustc_info: &str, torch_lib: Option<&Path>) -> String {
-    let field = |name: &str| rustc_info.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_string());
-    let mut key = format!(
-        "rustc-{}-{}",
-        field("release:").unwrap_or_else(|| "unknown".into()),
-        field("commit-hash:").map(|h| h.chars().take(9).collect::<String>()).unwrap_or_else(|| "unknown".into())
-    );
-    if let Some(lib) = torch_lib {
-        let version = std::fs::read_to_string(lib.join("..").join("version.py"))
-            .ok()
-            .and_then(|t| {
-                t.lines().find_map(|l| {
-                    let v = l.strip_prefix("__version__")?.trim_start().strip_prefix('=')?.trim();
-                    Some(v.trim_matches(|c| c == '\'' || c == '"').to_string())
-                })
-            })
-            .unwrap_or_else(|| "unknown".into());
-        key.push_str(&format!("-torch-{version}-{:08x}", fnv1a(lib.to_string_lossy().as_bytes()) as u32));
-    }
-    key.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect()
-}
-
-/// The rustc evcxr runs (`$RUSTC`, else the one on `PATH`).
-pub(super) fn rustc() -> std::ffi::OsString {
-    std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into())
-}
-
-/// The toolchain's directory of target libraries, where the `libstd-*.so` that cells link is.
-pub fn std_lib_dir() -> Option<PathBuf> {
-    let out = std::process::Command::new(rustc()).args(["--print", "target-libdir"]).output().ok()?;
-    let dir = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
-    (out.status.success() && dir.is_dir()).then_some(dir)
-}
-
-/// A stable hash (std's may change between Rust releases; this names directories).
-pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
-}
-
-/// Cargo's profile directories in a build directory: the host's (build scripts) and each
-/// target's (evcxr passes `--target`).
-pub(super) fn profile_dirs(generation: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(generation).into_iter().flatten().flatten() {
-        let p = e.path();
-        if e.file_name() == "debug" {
-            out.push(p);
-        } else if p.join("debug").is_dir() {
-            out.push(p.join("debug"));
-        }
-    }
-    out.sort();
-    out
-}
-
-/// Takes cargo's own locks on a generation (the `.cargo-lock` of each profile directory), so no
-/// build runs in it meanwhile.
-pub(super) fn lock_generation(generation: &Path, wait: Duration) -> anyhow::Result<Vec<File>> {
-    let deadline = std::time::Instant::now() + wait;
-    let mut held = Vec::new();
-    for profile in profile_dirs(generation) {
-        let path = profile.join(".cargo-lock");
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        loop {
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                break;
-            }
-            if std::time::Instant::now() >= deadline {
-                bail!(
-                    "a build is running in {} (another kernel holds cargo's lock); try again when it ends",
-                    profile.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        held.push(file);
-    }
-    Ok(held)
-}
-
-/// After an interrupt killed a build: rustc can leave the cell crate's (`crate_name`, see
-/// [`Claim::cell_crate`]) codegen objects and incremental state behind, and a later cell's link then took stale
-/// objects (`rust-lld: undefined hidden symbol`, found by the soak). Removes them from every
-/// profile directory under `root` (down to `target/<triple>/debug`), holding cargo's lock when
-/// the directory has one, so no build of another kernel is touched.
-pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyhow::Result<()> {
-    let mut profiles = Vec::new();
-    let mut todo = vec![(root.to_path_buf(), 0)];
-    while let Some((dir, depth)) = todo.pop() {
-        if dir.join("deps").is_dir() && dir.join("incremental").is_dir() {
-            profiles.push(dir);
-            continue;
-        }
-        if depth < 4 {
-            todo.extend(
-                std::fs::read_dir(&dir)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| (e.path(), depth + 1)),
-            );
-        }
-    }
-    for profile in profiles {
-        let _held = lock_generation(profile.parent().unwrap_or(&profile), wait)?;
-        for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
-            let name = e.file_name();
-            let name = name.to_string_lossy();
-            if name.strip_prefix(crate_name).is_some_and(|r| r.starts_with('.') && r.ends_with(".rcgu.o")) {
-                remove(&e.path());
-            }
-        }
-        for e in std::fs::read_dir(profile.join("incremental")).into_iter().flatten().flatten() {
-            if e.file_name().to_string_lossy().strip_prefix(crate_name).is_some_and(|r| r.starts_with('-')) {
-                remove(&e.path());
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The cargo units of a generation, grouped by the hash that ends their file names.
-pub(super) fn units(generation: &Path) -> Vec<Item> {
-    let mut by_hash: BTreeMap<String, Item> = BTreeMap::new();
-    for profile in profile_dirs(generation) {
-        for sub in [".fingerprint", "build", "deps", "incremental", "examples"] {
-            for e in std::fs::read_dir(profile.join(sub)).into_iter().flatten().flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                // Incremental state is named by another hash (`dryml-0jarrlo1xdlp9`): an item
-                // of its own.
-                let (crate_name, hash) = match unit_of(&name) {
-                    Some((c, h)) => (c, h.to_string()),
-                    None if sub == "incremental" => {
-                        (name.split('-').next().unwrap_or(&name), format!("incremental/{name}"))
-                    }
-                    None => continue,
-                };
-                let (size, newest) = tree_size(&e.path());
-                let item = by_hash.entry(hash).or_insert_with(|| Item {
-                    label: crate_name.trim_start_matches("lib").replace('_', "-"),
-                    bytes: 0,
-                    last_used: SystemTime::UNIX_EPOCH,
-                    paths: Vec::new(),
-                    generation: generation.to_path_buf(),
-                });
-                if sub == ".fingerprint" {
-                    // The package's own spelling (hyphens), where deps/ has the crate's.
-                    item.label = crate_name.to_string();
-                }
-                item.bytes += size;
-                item.last_used = item.last_used.max(newest);
-                item.paths.push(e.path());
-            }
-        }
-    }
-    by_hash.into_values().collect()
-}
-
-/// `libdryml-7734e6fd54cb951f.rlib` → (`libdryml`, `7734e6fd54cb951f`); None for names without a
-/// unit hash (the notebook crate's `libctx.so`, cargo's own files).
-pub(super) fn unit_of(file_name: &str) -> Option<(&str, &str)> {
-    let stem = file_name.split('.').next()?;
-    let (name, hash) = stem.rsplit_once('-')?;
-    (hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) && !name.is_empty()).then_some((name, hash))
-}
-
-/// Bytes under `path` and the newest use seen: mtimes, and the access times of files (reading
-/// a directory, as this walk does, would refresh its own).
-fn tree_size(path: &Path) -> (u64, SystemTime) {
-    let Ok(meta) = std::fs::symlink_metadata(path) else { return (0, SystemTime::UNIX_EPOCH) };
-    let mut newest = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
-    if !meta.is_dir() {
-        if let Ok(a) = meta.accessed() {
-            newest = newest.max(a);
-        }
-        // A file linked from a kernel's build aside counts once in all.
-        return (meta.blocks() * 512 / meta.nlink().max(1), newest);
-    }
-    let mut total = meta.blocks() * 512;
-    for e in std::fs::read_dir(path).into_iter().flatten().flatten() {
-        let (b, n) = tree_size(&e.path());
-        total += b;
-        newest = newest.max(n);
-    }
-    (total, newest)
-}
-
-pub(super) fn remove(path: &Path) {
-    let r = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-        Err(_) => Ok(()),
-    };
-    if let Err(e) = r {
-        tracing::warn!("build cache: removing {}: {e}", path.display());
-    }
 }
 
 #[cfg(test)]
