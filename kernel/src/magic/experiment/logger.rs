@@ -1,7 +1,8 @@
 //! The cell logger as data (IPyExperiments' CellLogger): one entry per measured cell, the line
 //! shown after it, the log as a table (`%cell_logger data`) and as a chart (`plot`).
 
-use super::report::{bundle, hms, mib, peaked, MIB};
+use super::render::{bundle, hms, mib};
+use super::report::{peaked, MIB};
 use crate::display_table::figures;
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;

@@ -4,6 +4,7 @@
 //! are [`report`]'s, the cell logger's [`logger`]'s, TensorBoard's runs [`tensorboard`]'s.
 
 pub mod logger;
+mod render;
 pub mod report;
 pub mod tensorboard;
 
@@ -94,7 +95,7 @@ impl Experiments {
                 let (pids, gpus) = (e.pids().to_vec(), e.gpus().to_vec());
                 let now = host.meter.sample(&pids, &gpus, false);
                 e.observe(&now);
-                host.show(exp::report_bundle(&e.so_far(&now), false, None));
+                host.show(render::report_bundle(&e.so_far(&now), false, None));
             }
             ExperimentCall::Finish => self.finish(host),
         }
@@ -145,7 +146,7 @@ impl Experiments {
         }
         let s = host.meter.sample(&dryml_sys::procfs::with_descendants(host.child_pid()), &gpus, true);
         let note = host.meter.gpu_note();
-        host.show(exp::start_banner(&name, &s, &gpus, note.as_deref()));
+        host.show(render::start_banner(&name, &s, &gpus, note.as_deref()));
         let vars = host.session.variables();
         self.open = Some(Experiment::start(name, s, gpus, vars, keep));
         if let Some(dir) = &tensorboard {
@@ -181,9 +182,9 @@ impl Experiments {
         let t0 = std::time::Instant::now();
         let device = host.session.preload_torch()?;
         let after = settled(host, gpus);
-        let mut took = vec![format!("{} MiB of RAM", exp::mib(after.cpu.rss as f64 - before.cpu.rss as f64))];
+        let mut took = vec![format!("{} MiB of RAM", render::mib(after.cpu.rss as f64 - before.cpu.rss as f64))];
         for (g, (a, b)) in gpus.iter().zip(after.gpus.iter().zip(&before.gpus)) {
-            took.push(format!("{} MiB on {}", exp::mib(a.used_by_us as f64 - b.used_by_us as f64), g.label));
+            took.push(format!("{} MiB on {}", render::mib(a.used_by_us as f64 - b.used_by_us as f64), g.label));
         }
         host.print(&format!(
             "dryml: preloaded torch ({device}) in {:.1} s {when}: {} stay with the kernel and are not counted\n",
@@ -250,8 +251,8 @@ impl Experiments {
             tracing::warn!("experiment report not saved to {}: {err}", path.display());
         }
         // The GPU note, if any, is already among the report's notes.
-        let state = exp::state_block(&after, e.gpus(), None);
-        let bundle = exp::report_bundle(&report, true, Some(state));
+        let state = render::state_block(&after, e.gpus(), None);
+        let bundle = render::report_bundle(&report, true, Some(state));
         if let Some(t) = self.mlflow.take() {
             log_report(t.run(), &report, host);
             t.end(host, std::mem::take(&mut self.body_failed));
