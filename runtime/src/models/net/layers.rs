@@ -4,6 +4,39 @@
 use super::Layer;
 use serde_json::Value;
 
+/// What one element is at some layer: flat features, or an image.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Shape {
+    /// `n` features.
+    Flat(usize),
+    /// `[channels, height, width]`.
+    Image([usize; 3]),
+}
+
+impl Shape {
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        match *self {
+            Shape::Flat(n) => n,
+            Shape::Image([c, h, w]) => c * h * w,
+        }
+    }
+
+    /// Whether it holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl std::fmt::Display for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shape::Flat(n) => write!(f, "{n} features"),
+            Shape::Image([c, h, w]) => write!(f, "images of {c}×{h}×{w}"),
+        }
+    }
+}
+
 /// One layer of a definition's `layers`, the `at`-th.
 pub(super) fn layer(at: usize, l: &Value) -> Result<Layer, String> {
     let unknown = || {
