@@ -9,15 +9,21 @@
 //! are released when it ends, whether it returned, panicked, timed out, ran out of its memory
 //! limit or was killed. What a context can enforce is listed in [`crate::compute::context::Context::env`].
 
+mod child;
+mod wait;
+
 use crate::compute::context::{self, Context, ContextError, Requests};
 use crate::compute::ending::{self, Early};
 use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
 use crate::compute::pool::{Machine, Pool};
 use crate::sys::procfs;
+use child::child;
+pub(super) use child::{decode, encode, send_frame};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::Write;
 use std::time::{Duration, Instant};
+use wait::{complete_frame, drain, exited, reap, Exit, Watched};
 
 /// How often the parent checks the sandbox's memory, the clock and the interrupt flag.
 const POLL_MS: i32 = 5;
@@ -386,159 +392,6 @@ impl Compute {
         }
         Watched { frame, stopped, status, peak_rss, peak_added }
     }
-}
-
-/// A result frame (tag, then the length of what follows, then that many bytes) once all of it
-/// has arrived: its tag and bytes.
-fn complete_frame(frame: &[u8]) -> Option<(u8, &[u8])> {
-    let (&tag, rest) = frame.split_first()?;
-    let len = u64::from_le_bytes(rest.get(..8)?.try_into().ok()?);
-    let body = &rest[8..];
-    (body.len() as u64 == len).then_some((tag, body))
-}
-
-/// Whether the sandbox has ended (it is left to reap, for its exit status and peak memory).
-fn exited(pid: u32) -> bool {
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
-    r == 0 && unsafe { info.si_pid() } != 0
-}
-
-/// Reads what is already in the pipe without waiting for more.
-fn drain(fd: i32, frame: &mut Vec<u8>, buf: &mut [u8]) {
-    loop {
-        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        if unsafe { libc::poll(&mut p, 1, 0) } <= 0 {
-            return;
-        }
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        if n <= 0 {
-            return;
-        }
-        frame.extend_from_slice(&buf[..n as usize]);
-    }
-}
-
-struct Watched {
-    frame: Vec<u8>,
-    stopped: Option<ComputeError>,
-    status: Exit,
-    peak_rss: u64,
-    peak_added: u64,
-}
-
-enum Exit {
-    Code(i32),
-    Signal(i32),
-}
-
-/// Waits for the child; returns how it ended and its peak resident memory.
-fn reap(pid: u32) -> (Exit, u64) {
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
-        if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            break;
-        }
-    }
-    let exit = if libc::WIFSIGNALED(status) {
-        Exit::Signal(libc::WTERMSIG(status))
-    } else {
-        Exit::Code(libc::WEXITSTATUS(status))
-    };
-    (exit, usage.ru_maxrss.max(0) as u64 * 1024)
-}
-
-/// The sandbox side: apply the context, run, send one frame, and end without unwinding into
-/// the caller's frames or running its destructors (see [`crate::compute::ending`]).
-fn child(
-    fd: i32,
-    ctx: &Context,
-    machine: &Machine,
-    verbose: bool,
-    body: impl FnOnce() -> Result<Vec<u8>, String>,
-) -> ! {
-    set_result_fd(fd);
-    // The caller's panic hook (evcxr's marks the notebook's cell as panicked) must not run
-    // here, and nothing may unwind into the notebook's copies: a panic ends the sandbox (the
-    // hook that does it was put in place before the fork).
-    ending::install(Box::new(|why| end_early(why)));
-    crate::compute::apply::apply_in_fork(ctx, machine);
-    let start = procfs::statm(std::process::id()).map_or(0, |m| m.resident).to_le_bytes();
-    if unsafe { libc::write(fd, start.as_ptr().cast(), 8) } != 8 {
-        unsafe { libc::_exit(3) };
-    }
-    if verbose {
-        let env: Vec<String> = ctx.env(machine).into_iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let pin = ctx.cpu_set();
-        eprintln!(
-            "[sandbox pid {}] context {ctx}; {}; CPU affinity {}",
-            std::process::id(),
-            env.join(" "),
-            if pin.is_empty() { "unchanged".to_string() } else { format!("{pin:?}") }
-        );
-    }
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-    match outcome {
-        Ok(Ok(bytes)) => send_frame(OK, &bytes),
-        Ok(Err(e)) => send_frame(FAIL, e.as_bytes()),
-        // Only an unwind without a panic gets here (a panic ended the sandbox in its hook).
-        Err(_) => end_early(Early::Unwound { interrupted: crate::display::interrupt::interrupted() }),
-    }
-}
-
-/// The sandbox's end when its code stops early: one frame, then `_exit`.
-fn end_early(why: Early) -> ! {
-    match why {
-        Early::Panicked { message, at } => {
-            let at = at.map(|(file, line, _)| format!(" (at {file}:{line})")).unwrap_or_default();
-            send_frame(PANIC, format!("{message}{at}").as_bytes())
-        }
-        Early::Unwound { interrupted: true } => send_frame(INTERRUPTED, b""),
-        Early::Unwound { interrupted: false } => {
-            send_frame(PANIC, b"the sandbox's code unwound without a panic (std::panic::resume_unwind)")
-        }
-        Early::Returned(Some(e)) => send_frame(FAIL, format!("the cell returned an error: {e}").as_bytes()),
-        Early::Returned(None) => send_frame(FAIL, b"the %%compute body returned without finishing"),
-    }
-}
-
-static RESULT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
-
-fn set_result_fd(fd: i32) {
-    RESULT_FD.store(fd, std::sync::atomic::Ordering::SeqCst);
-}
-
-/// Writes the one result frame and ends the sandbox.
-pub(super) fn send_frame(tag: u8, bytes: &[u8]) -> ! {
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    let fd = RESULT_FD.load(std::sync::atomic::Ordering::SeqCst);
-    let mut data = Vec::with_capacity(bytes.len() + 9);
-    data.push(tag);
-    data.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-    data.extend_from_slice(bytes);
-    let mut off = 0;
-    while off < data.len() {
-        let n = unsafe { libc::write(fd, data[off..].as_ptr().cast(), data.len() - off) };
-        if n <= 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            unsafe { libc::_exit(3) };
-        }
-        off += n as usize;
-    }
-    unsafe { libc::_exit(0) }
-}
-
-pub(super) fn encode<T: Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, String> {
-    rmp_serde::to_vec(v).map_err(|e| format!("the sandbox's result does not serialize: {e}"))
-}
-
-pub(super) fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, ComputeError> {
-    rmp_serde::from_slice(bytes).map_err(|e| ComputeError::Failed(format!("{what} did not deserialize: {e}")))
 }
 
 #[cfg(test)]

@@ -1,10 +1,14 @@
 //! [`Dataset`]: a lazy, re-iterable, cheaply cloned sequence of elements, and its methods.
 
+mod apply;
+mod shuffle;
+
 use super::access::Access;
 use super::element::{Batch, Columns, Element, Elements, Indexed, Layout, ScalarFn, Supervised};
 use super::DataError;
 use crate::display::table::short_type;
 use crate::display::{Table, Tabular};
+use shuffle::{shuffled, shuffled_positions};
 use std::fmt;
 use std::sync::Arc;
 
@@ -398,113 +402,5 @@ impl<E: Send + 'static> Dataset<E> {
             }))
         };
         Ok(Dataset { source: Arc::new(source), len, batching: Arc::new(batching), access: None })
-    }
-}
-
-/// `upstream` shuffled through a buffer of `buffer` elements: each one out is drawn from the
-/// buffer (any slot, the last too), and the next one in takes its place.
-fn shuffled<T: Send + 'static>(
-    mut upstream: impl Iterator<Item = Result<T, DataError>> + Send + 'static,
-    buffer: usize,
-    seed: u64,
-) -> Elements<T> {
-    let buffer = buffer.max(1);
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut held: Vec<T> = Vec::with_capacity(buffer.min(1 << 20));
-    let mut failed = false;
-    Box::new(std::iter::from_fn(move || {
-        while !failed && held.len() < buffer {
-            match upstream.next() {
-                Some(Ok(e)) => held.push(e),
-                Some(Err(e)) => {
-                    failed = true;
-                    return Some(Err(e));
-                }
-                None => break,
-            }
-        }
-        if held.is_empty() {
-            return None;
-        }
-        let at = rng.usize(..held.len());
-        Some(Ok(held.swap_remove(at)))
-    }))
-}
-
-/// [`shuffled`]'s order of `positions`, in one loop (a boxed pass cost 10 ns an element).
-fn shuffled_positions(positions: &[usize], buffer: usize, seed: u64) -> Vec<usize> {
-    let buffer = buffer.max(1);
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut held: Vec<usize> = Vec::with_capacity(buffer.min(positions.len()));
-    let (mut next, mut out) = (positions.iter(), Vec::with_capacity(positions.len()));
-    loop {
-        while held.len() < buffer {
-            match next.next() {
-                Some(&p) => held.push(p),
-                None => break,
-            }
-        }
-        if held.is_empty() {
-            return out;
-        }
-        let at = rng.usize(..held.len());
-        out.push(held.swap_remove(at));
-    }
-}
-
-impl<E: Layout + Send + 'static> Dataset<E> {
-    /// `f` applied to the features of every element, the target and index kept (DRYML's
-    /// `apply_X`).
-    pub fn apply_x<X2>(&self, f: impl Fn(E::X) -> X2 + Send + Sync + 'static) -> Dataset<E::WithX<X2>>
-    where
-        E::WithX<X2>: Send + 'static,
-    {
-        self.map(move |e| e.map_x(&f))
-    }
-
-    /// Whether elements carry a target.
-    pub fn is_supervised(&self) -> bool {
-        E::SUPERVISED
-    }
-
-    /// Whether elements carry their index.
-    pub fn is_indexed(&self) -> bool {
-        E::INDEXED
-    }
-}
-
-impl<E: Supervised + Send + 'static> Dataset<E> {
-    /// `f` applied to the target of every element (DRYML's `apply_Y`).
-    pub fn apply_y<Y2>(&self, f: impl Fn(E::Y) -> Y2 + Send + Sync + 'static) -> Dataset<E::WithXy<E::X, Y2>>
-    where
-        E::WithXy<E::X, Y2>: Send + 'static,
-    {
-        self.map(move |e| e.map_xy(|x, y| (x, f(y))))
-    }
-
-    /// `f(x, y)` applied to every element's features and target (DRYML's `apply`).
-    pub fn apply<X2, Y2>(
-        &self,
-        f: impl Fn(E::X, E::Y) -> (X2, Y2) + Send + Sync + 'static,
-    ) -> Dataset<E::WithXy<X2, Y2>>
-    where
-        E::WithXy<X2, Y2>: Send + 'static,
-    {
-        self.map(move |e| e.map_xy(&f))
-    }
-
-    /// The features alone (and index, if indexed).
-    pub fn as_not_supervised(&self) -> Dataset<E::Unsupervised>
-    where
-        E::Unsupervised: Send + 'static,
-    {
-        self.map(Supervised::drop_y)
-    }
-}
-
-impl<I: Send + 'static, E: Send + 'static> Dataset<Indexed<I, E>> {
-    /// The elements without their index.
-    pub fn as_not_indexed(&self) -> Dataset<E> {
-        self.map(|e| e.e)
     }
 }

@@ -91,94 +91,6 @@ enum Built {
     Plain,
 }
 
-/// The optimiser ([`optim`]'s update over candle tensors): the variables sorted by name, and
-/// each one's moments where its kind keeps them.
-struct Optim {
-    who: &'static str,
-    settings: Settings,
-    step: u64,
-    params: Vec<(String, Var)>,
-    first: Vec<Tensor>,
-    second: Vec<Tensor>,
-}
-
-impl Optim {
-    fn new(vars: &VarMap, settings: Settings, who: &'static str) -> candle_core::Result<Optim> {
-        let mut params: Vec<(String, Var)> =
-            vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
-        params.sort_by(|a, b| a.0.cmp(&b.0));
-        let zeros = |on: bool| -> candle_core::Result<Vec<Tensor>> {
-            if on {
-                params.iter().map(|(_, p)| p.as_tensor().zeros_like()).collect()
-            } else {
-                Ok(Vec::new())
-            }
-        };
-        let (first, second) = (zeros(settings.first_moment())?, zeros(settings.second_moment())?);
-        Ok(Optim { who, settings, step: 0, params, first, second })
-    }
-
-    /// One step: the gradients of `loss`, then the update of every variable.
-    fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
-        let grads = loss.backward()?;
-        self.step += 1;
-        let s = self.settings;
-        let (c1, c2) = s.bias_corrections(self.step);
-        for (i, (_, p)) in self.params.iter().enumerate() {
-            let Some(g) = grads.get(p.as_tensor()) else { continue };
-            // Detached: the moments must not carry the graph from step to step.
-            let mut w = p.as_tensor().detach();
-            let mut g = g.detach();
-            if s.weight_decay > 0.0 && s.kind != Opt::AdamW {
-                g = (g + w.affine(s.weight_decay, 0.0)?)?;
-            }
-            let update = match s.kind {
-                Opt::Sgd if s.momentum > 0.0 => {
-                    self.first[i] = (self.first[i].affine(s.momentum, 0.0)? + g)?;
-                    self.first[i].affine(s.lr, 0.0)?
-                }
-                Opt::Sgd => g.affine(s.lr, 0.0)?,
-                Opt::Adam | Opt::AdamW => {
-                    if s.kind == Opt::AdamW {
-                        w = w.affine(1.0 - s.lr * s.weight_decay, 0.0)?;
-                    }
-                    self.first[i] = (self.first[i].affine(s.beta1, 0.0)? + g.affine(1.0 - s.beta1, 0.0)?)?;
-                    self.second[i] = (self.second[i].affine(s.beta2, 0.0)? + g.sqr()?.affine(1.0 - s.beta2, 0.0)?)?;
-                    let denom = self.second[i].sqrt()?.affine(1.0 / c2.sqrt(), s.eps)?;
-                    (&self.first[i] / denom)?.affine(s.lr / c1, 0.0)?
-                }
-            };
-            p.set(&(w - update)?)?;
-        }
-        Ok(())
-    }
-
-    fn save(&self) -> Result<Vec<u8>, ModelError> {
-        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
-            self.params.iter().zip(moments).map(|((name, _), t)| named(self.who, name, t)).collect()
-        };
-        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(self.who)
-    }
-
-    fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        let shapes: Vec<(String, Vec<usize>)> =
-            self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
-        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
-        let who = self.who;
-        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
-            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
-                let values = optim::find(from, name).ok_or_else(|| {
-                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
-                })?;
-                *t = Tensor::from_slice(values, p.dims(), p.device())
-                    .map_err(candle_error(who, "restoring the optimizer's state"))?;
-            }
-        }
-        self.step = saved.step;
-        Ok(())
-    }
-}
-
 /// A tensor's name, shape and values.
 fn named(who: &'static str, name: &str, t: &Tensor) -> Result<(String, Vec<usize>, Vec<f32>), ModelError> {
     let values = t.flatten_all().and_then(|f| f.to_vec1::<f32>()).map_err(candle_error(who, "reading a tensor"))?;
@@ -274,52 +186,6 @@ impl Body for Layers {
             }?;
         }
         Ok(t)
-    }
-}
-
-/// A linear layer in bf16: its input, weight and bias cast, the product cast back to FP32
-/// (autocast's rule for a matmul); the variables and their gradients stay FP32.
-fn linear_bf16(m: &candle_nn::Linear, x: &Tensor) -> candle_core::Result<Tensor> {
-    let y = x.to_dtype(DType::BF16)?.broadcast_matmul(&m.weight().to_dtype(DType::BF16)?.t()?)?;
-    let y = match m.bias() {
-        Some(b) => y.broadcast_add(&b.to_dtype(DType::BF16)?)?,
-        None => y,
-    };
-    y.to_dtype(DType::F32)
-}
-
-/// A convolution in bf16, as [`linear_bf16`].
-fn conv_bf16(m: &candle_nn::Conv2d, x: &Tensor) -> candle_core::Result<Tensor> {
-    let c = m.config();
-    let w = m.weight().to_dtype(DType::BF16)?;
-    let y = x.to_dtype(DType::BF16)?.conv2d(&w, c.padding, c.stride, c.dilation, c.groups)?;
-    let y = match m.bias() {
-        Some(b) => y.broadcast_add(&b.to_dtype(DType::BF16)?.reshape((1, b.dim(0)?, 1, 1))?)?,
-        None => y,
-    };
-    y.to_dtype(DType::F32)
-}
-
-/// TF32 for one pass on CUDA: candle's reduced-precision FP32 GEMM, a switch of the whole
-/// process, put back when dropped (nothing on the CPU, which computes FP32 as before).
-struct Tf32(Option<bool>);
-
-impl Tf32 {
-    fn on(precision: Precision) -> Tf32 {
-        if precision != Precision::Tf32 {
-            return Tf32(None);
-        }
-        let was = candle_core::cuda::gemm_reduced_precision_f32();
-        candle_core::cuda::set_gemm_reduced_precision_f32(true);
-        Tf32(Some(was))
-    }
-}
-
-impl Drop for Tf32 {
-    fn drop(&mut self) {
-        if let Some(was) = self.0 {
-            candle_core::cuda::set_gemm_reduced_precision_f32(was);
-        }
     }
 }
 
@@ -558,5 +424,10 @@ super::net::own_model!(
 );
 
 mod learner;
+mod optimizer;
+mod precision;
+
+use optimizer::Optim;
+use precision::{conv_bf16, linear_bf16, Tf32};
 #[cfg(all(test, feature = "linfa"))]
 mod tests;

@@ -1,6 +1,6 @@
 //! Requests built in Rust, beside the text grammar `%context` reads, and checked alike.
 
-use super::{is_framework_name, Request, RequestError, Requests, DEFAULT_FRAMEWORK};
+use super::requests::{is_framework_name, Request, RequestError, Requests, DEFAULT_FRAMEWORK};
 
 /// Requests built in Rust rather than parsed: each setter is the text form's `key=value` for the
 /// framework named last (`default` before any), checked as [`Requests::parse`] checks it, and

@@ -1,5 +1,6 @@
 //! The sandbox run for real: forked children, their results, errors, limits and reports.
 
+use super::child::RESULT_FD;
 use super::*;
 use crate::compute::last_report;
 
