@@ -86,6 +86,8 @@ pub const TAG_CONTROL: u8 = b'J';
 pub const TAG_COMM: u8 = b'C';
 pub const TAG_WIDGETS: u8 = b'W';
 pub const TAG_TENSORBOARD: u8 = b'T';
+/// Kernel to child: a shared library to load ahead of the cell that links it (its path).
+pub const TAG_PRELOAD: u8 = b'P';
 
 const MARKERS: [&[u8]; 2] = [b"EVCXR_", b"DRYML_"];
 

@@ -5,7 +5,7 @@ cell; the `:dep` cell is run first and not counted (its build is cached after th
 Prints each cell's seconds, the kernel's phases for it (`DRYML_CELL_TIMES`), and evcxr_jupyter's
 figure for the same cells where its kernelspec (`rust`) is installed.
 
-    .venv/bin/python tests/bench/bench_first_let.py [--idle 10] [--rounds 2]
+    .venv/bin/python tests/bench/bench_first_let.py [--idle 10] [--rounds 2] [--without-evcxr]
 """
 import argparse
 import json
@@ -63,9 +63,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--idle", type=float, default=10.0, help="seconds before the first cell")
     ap.add_argument("--rounds", type=int, default=2, help="a start, then rounds - 1 restarts")
+    ap.add_argument("--without-evcxr", action="store_true", help="ours alone (evcxr_jupyter's builds take minutes)")
     args = ap.parse_args()
     times = CellTimes()
-    evcxr = "rust" in KernelSpecManager().find_kernel_specs()
+    evcxr = not args.without_evcxr and "rust" in KernelSpecManager().find_kernel_specs()
     print(f"idle {args.idle:.0f} s before each first cell; {args.rounds} rounds (a start, then restarts)")
     print(f"{'cell':<48}{'when':<16}{'dryml-rust':>12}{'evcxr_jupyter':>15}")
     for case in CASES:

@@ -177,6 +177,10 @@ fn read_comms(mut socket: UnixStream) {
             dryml_widgets_available.store(true, Ordering::Relaxed);
             continue;
         }
+        if tag == TAG_PRELOAD {
+            preload(payload);
+            continue;
+        }
         if tag == TAG_TENSORBOARD {
             dryml::__kernel::tensorboard::set_ambient(&payload);
             continue;
@@ -206,4 +210,14 @@ pub(super) fn held_suffix_start(cur: &[u8]) -> usize {
     }
     let start = cur.len().saturating_sub(5);
     (start..cur.len()).find(|&i| MARKERS.iter().any(|m| m.starts_with(&cur[i..]))).unwrap_or(cur.len())
+}
+
+/// Loads the library at `path` on a thread of its own and keeps it: the cell being built links
+/// it, and finds it loaded (by its name). A failure is the cell's own load's to report.
+fn preload(path: Vec<u8>) {
+    let Ok(path) = std::ffi::CString::new(path) else { return };
+    let _ = std::thread::Builder::new().name("dryml-preload".into()).spawn(move || {
+        // SAFETY: a path the kernel sent; the handle is never closed.
+        unsafe { libc::dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    });
 }

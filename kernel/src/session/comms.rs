@@ -13,7 +13,7 @@ use std::os::unix::net::UnixStream;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::child::{frame, TAG_COMM, TAG_TENSORBOARD, TAG_WIDGETS};
+use crate::child::{frame, TAG_COMM, TAG_PRELOAD, TAG_TENSORBOARD, TAG_WIDGETS};
 /// The target JupyterLab's widget manager opens a comm to when it attaches to a kernel, to read
 /// every widget's state at once (`request_states`); the kernel answers it from its copy of the
 /// states. Its `comm_open` is also how the kernel knows widgets render.
@@ -141,6 +141,14 @@ impl Comms {
         let mut g = self.lock();
         g.tensorboard = dir.to_vec();
         g.child.as_mut().is_some_and(|c| c.write_all(&frame(TAG_TENSORBOARD, dir)).is_ok())
+    }
+
+    /// Has the child load `lib` on a thread of its own, beside the build of the cell that needs
+    /// it; false when the child could not be told.
+    pub fn preload(&self, lib: &std::path::Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let frame = frame(TAG_PRELOAD, lib.as_os_str().as_bytes());
+        self.lock().child.as_mut().is_some_and(|c| c.write_all(&frame).is_ok())
     }
 
     /// A cell began: what the child sends from now on is that cell's output.

@@ -67,6 +67,12 @@ impl Session {
         if deps.as_ref().map_or(self.frameworks.torch, |d| d.1.torch) {
             self.provenance.torch_in();
         }
+        // libtorch (0.2 s to load) loads into the child while the cell that brings it builds.
+        if let (Some((_, want)), false, Some(dir)) = (&deps, self.frameworks.torch, crate::torch::available()) {
+            if want.torch && !self.comms.preload(&dir.join("libtorch_cpu.so")) {
+                tracing::debug!("libtorch could not be loaded ahead: the cell loads it");
+            }
+        }
         self.provenance.look_at_git(format!("/proc/{}/cwd", self.child_pid()).into());
         let notice = deps.as_ref().and_then(|(_, want)| self.rebuild_notice(*want));
         let (tables, tables_before) = self.tables_for(code, deps.is_some());
