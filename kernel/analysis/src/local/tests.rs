@@ -7,7 +7,7 @@ use evcxr::{Analysis, TypeName};
 
 #[test]
 fn priming_names_each_dependency_by_the_name_cells_use() {
-    let toml = b"[package]\nname = \"ctx\"\n\n[dependencies]\ncandle-core = \"0.11\"\nndarray = { version = \"0.16\" }\n\n[profile.dev]\nopt-level = 1\n";
+    let toml = b"[package]\nname = \"ctx\"\n\n[dependencies]\ncandle-core = \"0.11\"\nndarray = { version = \"0.16\" }\ndryml = { path = \"/r\" }\n\n[profile.dev]\nopt-level = 1\n";
     let source = super::priming_source(toml);
     assert!(
         source.contains("let _ = candle_core::evcxr_priming;\n")
@@ -15,6 +15,8 @@ fn priming_names_each_dependency_by_the_name_cells_use() {
         "{source}"
     );
     assert!(!source.contains("opt_level") && !source.contains("name::") && source.ends_with("}\n"), "{source}");
+    // The kernel's own crate, there from the start, is left to the first request.
+    assert!(!source.contains("dryml::"), "{source}");
 }
 
 fn cargo_toml(dir: &std::path::Path, name: &str) -> Result<()> {
