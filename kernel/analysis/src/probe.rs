@@ -101,12 +101,12 @@ impl Seen<'_> {
         let uses: Vec<&str> = notebooks.chain(cells_uses).collect();
         let glob = uses.iter().any(|u| u.contains('*'));
         let mut out = type_name.to_owned();
-        let mut names: Vec<String> = root_names(type_name).into_iter().map(|(name, _)| name).collect();
-        names.dedup();
+        let names: std::collections::BTreeSet<String> =
+            root_names(type_name).into_iter().map(|(name, _)| name).collect();
         for name in names {
             let known = [PRIMITIVES, PRELUDE, STD_ROOTS].iter().any(|list| list.contains(&name.as_str()))
                 || defs.items.contains_key(name.as_str())
-                || defs.deps.contains_key(name.as_str())
+                || defs.deps.keys().any(|dep| dep.replace('-', "_") == name)
                 || uses.iter().any(|u| words(u).any(|w| w == name));
             if known {
                 continue;
@@ -150,11 +150,14 @@ fn path_to(text: &str, name: &str) -> Option<String> {
     None
 }
 
-/// The first dependency `cell` writes a path from (`ndarray::`).
-fn first_crate_named<'a>(cell: &str, definitions: &Definitions<'a>) -> Option<&'a str> {
-    let named = definitions.deps.keys().filter_map(|&dep| Some((cell.find(&format!("{dep}::"))?, dep)));
-    let alone = |&(at, _): &(usize, &str)| !cell[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
-    named.filter(alone).min().map(|(_, dep)| dep)
+/// The first dependency `cell` writes a path from (`ndarray::`), by the name paths use
+/// (`candle_core` for the dependency `candle-core`).
+fn first_crate_named(cell: &str, definitions: &Definitions<'_>) -> Option<String> {
+    let names = definitions.deps.keys().map(|dep| dep.replace('-', "_"));
+    let named = names.filter_map(|name| Some((cell.find(&format!("{name}::"))?, name)));
+    let alone =
+        |(at, _): &(usize, String)| !cell[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
+    named.filter(alone).min().map(|(_, name)| name)
 }
 
 /// The first segments of `type_name`'s paths, each with its range in it.
@@ -225,7 +228,12 @@ mod tests {
 
     #[test]
     fn a_name_the_cell_cannot_see_is_written_by_a_path_to_it_the_notebook_writes() {
-        let deps = [("tch", "tch = \"0.26\""), ("ndarray", "ndarray = \"0.16\""), ("polars", "polars = \"0.46\"")];
+        let deps = [
+            ("tch", "tch = \"0.26\""),
+            ("ndarray", "ndarray = \"0.16\""),
+            ("polars", "polars = \"0.46\""),
+            ("candle-core", "candle-core = \"0.11\""),
+        ];
         let plain = defs(&["struct P { x: i32 }"], &[], &deps);
         for (cell, found, written) in [
             // The cell's own path to it.
@@ -241,6 +249,8 @@ mod tests {
                 "ArrayBase<OwnedRepr<f64>, Dim<[usize; 2]>>",
                 "ndarray::ArrayBase<ndarray::OwnedRepr<f64>, ndarray::Dim<[usize; 2]>>",
             ),
+            // A dependency whose name has a hyphen, by the name paths use.
+            ("let x = candle_core::Tensor::new(&[1f32], &dev)?.sum_all()?;", "Shape", "candle_core::Shape"),
             // Seen already, or named by no path and no crate: as rustc wrote it.
             ("let v = vec![P { x: 1 }];", "Vec<P>", "Vec<P>"),
             ("let t = make();", "Tensor", "Tensor"),
