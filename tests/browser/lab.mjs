@@ -139,11 +139,6 @@ export async function startBrowser() {
   };
 }
 
-/** What both suites do to a notebook's cells in `page`: the last cell (where the next code goes,
- * pinned by its index: a locator for "the last cell" would move to the cell Shift+Enter adds), a
- * cell's prompt (`[*]:` while queued or running, `[N]:` once done), waiting for it, typing code
- * into the last cell as one edit (no auto-indent or bracket closing) and running it, and the
- * text of a cell's outputs. */
 /** A new DRYML Rust notebook from a fresh workspace's Launcher (`?reset`: not the last
  * notebook), once its kernel is idle (keys typed before it is up are lost). */
 export async function openNotebook(page, lab, timeout = 600_000) {
@@ -158,6 +153,24 @@ export async function kernelIdle(page, timeout) {
   await page.locator('#jp-main-statusbar', { hasText: 'DRYML Rust | Idle' }).waitFor({ timeout });
 }
 
+/** `locator`'s text once it matches `pattern`, or as it is after `timeout` ms. A cell's reply can
+ * reach the page before the widget updates sent ahead of it are drawn (the front end applies them
+ * asynchronously), so a widget's last state is waited for, not read once. */
+export async function textSoon(locator, pattern, timeout = 10_000) {
+  const until = Date.now() + timeout;
+  let text = await locator.innerText();
+  while (!pattern.test(text) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 100));
+    text = await locator.innerText();
+  }
+  return text;
+}
+
+/** What both suites do to a notebook's cells in `page`: the last cell (where the next code goes,
+ * pinned by its index: a locator for "the last cell" would move to the cell Shift+Enter adds), a
+ * cell's prompt (`[*]:` while queued or running, `[N]:` once done), waiting for it, typing code
+ * into the last cell as one edit (no auto-indent or bracket closing) and running it, and the
+ * text of a cell's outputs. */
 export function cellsOf(page, assert) {
   const lastCell = async () => {
     const cells = page.locator('.jp-Notebook .jp-Cell');

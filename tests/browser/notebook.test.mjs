@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startLab, startBrowser, cellsOf, openNotebook, kernelIdle, ARTIFACTS } from './lab.mjs';
+import { startLab, startBrowser, cellsOf, openNotebook, kernelIdle, textSoon, ARTIFACTS } from './lab.mjs';
 
 let lab;
 let browser;
@@ -158,7 +158,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     assert.equal(await outputs.count(), 2, await outputText(cell));
     const bar = cell.locator('.widget-hbox', { has: page.locator('.widget-hprogress') });
     await bar.waitFor();
-    assert.match(await bar.innerText(), /100%[\s\S]*20\/20/);
+    assert.match(await textSoon(bar, /100%[\s\S]*20\/20/), /100%[\s\S]*20\/20/);
   });
 
   it('moves a slider whose value the next cell reads, and shows a widget progress bar', async () => {
@@ -178,7 +178,7 @@ describe('DRYML Rust in JupyterLab', { timeout: 900_000 }, () => {
     const bar = loop.locator('.widget-hbox', { has: page.locator('.widget-hprogress') });
     await bar.waitFor({ timeout: 60_000 });
     await waitDone(loop);
-    assert.match(await bar.innerText(), /steps: 100%[\s\S]*30\/30/);
+    assert.match(await textSoon(bar, /steps: 100%[\s\S]*30\/30/), /steps: 100%[\s\S]*30\/30/);
     assert.equal(await bar.locator('.progress-bar-success').count(), 1, 'green at its end');
     await cell.screenshot({ path: join(ARTIFACTS, 'slider.png') });
     await loop.screenshot({ path: join(ARTIFACTS, 'progress.png') });

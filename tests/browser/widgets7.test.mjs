@@ -7,7 +7,7 @@ import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startNotebook6, startBrowser, ARTIFACTS } from './lab.mjs';
+import { startNotebook6, startBrowser, textSoon, ARTIFACTS } from './lab.mjs';
 
 const CELLS = [
   'let k = dryml::widgets::IntSlider::new(0..=10, 2).description("k");\nk.clone()',
@@ -63,7 +63,8 @@ describe('dryml widgets in Notebook 6.5 (ipywidgets 7)', { timeout: 900_000 }, (
     await done(1);
     const bar = cell(1).locator('.widget-hprogress');
     await bar.waitFor({ timeout: 60_000 });
-    assert.match(await cell(1).locator('.output_area').innerText(), /steps: 100%[\s\S]*30\/30/);
+    const steps = /steps: 100%[\s\S]*30\/30/;
+    assert.match(await textSoon(cell(1).locator('.output_area'), steps), steps);
 
     await page.evaluate(() => Jupyter.notebook.execute_cells([2]));
     await done(2);
