@@ -262,6 +262,9 @@ def test_a_type_the_analysis_cannot_see_is_rustcs(tmp_path):
         ok(k, f':dep made = {{ path = "{made}" }}', timeout=600)
         missed = lambda: "no type found for [\"m\"]" in "".join(
             p.read_text() for p in Path(k.analysis_dir).glob("analysis-*.log"))
+        # A Tab on a method: the analysis starts, and it is waited for.
+        r, _ = k.request("complete", "String::ne", 10, timeout=600)
+        assert "new()" in r["matches"], r
         # Until the analysis has loaded, rustc is asked anyway; then the analysis misses.
         for _ in range(120):
             assert value(k, "use made::Made;\nlet m = made::made();\nm.0") == "7"
@@ -293,6 +296,21 @@ def test_a_first_stored_value_of_a_crates_type_takes_rustcs_type_by_a_path_the_c
         assert types["t"] == "tch::Tensor", types
         assert "ArrayBase<" in types["a"], types
         assert value(k, "t.sum(tch::Kind::Double).double_value(&[]) + a.sum()") == "6.0"
+
+
+def test_a_first_cell_with_its_own_uses_takes_rustcs_type_by_the_path_rustc_suggests(tmp_path):
+    # rustc suggests `use std::thread::JoinHandle;` beside the cell's own `use` lines: evcxr took
+    # that help for the error, and the cell failed with "consider importing this struct".
+    log = tmp_path / "kernel.log"
+    with running_kernel({"DRYML_LOG": "warn,dryml_kernel::session=debug"}, log=log, own_analysis=True) as k:
+        code = ("use std::sync::atomic::{AtomicBool, Ordering};\nuse std::sync::Arc;\n"
+                "let stop = Arc::new(AtomicBool::new(false));\n"
+                "let worker = { let stop = stop.clone(); std::thread::spawn(move || stop.load(Ordering::SeqCst)) };")
+        ok(k, code)
+        assert "Types from rustc" in log.read_text() and "Types from the analyzer" not in log.read_text()
+        types = dict(line.split(": ", 1) for line in value(k, ":vars").splitlines())
+        assert types == {"stop": "Arc<AtomicBool>", "worker": "std::thread::JoinHandle<bool>"}, types
+        assert value(k, "worker.join().unwrap()") == "false"
 
 
 def cells_with_their_own_errors(k):

@@ -6,10 +6,13 @@ the plain cells once the notebook has been quiet long enough for its analysis pr
 analysis process a user's kernels share) of 1, 2 and 4 notebooks of one user open at once; how
 long a Tab in one notebook takes while another opens (the analysis process loading its crate); and
 the launch-to-reply time of a cell sent the moment the kernel answers kernel_info (an untyped
-`let` and a typed one). Runs DRYML Rust and, when its kernelspec ("rust") is installed,
-evcxr_jupyter on the same cells (with tch by its `:dep`). The goals are issue 39's: 150 MiB
-plain, 250 MiB with tch, 100 MiB per further notebook, a reply within 1 s of the launch.
-Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|tab|first] [--reps 3]
+`let` and a typed one); and a notebook's first Tabs (its analysis starts at the first), then
+the first after a restart. Runs DRYML Rust and, when its kernelspec ("rust") is installed,
+evcxr_jupyter on the same cells (with tch by its `:dep`). The goals are issue 39's (150 MiB
+plain, 250 MiB with tch, 100 MiB per further notebook, a reply within 1 s of the launch) and
+issue 75's (a notebook's whole memory at most 0.5x evcxr_jupyter's, a Tab after a restart
+answered within 1 s).
+Usage: .venv/bin/python tests/bench/bench_memory.py [--only rss|many|tab|tabs|first] [--reps 3]
 """
 import argparse
 import os
@@ -71,7 +74,8 @@ def settled(k, wait):
 
 
 def rss_rows(name, evcxr, wait):
-    """RSS after the plain cells, then after dryml's cell, then after tch's (each settled)."""
+    """RSS after the plain cells, then after dryml's cell, then after tch's, then (DRYML Rust:
+    its analysis starts at the first Tab) after a Tab (each settled)."""
     env = torch_env() if evcxr else None
     k = Kernel(name, env)
     try:
@@ -85,9 +89,17 @@ def rss_rows(name, evcxr, wait):
             k.run(TCH_DEP)
         k.run(TCH)
         rows.append(("then a tch tensor and a sum", settled(k, wait)))
+        if not evcxr:
+            tab(k)
+            rows.append(("then a Tab (`v.`)", settled(k, wait)))
         return rows
     finally:
         k.close()
+
+
+def whole(row):
+    """A notebook's whole memory: its kernel, its analysis process, its child."""
+    return sum(row)
 
 
 def quiet_row(wait, idle=5):
@@ -154,19 +166,39 @@ def tab_while_another_opens(name, wait):
         threading.Thread(target=open_another, daemon=True).start()
         took = []
         while not opened.is_set():
-            took.append(tab(a))
+            took.append(tab(a)[0])
             time.sleep(0.05)
         return statistics.median(took), max(took), len(took)
     finally:
         a.close()
 
 
-def tab(k):
-    """Seconds a completion of `v.` took."""
+def tab(k, code="v."):
+    """Seconds a completion at the end of `code` took, and its number of matches."""
     t = time.perf_counter()
-    k.kc.complete("v.", 2)
-    k.kc.get_shell_msg(timeout=120)
-    return time.perf_counter() - t
+    k.kc.complete(code, len(code))
+    reply = k.kc.get_shell_msg(timeout=120)
+    return time.perf_counter() - t, len(reply["content"].get("matches", []))
+
+
+def first_tabs(name, wait, code="let q = vec![1u8, 2];\nq."):
+    """Seconds the first Tabs of a notebook took: in a new kernel `wait` s after the plain cells,
+    one on a variable's name (`v`), then one on a method (`q.`, its methods listed), then the
+    same method Tab `wait` s after a restart (and its number of matches each time)."""
+    k = Kernel(name)
+    try:
+        for c in PLAIN:
+            k.run(c)
+        time.sleep(wait)
+        rows = [("first Tab, a name (`v`)", *tab(k, "v"))]
+        rows.append(("then a method (`q.`)", *tab(k, code)))
+        k.km.restart_kernel(now=False)
+        k.kc.wait_for_ready(timeout=120)
+        time.sleep(wait)
+        rows.append(("after a restart, a method (`q.`)", *tab(k, code)))
+        return rows
+    finally:
+        k.close()
 
 
 def first_reply(name, code):
@@ -180,7 +212,7 @@ def first_reply(name, code):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["rss", "many", "tab", "first"])
+    ap.add_argument("--only", choices=["rss", "many", "tab", "tabs", "first"])
     ap.add_argument("--reps", type=int, default=3, help="runs of each launch-to-reply time (medians)")
     ap.add_argument("--wait", type=float, default=10.0, help="seconds to let a kernel settle before reading")
     args = ap.parse_args()
@@ -193,11 +225,17 @@ def main():
         if args.only in (None, "rss"):
             print(f"RSS {args.wait:.0f} s after the cells (MiB): the kernel's own process, its analysis process,"
                   " and its child(ren)")
+            wholes = {}
             for label, name, evcxr in kernels:
                 rows = rss_rows(name, evcxr, args.wait) + ([] if evcxr else [quiet_row(args.wait)])
                 for what, (own, analysis, child) in rows:
                     print(f"  {label:14} {what:40} kernel {own:6.0f}   analysis {analysis:6.0f}"
-                          f"   child {child:6.0f}")
+                          f"   child {child:6.0f}   whole {own + analysis + child:6.0f}")
+                wholes[label] = {"plain": whole(rows[0][1]), "tch": whole(next(r for w, r in rows if "tch" in w))}
+            if len(wholes) == 2:
+                ours, theirs = wholes["dryml-rust"], wholes["evcxr_jupyter"]
+                print("  a notebook's whole memory beside evcxr_jupyter's (goal 0.5x): "
+                      + ", ".join(f"{k} {ours[k] / theirs[k]:.2f}x" for k in ("plain", "tch")))
         if args.only in (None, "many"):
             print("Kernel processes (each kernel, and the analysis process they share) of n notebooks of one user, after the"
                   " plain cells in each (MiB)")
@@ -216,6 +254,11 @@ def main():
             for label, name, _ in kernels:
                 median, longest, n = tab_while_another_opens(name, args.wait)
                 print(f"  {label:14} median {median:5.3f}   longest {longest:5.3f}   ({n} Tabs)")
+        if args.only in (None, "tabs"):
+            print(f"A notebook's first Tabs, {args.wait:.0f} s after its cells and after a restart (seconds)")
+            for label, name, _ in kernels:
+                for what, took, matches in first_tabs(name, args.wait):
+                    print(f"  {label:14} {what:34} {took:6.3f} s   {matches:3} matches")
         if args.only in (None, "first"):
             print(f"A cell sent as kernel_info answers: launch to its reply (medians of {args.reps})")
             for label, name, _ in kernels:

@@ -20,6 +20,10 @@ pub trait Shared: Send + Sync {
     fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions>;
     /// The hover at offset `at` of `source`, as plain text and as Markdown.
     fn hover_in(&self, source: String, at: u32, write: bool) -> Result<Option<(String, String)>>;
+    /// Whether an answer now would not wait for a load (which, where it would, begins).
+    fn ready(&self) -> bool {
+        true
+    }
 }
 
 /// The source of the crate's last cell, as evcxr asked for its variables.
@@ -85,6 +89,11 @@ pub struct Beside {
 }
 
 impl Beside {
+    /// Whether completion and hover answer now, without a wait for a load (which this begins).
+    pub fn ready(&self) -> bool {
+        self.shared.ready()
+    }
+
     /// As evcxr's completion between cells, at byte `position` of `code`; none in a command.
     pub fn completions(&self, code: &str, position: usize) -> Result<Completions> {
         let Some(before) = code.get(..position) else { return Ok(Completions::default()) };

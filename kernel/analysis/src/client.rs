@@ -1,5 +1,7 @@
 //! A kernel's side of the analysis process: a connection made when first needed, one JSON
 //! line each way per request, and a process started again where it died or never listened.
+//! The process is started only once the notebook asks for what rustc cannot give (a Tab, a
+//! hover, a closure's type); until then a cell's Cargo.toml joins one that already runs.
 
 use crate::beside::{Beside, LastCell, Shared};
 use crate::wire::{self, SOCKET_ENV};
@@ -11,6 +13,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -22,6 +25,10 @@ const START_WAIT: Duration = Duration::from_secs(10);
 pub struct Client {
     connection: Arc<Mutex<Connection>>,
     last: LastCell,
+    /// Set by the notebook's first request that needs the analysis; from then on each cell's
+    /// Cargo.toml (re)starts the process. Plain cells are typed by rustc, and the analysis's
+    /// hundreds of MiB are not spent on a notebook that never asks.
+    wanted: Arc<AtomicBool>,
 }
 
 struct Connection {
@@ -220,7 +227,11 @@ impl Client {
             failures: 0,
             retry_planned: false,
         };
-        Client { connection: Arc::new(Mutex::new(connection)), last: LastCell::default() }
+        Client {
+            connection: Arc::new(Mutex::new(connection)),
+            last: LastCell::default(),
+            wanted: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     fn ask(&self, request: Value) -> Result<Value> {
@@ -267,9 +278,19 @@ impl Client {
         self.ask_now(json!({"op": "ready"})).is_some_and(|a| a["ready"].as_bool() == Some(true))
     }
 
+    /// From now on the analysis is the notebook's: a request needs it.
+    fn want(&self) {
+        self.wanted.store(true, Ordering::SeqCst);
+    }
+
     /// Starts the process where none runs, and its load of the Cargo.toml now on disk. Never
     /// waits: behind a request under way (a completion beside a cell), it is asked on a thread.
+    /// Until the notebook wants the analysis, only a process already listening (another
+    /// notebook's, or one lingering after a restart) is joined.
     fn load(&self) {
+        if !self.wanted.load(Ordering::SeqCst) && !self.socket_listens() {
+            return;
+        }
         let ask = |client: &Client| {
             if let Err(e) = client.ask(json!({"op": "prefetch"})) {
                 eprintln!("dryml-analysis: the analysis process could not load the crate: {e:#}");
@@ -282,8 +303,18 @@ impl Client {
         let _ = std::thread::Builder::new().name("dryml-analysis-prefetch".into()).spawn(move || ask(&client));
     }
 
-    /// Closes the connection: the process forgets this crate, and ends if no other kernel is
-    /// connected. The next request connects again. False while it loads or answers.
+    /// Whether this kernel is connected, or a process's socket file is there to join (it is
+    /// removed as the process ends).
+    fn socket_listens(&self) -> bool {
+        match self.connection.try_lock() {
+            Ok(connection) => connection.running.is_some() || connection.socket.exists(),
+            Err(_) => true,
+        }
+    }
+
+    /// Closes the connection: the process forgets this crate, and ends a few seconds later if
+    /// no other kernel is connected. The next request connects again. False while it loads or
+    /// answers.
     fn close(&self) -> bool {
         if self.loading() {
             return false;
@@ -305,6 +336,8 @@ impl Client {
 impl evcxr::Analysis for Client {
     fn variables_in(&mut self, source: String, function: &str) -> Result<HashMap<String, VariableInfo>> {
         self.last.record(&source);
+        // Only where rustc's types would not do (a closure, a pattern, a probe that failed).
+        self.want();
         let answer = self.ask(json!({"op": "variables", "source": source, "function": function}))?;
         wire::variables_from_json(&answer)
     }
@@ -332,6 +365,10 @@ impl crate::Standby for Client {
         self.loading()
     }
 
+    fn ready(&mut self) -> bool {
+        Shared::ready(self)
+    }
+
     fn release(&mut self) -> Result<bool> {
         Ok(self.close())
     }
@@ -339,12 +376,22 @@ impl crate::Standby for Client {
 
 impl Shared for Client {
     fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions> {
+        self.want();
         let request = json!({"op": "completions", "source": source, "position": position, "write": write});
         wire::completions_from_json(&self.ask(request)?)
     }
 
     fn hover_in(&self, source: String, at: u32, write: bool) -> Result<Option<(String, String)>> {
+        self.want();
         let answer = self.ask(json!({"op": "hover", "source": source, "at": at, "write": write}))?;
         Ok(wire::hover_from_json(&answer))
+    }
+
+    fn ready(&self) -> bool {
+        self.want();
+        self.ready_now() || {
+            self.load();
+            false
+        }
     }
 }

@@ -234,6 +234,10 @@ impl crate::Standby for Local {
         self.busy.load(Ordering::SeqCst) > 0
     }
 
+    fn ready(&mut self) -> bool {
+        Local::ready(self)
+    }
+
     /// The host starts again empty; the next Cargo.toml written loads it again on its thread.
     /// False, doing nothing, while a load is under way.
     fn release(&mut self) -> Result<bool> {

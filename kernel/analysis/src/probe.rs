@@ -106,7 +106,7 @@ impl Seen<'_> {
         for name in names {
             let known = [PRIMITIVES, PRELUDE, STD_ROOTS].iter().any(|list| list.contains(&name.as_str()))
                 || defs.items.contains_key(name.as_str())
-                || defs.deps.keys().any(|dep| dep.replace('-', "_") == name)
+                || crate_names(defs).any(|krate| krate == name)
                 || uses.iter().any(|u| words(u).any(|w| w == name));
             if known {
                 continue;
@@ -153,11 +153,15 @@ fn path_to(text: &str, name: &str) -> Option<String> {
 /// The first dependency `cell` writes a path from (`ndarray::`), by the name paths use
 /// (`candle_core` for the dependency `candle-core`).
 fn first_crate_named(cell: &str, definitions: &Definitions<'_>) -> Option<String> {
-    let names = definitions.deps.keys().map(|dep| dep.replace('-', "_"));
-    let named = names.filter_map(|name| Some((cell.find(&format!("{name}::"))?, name)));
+    let named = crate_names(definitions).filter_map(|name| Some((cell.find(&format!("{name}::"))?, name)));
     let alone =
         |(at, _): &(usize, String)| !cell[..*at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':');
     named.filter(alone).min().map(|(_, name)| name)
+}
+
+/// The notebook's dependencies by the names paths use (`candle_core` for `candle-core`).
+fn crate_names<'a>(definitions: &'a Definitions<'_>) -> impl Iterator<Item = String> + 'a {
+    definitions.deps.keys().map(|dep| dep.replace('-', "_"))
 }
 
 /// The first segments of `type_name`'s paths, each with its range in it.

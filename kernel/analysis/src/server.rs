@@ -2,7 +2,8 @@
 //! every kernel of its user that connects to that Unix socket from one host, so what their
 //! crates share (the sysroot, common dependencies: most of the hundreds of MiB a load holds) is
 //! held and worked out once. A first line names the kernel's crate, then one JSON request and
-//! one JSON answer per line; the process ends with its last connection.
+//! one JSON answer per line; the process ends a few seconds after its last connection, so a
+//! restarted kernel finds its analysis warm.
 
 use crate::beside::Shared;
 use crate::host::Host;
@@ -38,7 +39,13 @@ pub fn serve(socket: &Path) -> ! {
 struct Clients {
     host: Option<Arc<Mutex<Host>>>,
     clients: usize,
+    /// How many times the last client left: a wait begun at one ends nothing after another.
+    emptied: u64,
 }
+
+/// How long the process waits for a kernel once the last has left: a restart's new kernel
+/// (the old one's shutdown, its start, its first Cargo.toml) joins within it.
+const LINGER: Duration = Duration::from_secs(5);
 
 fn serve_until_alone(socket: &Path) -> Result<()> {
     // An interrupt signalled to a kernel's process group is its cell's, not this process's.
@@ -79,23 +86,41 @@ fn serve_until_alone(socket: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Counts a client out when its thread ends, a panic included; the last one ends the process.
+/// Counts a client out when its thread ends, a panic included; [`LINGER`] after the last one,
+/// with no other come meanwhile, the process ends.
 struct Left(Arc<Mutex<Clients>>, PathBuf);
 
 impl Drop for Left {
     fn drop(&mut self) {
         let mut clients = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         clients.clients -= 1;
-        if clients.clients == 0 {
-            // Unlinked before the exit: a kernel connecting now starts a new process.
-            let _ = std::fs::remove_file(&self.1);
-            // At once, with no destructor or exit handler run: `process::exit` from this thread
-            // once left the process alive with this lock held, listening on the unlinked socket
-            // and holding the socket's lock, so no kernel of the build could reach one again.
-            // SAFETY: _exit ends the process; nothing after it runs.
-            unsafe { libc::_exit(0) };
+        if clients.clients > 0 {
+            return;
+        }
+        clients.emptied += 1;
+        let (emptied, shared, socket) = (clients.emptied, self.0.clone(), self.1.clone());
+        let linger = move || {
+            std::thread::sleep(LINGER);
+            let clients = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            if clients.clients == 0 && clients.emptied == emptied {
+                end(&socket);
+            }
+        };
+        if std::thread::Builder::new().name("dryml-analysis-linger".into()).spawn(linger).is_err() {
+            end(&self.1);
         }
     }
+}
+
+/// Ends the process, its socket unlinked first: a kernel connecting now starts a new one. At
+/// once, with no destructor or exit handler run: `process::exit` from a client's thread once
+/// left the process alive with the socket's lock held, listening on the unlinked socket, so no
+/// kernel of the build could reach one again. Called with the clients' lock held, so no client
+/// is counted in meanwhile.
+fn end(socket: &Path) -> ! {
+    let _ = std::fs::remove_file(socket);
+    // SAFETY: _exit ends the process; nothing after it runs.
+    unsafe { libc::_exit(0) }
 }
 
 /// Answers one kernel's requests until it disconnects, then forgets its crate.

@@ -195,6 +195,37 @@ fn two_kernels_share_one_process_that_comes_back_when_killed_and_ends_with_the_l
     Ok(())
 }
 
+#[test]
+fn a_process_starts_at_a_notebooks_first_need_and_a_restart_rejoins_it() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let sockets = dir.path().join("sockets");
+    std::fs::create_dir(&sockets)?;
+    let program = own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve"));
+    let crates: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| cell_crate(dir.path(), n, "")).collect::<Result<_>>()?;
+    let client = |root: &Path| Client::new(program.clone(), Some(sockets.clone()), root);
+    // A Cargo.toml written (each cell's) starts nothing; the first Tab starts the load.
+    let mut first = client(&crates[0]);
+    first.prefetch();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(servers(&sockets).is_empty(), "a notebook that asked nothing has no process");
+    assert!(!first.ready(), "nothing was loaded");
+    wait_for("the first's load", || first.ready());
+    let serving = servers(&sockets);
+    assert_eq!(serving.len(), 1, "{serving:?}");
+    // Another notebook's Cargo.toml joins the process that runs.
+    let mut second = client(&crates[1]);
+    second.prefetch();
+    wait_for("the second joined", || second.release().unwrap());
+    // The last one gone, a kernel that comes within a few seconds (a restart's) rejoins it.
+    wait_for("the first to close", || first.release().unwrap());
+    let mut restarted = client(&crates[2]);
+    restarted.prefetch();
+    wait_for("the restarted joined", || restarted.release().unwrap());
+    assert_eq!(servers(&sockets), serving, "the same process");
+    wait_for("the process ended", || servers(&sockets).is_empty());
+    Ok(())
+}
+
 /// The package's binary `name`, as cargo gives it to this run: the machine's build directory,
 /// which clones share, may hold this test as another checkout compiled it, with its path in `env!`.
 fn own_bin(name: &str, compiled: &str) -> std::path::PathBuf {

@@ -19,6 +19,10 @@ pub trait Analysis {
     fn variable_type(&mut self, name: &str) -> Option<String>;
     /// The notebook's variables (`true`) and items (`false`).
     fn names(&mut self) -> Vec<(String, bool)>;
+    /// Whether the analysis answers without a wait for its load (which this begins).
+    fn ready(&mut self) -> bool {
+        true
+    }
 }
 
 impl Analysis for Session {
@@ -37,6 +41,9 @@ impl Analysis for Session {
         let ctx = self.evcxr();
         let variables = ctx.variables_and_types().map(|(n, _)| (n.to_string(), true));
         variables.chain(ctx.defined_item_names().map(|n| (n.to_string(), false))).collect()
+    }
+    fn ready(&mut self) -> bool {
+        self.analysis_ready()
     }
 }
 
@@ -72,6 +79,9 @@ impl Analysis for Snapshot {
         let variables = self.0.variables_and_types().map(|(n, _)| (n.to_string(), true));
         variables.chain(self.0.defined_item_names().map(|n| (n.to_string(), false))).collect()
     }
+    fn ready(&mut self) -> bool {
+        self.0.ready()
+    }
 }
 
 impl Beside for Snapshot {
@@ -90,13 +100,23 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
     let line_start = code[..byte_pos].rfind('\n').map(|i| i + 1).unwrap_or(0);
     let line_prefix = &code[line_start..byte_pos];
     let mut matches: Vec<(String, Option<&str>)> = Vec::new();
-    let (mut start, mut end) = (byte_pos, byte_pos);
+    let start;
+    let mut end = byte_pos;
     if line_prefix.trim_start().starts_with('%') && !line_prefix.contains(' ') {
         let word = line_prefix.trim_start();
         matches = dryml_magics::complete(word).into_iter().map(|m| (m, Some("magic"))).collect();
         start = byte_pos - word.len();
     } else {
-        match analysis.completions(code, byte_pos) {
+        // The first Tab of a notebook starts the analysis (seconds to load): the notebook's own
+        // names answer it at once where they match; a method or path waits for the load.
+        let word_start = ident_start(code, byte_pos);
+        let word = &code[word_start..byte_pos];
+        let early = if analysis.ready() { Vec::new() } else { names_starting(analysis, word) };
+        let answer = match early.is_empty() {
+            true => analysis.completions(code, byte_pos),
+            false => Ok(Completions::default()),
+        };
+        match answer {
             Ok(c) if !c.completions.is_empty() => {
                 start = c.start_offset;
                 end = c.end_offset;
@@ -108,22 +128,9 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
                 }
             }
             _ => {
-                // rust-analyzer had nothing: offer the notebook's own names.
-                let word_start = ident_start(code, byte_pos);
-                let word = &code[word_start..byte_pos];
-                if !word.is_empty() {
-                    // Items' kinds are not known here: JupyterLab shows them without one.
-                    let mut names: Vec<(String, Option<&str>)> = analysis
-                        .names()
-                        .into_iter()
-                        .map(|(n, variable)| (n, variable.then_some("instance")))
-                        .filter(|(n, _)| n.starts_with(word))
-                        .collect();
-                    names.sort();
-                    names.dedup_by(|a, b| a.0 == b.0);
-                    matches = names;
-                    start = word_start;
-                }
+                // rust-analyzer had nothing (or was not asked): the notebook's own names.
+                matches = if early.is_empty() { names_starting(analysis, word) } else { early };
+                start = word_start;
             }
         }
     }
@@ -141,6 +148,23 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
         cursor_end,
         metadata: json!({"_jupyter_types_experimental": types}),
     }
+}
+
+/// The notebook's variables and items that start with `word` (none for an empty word), sorted;
+/// items' kinds are not known here, so JupyterLab shows them without one.
+fn names_starting(analysis: &mut impl Analysis, word: &str) -> Vec<(String, Option<&'static str>)> {
+    if word.is_empty() {
+        return Vec::new();
+    }
+    let mut names: Vec<_> = analysis
+        .names()
+        .into_iter()
+        .filter(|(n, _)| n.starts_with(word))
+        .map(|(n, variable)| (n, variable.then_some("instance")))
+        .collect();
+    names.sort();
+    names.dedup_by(|a, b| a.0 == b.0);
+    names
 }
 
 /// The `inspect_reply` content: a magic's help, a variable's type, or rust-analyzer's hover.

@@ -34,6 +34,11 @@ impl Beside {
         Beside { analysis, variables, items }
     }
 
+    /// Whether the analysis answers now, without a wait for its load (which this begins).
+    pub fn ready(&self) -> bool {
+        self.analysis.ready()
+    }
+
     pub fn completions(&self, code: &str, position: usize) -> anyhow::Result<Completions> {
         self.analysis.completions(code, position)
     }

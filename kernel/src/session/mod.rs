@@ -207,6 +207,12 @@ impl Session {
         })
     }
 
+    /// Whether completion and hover would be answered now, without a wait for the analysis's
+    /// load; where not, it is wanted and its load begins.
+    pub fn analysis_ready(&mut self) -> bool {
+        self.standby.as_mut().is_none_or(|analysis| analysis.ready())
+    }
+
     /// The name evcxr builds this kernel's cells under.
     fn cell_crate(&self) -> String {
         self.claim.as_ref().map_or_else(|| "ctx".to_string(), Claim::cell_crate)
