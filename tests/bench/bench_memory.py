@@ -113,6 +113,18 @@ def quiet_row(wait, idle=5):
         k.close()
 
 
+def tab_row(wait):
+    """RSS after the plain cells and a Tab (its analysis started, loaded and trimmed)."""
+    k = Kernel("dryml-rust")
+    try:
+        for c in PLAIN:
+            k.run(c)
+        tab(k)
+        return ("plain cells, then a Tab (`v.`)", settled(k, wait))
+    finally:
+        k.close()
+
+
 def many(name, n, wait, apart):
     """The kernel processes' RSS with n notebooks open, each after the plain cells, opened one
     after another (`apart`: each once the one before was settled; else at once), and then after
@@ -227,7 +239,7 @@ def main():
                   " and its child(ren)")
             wholes = {}
             for label, name, evcxr in kernels:
-                rows = rss_rows(name, evcxr, args.wait) + ([] if evcxr else [quiet_row(args.wait)])
+                rows = rss_rows(name, evcxr, args.wait) + ([] if evcxr else [tab_row(args.wait), quiet_row(args.wait)])
                 for what, (own, analysis, child) in rows:
                     print(f"  {label:14} {what:40} kernel {own:6.0f}   analysis {analysis:6.0f}"
                           f"   child {child:6.0f}   whole {own + analysis + child:6.0f}")
