@@ -164,10 +164,7 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn two_kernels_share_one_process_that_comes_back_when_killed_and_ends_with_the_last() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let sockets = dir.path().join("sockets");
-    std::fs::create_dir(&sockets)?;
-    let program = own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve"));
+    let (dir, sockets, program) = process_dir()?;
     let (a, b) = (cell_crate(dir.path(), "a", "")?, cell_crate(dir.path(), "b", "")?);
     let mut first = Client::new(program.clone(), Some(sockets.clone()), &a);
     let mut second = Client::new(program, Some(sockets.clone()), &b);
@@ -197,10 +194,7 @@ fn two_kernels_share_one_process_that_comes_back_when_killed_and_ends_with_the_l
 
 #[test]
 fn a_process_starts_at_a_notebooks_first_need_and_a_restart_rejoins_it() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let sockets = dir.path().join("sockets");
-    std::fs::create_dir(&sockets)?;
-    let program = own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve"));
+    let (dir, sockets, program) = process_dir()?;
     let crates: Vec<PathBuf> = ["a", "b", "c"].iter().map(|n| cell_crate(dir.path(), n, "")).collect::<Result<_>>()?;
     let client = |root: &Path| Client::new(program.clone(), Some(sockets.clone()), root);
     // A Cargo.toml written (each cell's) starts nothing; the first Tab starts the load.
@@ -224,6 +218,15 @@ fn a_process_starts_at_a_notebooks_first_need_and_a_restart_rejoins_it() -> Resu
     assert_eq!(servers(&sockets), serving, "the same process");
     wait_for("the process ended", || servers(&sockets).is_empty());
     Ok(())
+}
+
+/// A temporary directory, the folder in it where kernels meet their analysis process, and the
+/// binary that serves it.
+fn process_dir() -> Result<(tempfile::TempDir, PathBuf, PathBuf)> {
+    let dir = tempfile::tempdir()?;
+    let sockets = dir.path().join("sockets");
+    std::fs::create_dir(&sockets)?;
+    Ok((dir, sockets, own_bin("dryml-analysis-serve", env!("CARGO_BIN_EXE_dryml-analysis-serve"))))
 }
 
 /// The package's binary `name`, as cargo gives it to this run: the machine's build directory,

@@ -111,13 +111,13 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
         // names answer it at once where they match; a method or path waits for the load.
         let word_start = ident_start(code, byte_pos);
         let word = &code[word_start..byte_pos];
-        let early = if analysis.ready() { Vec::new() } else { names_starting(analysis, word) };
-        let answer = match early.is_empty() {
-            true => analysis.completions(code, byte_pos),
-            false => Ok(Completions::default()),
+        let early = (!analysis.ready()).then(|| names_starting(analysis, word)).filter(|n| !n.is_empty());
+        let found = match early {
+            Some(_) => None,
+            None => analysis.completions(code, byte_pos).ok().filter(|c| !c.completions.is_empty()),
         };
-        match answer {
-            Ok(c) if !c.completions.is_empty() => {
+        match found {
+            Some(c) => {
                 start = c.start_offset;
                 end = c.end_offset;
                 let mut seen = std::collections::HashSet::new();
@@ -127,9 +127,9 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
                     }
                 }
             }
-            _ => {
+            None => {
                 // rust-analyzer had nothing (or was not asked): the notebook's own names.
-                matches = if early.is_empty() { names_starting(analysis, word) } else { early };
+                matches = early.unwrap_or_else(|| names_starting(analysis, word));
                 start = word_start;
             }
         }
