@@ -109,6 +109,10 @@ def test_a_kernel_does_not_wait_on_another_kernels_build(cache, tmp_path):
     (slow / "Cargo.toml").write_text('[package]\nname = "slow_dep"\nversion = "0.1.0"\nedition = "2021"\n')
     (slow / "build.rs").write_text("fn main() { std::thread::sleep(std::time::Duration::from_secs(40)); }\n")
     (slow / "src" / "lib.rs").write_text("pub fn answer() -> u32 { 42 }\n")
+    quick = tmp_path / "quick_dep"
+    (quick / "src").mkdir(parents=True)
+    (quick / "Cargo.toml").write_text('[package]\nname = "quick_dep"\nversion = "0.1.0"\nedition = "2021"\n')
+    (quick / "src" / "lib.rs").write_text("pub fn one() -> u32 { 1 }\n")
     env = {"DRYML_BUILD_CACHE": str(cache)}
     with running_kernel(env, log=tmp_path / "a.log") as a:
         assert value(a, DRYML_CELL, timeout=900) == "true"
@@ -126,6 +130,18 @@ def test_a_kernel_does_not_wait_on_another_kernels_build(cache, tmp_path):
             assert time.time() - started < 35, ("the slow build ended before the second kernel's cells", took)
             print("the second kernel's cells, seconds:", [round(t, 2) for t in took])
             assert max(took) < 2.0, took
+            # A cell that needs a crate of its own waits for the shared directory; an interrupt
+            # still reaches it at once, and the notebook's variables stay.
+            msg_id_b = b.send("execute", f':dep quick_dep = {{ path = "{quick}" }}\nlet q = quick_dep::one();')
+            time.sleep(3)
+            reply, _, stopped_in = b.interrupt_collect(msg_id_b)
+            print("the interrupt of a waiting build took, seconds:", round(stopped_in, 2))
+            assert time.time() - started < 38, "the slow build ended before the interrupt"
+            assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+            assert stopped_in < 2.0, stopped_in
+            assert value(b, "a + 1") == "6"
+            # Once the shared directory is free, the same cell builds (nothing stale is linked).
+            assert value(b, f':dep quick_dep = {{ path = "{quick}" }}\nquick_dep::one() + a', timeout=120) == "6"
         reply, msgs = a.collect(msg_id, timeout=300)
         assert reply["status"] == "ok", reply
         assert of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"] == "42"

@@ -27,16 +27,20 @@ const LINK_FROM: u64 = 64 << 10;
 /// Where, in the cell crate's directory, the wrapper records the aside build's rustc command.
 const RECORD_FILE: &str = ".dryml-rustc-aside.json";
 
+/// Whether the builds under way should stop (an interrupt): asked by the kernel's own work for
+/// a build, which no kill reaches.
+pub(crate) type Stop = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 /// This kernel's aside directory and its builds there.
-#[derive(Debug)]
 pub(crate) struct Aside {
     name: String,
     builds: Option<Builds>,
+    stop: Stop,
 }
 
 impl Aside {
-    pub(crate) fn new(name: &str) -> Aside {
-        Aside { name: name.to_string(), builds: None }
+    pub(crate) fn new(name: &str, stop: Stop) -> Aside {
+        Aside { name: name.to_string(), builds: None, stop }
     }
 
     /// Builds the cell crate aside when the shared build directory (`CARGO_BUILD_BUILD_DIR` in
@@ -58,9 +62,17 @@ impl Aside {
             Outcome::Stale => {}
         }
         let t0 = Instant::now();
-        if let Err(e) = seed(&shared, &dir, &self.name) {
-            tracing::warn!("no build aside ({}): {e}", dir.display());
-            return None;
+        match seed(&shared, &dir, &self.name, &*self.stop) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                // Cargo, in the shared directory, meets the interrupter's kill.
+                tracing::info!("seeding the aside directory stopped: an interrupt");
+                return None;
+            }
+            Err(e) => {
+                tracing::warn!("no build aside ({}): {e}", dir.display());
+                return None;
+            }
+            Ok(()) => {}
         }
         tracing::info!("the shared build directory is busy: building aside, seeded in {:.2?}", t0.elapsed());
         let built = run(aside, &self.name);
@@ -102,13 +114,14 @@ fn busy(build_dir: &Path) -> bool {
     })
 }
 
-/// Makes `dir` the shared directory's mirror as it stands (see the module's comment).
-fn seed(shared: &Path, dir: &Path, own: &str) -> std::io::Result<()> {
+/// Makes `dir` the shared directory's mirror as it stands (see the module's comment); stops
+/// (`Interrupted`) as soon as `stop` says so: seeding a big cache takes seconds.
+fn seed(shared: &Path, dir: &Path, own: &str, stop: &dyn Fn() -> bool) -> std::io::Result<()> {
     super::cache::remove(dir);
     let profiles = profiles(shared);
     for profile in &profiles {
         let rel = profile.strip_prefix(shared).map_err(std::io::Error::other)?;
-        mirror(profile, &dir.join(rel), own)?;
+        mirror(profile, &dir.join(rel), own, stop)?;
     }
     // The rest (`dryml-src`, whose files cargo's dep-info names relative to the build
     // directory) as links to the shared one's.
@@ -122,9 +135,12 @@ fn seed(shared: &Path, dir: &Path, own: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-fn mirror(from: &Path, to: &Path, own: &str) -> std::io::Result<()> {
+fn mirror(from: &Path, to: &Path, own: &str, stop: &dyn Fn() -> bool) -> std::io::Result<()> {
     fs::create_dir_all(to)?;
     for e in fs::read_dir(from)? {
+        if stop() {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
         let e = e?;
         let name = e.file_name();
         let text = name.to_string_lossy();
@@ -135,7 +151,7 @@ fn mirror(from: &Path, to: &Path, own: &str) -> std::io::Result<()> {
         let (src, dst) = (e.path(), to.join(&name));
         let meta = fs::symlink_metadata(&src)?;
         if meta.is_dir() {
-            mirror(&src, &dst, own)?;
+            mirror(&src, &dst, own, stop)?;
         } else if meta.file_type().is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(&src)?, &dst)?;
         } else if meta.len() >= LINK_FROM {
@@ -220,7 +236,7 @@ mod tests {
         assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
         assert!(busy(&shared));
         let aside = shared.join(ASIDE_DIR).join("ctx_k0123456789ab");
-        seed(&shared, &aside, "ctx_k0123456789ab").unwrap();
+        seed(&shared, &aside, "ctx_k0123456789ab", &|| false).unwrap();
         let mirrored = aside.join("x86_64-unknown-linux-gnu/debug");
         use std::os::unix::fs::MetadataExt;
         let ino = |p: &Path| fs::metadata(p).unwrap().ino();
@@ -236,8 +252,12 @@ mod tests {
         assert!(aside.join("dryml-src/ab/runtime").is_dir() && aside.join("dryml-src").is_symlink());
         // Seeded again, it starts over.
         fs::write(mirrored.join("stray"), "x").unwrap();
-        seed(&shared, &aside, "ctx_k0123456789ab").unwrap();
+        seed(&shared, &aside, "ctx_k0123456789ab", &|| false).unwrap();
         assert!(!mirrored.join("stray").exists());
+        // An interrupt stops it between files.
+        let stopped = seed(&shared, &aside, "ctx_k0123456789ab", &|| true).unwrap_err();
+        assert_eq!(stopped.kind(), std::io::ErrorKind::Interrupted);
+        assert!(!mirrored.join(rlib).exists());
     }
 
     #[test]

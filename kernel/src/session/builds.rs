@@ -19,12 +19,17 @@ pub(crate) struct CellBuilds(Arc<Mutex<Option<Held>>>);
 type Held = (Builds, bool, super::aside::Aside);
 
 impl CellBuilds {
-    /// Starts the builds of the crate `name` in `crate_dir`; returns the builds' environment that
-    /// records them.
-    pub(crate) fn start(&self, crate_dir: &Path, name: &str) -> std::io::Result<[(&'static str, String); 3]> {
+    /// Starts the builds of the crate `name` in `crate_dir` (`stop`: whether an interrupt stops
+    /// them); returns the builds' environment that records them.
+    pub(crate) fn start(
+        &self,
+        crate_dir: &Path,
+        name: &str,
+        stop: super::aside::Stop,
+    ) -> std::io::Result<[(&'static str, String); 3]> {
         let record = crate_dir.join(RECORD_FILE);
         let env = dryml_builds::build_env(&std::env::current_exe()?, name, &record);
-        *self.lock() = Some((Builds::new(record), false, super::aside::Aside::new(name)));
+        *self.lock() = Some((Builds::new(record), false, super::aside::Aside::new(name, stop)));
         Ok(env)
     }
 

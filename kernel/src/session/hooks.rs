@@ -14,16 +14,18 @@ pub(super) struct Shared {
     pub builds: super::builds::CellBuilds,
 }
 
-/// Fills `ctx`'s hooks before anything is built or analysed, for the cell crate `crate_name`.
+/// Fills `ctx`'s hooks before anything is built or analysed, for the cell crate `crate_name`
+/// (whose builds ask `stop` whether an interrupt stops them).
 /// Returns what answers completion and hover beside a running cell, and the kernel's hold on
 /// the analysis.
 pub(super) fn fill(
     ctx: &mut evcxr::EvalContext,
     crate_name: &str,
     shared: &Shared,
+    stop: super::aside::Stop,
 ) -> Result<(dryml_analysis::Beside, Box<dyn dryml_analysis::Standby>), evcxr::Error> {
     ctx.set_crate_name(crate_name);
-    for (key, value) in shared.builds.start(ctx.crate_directory(), crate_name)? {
+    for (key, value) in shared.builds.start(ctx.crate_directory(), crate_name, stop)? {
         ctx.set_build_env(key, &value);
     }
     ctx.set_cell_builder(Box::new(shared.builds.clone()));

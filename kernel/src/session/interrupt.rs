@@ -10,7 +10,8 @@
 //!   kept; a late `input_reply` naming the old request is ignored);
 //! - kills the cell's builds, now and any it starts until it ends (the interrupt may land between
 //!   evcxr's steps); what a killed build leaves of the cell crate (`ctx.*.rcgu.o`, its incremental
-//!   state) is removed before the next build, or the next link picks stale objects up;
+//!   state) is removed before the next build, or the next link picks stale objects up; the
+//!   kernel's own work for a build (seeding its aside directory) asks the phase and stops;
 //! - sends SIGINT to the child only while it runs the cell's code or waits for input (a child
 //!   reading stdin otherwise waits for evcxr's next command: the cell is building); the flag
 //!   `dryml::interrupted()` reads is set, `dryml::batch` loops poll it; a cell whose code is still

@@ -144,6 +144,7 @@ impl Session {
         let opt = std::env::var("DRYML_OPT_LEVEL").unwrap_or_else(|_| DEFAULT_OPT_LEVEL.to_string());
         let mut filled = None;
         let shared = hooks::Shared::default();
+        let stopping = state.clone();
         let (eval_ctx, outputs) = evcxr::EvalContext::with_subprocess_command_configured(cmd, |ctx| {
             if let Some(dir) = &build_dir {
                 // Cargo reads it from the environment evcxr gives each build.
@@ -152,7 +153,7 @@ impl Session {
             if let Err(e) = ctx.set_opt_level(&opt) {
                 tracing::warn!("DRYML_OPT_LEVEL={opt:?} ignored: {e}");
             }
-            filled = Some(hooks::fill(ctx, &crate_name, &shared)?);
+            filled = Some(hooks::fill(ctx, &crate_name, &shared, Arc::new(move || stopping.builds_stopping()))?);
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("starting evcxr: {e}"))?;

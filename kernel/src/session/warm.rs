@@ -86,8 +86,6 @@ impl Session {
                 None => return,
             },
         };
-        if let Err(e) = cache::clean_killed_build(&root, &self.cell_crate(), Duration::from_secs(30)) {
-            tracing::warn!("after a killed build: {e:#}");
-        }
+        cache::clean_killed_build(&root, &self.cell_crate());
     }
 }

@@ -69,11 +69,12 @@ pub(in crate::session) fn lock_generation(generation: &Path, wait: Duration) -> 
 }
 
 /// After an interrupt killed a build: rustc can leave the cell crate's (`crate_name`, see
-/// [`Claim::cell_crate`]) codegen objects and incremental state behind, and a later cell's link then took stale
-/// objects (`rust-lld: undefined hidden symbol`, found by the soak). Removes them from every
-/// profile directory under `root` (down to `target/<triple>/debug`), holding cargo's lock when
-/// the directory has one, so no build of another kernel is touched.
-pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyhow::Result<()> {
+/// [`Claim::cell_crate`]) codegen objects and incremental state behind, and a later cell's link
+/// then took stale objects (`rust-lld: undefined hidden symbol`, found by the soak). Removes them
+/// from every profile directory under `root` (down to `target/<triple>/debug`). Without cargo's
+/// lock: the files are named by this kernel's crate, so no other kernel's build reads them, and
+/// waiting for the lock held the interrupt's reply until another kernel's build ended.
+pub fn clean_killed_build(root: &Path, crate_name: &str) {
     let mut profiles = Vec::new();
     let mut todo = vec![(root.to_path_buf(), 0)];
     while let Some((dir, depth)) = todo.pop() {
@@ -93,7 +94,6 @@ pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyh
         }
     }
     for profile in profiles {
-        let _held = lock_generation(profile.parent().unwrap_or(&profile), wait)?;
         for e in std::fs::read_dir(profile.join("deps")).into_iter().flatten().flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
@@ -107,7 +107,6 @@ pub fn clean_killed_build(root: &Path, crate_name: &str, wait: Duration) -> anyh
             }
         }
     }
-    Ok(())
 }
 
 /// The cargo units of a generation, grouped by the hash that ends their file names.

@@ -55,7 +55,12 @@ fn a_killed_build_leaves_no_cell_objects_or_incremental_state() {
         std::fs::create_dir_all(profile.join(f).parent().unwrap()).unwrap();
         std::fs::write(profile.join(f), b"x").unwrap();
     }
-    clean_killed_build(&root, ours, Duration::ZERO).unwrap();
+    // Another kernel's build holds cargo's lock: the files are this kernel's alone, and the
+    // interrupt's reply does not wait for that build.
+    std::fs::write(profile.join(".cargo-lock"), b"").unwrap();
+    let held = File::options().write(true).open(profile.join(".cargo-lock")).unwrap();
+    assert_eq!(unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) }, 0);
+    clean_killed_build(&root, ours);
     for f in &gone {
         assert!(!profile.join(f).exists(), "{f} is left");
     }

@@ -81,6 +81,18 @@ impl CellState {
         !life.warm_up_stopped
     }
 
+    /// Whether the builds under way should stop: the running cell was interrupted, or the
+    /// warm-up's step was stopped or gives way to a request. The kernel's own work for a build
+    /// (seeding a build directory) asks, since no kill reaches it.
+    pub fn builds_stopping(&self) -> bool {
+        let life = self.life();
+        match &life.phase {
+            Phase::Running(run) => run.escalation >= Escalation::Interrupted,
+            Phase::Warming => life.warm_up_stopped || life.work_waiting,
+            _ => false,
+        }
+    }
+
     /// Whether a request waits for the warm-up's step to give way.
     pub fn work_waiting(&self) -> bool {
         self.life().work_waiting
