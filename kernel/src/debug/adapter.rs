@@ -2,7 +2,7 @@
 //! Protocol on its stdin and stdout (`Content-Length` framing), with a reader thread that hands
 //! each response to whoever waits on its `request_seq` and each event to the bridge.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -136,10 +136,7 @@ impl Adapter {
             return Err("lldb-dap has exited".into());
         }
         let seq = self.seq.fetch_add(1, Ordering::SeqCst);
-        let mut msg = json!({"seq": seq, "type": "request", "command": command});
-        if let Some(a) = arguments {
-            msg["arguments"] = a.clone();
-        }
+        let msg = super::dap::value(&super::dap::Outgoing { seq, kind: "request", command, arguments });
         let (tx, rx) = channel();
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner).insert(seq, tx);
         let mut stdin = self.stdin.lock().unwrap_or_else(PoisonError::into_inner);
@@ -174,6 +171,7 @@ impl Drop for Adapter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn messages_are_framed_by_their_byte_length() {

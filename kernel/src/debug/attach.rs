@@ -31,7 +31,7 @@ impl Debugger {
     }
 
     pub(super) fn initialize(&mut self, req: &Value) -> Value {
-        self.init_args = req.get("arguments").cloned().unwrap_or(json!({}));
+        self.init_args = req.get("arguments").cloned().unwrap_or_else(dap::empty);
         if self.adapter.is_none() {
             if let Err(e) = self.start_adapter() {
                 return response(req, Err(e));
@@ -40,7 +40,7 @@ impl Debugger {
         let mut reply = self.forward(req);
         // lldb-dap offers C++ exception filters, which mean nothing in Rust.
         if let Some(body) = reply.get_mut("body").and_then(Value::as_object_mut) {
-            body.insert("exceptionBreakpointFilters".into(), json!([]));
+            body.insert("exceptionBreakpointFilters".into(), Value::Array(Vec::new()));
         }
         reply
     }
@@ -53,7 +53,7 @@ impl Debugger {
             return Err("attach: send `initialize` first".into());
         }
         if self.attached {
-            return Ok(json!({}));
+            return Ok(dap::empty());
         }
         let pid = self.state.child_pid();
         if pid == 0 {
@@ -63,7 +63,7 @@ impl Debugger {
             self.end();
             mend(pid);
         })?;
-        Ok(json!({}))
+        Ok(dap::empty())
     }
 
     /// The attach handshake with the started lldb-dap (initialized).
@@ -77,8 +77,8 @@ impl Debugger {
         *lock(&self.shared.initialized) = Some(tx);
         // An interrupt reaches a running cell as SIGINT, which LLDB would stop on.
         let post = ["process handle SIGINT --pass true --stop false --notify false"];
-        let attach = adapter
-            .send("attach", Some(&json!({"pid": pid, "initCommands": rust_formatters(), "postRunCommands": post})))?;
+        let args = dap::value(&dap::Attach { pid, init_commands: rust_formatters(), post_run_commands: &post });
+        let attach = adapter.send("attach", Some(&args))?;
         rx.recv_timeout(ANSWER)
             .map_err(|_| "attach: lldb-dap did not get ready (no `initialized` event)".to_string())?;
         let done = adapter.send("configurationDone", None)?;
@@ -119,21 +119,20 @@ impl Debugger {
         let events = lock(&self.shared.events).clone();
         self.disconnect();
         if let Some(events) = events {
-            events(
-                json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": 0, "allThreadsContinued": true}}),
-            );
-            events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
+            events(Event::Continued { thread_id: Some(0), all_threads_continued: true }.to_value());
+            events(Event::Terminated {}.to_value());
         }
     }
 
     /// Detaches (the process that runs cells goes on, its variables kept) and stops lldb-dap.
     pub(super) fn disconnect(&mut self) -> Value {
         if let (Some(a), true) = (&self.adapter, self.attached) {
-            let _ = a.request("disconnect", Some(&json!({"terminateDebuggee": false})), GOODBYE);
+            let args = dap::value(&dap::Disconnect { terminate_debuggee: false });
+            let _ = a.request("disconnect", Some(&args), GOODBYE);
         }
         self.end();
         *lock(&self.shared.events) = None;
-        json!({})
+        dap::empty()
     }
 
     /// Ends the debugging session: lldb-dap is stopped and cells build as without it.
@@ -186,7 +185,7 @@ impl Debugger {
             Ok(mut r) => {
                 // The panel's numbering, not lldb-dap's.
                 r["request_seq"] = req["seq"].clone();
-                r["seq"] = json!(0);
+                r["seq"] = 0.into();
                 r
             }
             Err(e) => response(req, Err(e)),
@@ -210,10 +209,8 @@ pub(super) fn mend(pid: u32) {
 pub(super) fn tell_lost(shared: &Shared, why: &str) {
     lock(&shared.stopped).clear();
     if let Some(events) = lock(&shared.events).clone() {
-        events(
-            json!({"type": "event", "seq": 0, "event": "output", "body": {"category": "important", "output": format!("{why}\n")}}),
-        );
-        events(json!({"type": "event", "seq": 0, "event": "terminated", "body": {}}));
+        events(Event::Output { category: "important", output: format!("{why}\n") }.to_value());
+        events(Event::Terminated {}.to_value());
     }
 }
 

@@ -8,8 +8,9 @@
 //! function, and a frame in one, are placed by the text: the line of evcxr's source outside the
 //! running cell that holds the cell line's text and agrees best with its neighbours.
 
-use super::{body_of, lock, Debugger};
-use serde_json::{json, Value};
+use super::{body_of, dap, lock, Breakpoint, Debugger, Event, SourceBreakpoint};
+use serde::Deserialize;
+use serde_json::Value;
 use std::path::Path;
 
 /// Neighbours on each side compared when a line's text is looked for.
@@ -119,13 +120,12 @@ impl Debugger {
     /// breakpoints are not set, and the panel and the user hear so when it has some.
     pub fn cell_elsewhere(&mut self, why: &str) -> Option<String> {
         let cell = self.current.take()?;
-        let bps = self.breakpoints.get(&cell).and_then(Value::as_array).filter(|b| !b.is_empty())?;
+        let bps = self.breakpoints.get(&cell).filter(|b| !b.is_empty())?;
         let message = format!("{why}, which the debugger is not attached to: its breakpoints are not set");
         if let Some(events) = lock(&self.shared.events).clone() {
             for b in bps {
-                events(
-                    json!({"type": "event", "seq": 0, "event": "breakpoint", "body": {"reason": "changed", "breakpoint": {"verified": false, "line": b["line"], "source": {"path": cell}, "message": message}}}),
-                );
+                let breakpoint = Breakpoint::unset(&cell, b.line, Some(&message));
+                events(Event::Breakpoint { reason: "changed", breakpoint }.to_value());
             }
         }
         Some(format!("dryml: the debugger does not stop in this cell: {message}.\n"))
@@ -164,7 +164,8 @@ impl Debugger {
     pub fn cell_ended(&mut self) {
         self.reap();
         if let (true, Some(l)) = (self.started(), self.loaded.take()) {
-            if let Err(e) = self.call("setBreakpoints", Some(&json!({"source": {"path": l.lib}, "breakpoints": []}))) {
+            let none = dap::value(&dap::SetBreakpoints { source: dap::Source::at(&l.lib), breakpoints: Vec::new() });
+            if let Err(e) = self.call("setBreakpoints", Some(&none)) {
                 tracing::warn!("the cell's breakpoints were not lifted: {e}");
             }
         }
@@ -179,45 +180,38 @@ impl Debugger {
         };
         let lib = l.lib.clone();
         // (cell, its breakpoint, the source line it goes to)
-        let mut wanted: Vec<(&str, &Value, Option<usize>)> = Vec::new();
+        let mut wanted: Vec<(String, u64, Option<usize>)> = Vec::new();
+        let mut lib_bps = Vec::new();
         for (path, bps) in &self.breakpoints {
             // An earlier cell's text, as the panel dumped it before setting its breakpoints.
             let text = self.dumped.iter().find(|(p, _)| p == path && *path != l.cell).map(|(_, t)| t.as_str());
             let lines: Vec<&str> = text.map(|t| t.lines().collect()).unwrap_or_default();
-            for b in bps.as_array().into_iter().flatten().filter(|b| b["line"].is_u64()) {
-                let line = b["line"].as_u64().unwrap_or(0);
-                let at = if *path == l.cell { l.lib_line(line) } else { l.earlier_lib_line(&lines, line as usize) };
-                wanted.push((path, b, at));
+            for b in bps {
+                let at = if *path == l.cell { l.lib_line(b.line) } else { l.earlier_lib_line(&lines, b.line as usize) };
+                // Its condition and log message go with it, on the library's line.
+                lib_bps.extend(at.map(|at| SourceBreakpoint { line: at as u64, ..b.clone() }));
+                wanted.push((path.clone(), b.line, at));
             }
         }
-        let lib_bps: Vec<Value> = wanted
-            .iter()
-            .filter_map(|(_, b, at)| {
-                let mut b = (*b).clone();
-                b["line"] = json!((*at)?);
-                Some(b)
-            })
-            .collect();
-        let wanted: Vec<(String, Value, bool)> =
-            wanted.into_iter().map(|(p, b, at)| (p.to_string(), b.clone(), at.is_some())).collect();
-        let set =
-            body_of(self.call("setBreakpoints", Some(&json!({"source": {"path": lib}, "breakpoints": lib_bps})))?)?;
-        let mut answers = set["breakpoints"].as_array().cloned().unwrap_or_default().into_iter();
+        let set = dap::SetBreakpoints { source: dap::Source::at(&lib), breakpoints: lib_bps };
+        let set = body_of(self.call("setBreakpoints", Some(&dap::value(&set)))?)?;
+        let answers = dap::Breakpoints::deserialize(&set).map_err(|e| format!("lldb-dap's breakpoints: {e}"))?;
+        let mut answers = answers.breakpoints.into_iter();
         let mut out = Vec::new();
-        for (path, b, placed) in wanted {
-            let answer = if placed {
-                let mut answer = answers.next().unwrap_or(json!({"verified": false}));
-                answer["line"] = b["line"].clone();
-                answer["source"] = json!({"path": path});
-                answer
-            } else {
-                json!({"verified": false, "line": b["line"], "source": {"path": path}, "message": "no code on this line in the running cell's build"})
+        for (path, line, at) in wanted {
+            let answer = match at {
+                Some(_) => Breakpoint {
+                    line: Some(line),
+                    source: Some(dap::Source::at(&path)),
+                    ..answers.next().unwrap_or_default()
+                },
+                None => Breakpoint::unset(&path, line, Some("no code on this line in the running cell's build")),
             };
             if path == answer_for {
                 out.push(answer);
             }
         }
-        Ok(json!({"breakpoints": out}))
+        Ok(dap::value(&dap::Breakpoints { breakpoints: out }))
     }
 }
 

@@ -17,6 +17,7 @@
 pub mod adapter;
 mod attach;
 mod cells;
+mod dap;
 pub mod murmur2;
 mod traps;
 pub mod values;
@@ -25,7 +26,8 @@ use crate::protocol::{dap_response as response, DebugEvents};
 use crate::session::state::{CellState, VariablesView};
 use adapter::Adapter;
 use cells::Loaded;
-use serde_json::{json, Value};
+use dap::{Breakpoint, Event, Request, SourceBreakpoint};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Sender};
@@ -77,7 +79,7 @@ pub struct Debugger {
     /// The panel's `initialize` arguments, for a new lldb-dap when evcxr replaces its child.
     init_args: Value,
     /// Each source's breakpoints as the panel last set them.
-    breakpoints: BTreeMap<String, Value>,
+    breakpoints: BTreeMap<String, Vec<SourceBreakpoint>>,
     /// The cells the panel dumped (file, text), oldest first: where earlier cells' functions are.
     dumped: Vec<(String, String)>,
     /// The file of the cell whose request runs (while its code runs in the attached process).
@@ -105,7 +107,7 @@ impl Debugger {
             adapter: None,
             attached: false,
             pid: 0,
-            init_args: json!({}),
+            init_args: dap::empty(),
             breakpoints: BTreeMap::new(),
             dumped: Vec::new(),
             current: None,
@@ -128,11 +130,11 @@ impl Debugger {
     pub fn handle(&mut self, req: &Value, events: DebugEvents) -> Value {
         *lock(&self.shared.events) = Some(events);
         self.reap();
-        let command = req["command"].as_str().unwrap_or("");
-        let args = &req["arguments"];
+        let request = Request::of(req);
+        let command = request.command.as_str();
         let body = match command {
             "debugInfo" => Ok(self.info()),
-            "dumpCell" => self.dump_cell(args),
+            "dumpCell" => self.dump_cell(&request),
             "inspectVariables" => Ok(self.variables()),
             "richInspectVariables" => {
                 Err("rich views of variables are not supported for Rust; the Variables panel shows each as text"
@@ -141,18 +143,18 @@ impl Debugger {
             "copyToGlobals" => Err("copyToGlobals is not supported for Rust".to_string()),
             // Answered here: lldb-dap resumes a stopped process on it, and the panel may send
             // it after every breakpoint change (jupyterlab#17673). The attach sends its own.
-            "configurationDone" => Ok(json!({})),
+            "configurationDone" => Ok(dap::empty()),
             // lldb-dap would list every library of the process; the panel wants none.
-            "modules" => Ok(json!({"modules": [], "totalModules": 0})),
-            "source" => source(args),
+            "modules" => Ok(dap::value(&dap::Modules { modules: [], total_modules: 0 })),
+            "source" => source(&request),
             "initialize" => return self.initialize(req),
             "attach" => self.attach(),
-            "setBreakpoints" => self.set_breakpoints(args),
+            "setBreakpoints" => self.set_breakpoints(&request),
             "disconnect" => Ok(self.disconnect()),
             "stackTrace" if self.started() => return self.stack_trace(req),
             "scopes" if self.started() => return self.locals_only(req),
             "variables" if self.started() => return self.without_evcxrs(req),
-            "continue" | "next" | "stepIn" | "stepOut" if self.started() => return self.resume(req),
+            "continue" | "next" | "stepIn" | "stepOut" if self.started() => return self.resume(req, &request),
             _ if self.started() => return self.forward(req),
             _ => Err(format!("the debugger is not started: `{command}` needs it (turn it on with the bug icon)")),
         };
@@ -160,40 +162,42 @@ impl Debugger {
     }
 
     fn info(&self) -> Value {
-        json!({
-            "isStarted": self.started(),
-            "hashMethod": "Murmur2",
-            "hashSeed": HASH_SEED,
-            "tmpFilePrefix": format!("{}{}", self.prefix.display(), std::path::MAIN_SEPARATOR),
-            "tmpFileSuffix": ".rs",
-            "breakpoints": self.breakpoints.iter().map(|(p, b)| json!({"source": p, "breakpoints": b})).collect::<Vec<_>>(),
-            "stoppedThreads": lock(&self.shared.stopped).iter().collect::<Vec<_>>(),
-            "richRendering": false,
-            "exceptionPaths": [],
-            "copyToGlobals": false,
+        let breakpoints = self.breakpoints.iter();
+        dap::value(&dap::DebugInfo {
+            is_started: self.started(),
+            hash_method: "Murmur2",
+            hash_seed: HASH_SEED,
+            tmp_file_prefix: format!("{}{}", self.prefix.display(), std::path::MAIN_SEPARATOR),
+            tmp_file_suffix: ".rs",
+            breakpoints: breakpoints.map(|(p, b)| dap::SourceBreakpoints { source: p, breakpoints: b }).collect(),
+            stopped_threads: lock(&self.shared.stopped).iter().copied().collect(),
+            rich_rendering: false,
+            exception_paths: [],
+            copy_to_globals: false,
         })
     }
 
-    fn dump_cell(&mut self, args: &Value) -> Result<Value, String> {
-        let code = args["code"].as_str().ok_or("dumpCell: `arguments.code` must be the cell's source (a string)")?;
-        let path = self.cell_path(code);
-        write_atomically(&path, code).map_err(|e| format!("dumpCell: could not write {}: {e}", path.display()))?;
+    fn dump_cell(&mut self, req: &Request) -> Result<Value, String> {
+        let dap::DumpCell { code } = req.args("`arguments.code` must be the cell's source (a string)")?;
+        let path = self.cell_path(&code);
+        write_atomically(&path, &code).map_err(|e| format!("dumpCell: could not write {}: {e}", path.display()))?;
         let file = path.to_string_lossy().into_owned();
         self.dumped.retain(|(p, _)| *p != file);
-        self.dumped.push((file, code.to_string()));
-        Ok(json!({"sourcePath": path}))
+        self.dumped.push((file.clone(), code));
+        Ok(dap::value(&dap::Dumped { source_path: file }))
     }
 
     /// The notebook's variables as the last cell left them: names and types, and the short
     /// values last read (blank where none was).
     fn variables(&self) -> Value {
         let vars = self.variables.get();
-        let list: Vec<Value> = vars
-            .types
-            .iter()
-            .map(|(name, ty)| json!({"name": name, "type": ty, "value": vars.values.get(name).map_or("", String::as_str), "variablesReference": 0}))
+        let variables = (vars.types.iter())
+            .map(|(name, ty)| {
+                let value = vars.values.get(name).map_or("", String::as_str);
+                dap::Variable { name, ty, value, variables_reference: 0 }
+            })
             .collect();
-        json!({"variables": list})
+        dap::value(&dap::Variables { variables })
     }
 
     /// The stack, its frames in the running cell's library pointed at the cell's own file and
@@ -203,23 +207,20 @@ impl Debugger {
         if let Some(frames) = r["body"]["stackFrames"].as_array_mut() {
             frames.retain(|f| f["source"]["path"].is_string());
             let n = frames.len();
-            r["body"]["totalFrames"] = json!(n);
+            r["body"]["totalFrames"] = n.into();
         }
         let Some(l) = &self.loaded else { return r };
-        for f in r["body"]["stackFrames"]
-            .as_array_mut()
-            .into_iter()
-            .flatten()
-            .filter(|f| f["source"]["path"] == json!(l.lib))
-        {
+        let frames = r["body"]["stackFrames"].as_array_mut().into_iter().flatten();
+        for f in frames.filter(|f| f["source"]["path"].as_str() == Some(&l.lib)) {
             let lib_line = f["line"].as_u64().unwrap_or(0);
             let at = match l.earlier_cell_line(&self.dumped, lib_line as usize) {
                 Some((path, line)) => Some((path.to_string(), line)),
                 None => l.cell_line(lib_line).map(|line| (l.cell.clone(), line)),
             };
             if let Some((path, line)) = at {
-                f["line"] = json!(line);
-                f["source"] = json!({"path": path, "name": Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned())});
+                f["line"] = line.into();
+                let name = Path::new(&path).file_name().map(|n| n.to_string_lossy().into_owned());
+                f["source"] = dap::value(&dap::Source { path, name });
             }
         }
         r
@@ -239,10 +240,10 @@ impl Debugger {
     /// process runs, so it reaches iopub ahead of anything the cell then prints and of its idle
     /// (the panel refills its Variables after those); lldb-dap's own `continued` comes from
     /// another thread at any time, even after the cell's idle, and would empty the panel then.
-    fn resume(&mut self, req: &Value) -> Value {
-        let thread = req["arguments"]["threadId"].as_i64();
+    fn resume(&mut self, req: &Value, request: &Request) -> Value {
+        let thread = request.args::<dap::Resume>("").unwrap_or_default().thread_id;
         // lldb-dap's continue resumes every thread; a step, the one it names.
-        let all = req["command"] == "continue" || thread.is_none();
+        let all = request.command == "continue" || thread.is_none();
         let resumed: BTreeSet<i64> = {
             let mut stopped = lock(&self.shared.stopped);
             if all {
@@ -253,22 +254,22 @@ impl Debugger {
         };
         let tid = thread.or(resumed.first().copied());
         if !resumed.is_empty() {
-            self.tell(json!({"type": "event", "seq": 0, "event": "continued", "body": {"threadId": tid, "allThreadsContinued": all}}));
+            self.tell(Event::Continued { thread_id: tid, all_threads_continued: all });
         }
         let r = self.forward(req);
         if r["success"] != true && self.started() && !resumed.is_empty() {
             // Still stopped where it was: the panel is told so again.
             lock(&self.shared.stopped).extend(&resumed);
-            let why = r["message"].as_str().unwrap_or("lldb-dap refused").to_string();
-            self.tell(json!({"type": "event", "seq": 0, "event": "stopped", "body": {"reason": "pause", "threadId": tid, "allThreadsStopped": true, "description": why}}));
+            let description = r["message"].as_str().unwrap_or("lldb-dap refused").to_string();
+            self.tell(Event::Stopped { reason: "pause", thread_id: tid, all_threads_stopped: true, description });
         }
         r
     }
 
     /// Sends an event to the panel (a `debug_event` under the latest debug request).
-    fn tell(&self, e: Value) {
+    fn tell(&self, e: Event) {
         if let Some(events) = lock(&self.shared.events).clone() {
-            events(e);
+            events(e.to_value());
         }
     }
 
@@ -281,19 +282,17 @@ impl Debugger {
         r
     }
 
-    fn set_breakpoints(&mut self, args: &Value) -> Result<Value, String> {
-        let path = args["source"]["path"]
-            .as_str()
-            .ok_or("setBreakpoints: `arguments.source.path` must name the cell's file")?;
-        let bps = args.get("breakpoints").cloned().unwrap_or(json!([]));
-        self.breakpoints.insert(path.to_string(), bps.clone());
+    fn set_breakpoints(&mut self, req: &Request) -> Result<Value, String> {
+        let dap::SetBreakpoints { source, breakpoints } =
+            req.args("`arguments.source.path` must name the cell's file, each breakpoint its `line`")?;
+        let path = source.path;
+        let unset = breakpoints.iter().map(|b| Breakpoint::unset(&path, b.line, None)).collect();
+        self.breakpoints.insert(path.clone(), breakpoints);
         if self.started() && self.loaded.is_some() {
-            return self.push_breakpoints(path);
+            return self.push_breakpoints(&path);
         }
         // Kept until the cell is built while the debugger is on.
-        Ok(
-            json!({"breakpoints": bps.as_array().into_iter().flatten().map(|b| json!({"verified": false, "line": b["line"], "source": {"path": path}})).collect::<Vec<_>>()}),
-        )
+        Ok(dap::value(&dap::Breakpoints { breakpoints: unset }))
     }
 }
 
@@ -306,16 +305,19 @@ impl Drop for Debugger {
 
 fn body_of(r: Value) -> Result<Value, String> {
     if r["success"] == true {
-        Ok(r.get("body").cloned().unwrap_or(json!({})))
+        Ok(r.get("body").cloned().unwrap_or_else(dap::empty))
     } else {
         Err(r["message"].as_str().unwrap_or("lldb-dap refused").to_string())
     }
 }
 
 /// A cell file's text, for the panel to show a frame in it.
-fn source(args: &Value) -> Result<Value, String> {
-    let path = args["source"]["path"].as_str().ok_or("source: `arguments.source.path` must name a file")?;
-    std::fs::read_to_string(path).map(|content| json!({"content": content})).map_err(|e| format!("source {path}: {e}"))
+fn source(req: &Request) -> Result<Value, String> {
+    let dap::SourceArgs { source } = req.args("`arguments.source.path` must name a file")?;
+    let path = source.path;
+    std::fs::read_to_string(&path)
+        .map(|content| dap::value(&dap::Content { content }))
+        .map_err(|e| format!("source {path}: {e}"))
 }
 
 /// Writes `text` to `path` whole or not at all (a temporary file renamed over it).

@@ -1,4 +1,5 @@
 use super::*;
+use serde_json::json;
 use std::sync::mpsc::Receiver;
 
 fn debugger() -> (Debugger, DebugEvents, Receiver<Value>) {
