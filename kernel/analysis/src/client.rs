@@ -4,10 +4,10 @@
 //! hover, a closure's type); until then a cell's Cargo.toml joins one that already runs.
 
 use crate::beside::{Beside, LastCell, Shared};
-use crate::wire::{self, SOCKET_ENV};
-use anyhow::{anyhow, bail, Context, Result};
+use crate::wire::{self, Request, SOCKET_ENV};
+use anyhow::{bail, Context, Result};
 use evcxr::{Completions, VariableInfo};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -84,7 +84,7 @@ impl Connection {
             let (running, greeted) = loop {
                 let stream = self.connect()?;
                 let mut running = Running { writer: stream.try_clone()?, reader: BufReader::new(stream) };
-                match running.exchange(&json!({"root": self.root})) {
+                match running.exchange(&wire::Hello { root: self.root.clone() }) {
                     Ok(greeted) => break (running, greeted),
                     // A process that was dying still held the socket: its listener took the
                     // connection and closed it. The next try starts one.
@@ -95,7 +95,7 @@ impl Connection {
                     Err(e) => return Err(e),
                 }
             };
-            if let Some(error) = greeted.get("error").and_then(Value::as_str) {
+            if let Err(error) = wire::answer::<wire::Done>(greeted) {
                 bail!("the analysis process could not add this crate: {error}");
             }
             self.running = Some(running);
@@ -159,7 +159,7 @@ impl Connection {
     }
 
     /// The process's answer, or why there was none (it could not start, or died).
-    fn exchange(&mut self, request: &Value) -> Result<Value> {
+    fn exchange(&mut self, request: &Request) -> Result<Value> {
         if self.running.is_none() && self.failed.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
             bail!("the analysis process could not be reached lately; see {:?}", self.socket.with_extension("log"));
         }
@@ -175,7 +175,7 @@ impl Connection {
     }
 
     /// The answer to `request`; a process that died is started again for one more try.
-    fn ask(&mut self, request: &Value) -> Result<Value> {
+    fn ask<T: serde::de::DeserializeOwned>(&mut self, request: &Request) -> Result<T> {
         let answer = match self.exchange(request) {
             Ok(answer) => answer,
             // The process it was connected to died: one more try, with a new one. (Where none
@@ -188,10 +188,7 @@ impl Connection {
             }
             Err(e) => return Err(e),
         };
-        match answer.get("error").and_then(Value::as_str) {
-            Some(error) => Err(anyhow!("{error}")),
-            None => Ok(answer),
-        }
+        wire::answer(answer)
     }
 }
 
@@ -202,8 +199,8 @@ fn reap(mut child: std::process::Child) {
 }
 
 impl Running {
-    fn exchange(&mut self, request: &Value) -> Result<Value> {
-        writeln!(self.writer, "{request}")?;
+    fn exchange(&mut self, request: &impl serde::Serialize) -> Result<Value> {
+        writeln!(self.writer, "{}", wire::to_value(request))?;
         self.writer.flush()?;
         let mut line = String::new();
         if self.reader.read_line(&mut line)? == 0 {
@@ -234,7 +231,7 @@ impl Client {
         }
     }
 
-    fn ask(&self, request: Value) -> Result<Value> {
+    fn ask<T: serde::de::DeserializeOwned>(&self, request: Request) -> Result<T> {
         let mut connection = self.connection.lock().unwrap_or_else(PoisonError::into_inner);
         let answer = connection.ask(&request);
         if answer.is_err()
@@ -255,7 +252,7 @@ impl Client {
     }
 
     /// The answer where the process runs and no other request is under way; None otherwise.
-    fn ask_now(&self, request: Value) -> Option<Value> {
+    fn ask_now<T: serde::de::DeserializeOwned>(&self, request: Request) -> Option<T> {
         let mut connection = self.connection.try_lock().ok()?;
         connection.running.as_ref()?;
         connection.ask(&request).ok()
@@ -268,14 +265,14 @@ impl Client {
             Ok(connection) if connection.running.is_none() => false,
             Ok(connection) => {
                 drop(connection);
-                self.ask_now(json!({"op": "busy"})).is_none_or(|a| a["busy"].as_bool() != Some(false))
+                self.ask_now(Request::Busy).is_none_or(|a: wire::Busy| a.busy)
             }
         }
     }
 
     /// Whether an inference now would not wait for a load.
     fn ready_now(&self) -> bool {
-        self.ask_now(json!({"op": "ready"})).is_some_and(|a| a["ready"].as_bool() == Some(true))
+        self.ask_now(Request::Ready).is_some_and(|a: wire::Ready| a.ready)
     }
 
     /// From now on the analysis is the notebook's: a request needs it.
@@ -292,7 +289,7 @@ impl Client {
             return;
         }
         let ask = |client: &Client| {
-            if let Err(e) = client.ask(json!({"op": "prefetch"})) {
+            if let Err(e) = client.ask::<wire::Done>(Request::Prefetch) {
                 eprintln!("dryml-analysis: the analysis process could not load the crate: {e:#}");
             }
         };
@@ -338,8 +335,8 @@ impl evcxr::Analysis for Client {
         self.last.record(&source);
         // Only where rustc's types would not do (a closure, a pattern, a probe that failed).
         self.want();
-        let answer = self.ask(json!({"op": "variables", "source": source, "function": function}))?;
-        wire::variables_from_json(&answer)
+        let answer: wire::Variables = self.ask(Request::Variables { source, function: function.to_string() })?;
+        Ok(answer.into())
     }
 
     fn variables_now(&mut self, source: &str, function: &str) -> Option<HashMap<String, VariableInfo>> {
@@ -377,14 +374,14 @@ impl crate::Standby for Client {
 impl Shared for Client {
     fn completions_in(&self, source: String, position: usize, write: bool) -> Result<Completions> {
         self.want();
-        let request = json!({"op": "completions", "source": source, "position": position, "write": write});
-        wire::completions_from_json(&self.ask(request)?)
+        let answer: wire::Completed = self.ask(Request::Completions { source, position, write })?;
+        Ok(answer.into())
     }
 
     fn hover_in(&self, source: String, at: u32, write: bool) -> Result<Option<(String, String)>> {
         self.want();
-        let answer = self.ask(json!({"op": "hover", "source": source, "at": at, "write": write}))?;
-        Ok(wire::hover_from_json(&answer))
+        let answer: wire::Hover = self.ask(Request::Hover { source, at, write })?;
+        Ok(answer.into())
     }
 
     fn ready(&self) -> bool {

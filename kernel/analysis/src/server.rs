@@ -10,15 +10,15 @@ use crate::host::Host;
 use crate::local::{Local, ACTIVITY, PRIMING, STACK_BYTES};
 use crate::wire;
 use crate::Standby;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use evcxr::{Analysis, TypeName};
-use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use wire::{Failed, Request};
 
 /// The analysis process: serves each kernel that connects to `socket`, until none is left.
 pub fn serve(socket: &Path) -> ! {
@@ -128,8 +128,8 @@ fn serve_client(stream: UnixStream, clients: &Mutex<Clients>) -> Result<()> {
     let mut writer = stream.try_clone()?;
     let mut lines = BufReader::new(stream).lines();
     let Some(hello) = lines.next() else { return Ok(()) };
-    let hello: Value = serde_json::from_str(&hello?)?;
-    let root = PathBuf::from(hello["root"].as_str().context("no root in the first request")?);
+    let hello: wire::Hello = serde_json::from_str(&hello?).context("no root in the first request")?;
+    let root = hello.root;
     let host = {
         let mut clients = clients.lock().unwrap_or_else(PoisonError::into_inner);
         match &clients.host {
@@ -140,17 +140,18 @@ fn serve_client(stream: UnixStream, clients: &Mutex<Clients>) -> Result<()> {
     let mut analysis = match Local::attach(host, &root) {
         Ok(analysis) => analysis,
         Err(e) => {
-            writeln!(writer, "{}", json!({"error": format!("{e:#}")}))?;
+            writeln!(writer, "{}", wire::to_value(&Failed { error: format!("{e:#}") }))?;
             return Err(e);
         }
     };
-    writeln!(writer, "{}", json!({}))?;
+    writeln!(writer, "{}", wire::to_value(&wire::Done {}))?;
     let shared = analysis.shared();
     let served = || -> Result<()> {
         for line in lines {
-            let request: Value = serde_json::from_str(&line?)?;
-            let answer =
-                answer(&mut analysis, &*shared, &request).unwrap_or_else(|e| json!({"error": format!("{e:#}")}));
+            let answer = serde_json::from_str::<Request>(&line?)
+                .context("a request the analysis process cannot read")
+                .and_then(|request| answer(&mut analysis, &*shared, request))
+                .unwrap_or_else(|e| wire::to_value(&Failed { error: format!("{e:#}") }));
             writeln!(writer, "{answer}")?;
             writer.flush()?;
             ACTIVITY.fetch_add(1, Ordering::SeqCst);
@@ -208,36 +209,28 @@ fn trim_when_quiet(clients: &Mutex<Clients>, socket: &Path, bound: (u64, u64)) {
     }
 }
 
-fn answer(analysis: &mut Local, shared: &dyn Shared, request: &Value) -> Result<Value> {
-    let source = || request["source"].as_str().unwrap_or_default().to_owned();
-    let write = request["write"].as_bool().unwrap_or(false);
-    Ok(match request["op"].as_str().unwrap_or_default() {
-        "busy" => json!({"busy": analysis.busy()}),
-        "ready" => json!({"ready": analysis.ready()}),
-        "prefetch" => {
+fn answer(analysis: &mut Local, shared: &dyn Shared, request: Request) -> Result<serde_json::Value> {
+    Ok(match request {
+        Request::Busy => wire::to_value(&wire::Busy { busy: analysis.busy() }),
+        Request::Ready => wire::to_value(&wire::Ready { ready: analysis.ready() }),
+        Request::Prefetch => {
             analysis.prefetch();
-            json!({})
+            wire::to_value(&wire::Done {})
         }
-        "variables" => {
-            let function = request["function"].as_str().unwrap_or_default();
-            let variables = analysis.variables_in(source(), function)?;
+        Request::Variables { source, function } => {
+            let variables = analysis.variables_in(source, &function)?;
             let mut unknown: Vec<&String> =
                 variables.iter().filter(|(_, v)| v.type_name == TypeName::Unknown).map(|(name, _)| name).collect();
             if !unknown.is_empty() {
                 unknown.sort();
-                let why = analysis.why_unknown(function).join("; ");
+                let why = analysis.why_unknown(&function).join("; ");
                 eprintln!("dryml-analysis: no type found for {unknown:?}; {}; {why}", analysis.describe());
             }
-            wire::variables_to_json(&variables)
+            wire::to_value(&wire::Variables::from(&variables))
         }
-        "completions" => {
-            let position = request["position"].as_u64().unwrap_or_default() as usize;
-            wire::completions_to_json(&shared.completions_in(source(), position, write)?)
+        Request::Completions { source, position, write } => {
+            wire::to_value(&wire::Completed::from(&shared.completions_in(source, position, write)?))
         }
-        "hover" => {
-            let at = request["at"].as_u64().unwrap_or_default() as u32;
-            wire::hover_to_json(shared.hover_in(source(), at, write)?)
-        }
-        other => bail!("unknown request {other:?}"),
+        Request::Hover { source, at, write } => wire::to_value(&wire::Hover::from(shared.hover_in(source, at, write)?)),
     })
 }
