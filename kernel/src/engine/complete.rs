@@ -3,12 +3,12 @@
 //! answers come from evcxr on the worker, or beside a running cell from that analysis's view of
 //! the last cell ([`Snapshot`]).
 
+use crate::protocol::published::Bundle;
 use crate::protocol::replies::{self, Inspection, Reply};
 use crate::protocol::Beside;
 use crate::session::beside;
 use crate::session::Session;
 use evcxr::Completions;
-use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// What completion and inspection ask of evcxr's analysis.
@@ -135,18 +135,18 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
         }
     }
     let (cursor_start, cursor_end) = (byte_to_char(code, start), byte_to_char(code, end));
-    let types: Vec<Value> = matches
+    let types: Vec<Option<replies::Typed<'_>>> = matches
         .iter()
-        .map(|(text, kind)| match kind {
-            Some(kind) => json!({"text": text, "type": kind, "start": cursor_start, "end": cursor_end}),
-            None => Value::Null,
+        .map(|(text, kind)| {
+            kind.map(|kind| replies::Typed { text: text.as_str(), kind, start: cursor_start, end: cursor_end })
         })
         .collect();
+    let metadata = replies::CompletionTypes { types };
     replies::Completions {
-        matches: matches.into_iter().map(|m| m.0).collect(),
+        matches: matches.iter().map(|m| m.0.clone()).collect(),
         cursor_start,
         cursor_end,
-        metadata: json!({"_jupyter_types_experimental": types}),
+        metadata: serde_json::to_value(metadata).expect("completion types serialise"),
     }
 }
 
@@ -178,7 +178,7 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
         let name = name.split(|c: char| c.is_whitespace() || c == '?').next().unwrap_or("");
         let kind = if line.starts_with("%%") { dryml_magics::MagicKind::Cell } else { dryml_magics::MagicKind::Line };
         if let Some(spec) = dryml_magics::lookup(name, kind) {
-            return Inspection::found(json!({"text/plain": spec.help_text()}));
+            return Inspection::found(Bundle::text(spec.help_text()));
         }
     }
     // Extend to the end of the identifier under the cursor.
@@ -188,15 +188,15 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
         let typed = format!("{word}: {ty}");
         let docs = if detail_level > 0 { type_docs(analysis, &typed[word.len() + 2..]) } else { None };
         return match docs {
-            Some((plain, html)) => Inspection::found(json!({
-                "text/plain": format!("{typed}\n\n{plain}"),
-                "text/html": format!("<pre>{}</pre>{html}", crate::display_table::escape(&typed)),
-            })),
-            None => Inspection::found(json!({"text/plain": typed})),
+            Some((plain, html)) => Inspection::found(Bundle::html(
+                format!("{typed}\n\n{plain}"),
+                format!("<pre>{}</pre>{html}", crate::display_table::escape(&typed)),
+            )),
+            None => Inspection::found(Bundle::text(typed)),
         };
     }
     match analysis.hover_at(code, end) {
-        Ok(Some((plain, html))) => Inspection::found(json!({"text/plain": plain, "text/html": html})),
+        Ok(Some((plain, html))) => Inspection::found(Bundle::html(plain, html)),
         _ => Inspection::none(),
     }
 }

@@ -5,7 +5,6 @@ use crate::protocol::ErrorContent;
 use crate::session::cache::{BuildCache, Report};
 use dryml_magics::CacheCall;
 use dryml_sys::units::size;
-use serde_json::json;
 use std::time::Duration;
 
 /// How long `%cache clear` waits for another kernel's build before it gives up.
@@ -41,7 +40,7 @@ pub fn run(host: &mut Host<'_>, call: CacheCall) -> Result<(), ErrorContent> {
 
 fn show(host: &Host<'_>, cache: &BuildCache) {
     let (text, html) = render(&cache.report());
-    host.show(json!({"text/plain": text, "text/html": html}));
+    host.show(crate::protocol::published::Bundle::html(text, html));
 }
 
 /// The report as text and HTML (`dryml-kernel cache show` prints the text).

@@ -6,7 +6,7 @@ use super::cell::{Cell, CellMagic};
 use super::Host;
 use crate::protocol::ErrorContent;
 use dryml_magics::Shell;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The directory before the last `%cd`, for `%cd -`.
@@ -53,7 +53,7 @@ pub fn load(host: &mut Host<'_>, path: &str, payload: &mut Vec<Value>) -> Result
     let text = std::fs::read_to_string(&file)
         .map_err(|e| ErrorContent::new("OSError", format!("%load: cannot read {}: {e}", file.display())))?;
     let text = format!("// %load {path}\n{text}");
-    payload.push(json!({"source": "set_next_input", "text": text, "replace": true}));
+    payload.push(crate::protocol::replies::Payload::SetNextInput { text, replace: true }.value());
     Ok(())
 }
 

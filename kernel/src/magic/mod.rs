@@ -21,12 +21,12 @@ pub mod slurm;
 pub mod time;
 
 use crate::measure::meter::Meter;
-use crate::protocol::published::StreamName;
+use crate::protocol::published::{Bundle, StreamName};
 use crate::protocol::{ErrorContent, Io};
 use crate::session::state::CellState;
 use crate::session::Session;
 use dryml_magics::LineCall;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 
 /// The engine's services a magic may use while it runs.
@@ -44,9 +44,9 @@ pub struct Host<'a> {
 
 impl Host<'_> {
     /// Publishes a display bundle, unless the request is silent.
-    pub fn show(&self, data: Value) {
+    pub fn show(&self, data: impl Into<Value>) {
         if !self.state.quiet() {
-            self.io.display(data);
+            self.io.display(data.into());
         }
     }
 
@@ -113,7 +113,7 @@ pub fn run_line(
     };
     match call {
         LineCall::Lsmagic => {
-            host.show(json!({"text/plain": dryml_magics::lsmagic_text()}));
+            host.show(Bundle::text(dryml_magics::lsmagic_text()));
             Ok(())
         }
         LineCall::Env(c) => env::run(host, c),
@@ -149,5 +149,5 @@ pub fn error(e: &dryml_magics::MagicError) -> ErrorContent {
 
 /// A `page` payload, which frontends show in their pager.
 pub fn page(text: &str) -> Value {
-    json!({"source": "page", "data": {"text/plain": text}, "start": 0})
+    crate::protocol::replies::Payload::Page { data: Bundle::text(text), start: 0 }.value()
 }

@@ -80,7 +80,7 @@ impl SlurmMagic {
             &["key", "value"],
             &rows,
         );
-        host.show(json!({"text/plain": text, "text/html": html}));
+        host.show(crate::protocol::published::Bundle::html(text, html));
         Ok(())
     }
 
@@ -131,7 +131,7 @@ impl SlurmMagic {
                 let head = format!("{} Slurm job(s) of this notebook in {}", rows.len(), nb.display());
                 let (text, html) =
                     crate::display_table::render(&head, &["job", "state", "submitted", "cell", "directory"], &rows);
-                host.show(json!({"text/plain": text, "text/html": html}));
+                host.show(crate::protocol::published::Bundle::html(text, html));
                 Ok(())
             }
             JobsCall::Cancel(id) => {

@@ -31,6 +31,46 @@ impl StreamName {
     }
 }
 
+/// A display bundle the kernel makes itself (a magic's table, a report, a hover): its plain
+/// text, and HTML, SVG or dryml's figures beside. [`Bundle::value`] is a display's `data`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Bundle {
+    #[serde(rename = "text/plain")]
+    pub plain: String,
+    #[serde(rename = "text/html", skip_serializing_if = "Option::is_none")]
+    pub html: Option<String>,
+    #[serde(rename = "image/svg+xml", skip_serializing_if = "Option::is_none")]
+    pub svg: Option<String>,
+    /// The figures as data, under `dryml::__kernel::display::DATA_MIME` (a test checks the name).
+    #[serde(rename = "application/vnd.dryml+json", skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl Bundle {
+    pub fn text(plain: impl Into<String>) -> Bundle {
+        Bundle { plain: plain.into(), ..Bundle::default() }
+    }
+
+    pub fn html(plain: impl Into<String>, html: impl Into<String>) -> Bundle {
+        Bundle { html: Some(html.into()), ..Bundle::text(plain) }
+    }
+
+    /// With `data` as the figures.
+    pub fn with_data(self, data: &impl Serialize) -> Bundle {
+        Bundle { data: Some(serde_json::to_value(data).expect("figures serialise")), ..self }
+    }
+
+    pub fn value(&self) -> Value {
+        serde_json::to_value(self).expect("a bundle serialises")
+    }
+}
+
+impl From<Bundle> for Value {
+    fn from(b: Bundle) -> Value {
+        b.value()
+    }
+}
+
 /// A display's `transient`: its id, where it has one (`update_display_data` replaces it).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Transient {
@@ -117,6 +157,14 @@ impl Published {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_bundle_has_only_the_types_it_was_given_and_figures_under_drymls_mime() {
+        assert_eq!(Bundle::text("t").value(), json!({"text/plain": "t"}));
+        let b = Bundle::html("t", "<b>t</b>").with_data(&[1, 2]).value();
+        assert_eq!(b["text/html"], "<b>t</b>");
+        assert_eq!(b[dryml::__kernel::display::DATA_MIME], json!([1, 2]));
+    }
 
     #[test]
     fn each_message_has_the_fields_the_protocol_names() {

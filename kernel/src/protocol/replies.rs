@@ -30,6 +30,37 @@ impl Completions {
     }
 }
 
+/// A match's kind, for JupyterLab's completer (`_jupyter_types_experimental`).
+#[derive(Debug, Serialize)]
+pub struct Typed<'a> {
+    pub text: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'a str,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// A `complete_reply`'s metadata: each match's kind, `null` where none is known.
+#[derive(Debug, Serialize)]
+pub struct CompletionTypes<'a> {
+    #[serde(rename = "_jupyter_types_experimental")]
+    pub types: Vec<Option<Typed<'a>>>,
+}
+
+/// An `execute_reply`'s payload: the pager's text, or the next cell's input.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Payload {
+    Page { data: super::published::Bundle, start: u32 },
+    SetNextInput { text: String, replace: bool },
+}
+
+impl Payload {
+    pub fn value(&self) -> Value {
+        serde_json::to_value(self).expect("a payload serialises")
+    }
+}
+
 /// An `inspect_reply`'s content: a display bundle, where something was found.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Inspection {
@@ -39,8 +70,8 @@ pub struct Inspection {
 }
 
 impl Inspection {
-    pub fn found(data: Value) -> Inspection {
-        Inspection { found: true, data, metadata: serde_json::json!({}) }
+    pub fn found(data: super::published::Bundle) -> Inspection {
+        Inspection { found: true, data: data.value(), metadata: Value::Object(Default::default()) }
     }
 
     pub fn none() -> Inspection {
