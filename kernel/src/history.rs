@@ -4,7 +4,7 @@
 use crate::protocol::messages::HistoryRequest;
 use anyhow::{Context, Result};
 use rusqlite::{params, Connection};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub struct History {
@@ -124,7 +124,12 @@ impl History {
             let line: i64 = r.get(1)?;
             let source: String = r.get(2)?;
             let out: Option<String> = r.get(3)?;
-            Ok(if output { json!([session, line, [source, out]]) } else { json!([session, line, source]) })
+            let entry = if output {
+                serde_json::to_value((session, line, (source, out)))
+            } else {
+                serde_json::to_value((session, line, source))
+            };
+            Ok(entry.expect("a history entry serialises"))
         })?;
         Ok(rows.collect::<Result<Vec<_>, _>>()?)
     }
@@ -133,6 +138,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn tail_range_search_and_persistence() {

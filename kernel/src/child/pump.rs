@@ -102,7 +102,14 @@ impl Pump {
         }
         if proto == b"EVCXR_PANIC_NOTIFICATION\n" {
             let line = match take_backtrace() {
-                Some(t) => format!("{} {}", dryml_sys::protocol::PANIC, serde_json::json!({"backtrace": t})),
+                Some(backtrace) => {
+                    #[derive(serde::Serialize)]
+                    struct Panic {
+                        backtrace: String,
+                    }
+                    let panic = serde_json::to_string(&Panic { backtrace }).expect("a backtrace serialises");
+                    format!("{} {panic}", dryml_sys::protocol::PANIC)
+                }
                 None => dryml_sys::protocol::PANIC.to_string(),
             };
             self.send(TAG_CONTROL, line.as_bytes());
@@ -191,8 +198,15 @@ fn read_comms(mut socket: UnixStream) {
         // No handler (its cell's comm is gone): the kernel and the frontend forget the comm.
         let msg: serde_json::Value = serde_json::from_slice(&payload).unwrap_or_default();
         if msg["op"] != "close" {
-            let close = serde_json::json!({"op": "close", "comm_id": msg["comm_id"], "data": {}});
-            println!("{} {close}", dryml_sys::protocol::COMM);
+            /// The kernel's close of a comm no handler has.
+            #[derive(serde::Serialize)]
+            struct Close<'a> {
+                op: &'static str,
+                comm_id: &'a serde_json::Value,
+                data: serde_json::Map<String, serde_json::Value>,
+            }
+            let close = Close { op: "close", comm_id: &msg["comm_id"], data: Default::default() };
+            println!("{} {}", dryml_sys::protocol::COMM, serde_json::to_string(&close).expect("a close serialises"));
         }
     }
 }

@@ -7,7 +7,7 @@ use super::{Engine, Shared};
 use crate::history::History;
 use crate::protocol::replies::{self, Completions, HelpLink, Inspection, IsComplete, KernelInfo, LanguageInfo, Reply};
 use crate::protocol::{CommRequest, ErrorContent, ExecuteOutcome, ExecuteRequest, Handler, Io, PROTOCOL_VERSION};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -195,7 +195,7 @@ impl Handler for JupyterHandler {
 
     fn history(&self, request: &crate::protocol::HistoryRequest) -> Reply<replies::History> {
         match self.history.lock().unwrap_or_else(PoisonError::into_inner).query(request) {
-            Ok(history) => Reply::Ok(replies::History { history: json!(history) }),
+            Ok(history) => Reply::Ok(replies::History { history: Value::Array(history) }),
             Err(e) => Reply::Error(ErrorContent {
                 ename: "HistoryError".into(),
                 evalue: format!("{e:#}"),

@@ -11,12 +11,13 @@ use crate::history::History;
 use crate::magic::cell::Cell;
 use crate::magic::{self, Host, Magics};
 use crate::measure::meter::Meter;
+use crate::protocol::replies;
 use crate::protocol::replies::{Completions, Inspection};
 use crate::protocol::{ErrorContent, ExecuteOutcome, ExecuteRequest, Io};
 use crate::session::comms::Comms;
 use crate::session::state::{CellState, VariablesView};
 use crate::session::Session;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -111,12 +112,10 @@ impl Engine {
             }
             for (name, expr) in &req.user_expressions {
                 let value = match self.session.eval_expression(expr.as_str().unwrap_or("")) {
-                    Ok(data) => json!({"status": "ok", "data": data, "metadata": {}}),
-                    Err(e) => {
-                        json!({"status": "error", "ename": e.ename, "evalue": e.evalue, "traceback": e.traceback})
-                    }
+                    Ok(data) => replies::Reply::Ok(replies::Shown { data, metadata: Value::Object(Map::new()) }),
+                    Err(e) => replies::Reply::Error(e),
                 };
-                user_expressions.insert(name.clone(), value);
+                user_expressions.insert(name.clone(), serde_json::to_value(value).expect("a value serialises"));
             }
         }
         ExecuteOutcome { payload: run.payload, user_expressions, error: run.error }

@@ -59,9 +59,10 @@ pub fn sweep(opts: &SweepOptions, body: &str) -> String {
 }
 
 /// A variable crossing to the job: its name and the type evcxr knows it by.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Var {
     pub name: String,
+    #[serde(rename = "type")]
     pub ty: String,
 }
 

@@ -9,7 +9,7 @@ use crate::session::errors;
 use dryml::__kernel::pool::{GpuInfo, Machine, Pool};
 use dryml::compute::context::{Context, ContextError, Requests};
 use dryml_magics::{ContextCommand, Invocation};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::Path;
 
 /// The notebook's context and what the pool has.
@@ -246,16 +246,32 @@ pub fn pool_table(pool: &Pool, notebook: u32, ctx: Option<&Context>, memory: Opt
         text.push_str(&format!("\n({n})"));
         html.push_str(&format!("<p><em>{}</em></p>", crate::display_table::escape(n)));
     }
-    let claims: Vec<Value> = pool
-        .claims
-        .iter()
-        .map(|c| json!({"pid": c.pid, "holder": c.holder, "framework": c.framework, "device": c.device.to_string(), "share": c.share}))
+    /// A claim on a device, in the figures.
+    #[derive(serde::Serialize)]
+    struct Claim<'a> {
+        pid: u32,
+        holder: &'a str,
+        framework: &'a str,
+        device: String,
+        share: f64,
+    }
+    /// The pool's figures: the context, and every kernel's claims.
+    #[derive(serde::Serialize)]
+    struct Figures<'a> {
+        context: Option<String>,
+        claims: Vec<Claim<'a>>,
+    }
+    let claims = (pool.claims.iter())
+        .map(|c| Claim {
+            pid: c.pid,
+            holder: &c.holder,
+            framework: &c.framework,
+            device: c.device.to_string(),
+            share: c.share,
+        })
         .collect();
-    json!({
-        "text/plain": text,
-        "text/html": html,
-        dryml::__kernel::display::DATA_MIME: {"context": ctx.map(|c| c.to_string()), "claims": claims},
-    })
+    let figures = Figures { context: ctx.map(|c| c.to_string()), claims };
+    crate::protocol::published::Bundle::html(text, html).with_data(&figures).value()
 }
 
 /// Pins every thread of the notebook's process to the context's CPUs.

@@ -12,7 +12,7 @@ use crate::session::errors::CellLines;
 use dryml::__kernel::slurm::job::JobDir;
 use dryml::__kernel::slurm::JobOptions;
 use dryml_magics::{ComputeOptions, JobsCall, SlurmCall, SlurmJob, SlurmSetting, SweepOptions};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// `%slurm`, `%%compute --on slurm`, `%%sweep --on slurm` and `%jobs`. The settings live in
@@ -216,6 +216,25 @@ pub fn sweep_cell(host: &mut Host<'_>, opts: &SweepOptions, cell: &Cell<'_>) -> 
     job_code(host, &job, cell)
 }
 
+/// A Slurm cell's `request.json` as the kernel knows it (the notebook's process adds the rest).
+#[derive(serde::Serialize)]
+struct JobRequest<'a> {
+    kind: &'static str,
+    options: std::collections::BTreeMap<&'static str, String>,
+    requests: String,
+    body: &'a str,
+    inputs: &'a [Var],
+    updates: &'a [Var],
+    shows: bool,
+    kernel_pid: u32,
+    body_lines: usize,
+    body_offset: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    defs_variable: Option<&'a String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    repo: Option<&'a String>,
+}
+
 /// The cell as code that ships its library as a job (see [`codegen::Job`]); what can be
 /// checked before the cell compiles (the variables, the requests against the settings) is.
 fn job_code(host: &mut Host<'_>, job: &Job<'_>, cell: &Cell<'_>) -> Result<String, ErrorContent> {
@@ -246,22 +265,21 @@ fn job_code(host: &mut Host<'_>, job: &Job<'_>, cell: &Cell<'_>) -> Result<Strin
     // merges the same settings again when it submits.
     own.over(&SlurmMagic::settings(host)).sbatch_args(job.requests).map_err(slurm_error)?;
     let body_lines = body.lines().count().max(1);
-    let mut request = json!({
-        "kind": job.kind(),
-        "options": own.settings().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        "requests": job.requests.to_text(),
-        "body": body,
-        "inputs": inputs.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
-        "updates": updates.iter().map(|v| json!({"name": v.name, "type": v.ty})).collect::<Vec<_>>(),
-        "shows": shows,
-        "kernel_pid": std::process::id(),
-        "body_lines": body_lines,
-        "body_offset": magic_lines,
-    });
-    if let Some(o) = job.sweep {
-        request["defs_variable"] = json!(o.defs);
-        request["repo"] = json!(o.repo);
-    }
+    let request = serde_json::to_value(JobRequest {
+        kind: job.kind(),
+        options: own.settings().into_iter().collect(),
+        requests: job.requests.to_text(),
+        body,
+        inputs: &inputs,
+        updates: &updates,
+        shows,
+        kernel_pid: std::process::id(),
+        body_lines,
+        body_offset: magic_lines,
+        defs_variable: job.sweep.map(|o| &o.defs),
+        repo: job.sweep.map(|o| &o.repo),
+    })
+    .expect("a job's request serialises");
     let code = codegen::Job {
         request: &request,
         body,

@@ -47,6 +47,13 @@ pub struct CompletionTypes<'a> {
     pub types: Vec<Option<Typed<'a>>>,
 }
 
+/// A user expression's value: a display bundle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Shown {
+    pub data: Value,
+    pub metadata: Value,
+}
+
 /// An `execute_reply`'s payload: the pager's text, or the next cell's input.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "source", rename_all = "snake_case")]

@@ -6,7 +6,7 @@
 
 use crate::protocol::published::Published;
 use crate::protocol::{CommOp, CommRequest, Io};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -68,19 +68,53 @@ impl Inner {
 
     /// The control comm's answer to `request_states`.
     fn all_states(&self) -> Value {
-        let states: serde_json::Map<String, Value> = self
-            .states
-            .iter()
+        let states = (self.states.iter())
             .map(|(id, s)| {
-                let model = json!({
-                    "model_name": s.get("_model_name"), "model_module": s.get("_model_module"),
-                    "model_module_version": s.get("_model_module_version"), "state": s,
-                });
-                (id.clone(), model)
+                let model = Model {
+                    model_name: s.get("_model_name"),
+                    model_module: s.get("_model_module"),
+                    model_module_version: s.get("_model_module_version"),
+                    state: s,
+                };
+                (id.as_str(), model)
             })
             .collect();
-        json!({"method": "update_states", "states": states, "buffer_paths": []})
+        let update = UpdateStates { method: "update_states", states, buffer_paths: [] };
+        serde_json::to_value(update).expect("widget states serialise")
     }
+}
+
+/// The widget manager's answer to `request_states`: every widget's model and state.
+#[derive(serde::Serialize)]
+struct UpdateStates<'a> {
+    method: &'static str,
+    states: BTreeMap<&'a str, Model<'a>>,
+    buffer_paths: [(); 0],
+}
+
+/// A widget's model, as the manager rebuilds it.
+#[derive(serde::Serialize)]
+struct Model<'a> {
+    model_name: Option<&'a Value>,
+    model_module: Option<&'a Value>,
+    model_module_version: Option<&'a Value>,
+    state: &'a serde_json::Map<String, Value>,
+}
+
+/// A comm message as the child reads it.
+#[derive(serde::Serialize)]
+struct ToChild<'a> {
+    op: &'static str,
+    comm_id: &'a str,
+    target_name: Option<&'a str>,
+    data: &'a Value,
+    metadata: &'a Value,
+}
+
+/// An open comm in `comm_info_reply`.
+#[derive(serde::Serialize)]
+struct CommInfo<'a> {
+    target_name: &'a str,
 }
 
 #[derive(Default)]
@@ -96,13 +130,18 @@ fn publish(io: &Io, m: CommRequest) {
         CommOp::Close => Published::CommClose { comm_id, data },
         CommOp::Msg => Published::CommMsg { comm_id, data },
     };
-    let metadata = if metadata.is_object() { metadata } else { json!({}) };
+    let metadata = if metadata.is_object() { metadata } else { Value::Object(Default::default()) };
     io.publish_with(message, metadata);
 }
 
 /// A message that closes `comm_id`.
 fn closing(comm_id: &str) -> CommRequest {
-    CommRequest { op: CommOp::Close, comm_id: comm_id.to_string(), data: json!({}), metadata: json!({}) }
+    CommRequest {
+        op: CommOp::Close,
+        comm_id: comm_id.to_string(),
+        data: Value::Object(Default::default()),
+        metadata: Value::Object(Default::default()),
+    }
 }
 
 impl Comms {
@@ -208,11 +247,14 @@ impl Comms {
         }
         g.track(&req);
         g.parent = Some(io.clone());
-        let msg = json!({
-            "op": req.op.name(), "comm_id": req.comm_id, "target_name": req.op.target(),
-            "data": req.data, "metadata": req.metadata,
-        });
-        let frame = frame(TAG_COMM, msg.to_string().as_bytes());
+        let msg = ToChild {
+            op: req.op.name(),
+            comm_id: &req.comm_id,
+            target_name: req.op.target(),
+            data: &req.data,
+            metadata: &req.metadata,
+        };
+        let frame = frame(TAG_COMM, &serde_json::to_vec(&msg).expect("a comm message serialises"));
         let sent = g.child.as_mut().is_some_and(|c| c.write_all(&frame).is_ok());
         if !sent {
             tracing::warn!("a comm message could not reach the child");
@@ -238,7 +280,15 @@ impl Comms {
             CommOp::Msg if req.data["method"] == "request_states" => {
                 let data = g.all_states();
                 drop(g);
-                publish(io, CommRequest { op: CommOp::Msg, comm_id: req.comm_id, data, metadata: json!({}) });
+                publish(
+                    io,
+                    CommRequest {
+                        op: CommOp::Msg,
+                        comm_id: req.comm_id,
+                        data,
+                        metadata: Value::Object(Default::default()),
+                    },
+                );
             }
             CommOp::Msg => {}
         }
@@ -251,7 +301,7 @@ impl Comms {
             .open
             .iter()
             .filter(|(_, t)| target.is_none_or(|want| want == t.as_str()))
-            .map(|(id, t)| (id.clone(), json!({"target_name": t})))
+            .map(|(id, t)| (id.clone(), serde_json::to_value(CommInfo { target_name: t }).expect("serialises")))
             .collect();
         Value::Object(comms)
     }

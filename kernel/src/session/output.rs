@@ -6,7 +6,7 @@ use super::comms::Comms;
 use super::state::CellState;
 use crate::child::{TAG_CONTROL, TAG_OUT, TAG_SYNC};
 use crate::protocol::published::{Published, StreamName, Transient};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ fn control(line: &str, state: &CellState, comms: &Comms) {
                 (v, _) => v.as_bool().unwrap_or(false),
             };
             let data = body["data"].clone();
-            let metadata = body.get("metadata").cloned().unwrap_or(json!({}));
+            let metadata = body.get("metadata").cloned().unwrap_or_else(|| Value::Object(Default::default()));
             let transient = Transient { display_id: id.map(str::to_string) };
             io.publish(if update {
                 Published::UpdateDisplayData { data, metadata, transient }
@@ -123,10 +123,8 @@ fn control(line: &str, state: &CellState, comms: &Comms) {
 /// What `:timing` shows for a cell that took `took`: evcxr_jupyter's grey line, and its text.
 pub fn took(took: std::time::Duration) -> Value {
     let ms = took.as_millis();
-    json!({
-        "text/plain": format!("Took {ms}ms"),
-        "text/html": format!("<span style=\"color: rgba(0,0,0,0.4);\">Took {ms}ms</span>"),
-    })
+    let html = format!("<span style=\"color: rgba(0,0,0,0.4);\">Took {ms}ms</span>");
+    crate::protocol::published::Bundle::html(format!("Took {ms}ms"), html).value()
 }
 
 /// evcxr's mime outputs as a Jupyter bundle; `text/plain` is added when a value shows only HTML.
@@ -164,6 +162,7 @@ mod tests {
     use crate::protocol::wire::Message;
     use crate::protocol::{Io, Outbox};
     use crate::session::state::Phase;
+    use serde_json::json;
     use std::io::Write;
     use std::time::Duration;
 

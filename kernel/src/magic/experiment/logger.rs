@@ -6,7 +6,9 @@ use super::report::{peaked, MIB};
 use crate::display_table::figures;
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
-use serde_json::{json, Value};
+use crate::protocol::published::Bundle;
+use serde::Serialize;
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -18,14 +20,15 @@ pub enum LoggerMode {
 }
 
 /// One device's figures for one cell, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CellMem {
     pub consumed: i64,
     pub peaked: i64,
     pub used: u64,
 }
 
-#[derive(Debug, Clone)]
+/// One cell's figures, as the log keeps them and `%cell_logger data` gives them.
+#[derive(Debug, Clone, Serialize)]
 pub struct CellEntry {
     pub execution_count: i64,
     pub secs: f64,
@@ -118,7 +121,7 @@ impl CellLogger {
             }
             t
         };
-        json!({"text/plain": text})
+        Bundle::text(text).value()
     }
 
     fn head(&self) -> Vec<String> {
@@ -161,17 +164,15 @@ impl CellLogger {
         } else {
             format!("Cell log (MiB):\n{text}")
         };
-        let cells: Vec<Value> = self
-            .log
-            .iter()
-            .map(|e| {
-                let m = |c: &CellMem| json!({"consumed": c.consumed, "peaked": c.peaked, "used": c.used});
-                json!({"execution_count": e.execution_count, "secs": e.secs, "cpu": m(&e.cpu),
-                    "gpus": e.gpus.iter().map(m).collect::<Vec<_>>(), "measure_us": e.measure_us})
-            })
-            .collect();
+        /// The log's figures.
+        #[derive(Serialize)]
+        struct Data<'a> {
+            gpus: &'a [String],
+            cells: &'a [CellEntry],
+            peak_tolerance: u64,
+        }
         let tolerance = crate::measure::meter::peak_tolerance();
-        bundle(text, html, json!({"gpus": self.gpu_labels, "cells": cells, "peak_tolerance": tolerance}))
+        bundle(text, html, &Data { gpus: &self.gpu_labels, cells: &self.log, peak_tolerance: tolerance })
     }
 
     /// `%cell_logger plot`: memory and time per cell as an inline SVG.
@@ -179,10 +180,10 @@ impl CellLogger {
         if self.log.is_empty() {
             let text =
                 "No cell has been logged yet: turn the logger on with %cell_logger on, run some cells, then plot.";
-            return json!({"text/plain": text});
+            return Bundle::text(text).value();
         }
-        let svg = plot_svg(&self.log);
-        json!({"image/svg+xml": svg, "text/plain": format!("<cell log plot: {} cells>", self.log.len())})
+        let plain = format!("<cell log plot: {} cells>", self.log.len());
+        Bundle { svg: Some(plot_svg(&self.log)), ..Bundle::text(plain) }.value()
     }
 }
 

@@ -5,8 +5,10 @@ use super::report::MIB;
 use crate::display_table::{escape, figures};
 use crate::measure::gpu::Gpu;
 use crate::measure::meter::Sample;
+use crate::protocol::published::Bundle;
 use dryml::experiment::Report;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::fmt::Write as _;
 
 pub fn mib(b: impl Into<f64>) -> String {
@@ -19,12 +21,66 @@ pub(super) fn group(v: f64) -> String {
 }
 
 /// A display bundle: text, HTML and the figures as data (under [`dryml::__kernel::display::DATA_MIME`]).
-pub fn bundle(text: String, html: String, data: Value) -> Value {
-    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: data})
+pub fn bundle(text: String, html: String, data: &impl Serialize) -> Value {
+    Bundle::html(text, html).with_data(data).value()
+}
+
+/// A device's state in the figures: the measured processes' usage and the machine's, in bytes.
+#[derive(Serialize)]
+pub struct DeviceState {
+    device: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bus_id: Option<String>,
+    process: u64,
+    used: u64,
+    free: u64,
+    total: u64,
+}
+
+/// The figures of an experiment's start.
+#[derive(Serialize)]
+struct Start<'a> {
+    event: &'static str,
+    name: &'a str,
+    devices: Vec<DeviceState>,
+}
+
+/// The figures of an experiment's report: `finish`, or `data` while it runs.
+#[derive(Serialize)]
+struct ReportData<'a> {
+    event: &'static str,
+    name: &'a str,
+    elapsed_secs: f64,
+    deleted: &'a [String],
+    reassigned: &'a [String],
+    kept: &'a [String],
+    failed: &'a [String],
+    leak_threshold: u64,
+    peak_tolerance: u64,
+    potential_leaks: Vec<&'a str>,
+    devices: Vec<DeviceReport<'a>>,
+    notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    current: Option<Vec<DeviceState>>,
+}
+
+/// A device's figures in a report, in bytes.
+#[derive(Serialize)]
+struct DeviceReport<'a> {
+    device: &'a str,
+    name: &'a str,
+    consumed: i64,
+    reclaimed: i64,
+    reclaimed_percent: f64,
+    peaked: i64,
+    used: u64,
+    free: u64,
+    total: u64,
 }
 
 /// The "current state" block: the measured processes' usage and the machine's.
-pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String, String, Value) {
+pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String, String, Vec<DeviceState>) {
     let used = s.cpu.total.saturating_sub(s.cpu.available);
     let mut rows = vec![vec![
         "CPU".to_string(),
@@ -34,8 +90,15 @@ pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String,
         mib(s.cpu.total as f64),
         format!("{:.2}%", pct(used, s.cpu.total)),
     ]];
-    let mut devices = vec![json!({"device": "cpu", "name": "CPU", "process": s.cpu.rss,
-        "used": used, "free": s.cpu.available, "total": s.cpu.total})];
+    let mut devices = vec![DeviceState {
+        device: "cpu".into(),
+        name: "CPU".into(),
+        bus_id: None,
+        process: s.cpu.rss,
+        used,
+        free: s.cpu.available,
+        total: s.cpu.total,
+    }];
     for (g, m) in gpus.iter().zip(&s.gpus) {
         let used = m.total.saturating_sub(m.free);
         rows.push(vec![
@@ -46,15 +109,22 @@ pub fn state_block(s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>) -> (String,
             mib(m.total as f64),
             format!("{:.2}%", pct(used, m.total)),
         ]);
-        devices.push(json!({"device": g.label, "name": g.name, "bus_id": g.bus_id,
-            "process": m.used_by_us, "used": used, "free": m.free, "total": m.total}));
+        devices.push(DeviceState {
+            device: g.label.clone(),
+            name: g.name.clone(),
+            bus_id: Some(g.bus_id.clone()),
+            process: m.used_by_us,
+            used,
+            free: m.free,
+            total: m.total,
+        });
     }
     let (mut text, mut html) = figures(&["RAM (MiB)", "This process", "Used", "Free", "Total", "Util"], &rows);
     if let Some(n) = gpu_note {
         text.push_str(&format!("\n({n})"));
         html.push_str(&format!("<p><em>{}</em></p>", escape(n)));
     }
-    (text, html, json!(devices))
+    (text, html, devices)
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -72,12 +142,12 @@ pub fn start_banner(name: &str, s: &Sample, gpus: &[Gpu], gpu_note: Option<&str>
     bundle(
         format!("{title}\n\n*** Current state:\n{t}\n"),
         format!("<div class=\"dryml-experiment\"><b>{}</b><br><b>Current state:</b>{h}</div>", escape(&title)),
-        json!({"event": "start", "name": name, "devices": devices}),
+        &Start { event: "start", name, devices },
     )
 }
 
 /// The finish report (or `%experiment data`'s figures so far when `finished` is false).
-pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, Value)>) -> Value {
+pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, Vec<DeviceState>)>) -> Value {
     let mut text = String::new();
     let mut html = String::from("<div class=\"dryml-experiment\">");
     let title = if finished {
@@ -146,35 +216,43 @@ pub fn report_bundle(r: &Report, finished: bool, state: Option<(String, String, 
         let _ = writeln!(text, "({n})");
         let _ = write!(html, "<p><em>{}</em></p>", escape(n));
     }
-    let mut data = report_json(r, finished);
+    let mut data = report_data(r, finished);
     if let Some((t, h, devices)) = state {
         let _ = writeln!(text, "\n*** Current state:\n{t}");
         let _ = write!(html, "<p><b>Current state:</b></p>{h}");
-        data["current"] = devices;
+        data.current = Some(devices);
     }
     html.push_str("</div>");
-    bundle(text, html, data)
+    bundle(text, html, &data)
 }
 
-pub fn report_json(r: &Report, finished: bool) -> Value {
-    json!({
-        "event": if finished { "finish" } else { "data" },
-        "name": r.name,
-        "elapsed_secs": r.elapsed_secs,
-        "deleted": r.deleted,
-        "reassigned": r.reassigned,
-        "kept": r.kept,
-        "failed": r.failed,
-        "leak_threshold": r.leak_threshold,
-        "peak_tolerance": crate::measure::meter::peak_tolerance(),
-        "potential_leaks": r.potential_leaks().iter().map(|d| d.device.clone()).collect::<Vec<_>>(),
-        "devices": r.devices.iter().map(|d| json!({
-            "device": d.device, "name": d.name, "consumed": d.consumed, "reclaimed": d.reclaimed,
-            "reclaimed_percent": d.reclaimed_percent(), "peaked": d.peaked,
-            "used": d.used, "free": d.free, "total": d.total,
-        })).collect::<Vec<_>>(),
-        "notes": r.notes,
-    })
+fn report_data(r: &Report, finished: bool) -> ReportData<'_> {
+    let devices = r.devices.iter().map(|d| DeviceReport {
+        device: &d.device,
+        name: &d.name,
+        consumed: d.consumed,
+        reclaimed: d.reclaimed,
+        reclaimed_percent: d.reclaimed_percent(),
+        peaked: d.peaked,
+        used: d.used,
+        free: d.free,
+        total: d.total,
+    });
+    ReportData {
+        event: if finished { "finish" } else { "data" },
+        name: &r.name,
+        elapsed_secs: r.elapsed_secs,
+        deleted: &r.deleted,
+        reassigned: &r.reassigned,
+        kept: &r.kept,
+        failed: &r.failed,
+        leak_threshold: r.leak_threshold,
+        peak_tolerance: crate::measure::meter::peak_tolerance(),
+        potential_leaks: r.potential_leaks().iter().map(|d| d.device.as_str()).collect(),
+        devices: devices.collect(),
+        notes: &r.notes,
+        current: None,
+    }
 }
 
 /// `H:MM:SS.mmm`, as IPyExperiments prints times.

@@ -1,9 +1,63 @@
 //! `%repo`'s views of a repo's index: the table of entries, one entry's page with how it was
 //! made (its provenance), and two entries side by side; as text, HTML and JSON.
 
+use crate::protocol::published::Bundle;
 use dryml::objects::{Entry, Repo};
 use dryml_sys::units::size;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
+
+/// An entry in the figures: the table's row (with its metrics) or `show`'s page (with its file
+/// and provenance).
+#[derive(Serialize)]
+struct Object<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    type_name: &'a str,
+    args: &'a Value,
+    created: f64,
+    description: &'a str,
+    size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metrics: Option<&'a Option<Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<&'a std::path::Path>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<Option<Value>>,
+}
+
+impl<'a> Object<'a> {
+    fn of(e: &'a Entry) -> Object<'a> {
+        Object {
+            id: &e.meta.id,
+            type_name: &e.def.type_name,
+            args: &e.def.args,
+            created: e.meta.created,
+            description: &e.meta.description,
+            size: e.size,
+            metrics: None,
+            file: None,
+            provenance: None,
+        }
+    }
+}
+
+/// Two entries side by side in the figures.
+#[derive(Serialize)]
+struct Diff<'a> {
+    a: &'a str,
+    b: &'a str,
+    differ: Vec<Differ<'a>>,
+    same: usize,
+}
+
+/// A line where two entries differ.
+#[derive(Serialize)]
+struct Differ<'a> {
+    name: &'a str,
+    a: &'a str,
+    b: &'a str,
+}
 
 /// `2026-11-22 03:04:05` (UTC) from Unix seconds.
 pub fn utc(secs: f64) -> String {
@@ -45,11 +99,12 @@ pub fn table(title: &str, entries: &[&Entry]) -> Value {
         header.push("metrics");
     }
     let (text, html) = crate::display_table::render(title, &header, &rows);
-    let objects: Vec<Value> = entries
-        .iter()
-        .map(|e| json!({"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created, "description": e.meta.description, "size": e.size, "metrics": e.meta.metrics}))
-        .collect();
-    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: {"objects": objects}})
+    #[derive(Serialize)]
+    struct Objects<'a> {
+        objects: Vec<Object<'a>>,
+    }
+    let objects = entries.iter().map(|e| Object { metrics: Some(&e.meta.metrics), ..Object::of(e) }).collect();
+    Bundle::html(text, html).with_data(&Objects { objects }).value()
 }
 
 /// `%repo show ID`: everything the index knows about one object.
@@ -70,12 +125,8 @@ pub fn show(repo: &Repo, e: &Entry) -> Value {
         size(e.size),
         file.display()
     );
-    json!({
-        "text/plain": text,
-        dryml::__kernel::display::DATA_MIME: {"id": e.meta.id, "type": e.def.type_name, "args": e.def.args, "created": e.meta.created,
-                             "description": e.meta.description, "size": e.size, "file": file,
-                             "provenance": e.meta.provenance.as_ref().map(|p| p.to_json())}
-    })
+    let provenance = Some(e.meta.provenance.as_ref().map(|p| p.to_json()));
+    Bundle::text(text).with_data(&Object { file: Some(&file), provenance, ..Object::of(e) }).value()
 }
 
 /// Each leaf of a JSON value as a dotted name and its text (`args.lr`, `args.layers.0`).
@@ -118,8 +169,8 @@ pub fn diff(a: &Entry, b: &Entry) -> Value {
     let same = names.len() - rows.len();
     let title = format!("{} and {}: {} lines differ, {same} the same", a.meta.id, b.meta.id, rows.len());
     let (text, html) = crate::display_table::render(&title, &["", &a.meta.id, &b.meta.id], &rows);
-    let differ: Vec<Value> = rows.iter().map(|r| json!({"name": r[0], "a": r[1], "b": r[2]})).collect();
-    json!({"text/plain": text, "text/html": html, dryml::__kernel::display::DATA_MIME: {"a": a.meta.id, "b": b.meta.id, "differ": differ, "same": same}})
+    let differ = rows.iter().map(|r| Differ { name: &r[0], a: &r[1], b: &r[2] }).collect();
+    Bundle::html(text, html).with_data(&Diff { a: &a.meta.id, b: &b.meta.id, differ, same }).value()
 }
 
 #[cfg(test)]
