@@ -374,13 +374,33 @@ fn magics_do_no_io_and_the_runtime_depends_on_nothing_of_ours() {
 
 #[test]
 fn no_source_file_passes_450_lines() {
-    for file in
-        ["kernel/src", "kernel/analysis/src", "kernel/builds/src", "runtime/src", "runtime/sys/src", "magics/src"]
-            .iter()
-            .flat_map(|d| rust_files(&Path::new(ROOT).join(d)))
-    {
+    for file in SOURCES.iter().flat_map(|d| rust_files(&Path::new(ROOT).join(d))) {
         let lines = std::fs::read_to_string(&file).unwrap().lines().count();
         assert!(lines <= 450, "{} has {lines} lines (tests included); split it along a seam", file.display());
+    }
+}
+
+/// The source directories the room rules hold for.
+const SOURCES: [&str; 6] =
+    ["kernel/src", "kernel/analysis/src", "kernel/builds/src", "runtime/src", "runtime/sys/src", "magics/src"];
+
+#[test]
+fn no_impl_passes_200_lines() {
+    let is_test = |f: &Path| f.ends_with("tests.rs") || f.components().any(|c| c.as_os_str() == "tests");
+    for file in SOURCES.iter().flat_map(|d| rust_files(&Path::new(ROOT).join(d))).filter(|f| !is_test(f)) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (at, line) in lines.iter().enumerate() {
+            let indent = line.len() - line.trim_start().len();
+            if !(line.trim_start().starts_with("impl") && line.ends_with('{')) {
+                continue;
+            }
+            // Its end: the first `}` at its indentation.
+            let closes = |l: &&str| l.len() - l.trim_start().len() == indent && l.trim_start().starts_with('}');
+            let end = lines[at + 1..].iter().position(closes).map_or(lines.len(), |n| at + 1 + n);
+            let n = end - at + 1;
+            assert!(n <= 200, "{}:{} `{}` is {n} lines; split it along a seam", file.display(), at + 1, line.trim());
+        }
     }
 }
 

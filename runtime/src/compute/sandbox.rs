@@ -10,20 +10,19 @@
 //! limit or was killed. What a context can enforce is listed in [`crate::compute::context::Context::env`].
 
 mod child;
+mod fork;
 mod wait;
 
 use crate::compute::context::{self, Context, ContextError, Requests};
 use crate::compute::ending::{self, Early};
-use crate::compute::outcome::{clear_report, ComputeError, SandboxReport, LAST};
-use crate::compute::pool::{Machine, Pool};
+use crate::compute::outcome::{ComputeError, SandboxReport, LAST};
+use crate::compute::pool::Machine;
 use crate::sys::procfs;
-use child::child;
 pub(super) use child::{decode, encode, send_frame};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::io::Write;
 use std::time::{Duration, Instant};
-use wait::{complete_frame, drain, exited, reap, Exit, Watched};
 
 /// How often the parent checks the sandbox's memory, the clock and the interrupt flag.
 const POLL_MS: i32 = 5;
@@ -199,198 +198,6 @@ impl Compute {
         let report = SandboxReport { pid: None, wall: t0.elapsed(), peak_rss: 0, peak_added: 0, context: ctx };
         *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
         v
-    }
-
-    /// Forks, runs `body` in the child with the context applied, and returns the bytes it
-    /// produced. Claims are taken before the fork and released after the child is reaped.
-    pub(super) fn sandbox(&self, body: impl FnOnce() -> Result<Vec<u8>, String>) -> Result<Vec<u8>, ComputeError> {
-        clear_report();
-        let failed = |what: &str, e: std::io::Error| ComputeError::Failed(format!("{what}: {e}"));
-        let mut pool = Pool::open().map_err(|e| failed("opening the resource pool", e))?;
-        let ctx =
-            pool.allocate(&self.reqs).map_err(|e| ComputeError::Context(ContextError::ResourcesUnavailable(e)))?;
-        let machine = pool.machine.clone();
-        let mut fds = [0; 2];
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(failed("creating the result pipe", std::io::Error::last_os_error()));
-        }
-        let (read_fd, write_fd) = (fds[0], fds[1]);
-        // The child waits on this until its claims are recorded: a quick closure could otherwise
-        // end before the parent could name its pid in the pool.
-        let mut go = [0; 2];
-        if unsafe { libc::pipe2(go.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            let e = std::io::Error::last_os_error();
-            unsafe {
-                libc::close(read_fd);
-                libc::close(write_fd);
-            }
-            return Err(failed("creating the start pipe", e));
-        }
-        let parent = std::process::id();
-        // Held across the fork, so the child gets them unlocked (their owner, this thread, is
-        // the one thread it has): a fork while another thread (the kernel's flusher, say) held
-        // one would leave it locked forever in the child, and its first print would hang.
-        ending::hook_panics();
-        let mut stdout = std::io::stdout().lock();
-        let mut stderr = std::io::stderr().lock();
-        let _ = stdout.flush();
-        let _ = stderr.flush();
-        let t0 = Instant::now();
-        let pid = unsafe { libc::fork() };
-        drop((stdout, stderr));
-        if pid < 0 {
-            let e = std::io::Error::last_os_error();
-            unsafe {
-                for fd in [read_fd, write_fd, go[0], go[1]] {
-                    libc::close(fd);
-                }
-            }
-            return Err(failed("fork", e));
-        }
-        if pid == 0 {
-            unsafe {
-                libc::close(read_fd);
-                libc::close(go[1]);
-                // A sandbox dies with the process that started it, so it cannot hold devices
-                // for a notebook that has gone.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                if libc::getppid() as u32 != parent {
-                    libc::_exit(9);
-                }
-                // stdin is evcxr's command pipe in a notebook: never the sandbox's to read.
-                let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-                if null >= 0 {
-                    libc::dup2(null, 0);
-                    libc::close(null);
-                }
-                let mut b = [0u8; 1];
-                if libc::read(go[0], b.as_mut_ptr().cast(), 1) != 1 {
-                    libc::_exit(9);
-                }
-                libc::close(go[0]);
-            }
-            child(write_fd, &ctx, &machine, self.verbose, body);
-        }
-        let pid = pid as u32;
-        unsafe {
-            libc::close(write_fd);
-            libc::close(go[0]);
-        }
-        let claimed = pool.claim(pid, "sandbox", &ctx).and_then(|_| pool.commit());
-        if let Err(e) = claimed {
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-                libc::close(go[1]);
-            }
-            let _ = reap(pid);
-            unsafe { libc::close(read_fd) };
-            return Err(failed("recording the sandbox's claims", e));
-        }
-        unsafe {
-            libc::write(go[1], [1u8].as_ptr().cast(), 1);
-            libc::close(go[1]);
-        }
-        let watched = self.watch(pid, read_fd, t0);
-        unsafe { libc::close(read_fd) };
-        // The claims went with the process; drop them now rather than at the next reader.
-        if let Ok(mut pool) = Pool::open() {
-            pool.release(pid);
-            let _ = pool.commit();
-        }
-        let report = SandboxReport {
-            pid: Some(pid),
-            wall: t0.elapsed(),
-            peak_rss: watched.peak_rss,
-            peak_added: watched.peak_added,
-            context: ctx,
-        };
-        *LAST.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
-        if let Some(e) = watched.stopped {
-            return Err(e);
-        }
-        // A frame cut short (the sandbox was killed while writing it) is no result: how the
-        // sandbox ended says what happened.
-        match complete_frame(&watched.frame) {
-            Some((OK, rest)) => Ok(rest.to_vec()),
-            Some((PANIC, rest)) => Err(ComputeError::Panicked(String::from_utf8_lossy(rest).into_owned())),
-            Some((FAIL, rest)) => Err(ComputeError::Failed(String::from_utf8_lossy(rest).into_owned())),
-            Some((INTERRUPTED, _)) => Err(ComputeError::Interrupted),
-            _ => Err(match watched.status {
-                Exit::Signal(s) => ComputeError::Killed { signal: s },
-                Exit::Code(c) => ComputeError::Exited { code: c },
-            }),
-        }
-    }
-
-    /// Reads the child's result while enforcing the timeout, the memory limit and interrupts.
-    /// The child first sends its resident memory at its start (8 bytes), then one frame.
-    fn watch(&self, pid: u32, fd: i32, t0: Instant) -> Watched {
-        let mut frame = Vec::new();
-        let mut base = None;
-        let mut stopped = None;
-        let mut peak_added = 0u64;
-        let mut buf = vec![0u8; 1 << 16];
-        loop {
-            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-            let ready = unsafe { libc::poll(&mut p, 1, POLL_MS) };
-            if ready > 0 {
-                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-                if n == 0 {
-                    break;
-                }
-                if n > 0 {
-                    frame.extend_from_slice(&buf[..n as usize]);
-                }
-            }
-            if base.is_none() && frame.len() >= 8 {
-                let head: Vec<u8> = frame.drain(..8).collect();
-                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
-            }
-            // The whole frame is here, or the sandbox has ended: a process it started may hold
-            // the pipe open for as long as it likes, so end of file is not waited for.
-            if complete_frame(&frame).is_some() {
-                break;
-            }
-            if ready == 0 && exited(pid) {
-                drain(fd, &mut frame, &mut buf);
-                break;
-            }
-            if let (Some(rss), Some(base)) = (procfs::statm(pid).map(|m| m.resident), base) {
-                let added = rss.saturating_sub(base);
-                peak_added = peak_added.max(added);
-                if let Some(limit) = self.mem_limit.filter(|l| added > *l) {
-                    stopped = Some(ComputeError::OutOfMemory { limit, used: added });
-                }
-            }
-            if stopped.is_none() {
-                if let Some(t) = self.timeout.filter(|t| t0.elapsed() > *t) {
-                    stopped = Some(ComputeError::TimedOut { after: t });
-                }
-            }
-            if stopped.is_none() && crate::interrupted() {
-                stopped = Some(ComputeError::Interrupted);
-            }
-            if stopped.is_some() {
-                // No need to read on: a process the sandbox started could hold the pipe open.
-                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-                break;
-            }
-        }
-        if base.is_none() {
-            // The word arrived with the frame in one read, or (short) the child died first.
-            if frame.len() >= 8 {
-                let head: Vec<u8> = frame.drain(..8).collect();
-                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
-            } else {
-                frame.clear();
-            }
-        }
-        let (status, peak_rss) = reap(pid);
-        // The polls see the peak only if one lands on it; the kernel's high-water mark is exact.
-        if let Some(base) = base {
-            peak_added = peak_added.max(peak_rss.saturating_sub(base));
-        }
-        Watched { frame, stopped, status, peak_rss, peak_added }
     }
 }
 

@@ -1,4 +1,7 @@
-//! The axes' arithmetic: ranges, round ticks, short labels, and lines thinned to what a plot can show.
+//! The axes' arithmetic: a figure's ranges, round ticks, short labels, and lines thinned to what a
+//! plot can show.
+
+use super::Kind;
 
 /// The most points a line keeps per series: more than a plot is wide in pixels only grows the
 /// SVG (and every redraw of it), so longer series are thinned to each bucket's min and max.
@@ -87,3 +90,39 @@ pub(super) fn thin_line(run: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 pub(super) use crate::display::wire::escape_html as esc;
+
+impl super::Figure {
+    pub(super) fn has_bars(&self) -> bool {
+        self.series.iter().any(|s| matches!(s.kind, Kind::Bars { .. }))
+    }
+
+    /// The data's x and y ranges, never empty, with room for bars' widths.
+    pub(super) fn ranges(&self) -> ((f64, f64), (f64, f64)) {
+        let mut xs = Vec::new();
+        let mut ys = Vec::new();
+        for s in &self.series {
+            for (&x, &y) in s.xs.iter().zip(&s.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
+                match s.kind {
+                    Kind::Bars { width } => xs.extend([x - width / 2.0, x + width / 2.0]),
+                    _ => xs.push(x),
+                }
+                ys.push(y);
+            }
+        }
+        if let Some(n) = &self.x_names {
+            xs.extend([-0.5, n.len() as f64 - 0.5]);
+        }
+        if self.y_from_zero || self.has_bars() {
+            ys.push(0.0);
+        }
+        let widen = |r: Option<(f64, f64)>| match r {
+            None => (0.0, 1.0),
+            Some((a, b)) if b > a => (a, b),
+            Some((a, _)) => (a - 0.5_f64.max(a.abs() * 0.1), a + 0.5_f64.max(a.abs() * 0.1)),
+        };
+        let (y0, y1) = widen(min_max(&ys));
+        // Room above and below boxes, so whiskers and outliers at the ends stay in sight.
+        let pad = if self.series.iter().any(|s| s.kind == Kind::Box) { (y1 - y0) * 0.08 } else { 0.0 };
+        (widen(min_max(&xs)), (y0 - pad, y1 + pad))
+    }
+}

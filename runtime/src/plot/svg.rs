@@ -185,38 +185,4 @@ impl Figure {
         }
         s.push_str("</svg>\n");
     }
-
-    fn has_bars(&self) -> bool {
-        self.series.iter().any(|s| matches!(s.kind, Kind::Bars { .. }))
-    }
-
-    /// The data's x and y ranges, never empty, with room for bars' widths.
-    fn ranges(&self) -> ((f64, f64), (f64, f64)) {
-        let mut xs = Vec::new();
-        let mut ys = Vec::new();
-        for s in &self.series {
-            for (&x, &y) in s.xs.iter().zip(&s.ys).filter(|(x, y)| x.is_finite() && y.is_finite()) {
-                match s.kind {
-                    Kind::Bars { width } => xs.extend([x - width / 2.0, x + width / 2.0]),
-                    _ => xs.push(x),
-                }
-                ys.push(y);
-            }
-        }
-        if let Some(n) = &self.x_names {
-            xs.extend([-0.5, n.len() as f64 - 0.5]);
-        }
-        if self.y_from_zero || self.has_bars() {
-            ys.push(0.0);
-        }
-        let widen = |r: Option<(f64, f64)>| match r {
-            None => (0.0, 1.0),
-            Some((a, b)) if b > a => (a, b),
-            Some((a, _)) => (a - 0.5_f64.max(a.abs() * 0.1), a + 0.5_f64.max(a.abs() * 0.1)),
-        };
-        let (y0, y1) = widen(min_max(&ys));
-        // Room above and below boxes, so whiskers and outliers at the ends stay in sight.
-        let pad = if self.series.iter().any(|s| s.kind == Kind::Box) { (y1 - y0) * 0.08 } else { 0.0 };
-        (widen(min_max(&xs)), (y0 - pad, y1 + pad))
-    }
 }

@@ -1,7 +1,11 @@
 //! What the parent waits on: the result's frame, read from the pipe as it comes, and the child's
-//! end, with how it ended and its peak memory.
+//! end, with how it ended and its peak memory; the timeout, the memory limit and interrupts
+//! enforced meanwhile.
 
+use super::{Compute, POLL_MS};
 use crate::compute::outcome::ComputeError;
+use crate::sys::procfs;
+use std::time::Instant;
 
 /// A result frame (tag, then the length of what follows, then that many bytes) once all of it
 /// has arrived: its tag and bytes.
@@ -63,4 +67,77 @@ pub(super) fn reap(pid: u32) -> (Exit, u64) {
         Exit::Code(libc::WEXITSTATUS(status))
     };
     (exit, usage.ru_maxrss.max(0) as u64 * 1024)
+}
+
+impl Compute {
+    /// Reads the child's result while enforcing the timeout, the memory limit and interrupts.
+    /// The child first sends its resident memory at its start (8 bytes), then one frame.
+    pub(super) fn watch(&self, pid: u32, fd: i32, t0: Instant) -> Watched {
+        let mut frame = Vec::new();
+        let mut base = None;
+        let mut stopped = None;
+        let mut peak_added = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+            let ready = unsafe { libc::poll(&mut p, 1, POLL_MS) };
+            if ready > 0 {
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                if n == 0 {
+                    break;
+                }
+                if n > 0 {
+                    frame.extend_from_slice(&buf[..n as usize]);
+                }
+            }
+            if base.is_none() && frame.len() >= 8 {
+                let head: Vec<u8> = frame.drain(..8).collect();
+                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
+            }
+            // The whole frame is here, or the sandbox has ended: a process it started may hold
+            // the pipe open for as long as it likes, so end of file is not waited for.
+            if complete_frame(&frame).is_some() {
+                break;
+            }
+            if ready == 0 && exited(pid) {
+                drain(fd, &mut frame, &mut buf);
+                break;
+            }
+            if let (Some(rss), Some(base)) = (procfs::statm(pid).map(|m| m.resident), base) {
+                let added = rss.saturating_sub(base);
+                peak_added = peak_added.max(added);
+                if let Some(limit) = self.mem_limit.filter(|l| added > *l) {
+                    stopped = Some(ComputeError::OutOfMemory { limit, used: added });
+                }
+            }
+            if stopped.is_none() {
+                if let Some(t) = self.timeout.filter(|t| t0.elapsed() > *t) {
+                    stopped = Some(ComputeError::TimedOut { after: t });
+                }
+            }
+            if stopped.is_none() && crate::interrupted() {
+                stopped = Some(ComputeError::Interrupted);
+            }
+            if stopped.is_some() {
+                // No need to read on: a process the sandbox started could hold the pipe open.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+                break;
+            }
+        }
+        if base.is_none() {
+            // The word arrived with the frame in one read, or (short) the child died first.
+            if frame.len() >= 8 {
+                let head: Vec<u8> = frame.drain(..8).collect();
+                base = Some(u64::from_le_bytes(head.try_into().expect("8 bytes")));
+            } else {
+                frame.clear();
+            }
+        }
+        let (status, peak_rss) = reap(pid);
+        // The polls see the peak only if one lands on it; the kernel's high-water mark is exact.
+        if let Some(base) = base {
+            peak_added = peak_added.max(peak_rss.saturating_sub(base));
+        }
+        Watched { frame, stopped, status, peak_rss, peak_added }
+    }
 }

@@ -17,15 +17,16 @@
 //! the README's benchmark); a log needs no dependency compiled into every notebook, is
 //! readable with `grep`, and its appends are atomic under the lock.
 
+mod index;
+mod query;
 mod selector;
 
-use crate::objects::{from_record, record, Meta, Object, ObjectDef, ObjectError, Provenance};
+use crate::objects::{record, Meta, Object, ObjectDef, ObjectError, Provenance};
 use crate::sys::fs::{write_atomic, Durability, Staged};
 pub use selector::Selector;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::HashMap;
 use std::fmt;
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -139,101 +140,6 @@ impl Repo {
     /// The repo's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
-    }
-
-    /// Reads what was appended to the index since the last read (by any process).
-    pub fn reload(&mut self) -> Result<(), RepoError> {
-        let path = self.dir.join(INDEX);
-        let mut f = std::fs::File::open(&path).map_err(io(&path))?;
-        f.seek(SeekFrom::Start(self.offset)).map_err(io(&path))?;
-        let mut buf = Vec::new();
-        f.read_to_end(&mut buf).map_err(io(&path))?;
-        // A line still being written (no newline yet) is read next time.
-        let complete = buf.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
-        for line in buf[..complete].split(|b| *b == b'\n') {
-            if line.is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<Value>(line).ok().and_then(|v| self.apply_record(&v)) {
-                Some(()) => {}
-                None => self.skipped += 1,
-            }
-        }
-        self.offset += complete as u64;
-        Ok(())
-    }
-
-    fn apply_record(&mut self, v: &Value) -> Option<()> {
-        match v.get("op")?.as_str()? {
-            "add" => {
-                let (def, meta) = from_record(v.get("object")?).ok()?;
-                // An id names a file: one that could reach outside the repo is never followed.
-                check_id(&meta.id).ok()?;
-                let size = v.get("size").and_then(Value::as_u64).unwrap_or(0);
-                let id = meta.id.clone();
-                if let Some(old) = self.entries.remove(&id) {
-                    self.unlink_type(&old.def.type_name, &id);
-                }
-                self.by_type.entry(def.type_name.clone()).or_default().push(id.clone());
-                self.entries.insert(id, Entry { def, meta, size });
-            }
-            "delete" => {
-                let id = v.get("id")?.as_str()?;
-                check_id(id).ok()?;
-                if let Some(old) = self.entries.remove(id) {
-                    self.unlink_type(&old.def.type_name, id);
-                }
-            }
-            _ => return None,
-        }
-        Some(())
-    }
-
-    fn unlink_type(&mut self, type_name: &str, id: &str) {
-        if let Some(ids) = self.by_type.get_mut(type_name) {
-            ids.retain(|i| i != id);
-        }
-    }
-
-    /// The index lock: held while object files are replaced and their records appended.
-    fn lock(&self) -> Result<std::fs::File, RepoError> {
-        let lock_path = self.dir.join(LOCK);
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io(&lock_path)(e));
-            }
-        }
-        Ok(lock)
-    }
-
-    /// Appends records to the index, fsynced; the caller holds the lock (`_held`).
-    fn append_locked(&self, _held: &std::fs::File, records: &[Value]) -> Result<(), RepoError> {
-        let path = self.dir.join(INDEX);
-        let mut f = std::fs::OpenOptions::new().read(true).append(true).open(&path).map_err(io(&path))?;
-        let mut text = String::new();
-        // A torn line left by a crash is ended first, so it cannot swallow this record.
-        let len = f.metadata().map_err(io(&path))?.len();
-        if len > 0 {
-            let mut last = [0u8; 1];
-            f.seek(SeekFrom::Start(len - 1)).map_err(io(&path))?;
-            f.read_exact(&mut last).map_err(io(&path))?;
-            if last[0] != b'\n' {
-                text.push('\n');
-            }
-        }
-        for r in records {
-            text.push_str(&r.to_string());
-            text.push('\n');
-        }
-        f.write_all(text.as_bytes()).map_err(io(&path))?;
-        f.sync_all().map_err(io(&path))
     }
 
     fn file(&self, id: &str) -> PathBuf {
@@ -351,73 +257,6 @@ impl Repo {
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-
-    /// The index entries matching `sel`, oldest first, without reading any object file.
-    pub fn find(&self, sel: &Selector) -> Vec<&Entry> {
-        let mut out: Vec<&Entry> = match (&sel.id, &sel.type_name) {
-            (Some(id), _) => self.entries.get(id).into_iter().collect(),
-            (None, Some(t)) => self
-                .by_type
-                .get(t)
-                .map(|ids| ids.iter().filter_map(|i| self.entries.get(i)).collect())
-                .unwrap_or_default(),
-            (None, None) => self.entries.values().collect(),
-        };
-        out.retain(|e| sel.matches(&e.def, &e.meta));
-        out.sort_by(|a, b| a.meta.created.total_cmp(&b.meta.created).then_with(|| a.meta.id.cmp(&b.meta.id)));
-        out
-    }
-
-    /// Every entry, oldest first.
-    pub fn entries(&self) -> Vec<&Entry> {
-        self.find(&Selector::any())
-    }
-
-    /// Loads the objects matching `sel`.
-    pub fn get(&self, sel: &Selector) -> Result<Vec<Box<dyn Object>>, RepoError> {
-        self.find(sel).into_iter().map(|e| self.load(&e.meta.id)).collect()
-    }
-
-    /// Loads the one object matching `sel`; an error when none or several match.
-    pub fn get_one(&self, sel: &Selector) -> Result<Box<dyn Object>, RepoError> {
-        let found = self.find(sel);
-        if found.len() != 1 {
-            return Err(RepoError::NotOne(found.len(), sel.to_string()));
-        }
-        self.load(&found[0].meta.id)
-    }
-
-    /// Loads the object with this id.
-    pub fn by_id(&self, id: &str) -> Result<Box<dyn Object>, RepoError> {
-        if !self.entries.contains_key(id) {
-            return Err(RepoError::NoSuchId(id.to_string()));
-        }
-        self.load(id)
-    }
-
-    /// Loads the object with this id as a `T` (see [`ObjectDef::build_as`](crate::ObjectDef::build_as)).
-    pub fn by_id_as<T: crate::objects::Build + Object>(&self, id: &str) -> Result<T, RepoError> {
-        if !self.entries.contains_key(id) {
-            return Err(RepoError::NoSuchId(id.to_string()));
-        }
-        Ok(crate::objects::load_object_as(self.file(id))?)
-    }
-
-    fn load(&self, id: &str) -> Result<Box<dyn Object>, RepoError> {
-        Ok(crate::objects::load_object(self.file(id))?)
-    }
-
-    /// Calls `f` on each object matching `sel` (loaded one at a time) and returns what it
-    /// returned. Changed objects are kept only if `f` saves them (with [`Repo::save`] on a
-    /// second handle, or by returning them).
-    pub fn apply<R>(&self, sel: &Selector, mut f: impl FnMut(&mut dyn Object) -> R) -> Result<Vec<R>, RepoError> {
-        let mut out = Vec::new();
-        for e in self.find(sel) {
-            let mut obj = self.load(&e.meta.id)?;
-            out.push(f(obj.as_mut()));
-        }
-        Ok(out)
     }
 }
 

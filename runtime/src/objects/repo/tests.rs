@@ -3,6 +3,8 @@
 use super::*;
 use crate::objects::object::tests::{Cfg, Mlp, Named};
 use crate::objects::Build;
+use serde_json::Value;
+use std::io::Write;
 
 fn dir() -> PathBuf {
     std::env::temp_dir().join(format!("dryml-repo-{}-{}", std::process::id(), crate::objects::uuid_v4()))
