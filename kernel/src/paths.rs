@@ -54,10 +54,7 @@ pub fn scratch() -> anyhow::Result<PathBuf> {
             let stale = match std::fs::File::open(e.path().join(ALIVE)) {
                 // Its kernel holds the lock while it lives, in whatever pid namespace: a pid
                 // this process cannot see (a kernel in a container, or outside ours) proves nothing.
-                Ok(f) => {
-                    (unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) })
-                        == 0
-                }
+                Ok(f) => dryml_sys::lock::try_exclusive(&f),
                 // A directory being made, or one of a kernel from before the lock: its pid decides.
                 Err(_) => !dryml_sys::procfs::exists(pid),
             };
@@ -99,7 +96,7 @@ fn hold(dir: &std::path::Path) -> anyhow::Result<()> {
     // (between its creation and the lock) took this living kernel's directory for a dead one's.
     let (held, alive) = (dir.join(format!("{ALIVE}.new")), dir.join(ALIVE));
     let f = std::fs::File::create(&held).with_context(|| format!("{}", held.display()))?;
-    if unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&f), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !dryml_sys::lock::try_exclusive(&f) {
         anyhow::bail!("{} is locked by another kernel", dir.display());
     }
     std::fs::rename(&held, &alive).with_context(|| format!("{}", alive.display()))?;
@@ -109,7 +106,6 @@ fn hold(dir: &std::path::Path) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::io::AsRawFd;
 
     #[test]
     fn only_the_directories_whose_lock_is_free_are_swept() {
@@ -121,7 +117,7 @@ mod tests {
         }
         std::fs::write(dead.join(super::ALIVE), b"").unwrap();
         let held = std::fs::File::create(alive.join(super::ALIVE)).unwrap();
-        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        assert!(dryml_sys::lock::try_exclusive(&held));
         // A living kernel whose pid this process cannot see: its directory stays.
         let mine = super::scratch().unwrap();
         assert!(!dead.exists() && alive.exists() && mine.join(super::ALIVE).exists());

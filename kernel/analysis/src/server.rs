@@ -55,8 +55,7 @@ fn serve_until_alone(socket: &Path) -> Result<()> {
     // same moment leaves (its kernel connects to this one), and a socket file left by a
     // process that died is stale.
     let lock = std::fs::File::create(socket.with_extension("lock"))?;
-    // SAFETY: flock on a file this process keeps open.
-    if unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+    if !dryml_sys::lock::try_exclusive(&lock) {
         return Ok(());
     }
     let _ = std::fs::remove_file(socket);

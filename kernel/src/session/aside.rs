@@ -18,7 +18,6 @@ use dryml_builds::{Builds, Outcome};
 use evcxr::CellBuild;
 use std::fs::{self, File};
 use std::io::{BufRead, Read};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -107,10 +106,9 @@ fn profiles(build_dir: &Path) -> Vec<PathBuf> {
 /// Whether another build holds cargo's lock on one of the directory's profiles.
 fn busy(build_dir: &Path) -> bool {
     profiles(build_dir).iter().any(|p| {
-        File::options().read(true).write(true).open(p.join(".cargo-lock")).is_ok_and(|f| {
-            // SAFETY: a valid descriptor; the lock goes with the file at the end of this call.
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) != 0 }
-        })
+        // The lock, if taken, goes with the file at the end of this call.
+        let lock = File::options().read(true).write(true).open(p.join(".cargo-lock"));
+        lock.is_ok_and(|f| !dryml_sys::lock::try_exclusive(&f))
     })
 }
 
@@ -233,7 +231,7 @@ mod tests {
         fs::create_dir_all(shared.join("dryml-src/ab/runtime")).unwrap();
         assert!(!busy(&shared));
         let held = File::options().write(true).open(profile.join(".cargo-lock")).unwrap();
-        assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+        dryml_sys::lock::exclusive(&held).unwrap();
         assert!(busy(&shared));
         let aside = shared.join(ASIDE_DIR).join("ctx_k0123456789ab");
         seed(&shared, &aside, "ctx_k0123456789ab", &|| false).unwrap();

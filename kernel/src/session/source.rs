@@ -15,7 +15,6 @@ use anyhow::Context;
 use sha2::{Digest, Sha256};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -102,7 +101,7 @@ pub fn copy(runtime: &Path, generation: &Path) -> anyhow::Result<Copy> {
             make()?;
         }
         let Ok(held) = File::open(dest.join(IN_USE)) else { continue };
-        unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_SH) };
+        let _ = dryml_sys::lock::shared(&held);
         // A prune may have removed the copy while this waited for its lock: then it is made again.
         let same =
             std::fs::metadata(dest.join(IN_USE)).is_ok_and(|m| held.metadata().is_ok_and(|h| h.ino() == m.ino()));
@@ -223,7 +222,7 @@ fn prune(generation: &Path, mine: &Path, keep: usize) {
         let Ok(f) = File::open(old.join(IN_USE)) else { continue };
         // Held (shared) by a kernel building against it: it stays. Moved aside first, so no
         // kernel finds half of it under its name.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        if dryml_sys::lock::try_exclusive(&f) {
             let trash = dirs.join(format!(".trash-{}", uuid::Uuid::new_v4().simple()));
             if std::fs::rename(&old, &trash).is_ok() {
                 let _ = std::fs::remove_dir_all(&trash);

@@ -49,8 +49,7 @@ impl Drop for Pool {
     fn drop(&mut self) {
         // Unlock explicitly: a sandbox forked while the pool was open shares the lock's file.
         if let Some(f) = &self.lock {
-            use std::os::fd::AsRawFd;
-            unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_UN) };
+            crate::sys::lock::unlock(f);
         }
     }
 }
@@ -95,16 +94,7 @@ impl Pool {
     /// Opens the pool kept in `dir`, waiting for its lock.
     pub fn open_dir(dir: &Path) -> io::Result<Pool> {
         let lock = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(LOCK_FILE))?;
-        use std::os::fd::AsRawFd;
-        loop {
-            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } == 0 {
-                break;
-            }
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
+        crate::sys::lock::exclusive(&lock)?;
         let machine = match std::fs::read_to_string(dir.join(MACHINE_FILE)) {
             Ok(t) => Machine::parse(&t).unwrap_or_else(Machine::load),
             Err(_) => Machine::load(),

@@ -7,7 +7,8 @@
 //! 0.1 and `trs-mlflow` 0.7 were read: stale or partial); the calls are MLflow's documented
 //! REST API 2.0.
 
-use super::spool::{self, lock};
+use super::spool;
+use crate::sys::lock;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ pub fn send_uri(dir: &Path, uri: &str, timeout: Duration) -> Pass {
 pub fn send_file(file: &Path, timeout: Duration) -> Option<Pass> {
     let lock_file =
         std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(file.with_extension("lock")).ok()?;
-    lock(&lock_file, libc::LOCK_EX | libc::LOCK_NB).ok()?;
+    lock::try_exclusive(&lock_file).then_some(())?;
     let bytes = std::fs::read(file).ok()?;
     let sent_path = file.with_extension("sent");
     let mut sent = Sent::read(&sent_path);
@@ -151,7 +152,7 @@ pub fn send_file(file: &Path, timeout: Duration) -> Option<Pass> {
 /// Removes a queue sent whole, unless a line came since (under the writers' lock).
 fn compact(file: &Path, sent_path: &Path, offset: u64) {
     let Ok(f) = std::fs::File::open(file) else { return };
-    if lock(&f, libc::LOCK_EX).is_ok() && f.metadata().is_ok_and(|m| m.len() == offset) {
+    if lock::exclusive(&f).is_ok() && f.metadata().is_ok_and(|m| m.len() == offset) {
         // The record first: cut short between the two, the queue is sent again (never skipped).
         let _ = std::fs::remove_file(sent_path);
         let _ = std::fs::remove_file(file);

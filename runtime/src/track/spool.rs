@@ -7,10 +7,9 @@
 
 use super::TrackError;
 use serde_json::Value;
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// The queue's directory: `DRYML_MLFLOW_SPOOL`, else `dryml-rust/mlflow` in the user's cache
@@ -47,16 +46,6 @@ pub fn file_name(uri: &str) -> String {
     format!("{h:016x}.jsonl")
 }
 
-/// `flock` on an open file; released when it closes.
-pub fn lock(f: &File, how: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: a valid open descriptor.
-    if unsafe { libc::flock(f.as_raw_fd(), how) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 impl Spool {
     /// The queue of the server at `uri`, in [`dir`].
     pub fn for_uri(uri: &str) -> Spool {
@@ -75,7 +64,7 @@ impl Spool {
         }
         loop {
             let mut f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(fail)?;
-            lock(&f, libc::LOCK_SH).map_err(fail)?;
+            crate::sys::lock::shared(&f).map_err(fail)?;
             // Sent whole and removed while this waited: the next open makes a new file.
             if f.metadata().map_err(fail)?.nlink() == 0 {
                 continue;

@@ -5,7 +5,6 @@ use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -52,7 +51,7 @@ pub(in crate::session) fn lock_generation(generation: &Path, wait: Duration) -> 
             .open(&path)
             .with_context(|| format!("opening {}", path.display()))?;
         loop {
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            if dryml_sys::lock::try_exclusive(&file) {
                 break;
             }
             if std::time::Instant::now() >= deadline {

@@ -60,7 +60,6 @@ use anyhow::{bail, Context};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -192,7 +191,7 @@ impl BuildCache {
             };
             // A sweep of a starting kernel may take the new file for a dead kernel's and remove
             // it before the lock is held: then the token is not ours, and another is tried.
-            let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            let locked = dryml_sys::lock::try_exclusive(&file);
             let same = std::fs::metadata(&path).is_ok_and(|m| file.metadata().is_ok_and(|f| f.ino() == m.ino()));
             if locked && same {
                 return Ok(Claim { token, _lock: file });
@@ -209,7 +208,7 @@ impl BuildCache {
             let name = e.file_name().to_string_lossy().into_owned();
             let Some(token) = name.strip_suffix(".lock") else { continue };
             let Ok(file) = File::options().write(true).open(e.path()) else { continue };
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            if dryml_sys::lock::try_exclusive(&file) {
                 orphans.insert(token.to_string(), (e.path(), file));
             }
         }

@@ -59,7 +59,7 @@ fn a_killed_build_leaves_no_cell_objects_or_incremental_state() {
     // interrupt's reply does not wait for that build.
     std::fs::write(profile.join(".cargo-lock"), b"").unwrap();
     let held = File::options().write(true).open(profile.join(".cargo-lock")).unwrap();
-    assert_eq!(unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&held), libc::LOCK_EX) }, 0);
+    dryml_sys::lock::exclusive(&held).unwrap();
     clean_killed_build(&root, ours);
     for f in &gone {
         assert!(!profile.join(f).exists(), "{f} is left");
@@ -210,7 +210,7 @@ fn a_build_in_progress_is_never_evicted_or_cleared() {
     unit(&cache.dir(), "old", "00000000000000c1", 100, Duration::from_secs(9 * 86_400));
     // Another "cargo" holds the profile directory's lock.
     let lock = File::create(cache.dir().join("x86_64-unknown-linux-gnu/debug/.cargo-lock")).unwrap();
-    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    dryml_sys::lock::exclusive(&lock).unwrap();
     assert_eq!(cache.collect(Duration::from_millis(200)).unwrap(), 0);
     let err = cache.clear(Duration::from_millis(200)).unwrap_err().to_string();
     assert!(err.contains("a build is running"), "{err}");

@@ -5,7 +5,6 @@ use super::{check_id, io, Entry, Repo, RepoError, INDEX, LOCK};
 use crate::objects::from_record;
 use serde_json::Value;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 
 impl Repo {
     /// Reads what was appended to the index since the last read (by any process).
@@ -71,12 +70,7 @@ impl Repo {
             .write(true)
             .open(&lock_path)
             .map_err(io(&lock_path))?;
-        while unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(io(&lock_path)(e));
-            }
-        }
+        crate::sys::lock::exclusive(&lock).map_err(io(&lock_path))?;
         Ok(lock)
     }
 
