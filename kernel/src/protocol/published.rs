@@ -1,6 +1,7 @@
 //! What the kernel publishes on iopub, as types: each message's fields are written here once,
 //! and a sender names a variant, so a misspelt field or state fails to compile rather than in a
-//! client. What is the user's own (a display bundle, a comm's data, a debugger event) stays JSON.
+//! client. What is the user's own (a cell's display bundle, a comm's data, lldb-dap's events)
+//! stays JSON; a display the kernel makes itself is a [`Bundle`].
 
 use super::ErrorContent;
 use serde::Serialize;

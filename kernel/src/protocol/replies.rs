@@ -1,6 +1,6 @@
 //! The replies the kernel sends on shell and control, as types: each reply's `status` and
 //! fields are written here once, and serialised where the outbox sends them. The debugger's
-//! replies stay JSON (they carry lldb-dap's own messages).
+//! replies stay JSON (they carry lldb-dap's own messages; `debug/dap.rs` types the bridge's).
 
 use super::ErrorContent;
 use serde::Serialize;
