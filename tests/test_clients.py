@@ -177,6 +177,13 @@ def test_jupyter_console_runs_cells_magics_tab_and_ctrl_c(tmp_path):
         term.type("let v = vec![1, 2, 3];")
         term.keys("Enter")
         term.wait_for(r"In \[2\]:")
+        # A first Tab on a name is answered at once and starts the analysis's load. A notebook's
+        # first method Tab waits for that cold load (about 5 s here), and jupyter console gives
+        # up on a completion at 5 s: the user's next seconds of typing let it load.
+        term.type("v")
+        term.keys("Tab")
+        term.keys("C-u")
+        time.sleep(10)
         term.type("%env DRYML_CONSOLE=yes")
         term.keys("Enter")
         term.wait_for(r"env: DRYML_CONSOLE=yes\s+In \[3\]:")
