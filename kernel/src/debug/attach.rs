@@ -208,10 +208,8 @@ pub(super) fn mend(pid: u32) {
 /// `terminated`).
 pub(super) fn tell_lost(shared: &Shared, why: &str) {
     lock(&shared.stopped).clear();
-    if let Some(events) = lock(&shared.events).clone() {
-        events(Event::Output { category: "important", output: format!("{why}\n") }.to_value());
-        events(Event::Terminated {}.to_value());
-    }
+    shared.tell(Event::Output { category: "important", output: format!("{why}\n") });
+    shared.tell(Event::Terminated {});
 }
 
 /// What lldb-dap says unasked: `stopped` is tracked (the bridge says `continued` itself),

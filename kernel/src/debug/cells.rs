@@ -8,7 +8,7 @@
 //! function, and a frame in one, are placed by the text: the line of evcxr's source outside the
 //! running cell that holds the cell line's text and agrees best with its neighbours.
 
-use super::{body_of, dap, lock, Breakpoint, Debugger, Event, SourceBreakpoint};
+use super::{body_of, dap, Breakpoint, Debugger, Event, SourceBreakpoint};
 use serde::Deserialize;
 use serde_json::Value;
 use std::path::Path;
@@ -122,11 +122,9 @@ impl Debugger {
         let cell = self.current.take()?;
         let bps = self.breakpoints.get(&cell).filter(|b| !b.is_empty())?;
         let message = format!("{why}, which the debugger is not attached to: its breakpoints are not set");
-        if let Some(events) = lock(&self.shared.events).clone() {
-            for b in bps {
-                let breakpoint = Breakpoint::unset(&cell, b.line, Some(&message));
-                events(Event::Breakpoint { reason: "changed", breakpoint }.to_value());
-            }
+        for b in bps {
+            let breakpoint = Breakpoint::unset(&cell, b.line, Some(&message));
+            self.shared.tell(Event::Breakpoint { reason: "changed", breakpoint });
         }
         Some(format!("dryml: the debugger does not stop in this cell: {message}.\n"))
     }

@@ -57,6 +57,13 @@ struct Shared {
 }
 
 impl Shared {
+    /// Sends an event to the panel (a `debug_event` under the latest debug request), if any.
+    fn tell(&self, e: Event) {
+        if let Some(events) = lock(&self.events).clone() {
+            events(e.to_value());
+        }
+    }
+
     /// Whether the process lldb-dap is attached to has ended (lldb-dap said so, or it is gone or
     /// a zombie): lldb-dap's own end that follows is then no loss.
     fn debuggee_gone(&self) -> bool {
@@ -268,9 +275,7 @@ impl Debugger {
 
     /// Sends an event to the panel (a `debug_event` under the latest debug request).
     fn tell(&self, e: Event) {
-        if let Some(events) = lock(&self.shared.events).clone() {
-            events(e.to_value());
-        }
+        self.shared.tell(e);
     }
 
     /// A scope's or a value's variables, less evcxr's own (its variable store).

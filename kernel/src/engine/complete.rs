@@ -141,13 +141,8 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
             kind.map(|kind| replies::Typed { text: text.as_str(), kind, start: cursor_start, end: cursor_end })
         })
         .collect();
-    let metadata = replies::CompletionTypes { types };
-    replies::Completions {
-        matches: matches.iter().map(|m| m.0.clone()).collect(),
-        cursor_start,
-        cursor_end,
-        metadata: serde_json::to_value(metadata).expect("completion types serialise"),
-    }
+    let metadata = serde_json::to_value(replies::CompletionTypes { types }).expect("completion types serialise");
+    replies::Completions { matches: matches.into_iter().map(|m| m.0).collect(), cursor_start, cursor_end, metadata }
 }
 
 /// The notebook's variables and items that start with `word` (none for an empty word), sorted;
