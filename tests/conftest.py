@@ -436,6 +436,18 @@ def value(kernel, code, timeout=300):
     return of_type(msgs, "execute_result")[0]["content"]["data"]["text/plain"]
 
 
+def answered(kernel, method, *args, until, timeout=120):
+    """A Tab or Shift+Tab (`method` complete or inspect) pressed again until `until(reply)`, as a
+    user presses it while the notebook's analysis loads: a request waits for that load less than
+    a second, then answers with what the notebook has. Returns the last (reply, msgs)."""
+    deadline = time.time() + timeout
+    while True:
+        r, msgs = kernel.request(method, *args, timeout=60)
+        if until(r) or time.time() > deadline:
+            return r, msgs
+        time.sleep(0.5)
+
+
 def of_type(msgs, t):
     return [m for _, m in msgs if m["msg_type"] == t]
 

@@ -7,7 +7,7 @@ import tempfile
 import time
 
 import pytest
-from conftest import analysis_pids, analysis_pids_in, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
+from conftest import analysis_pids, analysis_pids_in, answered, displays, environ_of, of_type, ok, running_kernel, stderr_of, stdout_of, value, wait_for
 from procs import analysis_servers_in
 
 LOOP = 'println!("running"); loop { std::thread::sleep(std::time::Duration::from_millis(50)); }'
@@ -349,7 +349,7 @@ def test_is_complete_and_completion(kernel):
     kinds = lambda r: {t["text"]: t["type"] for t in r["metadata"]["_jupyter_types_experimental"] if t}
     assert kinds(r)["completion_target_value"] == "instance", r
     code = "let listed = vec![1u8]; listed.le"
-    r, _ = kernel.request("complete", code, len(code), timeout=60)
+    r, _ = answered(kernel, "complete", code, len(code), until=lambda r: "len()" in r["matches"])
     assert len(r["metadata"]["_jupyter_types_experimental"]) == len(r["matches"]), r
     assert kinds(r).get("len()") == "function", r
 
@@ -358,10 +358,12 @@ def test_tab_and_shift_tab_are_answered_while_a_cell_runs(kernel, tmp_path):
     """A long training must not hold up Tab: completion and inspection are answered beside the
     running cell, from the notebook as it found it, and the kernel says it is busy again after."""
     ok(kernel, "let beside_values = vec![1u8, 2];")
+    code = "beside_values.le"
+    # The analysis loaded first: each request beside the cell adds a busy, counted below.
+    answered(kernel, "complete", code, len(code), until=lambda r: "len()" in r["matches"])
     go = tmp_path / "go"
     running = started(kernel, f'println!("running"); while !std::path::Path::new("{go}").exists() '
                               '{ std::thread::sleep(std::time::Duration::from_millis(20)); }')
-    code = "beside_values.le"
     r, msgs = kernel.request("complete", code, len(code), timeout=60)
     assert "len()" in r["matches"] and r["cursor_start"] == len("beside_values."), r
     assert [m["content"]["execution_state"] for m in of_type(msgs, "status")] == ["busy", "idle"]
@@ -521,7 +523,7 @@ def test_inspection_at_detail_level_1_adds_a_variables_type_documentation(kernel
     code = "inspected"
     brief, _ = kernel.request("inspect", code, len(code), 0, timeout=60)
     assert brief["found"] and brief["data"] == {"text/plain": "inspected: Vec<u8>"}, brief
-    full, _ = kernel.request("inspect", code, len(code), 1, timeout=60)
+    full, _ = answered(kernel, "inspect", code, len(code), 1, until=lambda r: "\n\n" in r["data"].get("text/plain", ""))
     plain = full["data"]["text/plain"]
     assert full["found"] and plain.startswith("inspected: Vec<u8>\n\n"), full
     assert "contiguous growable array type" in plain, plain

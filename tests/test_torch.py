@@ -3,7 +3,7 @@ wheel, built with LIBTORCH_USE_PYTORCH=1) with dryml's torch feature, and sandbo
 context's thread count through tch."""
 import pytest
 
-from conftest import NO_NVML, ROOT, json_events, ok, running_kernel, stdout_of, value
+from conftest import NO_NVML, ROOT, answered, json_events, ok, running_kernel, stdout_of, value
 
 TORCH_LIB = sorted((ROOT / ".venv" / "lib").glob("python3*/site-packages/torch/lib/libtorch.so"))
 
@@ -31,10 +31,10 @@ def test_the_analysis_serves_tch_and_dryml_values(kernel):
     types = dict(line.split(": ", 1) for line in value(kernel, ":vars").splitlines())
     assert types["tt"] == "tch::Tensor" and types["made"] == "dryml::ObjectDef", types
     assert value(kernel, "(tt.size(), made.type_name.clone())") == '([2], "Analysed")'
-    r, _ = kernel.request("complete", "tt.su", 5, timeout=120)
+    r, _ = answered(kernel, "complete", "tt.su", 5, until=lambda r: any(m.startswith("sum") for m in r["matches"]))
     assert any(m.startswith("sum(") or m == "sum" for m in r["matches"]), r["matches"]
     code = "dryml::save_object"
-    r, _ = kernel.request("inspect", code, len(code), 1, timeout=120)
+    r, _ = answered(kernel, "inspect", code, len(code), 1, until=lambda r: r["found"])
     assert r["found"] and "written to a temporary file, synced, then renamed" in r["data"]["text/plain"], r
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (NOTEBOOK_TYPES, READ_THEM, ROOT, displays, of_type, ok, running_kernel, stderr_of, stdout_of,
+from conftest import (NOTEBOOK_TYPES, READ_THEM, ROOT, answered, displays, of_type, ok, running_kernel, stderr_of, stdout_of,
                       value, wait_for)
 
 DRYML_CELL = "(!dryml::interrupted())"
@@ -278,8 +278,8 @@ def test_a_type_the_analysis_cannot_see_is_rustcs(tmp_path):
         ok(k, f':dep made = {{ path = "{made}" }}', timeout=600)
         missed = lambda: "no type found for [\"m\"]" in "".join(
             p.read_text() for p in Path(k.analysis_dir).glob("analysis-*.log"))
-        # A Tab on a method: the analysis starts, and it is waited for.
-        r, _ = k.request("complete", "String::ne", 10, timeout=600)
+        # A Tab on a method starts the analysis; it is pressed again until the analysis has loaded.
+        r, _ = answered(k, "complete", "String::ne", 10, until=lambda r: "new()" in r["matches"], timeout=600)
         assert "new()" in r["matches"], r
         # Until the analysis has loaded, rustc is asked anyway; then the analysis misses.
         for _ in range(120):

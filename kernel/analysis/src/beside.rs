@@ -24,6 +24,10 @@ pub trait Shared: Send + Sync {
     fn ready(&self) -> bool {
         true
     }
+    /// Whether a load is under way, which an answer would wait for.
+    fn loading(&self) -> bool {
+        false
+    }
 }
 
 /// The source of the crate's last cell, as evcxr asked for its variables.
@@ -92,6 +96,11 @@ impl Beside {
     /// Whether completion and hover answer now, without a wait for a load (which this begins).
     pub fn ready(&self) -> bool {
         self.shared.ready()
+    }
+
+    /// Whether a load is under way, which an answer would wait for.
+    pub fn loading(&self) -> bool {
+        self.shared.loading()
     }
 
     /// As evcxr's completion between cells, at byte `position` of `code`; none in a command.

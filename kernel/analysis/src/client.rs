@@ -391,4 +391,8 @@ impl Shared for Client {
             false
         }
     }
+
+    fn loading(&self) -> bool {
+        Client::loading(self)
+    }
 }

@@ -23,6 +23,10 @@ pub trait Analysis {
     fn ready(&mut self) -> bool {
         true
     }
+    /// Whether the analysis's load is under way, which an answer now would wait for.
+    fn loading(&mut self) -> bool {
+        false
+    }
 }
 
 impl Analysis for Session {
@@ -44,6 +48,9 @@ impl Analysis for Session {
     }
     fn ready(&mut self) -> bool {
         self.analysis_ready()
+    }
+    fn loading(&mut self) -> bool {
+        self.analysis_loading()
     }
 }
 
@@ -82,6 +89,9 @@ impl Analysis for Snapshot {
     fn ready(&mut self) -> bool {
         self.0.ready()
     }
+    fn loading(&mut self) -> bool {
+        self.0.loading()
+    }
 }
 
 impl Beside for Snapshot {
@@ -108,12 +118,15 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
         start = byte_pos - word.len();
     } else {
         // The first Tab of a notebook starts the analysis (seconds to load): the notebook's own
-        // names answer it at once where they match; a method or path waits for the load.
+        // names answer it at once where they match; a method or path waits for the load, for
+        // a while.
         let word_start = ident_start(code, byte_pos);
         let word = &code[word_start..byte_pos];
-        let early = (!analysis.ready()).then(|| names_starting(analysis, word)).filter(|n| !n.is_empty());
+        let ready = analysis.ready();
+        let early = (!ready).then(|| names_starting(analysis, word)).filter(|n| !n.is_empty());
         let found = match early {
             Some(_) => None,
+            None if !ready && still_loading(analysis) => None,
             None => analysis.completions(code, byte_pos).ok().filter(|c| !c.completions.is_empty()),
         };
         match found {
@@ -143,6 +156,29 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
         .collect();
     let metadata = serde_json::to_value(replies::CompletionTypes { types }).expect("completion types serialise");
     replies::Completions { matches: matches.into_iter().map(|m| m.0).collect(), cursor_start, cursor_end, metadata }
+}
+
+/// How long a completion or hover waits for the analysis's load (a notebook's first: about 5 s
+/// here) before it answers without: JupyterLab drops a completion that comes after 1 s, and
+/// jupyter console gives up on one after 5 s with an error on the terminal. The next Tab,
+/// once loaded, has it all; meanwhile the kernel's next request is not held up.
+const LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// Whether the analysis is still loading after [`LOAD_WAIT`]: its load is waited for, a while.
+/// Where it is not loading (it could not start, or another notebook's request holds it) the
+/// request goes ahead as before.
+fn still_loading(analysis: &mut impl Analysis) -> bool {
+    let deadline = std::time::Instant::now() + LOAD_WAIT;
+    while analysis.loading() {
+        if analysis.ready() {
+            return false;
+        }
+        if std::time::Instant::now() >= deadline {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    false
 }
 
 /// The notebook's variables and items that start with `word` (none for an empty word), sorted;
@@ -190,6 +226,9 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
             None => Inspection::found(Bundle::text(typed)),
         };
     }
+    if !analysis.ready() && still_loading(analysis) {
+        return Inspection::none();
+    }
     match analysis.hover_at(code, end) {
         Ok(Some((plain, html))) => Inspection::found(Bundle::html(plain, html)),
         _ => Inspection::none(),
@@ -202,6 +241,9 @@ fn type_docs(analysis: &mut impl Analysis, ty: &str) -> Option<(String, String)>
     let ty = ty.trim_start_matches('&').trim_start_matches("mut ").trim_start();
     let path = &ty[..ty.find('<').unwrap_or(ty.len())];
     if path.is_empty() || !path.starts_with(|c: char| c.is_alphabetic() || c == '_') {
+        return None;
+    }
+    if !analysis.ready() && still_loading(analysis) {
         return None;
     }
     analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?
@@ -227,6 +269,55 @@ fn byte_to_char(s: &str, byte: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An analysis whose load is under way, ready after `ready_after` polls (never where None).
+    struct Loading {
+        polls: usize,
+        ready_after: Option<usize>,
+        asked: bool,
+    }
+
+    impl Analysis for Loading {
+        fn completions(&mut self, _: &str, pos: usize) -> anyhow::Result<Completions> {
+            self.asked = true;
+            let len = evcxr::Completion { code: "len()".into(), kind: "function", label: "len".into() };
+            Ok(Completions { completions: vec![len], start_offset: pos - 2, end_offset: pos })
+        }
+        fn hover_at(&mut self, _: &str, _: usize) -> anyhow::Result<Option<(String, String)>> {
+            self.asked = true;
+            Ok(Some(("docs".into(), "docs".into())))
+        }
+        fn variable_type(&mut self, _: &str) -> Option<String> {
+            None
+        }
+        fn names(&mut self) -> Vec<(String, bool)> {
+            vec![("listed".into(), true)]
+        }
+        fn ready(&mut self) -> bool {
+            self.polls += 1;
+            self.ready_after.is_some_and(|n| self.polls > n)
+        }
+        fn loading(&mut self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_tab_during_the_analysiss_load_waits_for_it_a_while_then_answers_without() {
+        let mut never = Loading { polls: 0, ready_after: None, asked: false };
+        let code = "listed.le";
+        let reply = complete(&mut never, code, code.len());
+        assert!(reply.matches.is_empty() && !never.asked, "{:?}", reply.matches);
+        assert!(never.polls > 2, "the load was waited for: {} polls", never.polls);
+        assert!(!inspect(&mut never, "listed.len", 10, 0).found && !never.asked);
+        // Loaded while it waits: the analysis answers.
+        let mut soon = Loading { polls: 0, ready_after: Some(3), asked: false };
+        assert_eq!(complete(&mut soon, code, code.len()).matches, ["len()"]);
+        // A name is answered at once from the notebook's own.
+        let mut names = Loading { polls: 0, ready_after: None, asked: false };
+        assert_eq!(complete(&mut names, "lis", 3).matches, ["listed"]);
+        assert_eq!(names.polls, 1);
+    }
 
     #[test]
     fn offsets_count_chars() {

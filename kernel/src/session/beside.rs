@@ -39,6 +39,11 @@ impl Beside {
         self.analysis.ready()
     }
 
+    /// Whether the analysis's load is under way.
+    pub fn loading(&self) -> bool {
+        self.analysis.loading()
+    }
+
     pub fn completions(&self, code: &str, position: usize) -> anyhow::Result<Completions> {
         self.analysis.completions(code, position)
     }

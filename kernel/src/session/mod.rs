@@ -214,6 +214,11 @@ impl Session {
         self.standby.as_mut().is_none_or(|analysis| analysis.ready())
     }
 
+    /// Whether the analysis's load is under way.
+    pub fn analysis_loading(&self) -> bool {
+        self.standby.as_ref().is_some_and(|analysis| analysis.busy())
+    }
+
     /// The name evcxr builds this kernel's cells under.
     fn cell_crate(&self) -> String {
         self.claim.as_ref().map_or_else(|| "ctx".to_string(), Claim::cell_crate)
