@@ -1,11 +1,94 @@
 //! What the tensor conversions of every framework share (`torch.rs`, `candle.rs`): the impls
 //! for single scalars (a rank-0 tensor) and for the structures `Xy`, `Indexed`, pairs, triples
-//! and maps by name (a network's several inputs), written once for any pair of to/from traits.
+//! and maps by name (a network's several inputs), written once for any pair of to/from traits;
+//! a structure of tensors moved to a device or picked at rows ([`TensorTree`]), written once for
+//! any framework's tensor ([`DeviceTensor`]); and a tensor's values read back as an array.
+
+use super::DataError;
+use ndarray::{Array, ArrayD, Dimension, IxDyn};
+use std::collections::BTreeMap;
+
+/// A framework's tensor as the data layer moves it: the seam each framework fills once.
+pub trait DeviceTensor: Sized {
+    /// Where a tensor can be.
+    type Device;
+    /// The framework's error.
+    type Error;
+    /// The same on `device` (itself where it is there already).
+    fn moved(self, device: &Self::Device) -> Result<Self, Self::Error>;
+    /// Its elements along the leading axis at positions `at`, a tensor on the same device.
+    fn picked(&self, at: &Self) -> Result<Self, Self::Error>;
+}
+
+/// A tensor `T`, or a pair, triple or map by name of them, moved to a device as a whole (the
+/// tensors a batch gives, moved once), or the elements at the same positions of each.
+pub trait TensorTree<T: DeviceTensor>: Sized {
+    /// The same on `device`.
+    fn onto(self, device: &T::Device) -> Result<Self, T::Error>;
+    /// The elements at positions `at` (a tensor of indices on the same device), of each tensor.
+    fn rows(&self, at: &T) -> Result<Self, T::Error>;
+}
+
+impl<T: DeviceTensor> TensorTree<T> for T {
+    fn onto(self, device: &T::Device) -> Result<T, T::Error> {
+        self.moved(device)
+    }
+
+    fn rows(&self, at: &T) -> Result<T, T::Error> {
+        self.picked(at)
+    }
+}
+
+impl<T: DeviceTensor, A: TensorTree<T>, B: TensorTree<T>> TensorTree<T> for (A, B) {
+    fn onto(self, device: &T::Device) -> Result<Self, T::Error> {
+        Ok((self.0.onto(device)?, self.1.onto(device)?))
+    }
+
+    fn rows(&self, at: &T) -> Result<Self, T::Error> {
+        Ok((self.0.rows(at)?, self.1.rows(at)?))
+    }
+}
+
+impl<T: DeviceTensor, A: TensorTree<T>, B: TensorTree<T>, C: TensorTree<T>> TensorTree<T> for (A, B, C) {
+    fn onto(self, device: &T::Device) -> Result<Self, T::Error> {
+        Ok((self.0.onto(device)?, self.1.onto(device)?, self.2.onto(device)?))
+    }
+
+    fn rows(&self, at: &T) -> Result<Self, T::Error> {
+        Ok((self.0.rows(at)?, self.1.rows(at)?, self.2.rows(at)?))
+    }
+}
+
+impl<T: DeviceTensor, A: TensorTree<T>> TensorTree<T> for BTreeMap<String, A> {
+    fn onto(self, device: &T::Device) -> Result<Self, T::Error> {
+        self.into_iter().map(|(k, v)| Ok((k, v.onto(device)?))).collect()
+    }
+
+    fn rows(&self, at: &T) -> Result<Self, T::Error> {
+        self.iter().map(|(k, v)| Ok((k.clone(), v.rows(at)?))).collect()
+    }
+}
+
+/// A tensor's values, `flat` in its `shape`, as an array of `D`'s rank; the error names both.
+pub(crate) fn array_of<S, D: Dimension>(shape: &[usize], flat: Vec<S>) -> Result<Array<S, D>, DataError> {
+    let dynamic = ArrayD::from_shape_vec(IxDyn(shape), flat).map_err(|e| DataError::Shapes(e.to_string()))?;
+    let rank = D::NDIM.map_or("any rank".to_string(), |n| format!("rank {n}"));
+    dynamic
+        .into_dimensionality::<D>()
+        .map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
+}
+
+/// A tensor of another element type (`what`: the framework's word for it, and the tensor's)
+/// read as `S`.
+pub(crate) fn read_as<S>(what: std::fmt::Arguments<'_>) -> DataError {
+    DataError::Shapes(format!("a tensor of {what} read as {}", std::any::type_name::<S>()))
+}
 
 /// Implements a framework's `To`/`From` traits (each with `type Tensors` and one method) for the
 /// scalars `$t` (made by `$make` from `$v`, read back as a rank-0 array) and for `Xy`,
-/// `Indexed`, tuples of two and three and `BTreeMap<String, _>` of convertible parts. `Tensor`
-/// and the trait names resolve where it is called.
+/// `Indexed`, tuples of two and three and `BTreeMap<String, _>` of convertible parts, and
+/// `Dataset`'s methods of the same names. `Tensor`, `Dataset` and the trait names resolve where
+/// it is called.
 macro_rules! tensor_conversions {
     ($to:ident :: $to_fn:ident, $from:ident :: $from_fn:ident, |$v:ident| $make:expr, [$($t:ty),*]) => {
         $(
@@ -41,6 +124,24 @@ macro_rules! tensor_conversions {
             type Tensors = std::collections::BTreeMap<String, A::Tensors>;
             fn $from_fn(t: &Self::Tensors) -> Result<Self, DataError> {
                 t.iter().map(|(k, v)| Ok((k.clone(), A::$from_fn(v)?))).collect()
+            }
+        }
+        impl<E: $to + Send + 'static> Dataset<E>
+        where
+            E::Tensors: Send + 'static,
+        {
+            #[doc = concat!("Every element (or batch) as tensors ([`", stringify!($to), "`]) of the same")]
+            /// shapes and element types; a batched dataset stays batched.
+            pub fn $to_fn(&self) -> Dataset<E::Tensors> {
+                self.try_map(|e| e.$to_fn())
+            }
+        }
+        impl<T: Send + 'static> Dataset<T> {
+            #[doc = concat!("Tensors as `ndarray` elements `E` again ([`", stringify!($from), "`]), the same")]
+            /// values bit for bit; a tensor of another element type or rank ends the pass with an
+            /// error.
+            pub fn $from_fn<E: $from<Tensors = T> + Send + 'static>(&self) -> Dataset<E> {
+                self.try_map(|t| E::$from_fn(&t))
             }
         }
     };

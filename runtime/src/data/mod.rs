@@ -54,6 +54,8 @@ mod torch;
 
 #[cfg(feature = "candle")]
 pub use candle::{CandleOnto, CandleScalar, FromCandle, ToCandle};
+#[cfg(any(feature = "torch", feature = "candle"))]
+pub use convert::{DeviceTensor, TensorTree};
 pub use dataset::{Dataset, Len};
 pub use element::{Batch, Columns, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};
 /// The arrays datasets hold (numpy's part in DRYML), re-exported so that a cell needs no `:dep`.

@@ -2,10 +2,11 @@
 //! shape and kind (a batch's leading axis included), structures stay as they are, and the way
 //! back gives the same values bit for bit.
 
+use super::convert::{array_of, read_as, DeviceTensor, TensorTree};
 use super::element::{Indexed, Xy};
 use super::{DataError, Dataset};
 use ::tch::Tensor;
-use ndarray::{Array, ArrayD, Dimension, IxDyn};
+use ndarray::{Array, Dimension};
 
 /// A leaf, or a structure of leaves, that becomes tensors.
 pub trait ToTch {
@@ -23,57 +24,27 @@ pub trait FromTch: Sized {
     fn from_tch(t: &Self::Tensors) -> Result<Self, DataError>;
 }
 
-/// A tensor, or a structure of them, moved to a device as a whole.
-pub trait Onto {
-    /// The same on `device` (the tensors a batch gives, moved once).
-    fn onto(self, device: ::tch::Device) -> Self;
-    /// The elements at positions `at` (an `Int64` tensor on the same device), of each tensor.
-    fn rows(&self, at: &Tensor) -> Self;
-}
+impl DeviceTensor for Tensor {
+    type Device = ::tch::Device;
+    type Error = ::tch::TchError;
 
-impl Onto for Tensor {
-    fn onto(self, device: ::tch::Device) -> Tensor {
-        if self.device() == device {
-            self
+    fn moved(self, device: &::tch::Device) -> Result<Tensor, ::tch::TchError> {
+        if self.device() == *device {
+            Ok(self)
         } else {
-            self.to_device(device)
+            self.f_to_device(*device)
         }
     }
 
-    fn rows(&self, at: &Tensor) -> Tensor {
-        self.index_select(0, at)
+    fn picked(&self, at: &Tensor) -> Result<Tensor, ::tch::TchError> {
+        self.f_index_select(0, at)
     }
 }
 
-impl<A: Onto, B: Onto> Onto for (A, B) {
-    fn onto(self, device: ::tch::Device) -> Self {
-        (self.0.onto(device), self.1.onto(device))
-    }
-
-    fn rows(&self, at: &Tensor) -> Self {
-        (self.0.rows(at), self.1.rows(at))
-    }
-}
-
-impl<A: Onto, B: Onto, C: Onto> Onto for (A, B, C) {
-    fn onto(self, device: ::tch::Device) -> Self {
-        (self.0.onto(device), self.1.onto(device), self.2.onto(device))
-    }
-
-    fn rows(&self, at: &Tensor) -> Self {
-        (self.0.rows(at), self.1.rows(at), self.2.rows(at))
-    }
-}
-
-impl<A: Onto> Onto for std::collections::BTreeMap<String, A> {
-    fn onto(self, device: ::tch::Device) -> Self {
-        self.into_iter().map(|(k, v)| (k, v.onto(device))).collect()
-    }
-
-    fn rows(&self, at: &Tensor) -> Self {
-        self.iter().map(|(k, v)| (k.clone(), v.rows(at))).collect()
-    }
-}
+/// A tensor, or a structure of them, moved to a device as a whole or picked at rows (`onto`,
+/// `rows`: [`TensorTree`]).
+pub trait Onto: TensorTree<Tensor> {}
+impl<S: TensorTree<Tensor>> Onto for S {}
 
 /// The scalar types tensors hold, with their tch kind.
 pub trait TchScalar: ::tch::kind::Element + Copy + 'static {}
@@ -102,11 +73,7 @@ impl<S: TchScalar, D: Dimension> FromTch for Array<S, D> {
     type Tensors = Tensor;
     fn from_tch(t: &Tensor) -> Result<Self, DataError> {
         if t.kind() != S::KIND {
-            return Err(DataError::Shapes(format!(
-                "a tensor of kind {:?} read as {}",
-                t.kind(),
-                std::any::type_name::<S>()
-            )));
+            return Err(read_as::<S>(format_args!("kind {:?}", t.kind())));
         }
         let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
         let mut flat = vec![S::ZERO; shape.iter().product()];
@@ -115,11 +82,7 @@ impl<S: TchScalar, D: Dimension> FromTch for Array<S, D> {
             .contiguous()
             .f_copy_data(&mut flat, numel)
             .map_err(|e| DataError::Argument(e.to_string()))?;
-        let dynamic = ArrayD::from_shape_vec(IxDyn(&shape), flat).map_err(|e| DataError::Shapes(e.to_string()))?;
-        let rank = D::NDIM.map_or("any rank".to_string(), |n| format!("rank {n}"));
-        dynamic
-            .into_dimensionality::<D>()
-            .map_err(|_| DataError::Shapes(format!("a tensor of shape {shape:?} read as an array of {rank}")))
+        array_of(&shape, flat)
     }
 }
 
@@ -129,25 +92,6 @@ super::convert::tensor_conversions!(
     |v| Ok(Tensor::from_slice(&[v]).reshape(Vec::<i64>::new())),
     [f32, f64, i32, i64, u8]
 );
-
-impl<E: ToTch + Send + 'static> Dataset<E>
-where
-    E::Tensors: Send + 'static,
-{
-    /// Every element (or batch) as tensors of the same shapes and kinds; a batched dataset
-    /// stays batched.
-    pub fn to_tch(&self) -> Dataset<E::Tensors> {
-        self.try_map(|e| e.to_tch())
-    }
-}
-
-impl<T: Send + 'static> Dataset<T> {
-    /// Tensors as `ndarray` elements `E` again, the same values bit for bit; a tensor of another
-    /// kind or rank ends the pass with an error.
-    pub fn from_tch<E: FromTch<Tensors = T> + Send + 'static>(&self) -> Dataset<E> {
-        self.try_map(|t| E::from_tch(&t))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -13,7 +13,7 @@ use super::placement::{placement, Placement};
 use super::precision::Precision;
 use super::ModelError;
 use crate::data::ndarray::Array1;
-use crate::data::{Batch as _, CandleOnto, Element, ToCandle};
+use crate::data::{Batch as _, CandleOnto, Element, TensorTree as _, ToCandle};
 use candle_core::{DType, Device, Module, ModuleT, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;

@@ -11,7 +11,7 @@ use super::placement::{placement, Placement};
 use super::precision::Precision;
 use super::ModelError;
 use crate::data::ndarray::Array1;
-use crate::data::{Batch as _, Element, Onto, ToTch};
+use crate::data::{Batch as _, Element, Onto, TensorTree as _, ToTch};
 use ::tch::nn::{self, Module, ModuleT};
 use ::tch::{Device, Kind, Tensor};
 use serde_json::Value;
@@ -339,7 +339,7 @@ impl<B: Body, Y: Target> Net<B, Y> {
 
     /// A batch as tensors on the network's device (rows: one `[n, width]` tensor).
     fn tensors(&self, x: &<B::X as Element>::Batch) -> Result<Tensors<B::X>, ModelError> {
-        Ok(x.to_tch()?.onto(self.vs.device()))
+        x.to_tch()?.onto(&self.vs.device()).map_err(model_error(Self::NAME, "moving a batch to its device"))
     }
 
     fn check(&self, x: &<B::X as Element>::Batch) -> Result<(), ModelError> {

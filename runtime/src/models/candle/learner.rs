@@ -2,7 +2,7 @@
 //! elements held on the device; the loss without learning; the weights copied and put back.
 
 use super::{candle_error, Body, Net, Tensors};
-use crate::data::{Batch as _, CandleOnto, Dataset, Element, Xy};
+use crate::data::{Batch as _, Dataset, Element, TensorTree as _, Xy};
 use crate::models::held::HeldRows;
 use crate::models::net::{Network, Target};
 use crate::models::training::{Held, Learner};

@@ -2,7 +2,7 @@
 //! held on the device; the loss without learning; the weights copied and put back.
 
 use super::{model_error, Body, Net, Tensors};
-use crate::data::{Batch as _, Dataset, Element, Onto, Xy};
+use crate::data::{Batch as _, Dataset, Element, TensorTree as _, Xy};
 use crate::models::held::HeldRows;
 use crate::models::net::{Network, Target};
 use crate::models::training::{Held, Learner};
@@ -38,7 +38,8 @@ where
         let (mut sum, mut steps) = (0.0, 0u64);
         for start in (0..n).step_by(batch as usize) {
             let at = order.narrow(0, start, batch.min(n - start));
-            let (x, y) = Self::caught("picking a batch", || (held.x.rows(&at), held.y.index_select(0, &at)))?;
+            let picking = model_error(Self::NAME, "picking a batch");
+            let (x, y) = (held.x.rows(&at).map_err(&picking)?, held.y.f_index_select(0, &at).map_err(&picking)?);
             let out = self.forward(&x, at.size()[0] as usize, true)?;
             if let Some(targets) = held.targets.take() {
                 targets.check(out.size()[1] as usize, self.loss, Self::NAME)?;
