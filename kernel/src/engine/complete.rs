@@ -158,21 +158,17 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
     replies::Completions { matches: matches.into_iter().map(|m| m.0).collect(), cursor_start, cursor_end, metadata }
 }
 
-/// How long a completion or hover waits for the analysis's load (a notebook's first: about 5 s
+/// How long a completion or hover waits for the analysis's load (a notebook's first: 5 to 8 s
 /// here) before it answers without: JupyterLab drops a completion that comes after 1 s, and
 /// jupyter console gives up on one after 5 s with an error on the terminal. The next Tab,
 /// once loaded, has it all; meanwhile the kernel's next request is not held up.
 const LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(800);
 
 /// Whether the analysis is still loading after [`LOAD_WAIT`]: its load is waited for, a while.
-/// Where it is not loading (it could not start, or another notebook's request holds it) the
-/// request goes ahead as before.
+/// Once it is not loading (loaded, or it could not start) the request goes ahead as before.
 fn still_loading(analysis: &mut impl Analysis) -> bool {
     let deadline = std::time::Instant::now() + LOAD_WAIT;
     while analysis.loading() {
-        if analysis.ready() {
-            return false;
-        }
         if std::time::Instant::now() >= deadline {
             return true;
         }
@@ -270,11 +266,17 @@ fn byte_to_char(s: &str, byte: usize) -> usize {
 mod tests {
     use super::*;
 
-    /// An analysis whose load is under way, ready after `ready_after` polls (never where None).
+    /// An analysis whose load is under way, done after `ready_after` polls (never where None).
     struct Loading {
         polls: usize,
         ready_after: Option<usize>,
         asked: bool,
+    }
+
+    impl Loading {
+        fn done(&self) -> bool {
+            self.ready_after.is_some_and(|n| self.polls > n)
+        }
     }
 
     impl Analysis for Loading {
@@ -294,11 +296,11 @@ mod tests {
             vec![("listed".into(), true)]
         }
         fn ready(&mut self) -> bool {
-            self.polls += 1;
-            self.ready_after.is_some_and(|n| self.polls > n)
+            self.done()
         }
         fn loading(&mut self) -> bool {
-            true
+            self.polls += 1;
+            !self.done()
         }
     }
 
@@ -316,7 +318,7 @@ mod tests {
         // A name is answered at once from the notebook's own.
         let mut names = Loading { polls: 0, ready_after: None, asked: false };
         assert_eq!(complete(&mut names, "lis", 3).matches, ["listed"]);
-        assert_eq!(names.polls, 1);
+        assert_eq!(names.polls, 0, "no wait");
     }
 
     #[test]
