@@ -164,6 +164,11 @@ pub fn complete(analysis: &mut impl Analysis, code: &str, cursor: usize) -> repl
 /// once loaded, has it all; meanwhile the kernel's next request is not held up.
 const LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(800);
 
+/// Whether the analysis answers now or within [`LOAD_WAIT`], without the rest of a load.
+fn answers_soon(analysis: &mut impl Analysis) -> bool {
+    analysis.ready() || !still_loading(analysis)
+}
+
 /// Whether the analysis is still loading after [`LOAD_WAIT`]: its load is waited for, a while.
 /// Once it is not loading (loaded, or it could not start) the request goes ahead as before.
 fn still_loading(analysis: &mut impl Analysis) -> bool {
@@ -222,7 +227,7 @@ pub fn inspect(analysis: &mut impl Analysis, code: &str, cursor: usize, detail_l
             None => Inspection::found(Bundle::text(typed)),
         };
     }
-    if !analysis.ready() && still_loading(analysis) {
+    if !answers_soon(analysis) {
         return Inspection::none();
     }
     match analysis.hover_at(code, end) {
@@ -239,7 +244,7 @@ fn type_docs(analysis: &mut impl Analysis, ty: &str) -> Option<(String, String)>
     if path.is_empty() || !path.starts_with(|c: char| c.is_alphabetic() || c == '_') {
         return None;
     }
-    if !analysis.ready() && still_loading(analysis) {
+    if !answers_soon(analysis) {
         return None;
     }
     analysis.hover_at(&format!("let _: {path}"), "let _: ".len() + path.len()).ok()?

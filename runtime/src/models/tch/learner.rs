@@ -36,9 +36,9 @@ where
         let (n, batch) = (order.size()[0], batch as i64);
         let mut on_device = (device != Device::Cpu).then(|| Tensor::zeros([], (Kind::Double, device)));
         let (mut sum, mut steps) = (0.0, 0u64);
+        let picking = model_error(Self::NAME, "picking a batch");
         for start in (0..n).step_by(batch as usize) {
             let at = order.narrow(0, start, batch.min(n - start));
-            let picking = model_error(Self::NAME, "picking a batch");
             let (x, y) = (held.x.rows(&at).map_err(&picking)?, held.y.f_index_select(0, &at).map_err(&picking)?);
             let out = self.forward(&x, at.size()[0] as usize, true)?;
             if let Some(targets) = held.targets.take() {
