@@ -66,6 +66,8 @@ pub mod optim;
 pub mod pipe;
 pub mod placement;
 pub mod precision;
+#[cfg(any(feature = "torch", feature = "candle"))]
+mod seam;
 #[cfg(feature = "torch")]
 pub mod tch;
 pub mod tensorboard;

@@ -416,7 +416,7 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: &<N::X as Element>::Batch) -> Res
 #[cfg(any(feature = "torch", feature = "candle"))]
 mod shells;
 #[cfg(any(feature = "torch", feature = "candle"))]
-pub(crate) use shells::{defined_model, own_model};
+pub(crate) use shells::{defined_model, framework_models, own_model};
 
 #[cfg(test)]
 mod tests;

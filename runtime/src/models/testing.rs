@@ -204,3 +204,47 @@ pub fn killed_and_resumed<M: Resumable>(test: &str, args: Value) {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The tests every framework's definition models pass, written once (`$classifier`,
+/// `$regressor`): a training killed after three epochs resumes to the bits of an uninterrupted
+/// one under Adam (with early stopping's validation split), AdamW, and SGD with momentum and
+/// weight decay; a regressor learns diabetes below its ceiling, and says what its last layer
+/// must be.
+macro_rules! definition_tests {
+    ($classifier:ident, $regressor:ident) => {
+        $crate::models::testing::definition_tests!(@killed $classifier, a_killed_adam_training_resumes_to_the_same_bits,
+            {"type": "adam", "lr": 0.02}, {"epochs": 30, "batch_size": 16, "validation_split": 0.2});
+        $crate::models::testing::definition_tests!(@killed $classifier, a_killed_adamw_training_resumes_to_the_same_bits,
+            {"type": "adamw", "lr": 0.02}, {"epochs": 30, "batch_size": 16});
+        $crate::models::testing::definition_tests!(@killed $classifier, a_killed_sgd_momentum_training_resumes_to_the_same_bits,
+            {"type": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001}, {"epochs": 30, "batch_size": 16});
+
+        #[test]
+        fn a_regressor_learns_diabetes_below_its_ceiling_and_scores_the_same_reloaded() {
+            use $crate::models::Model as _;
+            let args = serde_json::json!({"layers": [{"linear": 16}, "relu", {"linear": 1}],
+                "optimizer": {"type": "adam", "lr": 0.01}, "training": {"epochs": 30, "batch_size": 32}});
+            let name = stringify!($regressor);
+            let mse = $crate::models::testing::ceiling_and_reload::<$regressor>(name, &args, 1, 0.7);
+            eprintln!("{name} on diabetes: held-out MSE {mse:.3} (in spreads)");
+            let (train, _) = $crate::models::testing::diabetes_split(1);
+            let e = $regressor::new(serde_json::json!({"layers": [{"linear": 2}]}))
+                .train(&train, &mut $crate::models::TrainSpec::epochs(0))
+                .unwrap_err()
+                .to_string();
+            let want = "each target has 1 value(s) and the network gives 2 outputs: make its last layer {\"linear\": 1}";
+            assert_eq!(e, format!("{name}: {want}"));
+        }
+    };
+    (@killed $classifier:ident, $test:ident, $optimizer:tt, $training:tt) => {
+        #[test]
+        fn $test() {
+            let args = serde_json::json!({"layers": [{"linear": 16}, "relu", {"linear": 3}],
+                "optimizer": $optimizer, "training": $training});
+            // The test's name as the test binary lists it: its path without the crate's name.
+            let path = module_path!().split_once("::").map_or("", |p| p.1);
+            $crate::models::testing::killed_and_resumed::<$classifier>(&format!("{path}::{}", stringify!($test)), args);
+        }
+    };
+}
+pub(crate) use definition_tests;

@@ -5,7 +5,7 @@ use super::*;
 
 /// The optimiser ([`optim`]'s update over candle tensors): the variables sorted by name, and
 /// each one's moments where its kind keeps them.
-pub(super) struct Optim {
+pub(crate) struct Optim {
     pub(super) who: &'static str,
     pub(super) settings: Settings,
     pub(super) step: u64,
@@ -14,8 +14,8 @@ pub(super) struct Optim {
     pub(super) second: Vec<Tensor>,
 }
 
-impl Optim {
-    pub(super) fn new(vars: &VarMap, settings: Settings, who: &'static str) -> candle_core::Result<Optim> {
+impl Optimiser<Candle> for Optim {
+    fn new(vars: &VarMap, settings: Settings, who: &'static str) -> Result<Optim, ModelError> {
         let mut params: Vec<(String, Var)> =
             vars.data().lock().expect("candle's variables").iter().map(|(n, v)| (n.clone(), v.clone())).collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
@@ -26,10 +26,46 @@ impl Optim {
                 Ok(Vec::new())
             }
         };
-        let (first, second) = (zeros(settings.first_moment())?, zeros(settings.second_moment())?);
-        Ok(Optim { who, settings, step: 0, params, first, second })
+        let (first, second) = (zeros(settings.first_moment()), zeros(settings.second_moment()));
+        let err = fail(who, "building the optimizer");
+        Ok(Optim { who, settings, step: 0, params, first: first.map_err(&err)?, second: second.map_err(&err)? })
     }
 
+    fn steps(&self) -> u64 {
+        self.step
+    }
+
+    fn parameters(&self) -> Result<Named, ModelError> {
+        self.params.iter().map(|(name, p)| named(self.who, name, p.as_tensor())).collect()
+    }
+
+    fn save(&self) -> Result<Vec<u8>, ModelError> {
+        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
+            self.params.iter().zip(moments).map(|((name, _), t)| named(self.who, name, t)).collect()
+        };
+        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(self.who)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        let shapes: Vec<(String, Vec<usize>)> =
+            self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
+        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
+        let who = self.who;
+        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
+            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
+                let values = optim::find(from, name).ok_or_else(|| {
+                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
+                })?;
+                *t = Tensor::from_slice(values, p.dims(), p.device())
+                    .map_err(fail(who, "restoring the optimizer's state"))?;
+            }
+        }
+        self.step = saved.step;
+        Ok(())
+    }
+}
+
+impl Optim {
     /// One step: the gradients of `loss`, then the update of every variable.
     pub(super) fn backward_step(&mut self, loss: &Tensor) -> candle_core::Result<()> {
         let grads = loss.backward()?;
@@ -62,31 +98,6 @@ impl Optim {
             };
             p.set(&(w - update)?)?;
         }
-        Ok(())
-    }
-
-    pub(super) fn save(&self) -> Result<Vec<u8>, ModelError> {
-        let named = |moments: &[Tensor]| -> Result<Named, ModelError> {
-            self.params.iter().zip(moments).map(|((name, _), t)| named(self.who, name, t)).collect()
-        };
-        Saved { step: self.step, first: named(&self.first)?, second: named(&self.second)? }.to_bytes(self.who)
-    }
-
-    pub(super) fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        let shapes: Vec<(String, Vec<usize>)> =
-            self.params.iter().map(|(n, p)| (n.clone(), p.dims().to_vec())).collect();
-        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
-        let who = self.who;
-        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
-            for ((name, p), t) in self.params.iter().zip(moments.iter_mut()) {
-                let values = optim::find(from, name).ok_or_else(|| {
-                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
-                })?;
-                *t = Tensor::from_slice(values, p.dims(), p.device())
-                    .map_err(candle_error(who, "restoring the optimizer's state"))?;
-            }
-        }
-        self.step = saved.step;
         Ok(())
     }
 }

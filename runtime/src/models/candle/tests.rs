@@ -2,8 +2,13 @@
 
 use super::*;
 use crate::models::eval;
+use crate::models::placement::Placement;
+use crate::models::seam::Framework as _;
 use crate::models::{Model, TrainSpec};
+use candle_core::Module as _;
 use serde_json::json;
+
+crate::models::testing::definition_tests!(CandleClassifier, CandleRegressor);
 
 fn def(training: Value) -> Value {
     json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adam", "lr": 0.02}, "training": training})
@@ -21,26 +26,6 @@ fn a_candle_network_beats_its_floor_on_iris_and_scores_the_same_reloaded() {
     twin.train(&train, &mut TrainSpec::epochs(0)).unwrap();
     let before = eval(obj.downcast_ref::<CandleClassifier>().unwrap(), &test).unwrap().collect().unwrap();
     assert_eq!(eval(&twin, &test).unwrap().collect().unwrap(), before, "seeded weights");
-}
-
-#[test]
-fn a_killed_adamw_training_resumes_to_the_same_bits() {
-    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "adamw", "lr": 0.02},
-                      "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<CandleClassifier>(
-        "models::candle::tests::a_killed_adamw_training_resumes_to_the_same_bits",
-        args,
-    );
-}
-
-#[test]
-fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
-    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9},
-                      "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<CandleClassifier>(
-        "models::candle::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits",
-        args,
-    );
 }
 
 #[test]
@@ -107,20 +92,6 @@ fn a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_b
         assert_ne!(first(3), first(4));
     }
     crate::models::testing::killed_and_resumed::<CandleModel<Mlp>>(test, own(json!({"epochs": 30, "batch_size": 16})));
-}
-
-#[test]
-fn a_candle_regressor_learns_diabetes_below_its_ceiling_and_scores_the_same_reloaded() {
-    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 1}], "optimizer": {"type": "adam", "lr": 0.01},
-                      "training": {"epochs": 30, "batch_size": 32}});
-    let mse = crate::models::testing::ceiling_and_reload::<CandleRegressor>("CandleRegressor", &args, 1, 0.7);
-    eprintln!("CandleRegressor on diabetes: held-out MSE {mse:.3} (in spreads)");
-    let (train, _) = crate::models::testing::diabetes_split(1);
-    let e = CandleRegressor::new(json!({"layers": [{"linear": 2}]}))
-        .train(&train, &mut TrainSpec::epochs(0))
-        .unwrap_err()
-        .to_string();
-    assert_eq!(e, "CandleRegressor: each target has 1 value(s) and the network gives 2 outputs: make its last layer {\"linear\": 1}");
 }
 
 #[test]
@@ -233,7 +204,7 @@ fn candle_precision_is_cudas_the_cpu_computes_fp32() {
 #[test]
 fn a_context_that_gives_candle_a_gpu_is_its_cuda_device_or_a_clear_error() {
     let gpu = Placement::Cuda { gpu: 2, cuda: 0 };
-    let e = device_of(gpu, "CandleClassifier");
+    let e = Candle::device_of(gpu, "CandleClassifier");
     if cfg!(feature = "candle-cuda") {
         assert!(e.is_ok() || e.unwrap_err().to_string().contains("but CUDA did not open it here"));
     } else {
@@ -242,9 +213,19 @@ fn a_context_that_gives_candle_a_gpu_is_its_cuda_device_or_a_clear_error() {
             "CandleClassifier: the context gives candle cuda:0 (gpu/2), but dryml's candle is built without CUDA (the `candle-cuda` feature, which the set-up adds where an NVIDIA driver is): give candle no GPU (its models then run on the CPU), or train the network with tch"
         );
     }
-    assert!(matches!(device_of(Placement::Cpu, "CandleClassifier"), Ok(Device::Cpu)));
+    assert!(matches!(Candle::device_of(Placement::Cpu, "CandleClassifier"), Ok(Device::Cpu)));
     let oom = ModelError::Model(
         "CandleClassifier: the forward pass: DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")".into(),
     );
     assert!(crate::batch::OutOfMemory::is_out_of_memory(&oom), "TOMA retries candle's CUDA out of memory");
+}
+
+/// Pooling takes each window's mean or its largest value, as tch's does.
+#[test]
+fn pooling_takes_each_windows_mean_or_largest_value() {
+    use crate::models::seam::layers::LayerOps;
+    let t = Tensor::from_vec(vec![1f32, 2., 3., 4.], (1, 1, 2, 2), &Device::Cpu).unwrap();
+    let pooled = |max| Candle::pool(&t, 2, max).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(pooled(false), [2.5]);
+    assert_eq!(pooled(true), [4.0]);
 }

@@ -229,3 +229,70 @@ macro_rules! own_model {
     };
 }
 pub(crate) use own_model;
+
+/// Declares a framework's face (`$f`, `$word` in docs), the same for every framework: the
+/// input its own networks take (`$input`: what `$to` makes tensors of, `$onto` moves), the
+/// tensors a batch becomes (`Tensors<X>`), the classifier and regressor of a definition, and the
+/// model around a user's own network (`$own`, of the framework's trait `$net`).
+macro_rules! framework_models {
+    ($f:ident, $word:literal, $input:ident, $to:ident :: $to_fn:ident, $onto:ident,
+     $classifier:ident, $regressor:ident, $own:ident, $net:ident) => {
+        #[doc = concat!($word, ", as the shared network ([`super::seam`]) uses it.")]
+        pub(crate) struct $f;
+
+        /// A network in this framework.
+        type Net<B, Y = usize> = super::seam::Net<$f, B, Y>;
+
+        #[doc = concat!("What a network of your own takes per element, in ", $word, ": any [`Input`](super::net::Input)")]
+        /// (rows, images, a pair, a triple or a map of them), its batches made tensors on the
+        /// network's device.
+        pub trait $input: super::net::Input<Batch: $to<Tensors: $onto + 'static>> {}
+        impl<X: super::net::Input<Batch: $to<Tensors: $onto + 'static>>> $input for X {}
+
+        impl<X: $input> super::seam::Feeds<$f> for X {
+            type Tensors = Tensors<X>;
+            fn feed(batch: &X::Batch) -> Result<Tensors<X>, crate::data::DataError> {
+                batch.$to_fn()
+            }
+        }
+
+        /// The tensors a batch of `X` becomes: a tensor, or a tuple or map of them.
+        pub type Tensors<X> = <<X as crate::data::Element>::Batch as $to>::Tensors;
+
+        super::net::defined_model!(
+            #[doc = concat!("A classifier of rows of `f32` features: a sequential network in ", $word, ".")]
+            /// Its arguments are a [`NetDef`](super::net::NetDef) (`layers`, `optimizer`, `loss`,
+            /// `seed`, `precision`; the inputs are the data's) and `training`,
+            /// [`Training`](super::training::Training)'s settings. Each is reachable by selectors
+            /// and sweeps: `optimizer.lr=0.01`, `layers=[...]`.
+            $classifier,
+            Net<super::seam::layers::Layers<$f>>,
+            usize
+        );
+
+        super::net::defined_model!(
+            #[doc = concat!("A regression of rows of `f32` features to a value (`f32` targets) in ", $word, ":")]
+            /// the classifier's network and arguments, its last layer `{"linear": 1}`, its loss
+            /// MSE unless `loss` says otherwise. It predicts the network's outputs.
+            $regressor,
+            Net<super::seam::layers::Layers<$f>, f32>,
+            f32
+        );
+
+        super::net::own_model!(
+            #[doc = concat!("A model around a network of your own ([`", stringify!($net), "`]): a classifier, or a")]
+            /// regression with `Y` values (`f32`, `Array1<f32>`). It has everything a definition's
+            /// classifier has: the shared training by its `training` argument, the optimiser,
+            /// loss and seed of its `optimizer`, `loss` and `seed`, checkpoints and a resume to
+            /// the bit, the context's device, [`eval`](super::eval), the repo, sweeps,
+            /// `%%compute` and Slurm. The network's own arguments sit beside those, so selectors
+            /// and sweeps reach them. Saved under its network's `NAME`; a process that has made
+            /// none registers the type with `register` before loading one by name.
+            $own,
+            $net,
+            $input,
+            Net<super::seam::Own<N, X>, Y>
+        );
+    };
+}
+pub(crate) use framework_models;

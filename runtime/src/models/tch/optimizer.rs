@@ -6,7 +6,7 @@ use super::*;
 /// The optimiser ([`optim`]'s update over tch tensors). The moments of all the parameters it
 /// moves lie in one flat tensor each, so a step is a few kernels over all of them rather than a
 /// dozen per parameter (elementwise, so the values are the same as parameter by parameter).
-pub(super) struct Optim {
+pub(crate) struct Optim {
     pub(super) who: &'static str,
     pub(super) settings: Settings,
     pub(super) step: u64,
@@ -18,8 +18,8 @@ pub(super) struct Optim {
     pub(super) second: Tensor,
 }
 
-impl Optim {
-    pub(super) fn new(vs: &nn::VarStore, settings: Settings, who: &'static str) -> Optim {
+impl Optimiser<Tch> for Optim {
+    fn new(vs: &nn::VarStore, settings: Settings, who: &'static str) -> Result<Optim, ModelError> {
         let mut params: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let mut moved = Vec::new();
@@ -33,9 +33,45 @@ impl Optim {
         }
         let zeros = |on: bool| Tensor::zeros([if on { at } else { 0 }], (Kind::Float, vs.device()));
         let (first, second) = (zeros(settings.first_moment()), zeros(settings.second_moment()));
-        Optim { who, settings, step: 0, params, moved, first, second }
+        Ok(Optim { who, settings, step: 0, params, moved, first, second })
     }
 
+    fn steps(&self) -> u64 {
+        self.step
+    }
+
+    fn parameters(&self) -> Result<Named, ModelError> {
+        self.params.iter().map(|(name, p)| named(self.who, name, p)).collect()
+    }
+
+    fn save(&self) -> Result<Vec<u8>, ModelError> {
+        Saved { step: self.step, first: self.named_moments(&self.first)?, second: self.named_moments(&self.second)? }
+            .to_bytes(self.who)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
+        let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), dims(p))).collect();
+        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
+        let who = self.who;
+        let _guard = ::tch::no_grad_guard();
+        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
+            if moments.numel() == 0 {
+                continue;
+            }
+            for &(i, at, n) in &self.moved {
+                let name = &self.params[i].0;
+                let values = optim::find(from, name).ok_or_else(|| {
+                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
+                })?;
+                moments.narrow(0, at, n).copy_(&Tensor::from_slice(values).to_device(moments.device()));
+            }
+        }
+        self.step = saved.step;
+        Ok(())
+    }
+}
+
+impl Optim {
     /// One step: the gradients of `loss`, then the update of every parameter it moves. A
     /// parameter the loss did not reach (no gradient) is left as it is, as PyTorch leaves it.
     pub(super) fn backward_step(&mut self, loss: &Tensor) {
@@ -121,31 +157,5 @@ impl Optim {
                 named(self.who, &self.params[i].0, &moments.narrow(0, at, n).view(self.params[i].1.size().as_slice()))
             })
             .collect()
-    }
-
-    pub(super) fn save(&self) -> Result<Vec<u8>, ModelError> {
-        Saved { step: self.step, first: self.named_moments(&self.first)?, second: self.named_moments(&self.second)? }
-            .to_bytes(self.who)
-    }
-
-    pub(super) fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        let shapes: Vec<(String, Vec<usize>)> = self.params.iter().map(|(n, p)| (n.clone(), dims(p))).collect();
-        let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
-        let who = self.who;
-        let _guard = ::tch::no_grad_guard();
-        for (moments, from) in [(&mut self.first, &saved.first), (&mut self.second, &saved.second)] {
-            if moments.numel() == 0 {
-                continue;
-            }
-            for &(i, at, n) in &self.moved {
-                let name = &self.params[i].0;
-                let values = optim::find(from, name).ok_or_else(|| {
-                    ModelError::Model(format!("{who}: the checkpoint's optimizer state lacks `{name}`"))
-                })?;
-                moments.narrow(0, at, n).copy_(&Tensor::from_slice(values).to_device(moments.device()));
-            }
-        }
-        self.step = saved.step;
-        Ok(())
     }
 }

@@ -2,10 +2,13 @@ use super::*;
 use crate::data::ndarray::array;
 use crate::data::{Dataset, Xy};
 use crate::models::eval;
+use crate::models::precision::Precision;
 use crate::models::{Model, TrainSpec};
 use serde_json::json;
 
 mod own;
+
+crate::models::testing::definition_tests!(TchClassifier, TchRegressor);
 
 /// Iris as every network test here splits it.
 fn iris_split() -> (Dataset<Xy<Array1<f32>, usize>>, Dataset<Xy<Array1<f32>, usize>>) {
@@ -103,18 +106,6 @@ fn bad_components_and_data_are_clear_errors() {
     assert_eq!(e, "TchClassifier: elements have 3 features; the network takes 4");
 }
 
-/// Killed after a few epochs and resumed from its checkpoint: the weights of an uninterrupted
-/// training, bit for bit, with Adam (and early stopping's validation split) and with SGD's
-/// momentum.
-#[test]
-fn a_killed_adam_training_resumes_to_the_same_bits() {
-    let args = def(json!({"epochs": 30, "batch_size": 16, "validation_split": 0.2}));
-    crate::models::testing::killed_and_resumed::<TchClassifier>(
-        "models::tch::tests::a_killed_adam_training_resumes_to_the_same_bits",
-        args,
-    );
-}
-
 /// A small CNN on iris's four features as 2×2 images, with every kind of layer.
 pub(crate) fn cnn(training: Value) -> Value {
     json!({"layers": [{"reshape": [1, 2, 2]}, {"conv2d": {"channels": 8, "kernel": 2, "padding": 1}}, "batch_norm", "relu",
@@ -137,16 +128,6 @@ fn a_killed_cnn_with_dropout_and_batch_norm_resumes_to_the_same_bits() {
     crate::models::testing::killed_and_resumed::<TchClassifier>(
         "models::tch::tests::a_killed_cnn_with_dropout_and_batch_norm_resumes_to_the_same_bits",
         cnn(json!({"epochs": 30, "batch_size": 16})),
-    );
-}
-
-#[test]
-fn a_killed_sgd_momentum_training_resumes_to_the_same_bits() {
-    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 3}], "optimizer": {"type": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.001},
-                      "training": {"epochs": 30, "batch_size": 16}});
-    crate::models::testing::killed_and_resumed::<TchClassifier>(
-        "models::tch::tests::a_killed_sgd_momentum_training_resumes_to_the_same_bits",
-        args,
     );
 }
 
@@ -250,4 +231,14 @@ fn precision_autocasts_to_bf16_and_switches_tf32_for_a_pass() {
     let (train, _) = iris_split();
     let bad = TchClassifier::new(with("fp8")).train(&train, &mut TrainSpec::epochs(1));
     assert!(bad.unwrap_err().to_string().contains("`precision` must be \"fp32\", \"tf32\" or \"bf16\", not \"fp8\""));
+}
+
+/// Average pooling takes each window's mean, as PyTorch's `AvgPool2d` does (tch's own
+/// `avg_pool2d_default` divides by 1: a sum), and max pooling its largest value.
+#[test]
+fn pooling_takes_each_windows_mean_or_largest_value() {
+    use crate::models::seam::layers::LayerOps;
+    let t = Tensor::from_slice(&[1f32, 2., 3., 4.]).view([1, 1, 2, 2]);
+    assert_eq!(Tch::pool(&t, 2, false).unwrap().double_value(&[0, 0, 0, 0]), 2.5);
+    assert_eq!(Tch::pool(&t, 2, true).unwrap().double_value(&[0, 0, 0, 0]), 4.0);
 }

@@ -155,14 +155,6 @@ fn a_training_out_of_memory_is_retried_with_smaller_batches_until_it_fits() {
     assert!(stderr.contains("tried [8192, 4096"), "{stderr}");
 }
 
-#[test]
-fn a_regressor_learns_diabetes_below_its_ceiling_and_scores_the_same_reloaded() {
-    let args = json!({"layers": [{"linear": 16}, "relu", {"linear": 1}], "optimizer": {"type": "adam", "lr": 0.01},
-                      "training": {"epochs": 30, "batch_size": 32}});
-    let mse = crate::models::testing::ceiling_and_reload::<TchRegressor>("TchRegressor", &args, 1, 0.7);
-    eprintln!("TchRegressor on diabetes: held-out MSE {mse:.3} (in spreads)");
-}
-
 /// A regression network of the user's own: one hidden layer, as many outputs as values.
 struct Reg(nn::Linear, nn::Linear);
 
