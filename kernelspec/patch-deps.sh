@@ -43,6 +43,10 @@ patch_crate() {
 # The checksum is Cargo.lock's for the registry crate, from before the patch replaced it.
 patch_crate evcxr 0.22.0 ee69caeeefc311959b85962458e370d8eccb165123edbc5270134aaee6d7ed80
 patch_crate zeromq 0.7.0 55b31ad37d1aad854ddc8c4f16b637259ce95f757f6c32f05447279c68ed9e2a
+# burn's manifests without their optional libtorch backend: Cargo's resolver weighs an optional
+# dependency's `links` even when it is off, and burn-tch's tch 0.22 clashes with our tch 0.26.
+patch_crate burn-dispatch 0.22.1 64d255d7609901f7aaf2138b394a6fe8dd8c7b526d1ed2736ba2c643944028fa
+patch_crate burn-signal 0.22.1 3afcc7d0f8654ccf9529c9e93f21383b8828d4c784c0429966d2026698f72451
 # torch-sys only when asked: the GPU check's model built against an older PyTorch
 # (tests/gpu/build.sh --torch), in a build of its own; the workspace builds the registry's.
 if [ "${1:-}" = torch-sys ]; then

@@ -9,10 +9,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 if [ -e /proc/driver/nvidia/version ] || [ -e /dev/nvidiactl ]; then
     source "$ROOT/kernelspec/cuda.sh" "$VENV" || echo "==> candle's models stay on the CPU"
 fi
-# The machine's build cache gets dryml, tch and candle now, so a user's first cell naming tch
-# or candle takes seconds.
-echo "==> building dryml, tch and candle into the build cache (once per machine and toolchain)"
-"$KERNEL_BIN" cache warm --torch --candle
+# The machine's build cache gets dryml, tch, candle and burn now, so a user's first cell naming
+# one of them takes seconds.
+echo "==> building dryml, tch, candle and burn into the build cache (once per machine and toolchain)"
+"$KERNEL_BIN" cache warm --torch --candle --burn
 mkdir -p "$ROOT/build"
 OUT="$ROOT/build/tour.executed.ipynb"
 echo "==> executing notebooks/tour.ipynb"

@@ -69,7 +69,7 @@ with_torch() {
     env -u LIBTORCH_USE_PYTORCH LIBTORCH="$TORCH_DIR" LIBTORCH_CXX11_ABI="$CXX11_ABI" \
         LD_LIBRARY_PATH="$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"
 }
-FEATURES=torch,linfa,candle,numpy,images,parquet,polars,mlflow
+FEATURES=torch,linfa,candle,burn,numpy,images,parquet,polars,mlflow
 
 phase "lints" "rustfmt.toml; clippy with warnings as errors, dryml with every feature"
 cargo fmt --all --check
@@ -81,7 +81,7 @@ phase "unit" "the workspace's unit tests, and those of the patched evcxr"
 logged cargo test --release --locked --workspace
 logged cargo test --release --locked -p evcxr --lib
 
-phase "features" "dryml's unit tests with torch (the venv's libtorch), linfa, candle, numpy, images, parquet, polars"
+phase "features" "dryml's unit tests with torch (the venv's libtorch), linfa, candle, burn, numpy, images, parquet, polars"
 logged with_torch cargo test --release --locked -p dryml --features "$FEATURES"
 
 phase "fuzz" "a short fixed run of each target (tests/fuzz/run.sh RUNS for longer)"

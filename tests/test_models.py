@@ -102,38 +102,40 @@ println!("heard {}", live.history.epochs.len());""", timeout=600)
     assert "heard 5" in "".join(m["content"]["text"] for m in of_type(msgs, "stream"))
 
 
-def test_a_training_whose_sandbox_is_killed_resumes_to_the_same_bits(kernel, tmp_path):
+@pytest.mark.parametrize("framework, kind, optimizer", [("tch", "TchClassifier", "adam"),
+                                                      ("burn", "BurnClassifier", "adamw")])
+def test_a_training_whose_sandbox_is_killed_resumes_to_the_same_bits(kernel, tmp_path, framework, kind, optimizer):
     # The sandbox checkpoints after every epoch; its timeout SIGKILLs it mid-training.
     ckpt = tmp_path / "model.dryml"
-    ok(kernel, """use dryml::models::{Model, TrainSpec};
-use dryml::models::tch::TchClassifier;
+    ok(kernel, f"""use dryml::models::{{Model, TrainSpec}};
+use dryml::models::{framework}::{kind} as Net;
 let train = dryml::models::linfa::iris().shuffle(150, 1).take(100);
 // Two milliseconds per element: about 0.2 s an epoch, 6 s for all 30.
-let slow = train.map(|e| { std::thread::sleep(std::time::Duration::from_millis(2)); e });
-let args = dryml::serde_json::json!({
-    "layers": [{"linear": 16}, "relu", {"linear": 3}],
-    "optimizer": {"type": "adam", "lr": 0.02},
-    "training": {"epochs": 30, "batch_size": 16, "seed": 4}
-});""", timeout=1200)
+let slow = train.map(|e| {{ std::thread::sleep(std::time::Duration::from_millis(2)); e }});
+let args = dryml::serde_json::json!({{
+    "layers": [{{"linear": 16}}, "relu", {{"linear": 3}}],
+    "optimizer": {{"type": "{optimizer}", "lr": 0.02}},
+    "training": {{"epochs": 30, "batch_size": 16, "seed": 4}}
+}});""", timeout=2400)
     reply, _ = kernel.execute(f"""%%compute --timeout 1.5
-let mut m = TchClassifier::new(args.clone());
+let mut m = Net::new(args.clone());
 m.checkpoint_to("{ckpt}");
 m.train(&slow, &mut TrainSpec::epochs(0)).unwrap();""", timeout=300)
     assert (reply["status"], reply["ename"]) == ("error", "SandboxTimedOut"), reply
     got = value(kernel, f"""{{
 let mut obj = dryml::load_object("{ckpt}").unwrap();
-let m = obj.downcast_mut::<TchClassifier>().unwrap();
+let m = obj.downcast_mut::<Net>().unwrap();
 let mut spec = m.train_spec();
 let killed_at = spec.epoch;
 m.train(&train, &mut spec).unwrap();
 let mut whole = TrainSpec::epochs(0);
-let mut twin = TchClassifier::new(args.clone());
+let mut twin = Net::new(args.clone());
 twin.train(&train, &mut whole).unwrap();
 let bits = |p: dryml::models::optim::Named| p.into_iter().map(|(n, _, v)| (n, v.into_iter().map(f32::to_bits).collect::<Vec<_>>())).collect::<Vec<_>>();
 (killed_at > 0 && killed_at < 30, spec == whole, spec.step, bits(m.parameters().unwrap()) == bits(twin.parameters().unwrap()), m.placement().unwrap().to_string())
 }}""")
     # 100 flowers in batches of 16: 7 steps an epoch; the weights of the uninterrupted training,
-    # bit for bit (Adam's moments travel in the checkpoint).
+    # bit for bit (the optimiser's moments travel in the checkpoint).
     assert got == '(true, true, 210, true, "cpu")', got
 
 

@@ -43,11 +43,11 @@ fn scratch_with_evcxr_dir() -> anyhow::Result<std::path::PathBuf> {
 }
 
 /// `dryml-kernel cache warm`: builds `dryml` (with `torch`, also `tch` and dryml's torch
-/// feature; with `candle`, candle and dryml's candle feature) into the machine's build cache
-/// exactly as a first cell naming them would, so the first kernels after set-up find them built.
-/// Each framework is its own notebook's build, as a notebook naming only it gets; with both,
-/// also the build of a notebook naming all three frameworks (notebooks/compare.ipynb's).
-pub fn warm_cache(torch: bool, candle: bool) -> anyhow::Result<()> {
+/// feature; with `candle` and `burn`, those and dryml's features for them) into the machine's
+/// build cache exactly as a first cell naming them would, so the first kernels after set-up find
+/// them built. Each framework is its own notebook's build, as a notebook naming only it gets;
+/// with all three, also the build of a notebook naming every framework (compare.ipynb's).
+pub fn warm_cache(torch: bool, candle: bool, burn: bool) -> anyhow::Result<()> {
     if torch && torch::available().is_none() {
         anyhow::bail!("no libtorch in the venv ({}): cannot build tch", paths::venv().display());
     }
@@ -56,8 +56,12 @@ pub fn warm_cache(torch: bool, candle: bool) -> anyhow::Result<()> {
     if candle {
         cells.push("candle_core::");
     }
-    if torch && candle {
-        cells.push("tch:: candle_core:: linfa::");
+    if burn {
+        cells.push("burn::");
+    }
+    // What notebooks/compare.ipynb names.
+    if torch && candle && burn {
+        cells.push("tch:: candle_core:: burn:: linfa::");
     }
     let result = cells.into_iter().enumerate().try_for_each(|(i, cell)| {
         let state = std::sync::Arc::new(session::state::CellState::default());

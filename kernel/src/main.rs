@@ -42,12 +42,14 @@ enum CacheAction {
     /// Where it is, its size and bound, its generations (the default).
     Show,
     /// Build `dryml` into it as a kernel would; with --torch also `tch` and dryml's torch
-    /// feature, with --candle also candle and dryml's candle feature.
+    /// feature, with --candle also candle and dryml's candle feature, with --burn burn.
     Warm {
         #[arg(long)]
         torch: bool,
         #[arg(long)]
         candle: bool,
+        #[arg(long)]
+        burn: bool,
     },
     /// Evict what was used least recently until it is within its bound.
     Gc,
@@ -85,10 +87,16 @@ fn main() -> std::process::ExitCode {
 fn cache(action: CacheAction) -> anyhow::Result<()> {
     use dryml_kernel::session::cache::BuildCache;
     use dryml_sys::units::size;
-    if let CacheAction::Warm { torch, candle } = action {
+    if let CacheAction::Warm { torch, candle, burn } = action {
         let started = std::time::Instant::now();
-        dryml_kernel::warm_cache(torch, candle)?;
-        let what = ["dryml", if torch { ", tch" } else { "" }, if candle { ", candle" } else { "" }].concat();
+        dryml_kernel::warm_cache(torch, candle, burn)?;
+        let what = [
+            "dryml",
+            if torch { ", tch" } else { "" },
+            if candle { ", candle" } else { "" },
+            if burn { ", burn" } else { "" },
+        ]
+        .concat();
         println!("built {what} into the cache in {:.1?}", started.elapsed());
         return Ok(());
     }

@@ -1,12 +1,12 @@
 //! The training benchmark: each framework's model trained through DRYML (`TchClassifier`,
-//! `CandleClassifier`, `DecisionTree`: a definition, a `Dataset`, the shared training
-//! procedure) against the same training written by hand in that framework (the network built
-//! the same, an index permutation per epoch, each batch's rows gathered into a tensor, one
-//! optimiser step and the loss read back per batch). Data: linfa's red wine quality (1599 rows,
+//! `CandleClassifier`, `BurnClassifier`, `DecisionTree`: a definition, a `Dataset`, the shared
+//! training procedure) against the same training written by hand in that framework (the network
+//! built the same, an index permutation per epoch, each batch's rows gathered into a tensor, one
+//! optimiser step and the loss read back per batch; burn's by hand steps with burn's own Adam). Data: linfa's red wine quality (1599 rows,
 //! 11 features, 9 class slots). Rounds interleaved so drift hits both alike; prints one JSON
 //! object, each framework's median seconds, the ratio and the training accuracy both reached.
 //!
-//! By hand: `LIBTORCH_USE_PYTORCH=1 cargo run --release -p dryml --features torch,candle,linfa
+//! By hand: `LIBTORCH_USE_PYTORCH=1 cargo run --release -p dryml --features torch,candle,burn,linfa
 //! --example bench_train -- 7` (with the venv's Python on the path).
 
 mod shared;
@@ -14,6 +14,7 @@ mod shared;
 use dryml::data::ndarray::{Array1, Array2, Axis};
 use dryml::data::{Dataset, Element, Xy};
 use dryml::metrics::categorical_accuracy;
+use dryml::models::burn::BurnClassifier;
 use dryml::models::candle::CandleClassifier;
 use dryml::models::linfa::{winequality, DecisionTree};
 use dryml::models::tch::TchClassifier;
@@ -112,6 +113,50 @@ mod by_hand {
         run().expect("candle")
     }
 
+    pub fn burn(x: &Array2<f32>, y: &Array1<usize>) -> f64 {
+        use burn::module::Module;
+        use burn::nn::loss::CrossEntropyLossConfig;
+        use burn::nn::{Linear, LinearConfig};
+        use burn::optim::{AdamConfig, GradientsParams};
+        use burn::tensor::{activation::relu, Device, Int, Tensor as BTensor, TensorData};
+
+        #[derive(Module, Debug)]
+        struct Mlp {
+            layer0: Linear,
+            layer2: Linear,
+        }
+        let dev = Device::flex().autodiff();
+        let rows = |x: &Array2<f32>| {
+            let x = x.as_standard_layout();
+            BTensor::<2>::from_data(
+                TensorData::new(x.as_slice().expect("standard").to_vec(), [x.nrows(), x.ncols()]),
+                &dev,
+            )
+        };
+        let mut net = Mlp {
+            layer0: LinearConfig::new(x.ncols(), HIDDEN).init(&dev),
+            layer2: LinearConfig::new(HIDDEN, CLASSES).init(&dev),
+        };
+        let mut opt = AdamConfig::new().init();
+        let loss_of = CrossEntropyLossConfig::new().init(&dev);
+        let mut losses = 0.0;
+        for epoch in 0..EPOCHS {
+            for idx in shared::epoch_batches(x.nrows(), BATCH, epoch as u64) {
+                let yb: Vec<i64> = idx.iter().map(|&i| y[i] as i64).collect();
+                let yb = BTensor::<1, Int>::from_data(TensorData::new(yb, [idx.len()]), &dev);
+                let out = net.layer2.forward(relu(net.layer0.forward(rows(&x.select(Axis(0), &idx)))));
+                let loss = loss_of.forward(out, yb);
+                losses += f64::from(loss.clone().into_scalar::<f32>());
+                let grads = GradientsParams::from_grads(loss.backward(), &net);
+                net = opt.step(LR, net, grads);
+            }
+        }
+        assert!(losses.is_finite());
+        let scores = net.layer2.forward(relu(net.layer0.forward(rows(x))));
+        let flat = scores.into_data().try_to_vec_as::<f32>().expect("scores");
+        accuracy(&Array2::from_shape_vec((x.nrows(), CLASSES), flat).expect("shape"), y)
+    }
+
     pub fn linfa(x: &Array2<f32>, y: &Array1<usize>) -> f64 {
         use linfa::prelude::{Fit, Predict};
         let records = x.mapv(f64::from);
@@ -146,6 +191,10 @@ mod through_dryml {
 
     pub fn candle(data: &Dataset<Xy<Array1<f32>, usize>>) -> f64 {
         scored(&trained(CandleClassifier::new(definition()), data), data)
+    }
+
+    pub fn burn(data: &Dataset<Xy<Array1<f32>, usize>>) -> f64 {
+        scored(&trained(BurnClassifier::new(definition()), data), data)
     }
 
     pub fn linfa(data: &Dataset<Xy<Array1<f32>, usize>>) -> f64 {
@@ -188,6 +237,17 @@ fn main() {
             Box::new({
                 let d = data.clone();
                 move || through_dryml::candle(&d)
+            }),
+        ),
+        (
+            "burn",
+            Box::new({
+                let (x, y) = (x.clone(), y.clone());
+                move || by_hand::burn(&x, &y)
+            }),
+            Box::new({
+                let d = data.clone();
+                move || through_dryml::burn(&d)
             }),
         ),
         (

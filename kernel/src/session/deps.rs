@@ -15,6 +15,8 @@ const TCH_VERSION: &str = "0.26.0";
 const LINFA_VERSION: &str = "0.8";
 /// The candle the runtime's `candle` feature is built against.
 const CANDLE_VERSION: &str = "0.11";
+/// The burn the runtime's `burn` feature is built against, with its features.
+const BURN: &str = r#"{ version = "=0.22.1", default-features = false, features = ["std", "flex", "autodiff"] }"#;
 
 /// The frameworks a notebook has named, each added with `dryml`'s feature for it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +24,7 @@ pub struct Frameworks {
     pub torch: bool,
     pub linfa: bool,
     pub candle: bool,
+    pub burn: bool,
     pub numpy: bool,
     pub images: bool,
     pub parquet: bool,
@@ -30,12 +33,13 @@ pub struct Frameworks {
 
 impl Frameworks {
     /// Each of dryml's features, and whether it is in.
-    fn features(self) -> [(&'static str, bool); 7] {
+    fn features(self) -> [(&'static str, bool); 8] {
         [
             ("torch", self.torch),
             ("linfa", self.linfa),
             // Where NVIDIA's driver runs and the set-up brought nvcc: candle's CUDA backend.
             (if crate::cuda::for_candle() { "candle-cuda" } else { "candle" }, self.candle),
+            ("burn", self.burn),
             ("numpy", self.numpy),
             ("images", self.images),
             ("parquet", self.parquet),
@@ -68,6 +72,7 @@ impl Session {
             torch: self.frameworks.torch || (named.tch && crate::torch::available().is_some()),
             linfa: self.frameworks.linfa || named.linfa,
             candle: self.frameworks.candle || named.candle,
+            burn: self.frameworks.burn || named.burn,
             numpy: self.frameworks.numpy || named.numpy,
             images: self.frameworks.images || named.images,
             // Arrow named in a notebook that pinned another release is that release: no
@@ -100,6 +105,10 @@ impl Session {
         if want.candle {
             lines.push(("candle-core", format!("\"{CANDLE_VERSION}\"")));
             lines.push(("candle-nn", format!("\"{CANDLE_VERSION}\"")));
+        }
+        if want.burn {
+            lines.push(("burn", BURN.to_string()));
+            patch_burn();
         }
         // Ours resolve (the set-up built them): evcxr need not ask cargo (0.05 s each).
         let known = &mut self.ctx.eval_context_mut().hooks_mut().known_deps;
@@ -228,6 +237,35 @@ fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Optio
          dryml::models::{{tch::TchClassifier, candle::CandleClassifier, linfa::DecisionTree}};`), or restart.\n",
         added.join(", ")
     ))
+}
+
+/// Gives the cell crate (evcxr's, `EVCXR_TMPDIR`) the workspace's patched burn manifests
+/// (`kernel/patches/`), in a `.cargo/config.toml` in the folder above it (evcxr writes the
+/// crate's own): without them a crate with burn and tch does not resolve (burn's optional
+/// libtorch backend links another libtorch). Written once burn is named: cargo warns of a patch
+/// no crate uses.
+fn patch_burn() {
+    let (Some(dir), patched) = (std::env::var_os("EVCXR_TMPDIR"), crate::paths::runtime().join("../target/patched"))
+    else {
+        return;
+    };
+    let patch = |name: &str| patched.join(name).canonicalize().ok();
+    let (Some(dispatch), Some(signal)) = (patch("burn-dispatch-0.22.1"), patch("burn-signal-0.22.1")) else {
+        tracing::warn!("no patched burn manifests under {} (kernelspec/patch-deps.sh)", patched.display());
+        return;
+    };
+    let config = format!(
+        "[patch.crates-io]\nburn-dispatch = {{ path = {:?} }}\nburn-signal = {{ path = {:?} }}\n",
+        dispatch.display().to_string(),
+        signal.display().to_string()
+    );
+    let Some(dir) = std::path::Path::new(&dir).parent().map(|above| above.join(".cargo")) else { return };
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        dryml_sys::fs::write_atomic(&dir.join("config.toml"), config.as_bytes(), dryml_sys::fs::Durability::NoFsync)
+    });
+    if let Err(e) = written {
+        tracing::warn!("the cell crate's cargo config was not written in {}: {e}", dir.display());
+    }
 }
 
 /// The preload: one tensor on the best device, then the device's name.

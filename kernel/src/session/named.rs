@@ -19,6 +19,8 @@ pub struct Named {
     pub linfa: bool,
     /// candle (`candle_core`, `candle_nn`, `dryml::models::candle`).
     pub candle: bool,
+    /// burn (`burn::`, `dryml::models::burn`).
+    pub burn: bool,
     /// dryml's numpy readers (`dryml::data::numpy`, or `numpy::` once imported).
     pub numpy: bool,
     /// dryml's image folders (`dryml::data::images`, or `images::` once imported).
@@ -79,6 +81,7 @@ impl Named {
                 r"\bdata\s*::\s*parquet\b|\bparquet\s*::",
                 r"\barrow(_array)?\s*::|\buse\s+arrow|:dep\s+arrow",
                 r":dep\s+polars\s*=",
+                r"\bburn\s*::|\buse\s+burn\b",
             ])
             .expect("static regexes")
         });
@@ -105,6 +108,7 @@ impl Named {
             tch: m.matched(0),
             linfa: m.matched(1),
             candle: m.matched(2),
+            burn: m.matched(9),
             dryml: m.matched(3) || other_polars || other_arrow,
             other_polars,
             other_ndarray,
@@ -160,6 +164,8 @@ mod tests {
             named("use candle_core::Tensor;").candle && named("dryml::models::candle::CandleClassifier::new(a)").candle
         );
         assert!(!named("let candles = 3;").candle);
+        assert!(named("use burn::tensor::Tensor;").burn && named("dryml::models::burn::BurnClassifier::new(a)").burn);
+        assert!(!named("let burned = 3; sunburn::x();").burn);
         assert_eq!(
             named("use tch::Tensor; let m = dryml::models::tch::TchClassifier::new(a);"),
             Named { tch: true, dryml: true, ..Named::default() }

@@ -4,7 +4,9 @@
 //! a structure of tensors moved to a device or picked at rows ([`TensorTree`]), written once for
 //! any framework's tensor ([`DeviceTensor`]); and a tensor's values read back as an array.
 
+#[cfg(any(feature = "torch", feature = "candle"))]
 use super::DataError;
+#[cfg(any(feature = "torch", feature = "candle"))]
 use ndarray::{Array, ArrayD, Dimension, IxDyn};
 use std::collections::BTreeMap;
 
@@ -70,6 +72,7 @@ impl<T: DeviceTensor, A: TensorTree<T>> TensorTree<T> for BTreeMap<String, A> {
 }
 
 /// A tensor's values, `flat` in its `shape`, as an array of `D`'s rank; the error names both.
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) fn array_of<S, D: Dimension>(shape: &[usize], flat: Vec<S>) -> Result<Array<S, D>, DataError> {
     let dynamic = ArrayD::from_shape_vec(IxDyn(shape), flat).map_err(|e| DataError::Shapes(e.to_string()))?;
     let rank = D::NDIM.map_or("any rank".to_string(), |n| format!("rank {n}"));
@@ -80,6 +83,7 @@ pub(crate) fn array_of<S, D: Dimension>(shape: &[usize], flat: Vec<S>) -> Result
 
 /// A tensor of another element type (`what`: the framework's word for it, and the tensor's)
 /// read as `S`.
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) fn read_as<S>(what: std::fmt::Arguments<'_>) -> DataError {
     DataError::Shapes(format!("a tensor of {what} read as {}", std::any::type_name::<S>()))
 }
@@ -89,6 +93,7 @@ pub(crate) fn read_as<S>(what: std::fmt::Arguments<'_>) -> DataError {
 /// `Indexed`, tuples of two and three and `BTreeMap<String, _>` of convertible parts, and
 /// `Dataset`'s methods of the same names. `Tensor`, `Dataset` and the trait names resolve where
 /// it is called.
+#[cfg(any(feature = "torch", feature = "candle"))]
 macro_rules! tensor_conversions {
     ($to:ident :: $to_fn:ident, $from:ident :: $from_fn:ident, |$v:ident| $make:expr, [$($t:ty),*]) => {
         $(
@@ -174,4 +179,5 @@ macro_rules! tensor_conversions {
         }
     };
 }
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use tensor_conversions;

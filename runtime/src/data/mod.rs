@@ -36,9 +36,11 @@
 //! ```
 
 mod access;
+#[cfg(feature = "burn")]
+mod burn;
 #[cfg(feature = "candle")]
 mod candle;
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 mod convert;
 mod dataset;
 mod element;
@@ -52,9 +54,11 @@ mod source;
 #[cfg(feature = "torch")]
 mod torch;
 
+#[cfg(feature = "burn")]
+pub use burn::{rows as burn_rows, BurnError, BurnTensor};
 #[cfg(feature = "candle")]
 pub use candle::{CandleOnto, CandleScalar, FromCandle, ToCandle};
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 pub use convert::{DeviceTensor, TensorTree};
 pub use dataset::{Dataset, Len};
 pub use element::{Batch, Columns, Element, Elements, Indexed, Layout, Scalar, ScalarFn, Supervised, Xy};

@@ -54,10 +54,12 @@
 //! assert_eq!(dryml::metrics::categorical_accuracy(&scored).unwrap(), 1.0);
 //! ```
 
+#[cfg(feature = "burn")]
+pub mod burn;
 pub mod callbacks;
 #[cfg(feature = "candle")]
 pub mod candle;
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 mod held;
 #[cfg(feature = "linfa")]
 pub mod linfa;
@@ -66,7 +68,7 @@ pub mod optim;
 pub mod pipe;
 pub mod placement;
 pub mod precision;
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 mod seam;
 #[cfg(feature = "torch")]
 pub mod tch;

@@ -413,10 +413,12 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: &<N::X as Element>::Batch) -> Res
     net.scores(xs)
 }
 
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 mod shells;
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
+pub(crate) use shells::defined_model;
 #[cfg(any(feature = "torch", feature = "candle"))]
-pub(crate) use shells::{defined_model, framework_models, own_model};
+pub(crate) use shells::{framework_models, own_model};
 
 #[cfg(test)]
 mod tests;

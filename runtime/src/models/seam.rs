@@ -33,20 +33,30 @@ pub(crate) trait Framework: Sized + 'static {
 
     /// The device of a placement, or why this build cannot use it (`who`: the model).
     fn device_of(p: Placement, who: &str) -> Result<Self::Device, ModelError>;
+    /// No variables yet.
+    fn vars() -> Self::Vars;
     /// The variables of the body `make` builds (given them and the device to build on), seeded
-    /// from `def` the same on every device, then put on `device`.
+    /// from `def` the same on every device, then put on `device`. By default built on the device,
+    /// the body seeding its own.
     fn build<B>(
         device: &Self::Device,
-        def: &NetDef,
+        _def: &NetDef,
         make: impl FnOnce(&mut Self::Vars, &Self::Device) -> Result<B, ModelError>,
-    ) -> Result<(Self::Vars, B), ModelError>;
-    /// `forward`'s scores, computed in `precision`.
+    ) -> Result<(Self::Vars, B), ModelError> {
+        let mut vars = Self::vars();
+        let body = make(&mut vars, device)?;
+        Ok((vars, body))
+    }
+    /// `forward`'s scores, computed in `precision` (by default FP32 whatever it says); a panic is
+    /// an error.
     fn forward(
-        precision: Precision,
-        device: &Self::Device,
+        _precision: Precision,
+        _device: &Self::Device,
         who: &str,
         forward: impl FnOnce() -> Result<Self::Tensor, Self::Error>,
-    ) -> Result<Self::Tensor, ModelError>;
+    ) -> Result<Self::Tensor, ModelError> {
+        unwinding(who, "the forward pass panicked", || forward().map_err(fail(who, "the forward pass")))
+    }
     /// The gradients of `loss`, then the optimiser's update, in `precision`.
     fn learn(
         opt: &mut Self::Optim,
@@ -56,9 +66,9 @@ pub(crate) trait Framework: Sized + 'static {
         who: &str,
     ) -> Result<(), ModelError>;
     /// `f`'s value, or an error naming `what` where the framework panics instead of returning
-    /// one (the default: it does not).
-    fn caught<T>(_who: &str, _what: &str, f: impl FnOnce() -> Result<T, ModelError>) -> Result<T, ModelError> {
-        f()
+    /// one (tch and burn do; the batching loops read an out of memory in its text).
+    fn caught<T>(who: &str, what: &str, f: impl FnOnce() -> Result<T, ModelError>) -> Result<T, ModelError> {
+        unwinding(who, &format!("{what} failed"), f)
     }
     /// What keeps gradients from being recorded while it lives (scores, a validation loss).
     fn no_grad() -> impl Sized {}
@@ -134,6 +144,7 @@ pub(crate) trait Body<F: Framework>: Sized {
 
 /// A user's own network in framework `F`, taking `X`: made in a network's variables from its
 /// model's arguments (`CandleNet`, `TchNet`), with its forward pass.
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) trait OwnNet<F: Framework, X: Feeds<F>>: Sized + 'static {
     /// The name its models are saved under.
     const NAME: &'static str;
@@ -150,8 +161,10 @@ pub(crate) trait OwnNet<F: Framework, X: Feeds<F>>: Sized + 'static {
 }
 
 /// A user's own network as a [`Net`]'s body.
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) struct Own<N, X>(pub(crate) N, PhantomData<fn() -> X>);
 
+#[cfg(any(feature = "torch", feature = "candle"))]
 impl<F: Framework, X: Feeds<F>, N: OwnNet<F, X>> Body<F> for Own<N, X> {
     type X = X;
     const NAME: &'static str = N::NAME;
@@ -178,6 +191,21 @@ impl<F: Framework, X: Feeds<F>, N: OwnNet<F, X>> Body<F> for Own<N, X> {
 
 /// The tensors a body's batch becomes.
 pub(crate) type TensorsOf<F, B> = <<B as Body<F>>::X as Feeds<F>>::Tensors;
+
+/// `f`'s value, or the error `who: what: ` and the panic's message where `f` panics (tch and burn
+/// panic where they cannot compute: a shape their kernels cannot take, out of memory).
+pub(crate) fn unwinding<T>(who: &str, what: &str, f: impl FnOnce() -> Result<T, ModelError>) -> Result<T, ModelError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        let text = crate::sys::panic_message(&*p).unwrap_or_else(|| "(no message)".into());
+        ModelError::Model(format!("{who}: {what}: {text}"))
+    })?
+}
+
+/// The error of a context that gives framework `key` a GPU this build cannot use: `why`, and
+/// what to do instead.
+pub(crate) fn gpu_refused(who: &str, key: &str, p: Placement, why: &str) -> ModelError {
+    ModelError::Model(format!("{who}: the context gives {key} {p}, but {why}"))
+}
 
 /// `who: what: e`, the error of a framework's call.
 pub(crate) fn fail<'a, E: Display>(who: &'a str, what: &'a str) -> impl Fn(E) -> ModelError + 'a {

@@ -17,11 +17,6 @@ use serde_json::Value;
 
 super::net::framework_models!(Tch, "tch", TchInput, ToTch::to_tch, Onto, TchClassifier, TchRegressor, TchModel, TchNet);
 
-/// What a panic said (tch panics on a shape its kernels cannot take).
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    crate::sys::panic_message(p).unwrap_or_else(|| "(no message)".into())
-}
-
 fn dims(t: &Tensor) -> Vec<usize> {
     t.size().iter().map(|&d| d as usize).collect()
 }

@@ -132,11 +132,14 @@ macro_rules! resumable {
         }
     };
 }
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use resumable;
 #[cfg(feature = "torch")]
 resumable!(super::tch::TchClassifier);
 #[cfg(feature = "candle")]
 resumable!(super::candle::CandleClassifier);
+#[cfg(feature = "burn")]
+resumable!(super::burn::BurnClassifier);
 
 const CHILD: &str = "DRYML_KILL_TEST_CHECKPOINT";
 

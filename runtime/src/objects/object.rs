@@ -170,11 +170,13 @@ pub trait Build: Sized + 'static {
 /// and the cargo feature it needs (a notebook gets the feature by naming the path; loading
 /// such a model where dryml was built without it says so). Here, below `models`, so that
 /// errors of this layer can name them.
-pub const FRAMEWORK_MODELS: [(&str, &str, &str); 5] = [
+pub const FRAMEWORK_MODELS: [(&str, &str, &str); 7] = [
     ("TchClassifier", "dryml::models::tch::TchClassifier", "torch"),
     ("TchRegressor", "dryml::models::tch::TchRegressor", "torch"),
     ("CandleClassifier", "dryml::models::candle::CandleClassifier", "candle"),
     ("CandleRegressor", "dryml::models::candle::CandleRegressor", "candle"),
+    ("BurnClassifier", "dryml::models::burn::BurnClassifier", "burn"),
+    ("BurnRegressor", "dryml::models::burn::BurnRegressor", "burn"),
     ("DecisionTree", "dryml::models::linfa::DecisionTree", "linfa"),
 ];
 

@@ -2,10 +2,10 @@
 //! `VarMap`, TF32's switch around the passes, its loss functions, and its tensors read back.
 
 use super::{Candle, Optim};
-use crate::models::net::{Loss, NetDef, Targets};
+use crate::models::net::{Loss, Targets};
 use crate::models::placement::Placement;
 use crate::models::precision::Precision;
-use crate::models::seam::{fail, Framework};
+use crate::models::seam::{fail, gpu_refused, Framework};
 use crate::models::ModelError;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
@@ -25,21 +25,13 @@ impl Framework for Candle {
             Placement::Cuda { cuda, .. } if cfg!(feature = "candle-cuda") => Device::new_cuda(cuda).map_err(|e| {
                 ModelError::Model(format!("{who}: the context gives candle {p}, but CUDA did not open it here: {e}"))
             }),
-            Placement::Cuda { .. } => Err(ModelError::Model(format!(
-                "{who}: the context gives candle {p}, but dryml's candle is built without CUDA (the `candle-cuda` feature, which the set-up adds where an NVIDIA driver is): give candle no GPU (its models then run on the CPU), or train the network with tch"
-            ))),
+            Placement::Cuda { .. } => Err(gpu_refused(who, "candle", p, "dryml's candle is built without CUDA (the `candle-cuda` feature, which the set-up adds where an NVIDIA driver is): give candle no GPU (its models then run on the CPU), or train the network with tch")),
         }
     }
 
-    /// Built on the device: the bodies seed their own variables (candle cannot seed its own).
-    fn build<B>(
-        device: &Device,
-        _: &NetDef,
-        make: impl FnOnce(&mut VarMap, &Device) -> Result<B, ModelError>,
-    ) -> Result<(VarMap, B), ModelError> {
-        let mut vars = VarMap::new();
-        let body = make(&mut vars, device)?;
-        Ok((vars, body))
+    /// The bodies seed their own variables (candle cannot seed its own).
+    fn vars() -> VarMap {
+        VarMap::new()
     }
 
     fn forward(

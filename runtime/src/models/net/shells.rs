@@ -108,6 +108,7 @@ pub(crate) use defined_model;
 /// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
 /// not derived: the derive takes no generic types, and the type is registered under the
 /// network's `NAME` (with its target type where that is not a class) when a model is made.
+#[cfg(any(feature = "torch", feature = "candle"))]
 macro_rules! own_model {
     ($(#[$doc:meta])* $name:ident, $trait:ident, $input:ident, $net:ty) => {
         $(#[$doc])*
@@ -228,12 +229,14 @@ macro_rules! own_model {
         }
     };
 }
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use own_model;
 
 /// Declares a framework's face (`$f`, `$word` in docs), the same for every framework: the
 /// input its own networks take (`$input`: what `$to` makes tensors of, `$onto` moves), the
 /// tensors a batch becomes (`Tensors<X>`), the classifier and regressor of a definition, and the
 /// model around a user's own network (`$own`, of the framework's trait `$net`).
+#[cfg(any(feature = "torch", feature = "candle"))]
 macro_rules! framework_models {
     ($f:ident, $word:literal, $input:ident, $to:ident :: $to_fn:ident, $onto:ident,
      $classifier:ident, $regressor:ident, $own:ident, $net:ident) => {
@@ -295,4 +298,5 @@ macro_rules! framework_models {
         );
     };
 }
+#[cfg(any(feature = "torch", feature = "candle"))]
 pub(crate) use framework_models;

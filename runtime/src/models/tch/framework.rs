@@ -2,11 +2,11 @@
 //! `VarStore` seeded on the CPU, autocast and TF32 around the passes, libtorch's panics caught,
 //! its loss functions, and its tensors read back on the CPU.
 
-use super::{dims, panic_text, precision, Optim, Tch};
+use super::{dims, precision, Optim, Tch};
 use crate::models::net::{Loss, NetDef, Targets};
 use crate::models::placement::Placement;
 use crate::models::precision::Precision;
-use crate::models::seam::{fail, Framework};
+use crate::models::seam::{fail, gpu_refused, unwinding, Framework};
 use crate::models::ModelError;
 use ::tch::{nn, Device, Kind, TchError, Tensor};
 
@@ -23,11 +23,15 @@ impl Framework for Tch {
         match p {
             Placement::Cpu => Ok(Device::Cpu),
             Placement::Cuda { cuda, .. } if (cuda as i64) < ::tch::Cuda::device_count() => Ok(Device::Cuda(cuda)),
-            Placement::Cuda { .. } => Err(ModelError::Model(format!(
-                "{who}: the context gives torch {p}, but libtorch sees {} CUDA devices here (a libtorch without CUDA, or CUDA started before the context was set)",
+            Placement::Cuda { .. } => Err(gpu_refused(who, "torch", p, &format!(
+                "libtorch sees {} CUDA devices here (a libtorch without CUDA, or CUDA started before the context was set)",
                 ::tch::Cuda::device_count()
             ))),
         }
+    }
+
+    fn vars() -> nn::VarStore {
+        nn::VarStore::new(Device::Cpu)
     }
 
     /// Seeded on the CPU, then moved: the same initial weights on every device.
@@ -41,7 +45,7 @@ impl Framework for Tch {
         static SEEDED: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let seeded = SEEDED.lock().unwrap_or_else(|e| e.into_inner());
         ::tch::manual_seed(def.seed as i64);
-        let mut vs = nn::VarStore::new(Device::Cpu);
+        let mut vs = Self::vars();
         let body = make(&mut vs, &Device::Cpu)?;
         drop(seeded);
         vs.set_device(*device);
@@ -56,9 +60,7 @@ impl Framework for Tch {
         forward: impl FnOnce() -> Result<Tensor, TchError>,
     ) -> Result<Tensor, ModelError> {
         let in_force = precision::InForce::on(precision, *device)?;
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(forward))
-            .map_err(|p| ModelError::Model(format!("{who}: the forward pass panicked: {}", panic_text(&*p))))?
-            .map_err(fail(who, "the forward pass"))?;
+        let out = unwinding(who, "the forward pass panicked", || forward().map_err(fail(who, "the forward pass")))?;
         drop(in_force);
         // Autocast's scores are bf16: the loss and the reader take them in FP32, as PyTorch's
         // cross-entropy under autocast does.
@@ -79,13 +81,6 @@ impl Framework for Tch {
             opt.backward_step(loss);
             Ok(())
         })
-    }
-
-    /// tch's calls unwrap libtorch's errors (out of memory, a loss with no gradient): the
-    /// panic becomes an error naming `what`, which the batching loops can read.
-    fn caught<T>(who: &str, what: &str, f: impl FnOnce() -> Result<T, ModelError>) -> Result<T, ModelError> {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
-            .map_err(|p| ModelError::Model(format!("{who}: {what} failed: {}", panic_text(&*p))))?
     }
 
     fn no_grad() -> impl Sized {
