@@ -45,7 +45,7 @@ def pytest_configure(config):
 # The files that take longest, longest first (tests/README.md has their times): tests/run.sh's
 # workers take whole files in collection order, so the long ones start at once and the short
 # ones fill in beside them. Files not named here follow in their usual order.
-LONGEST_FIRST = ["test_slurm.py", "test_models.py", "test_third_party.py", "test_kernel.py",
+LONGEST_FIRST = ["test_slurm.py", "test_models.py", "test_burn.py", "test_third_party.py", "test_kernel.py",
                  "test_turnaround.py", "test_never_down.py", "test_notebooks.py", "test_torch.py",
                  "test_soak.py", "test_experiments.py", "test_contexts.py"]
 
