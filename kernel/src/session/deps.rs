@@ -16,7 +16,8 @@ const LINFA_VERSION: &str = "0.8";
 /// The candle the runtime's `candle` feature is built against.
 const CANDLE_VERSION: &str = "0.11";
 /// The burn the runtime's `burn` feature is built against, with its features.
-const BURN: &str = r#"{ version = "=0.22.1", default-features = false, features = ["std", "flex", "autodiff"] }"#;
+const BURN: &str =
+    r#"{ version = "=0.22.1", default-features = false, features = ["std", "flex", "autodiff", "optim"] }"#;
 
 /// The frameworks a notebook has named, each added with `dryml`'s feature for it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

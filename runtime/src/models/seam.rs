@@ -28,7 +28,7 @@ pub(crate) trait Framework: Sized + 'static {
     type Vars;
     /// The optimiser over those variables.
     type Optim: Optimiser<Self>;
-    /// Its name among a context's placements (`"torch"`, `"candle"`).
+    /// Its name among a context's placements (`"torch"`, `"candle"`, `"burn"`).
     const KEY: &'static str;
 
     /// The device of a placement, or why this build cannot use it (`who`: the model).

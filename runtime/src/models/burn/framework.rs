@@ -101,6 +101,7 @@ impl Framework for Burn {
         Ok(BurnTensor::I1(t.i1()?.narrow(0, start, len)))
     }
 
+    /// In 32 bits; not called while burn runs on the CPU only ([`Framework::on_cpu`]).
     fn add(total: Option<BurnTensor>, loss: &BurnTensor) -> Result<BurnTensor, BurnError> {
         let l = loss.f1()?.detach();
         Ok(BurnTensor::F1(match total {
