@@ -1,6 +1,6 @@
 """burn in notebooks, end to end: a cell naming `dryml::models::burn` gets dryml's burn feature
-(built once per machine into the build cache); the digits MLP and a conv definition learn
-scikit-learn's real digits and score the same reloaded; a sweep over a burn definition fills a
+(built once per machine into the build cache); the digits MLP, a conv definition and a burn module
+of the notebook's own learn scikit-learn's real digits and score the same reloaded; a sweep over a burn definition fills a
 repo and shows in a comparison table beside tch; bad definitions are errors that name the layer.
 A burn training killed in its sandbox resumes to the bit in `test_models.py`, as tch's does."""
 from conftest import DATA_MIME, NO_NVML, displays, ok, running_kernel, of_type, value
@@ -16,7 +16,7 @@ def kernel():
         yield k
 
 
-def test_burn_learns_real_digits_with_an_mlp_and_a_conv_definition_and_a_bad_one_is_named(kernel, tmp_path):
+def test_burn_learns_real_digits_with_definitions_and_its_own_module_and_a_bad_one_is_named(kernel, tmp_path):
     assert DIGITS.exists(), "kernelspec/bootstrap.sh exports the digits with tests/data/digits.py"
     ok(kernel, f"""use dryml::models::{{eval, Model, TrainSpec}};
 use dryml::models::burn::BurnClassifier;
@@ -52,6 +52,38 @@ bad.train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string()""")
 norm.train(&train, &mut TrainSpec::epochs(0)).unwrap_err().to_string()""")
     assert got.startswith('"BurnClassifier: building a layer: \\"batch_norm\\" is not in dryml\'s burn yet'), got
     assert value(kernel, "train.count().unwrap()") == "1400"
+    # A network of the user's own: a burn module derived in the notebook, trained by dryml, into
+    # a repo and back by its name.
+    ok(kernel, """use burn::module::Module;
+use burn::nn::{conv::{Conv2d, Conv2dConfig}, Linear, LinearConfig, PaddingConfig2d};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::tensor::{activation::relu, Device, Tensor};
+use dryml::models::burn::{BurnModel, BurnNet};
+#[derive(Module, Debug)]
+struct Cnn { conv: Conv2d, pool: MaxPool2d, out: Linear }
+impl BurnNet for Cnn {
+    const NAME: &'static str = "BurnCnn";
+    fn build(device: &Device, args: &dryml::serde_json::Value) -> Result<Cnn, String> {
+        let ch = args["channels"].as_u64().ok_or("`channels` must be a number")? as usize;
+        let conv = Conv2dConfig::new([1, ch], [3, 3]).with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1)).init(device);
+        let pool = MaxPool2dConfig::new([2, 2]).with_strides([2, 2]).init();
+        Ok(Cnn { conv, pool, out: LinearConfig::new(ch * 16, 10).init(device) })
+    }
+    fn forward_t(&self, xs: Tensor<2>, _train: bool) -> Tensor<2> {
+        let n = xs.dims()[0];
+        self.out.forward(self.pool.forward(relu(self.conv.forward(xs.reshape([n, 1, 8, 8])))).flatten(1, 3))
+    }
+}
+let mut own = BurnModel::<Cnn>::new(dryml::serde_json::json!({"channels": 8, "optimizer": {"lr": 0.01}, "training": {"epochs": 8, "batch_size": 32}}));
+own.train(&train, &mut TrainSpec::epochs(0)).unwrap();
+let acc = dryml::metrics::categorical_accuracy(&eval(&own, &test).unwrap()).unwrap();""", timeout=1200)
+    got = value(kernel, f"""use dryml::Object;
+let mut repo = dryml::Repo::create("{tmp_path / 'repo'}").unwrap();
+let id = repo.add(&own).unwrap();
+let back = repo.by_id_as::<BurnModel<Cnn>>(&id).unwrap();
+let same = eval(&back, &test).unwrap().collect().unwrap() == eval(&own, &test).unwrap().collect().unwrap();
+(acc >= 0.9, same, back.type_name(), back.train_spec().epoch, format!("{{acc:.3}}"))""")
+    assert got.startswith('(true, true, "BurnCnn", 8, '), got
 
 
 def test_a_sweep_over_a_burn_definition_fills_a_repo_compared_beside_tch(kernel, tmp_path):

@@ -109,7 +109,9 @@ impl Session {
         }
         if want.burn {
             lines.push(("burn", BURN.to_string()));
-            patch_burn();
+            if !self.frameworks.burn {
+                patch_burn();
+            }
         }
         // Ours resolve (the set-up built them): evcxr need not ask cargo (0.05 s each).
         let known = &mut self.ctx.eval_context_mut().hooks_mut().known_deps;
@@ -243,8 +245,8 @@ fn rebuild_notice(dryml_added: bool, had: Frameworks, want: Frameworks) -> Optio
 /// Gives the cell crate (evcxr's, `EVCXR_TMPDIR`) the workspace's patched burn manifests
 /// (`kernel/patches/`), in a `.cargo/config.toml` in the folder above it (evcxr writes the
 /// crate's own): without them a crate with burn and tch does not resolve (burn's optional
-/// libtorch backend links another libtorch). Written once burn is named: cargo warns of a patch
-/// no crate uses.
+/// libtorch backend links another libtorch). Written when burn is first named (the folder is
+/// the kernel's own): cargo warns of a patch no crate uses.
 fn patch_burn() {
     let (Some(dir), patched) = (std::env::var_os("EVCXR_TMPDIR"), crate::paths::runtime().join("../target/patched"))
     else {

@@ -1,10 +1,10 @@
 //! burn's tensors as the data layer moves them (the `burn` feature): [`BurnTensor`], a tensor of
 //! the ranks and kinds dryml's networks pass around, moved to a device or picked at rows, and
-//! rows of `f32` features as a batch's tensor.
+//! a batch of rows or images as its tensor.
 
 use super::convert::DeviceTensor;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use ndarray::Array2;
+use ndarray::{Array, Array2, Array4, Dimension};
 
 /// A burn tensor of a rank and kind dryml's networks use (burn's tensors carry both in their
 /// type): values of rank 1, 2 or 4, or indices.
@@ -113,10 +113,21 @@ impl DeviceTensor for BurnTensor {
     }
 }
 
+/// A batch of `f32` arrays as one tensor of its rank on burn's CPU.
+fn host<const D: usize, I: Dimension>(batch: &Array<f32, I>) -> Tensor<D> {
+    let a = batch.as_standard_layout();
+    let shape: [usize; D] = a.shape().try_into().expect("the batch's rank is the tensor's");
+    Tensor::from_data(TensorData::new(a.as_slice().expect("standard layout").to_vec(), shape), &Device::flex())
+}
+
 /// Rows of `f32` features (a batch of `Array1<f32>`) as one `[n, features]` tensor on burn's
 /// CPU.
 pub fn rows(batch: &Array2<f32>) -> BurnTensor {
-    let a = batch.as_standard_layout();
-    let data = TensorData::new(a.as_slice().expect("standard layout").to_vec(), [a.nrows(), a.ncols()]);
-    BurnTensor::F2(Tensor::from_data(data, &Device::flex()))
+    BurnTensor::F2(host(batch))
+}
+
+/// Images (a batch of `Array3<f32>`, each `[channels, height, width]`) as one
+/// `[n, channels, height, width]` tensor on burn's CPU.
+pub fn images(batch: &Array4<f32>) -> BurnTensor {
+    BurnTensor::F4(host(batch))
 }

@@ -55,7 +55,7 @@ mod source;
 mod torch;
 
 #[cfg(feature = "burn")]
-pub use burn::{rows as burn_rows, BurnError, BurnTensor};
+pub use burn::{images as burn_images, rows as burn_rows, BurnError, BurnTensor};
 #[cfg(feature = "candle")]
 pub use candle::{CandleOnto, CandleScalar, FromCandle, ToCandle};
 #[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]

@@ -1,27 +1,19 @@
 //! burn, pure Rust (its flex backend on the CPU): the network classifier and regressor of the
-//! same definitions as tch's and candle's ([`NetDef`](super::net::NetDef)), trained by the same
+//! same definitions as tch's and candle's ([`NetDef`](super::net::NetDef)), and [`BurnModel`]
+//! around a `burn::module::Module` of the user's own ([`BurnNet`]), trained by the same
 //! [`Training`](super::training::Training), their weights, optimiser state and
 //! [`TrainSpec`](super::TrainSpec) in their own file, so a killed training resumes to the bit.
 //! burn's modules hold the weights; dryml's optimiser ([`super::optim`]) steps them, as it does
 //! tch's and candle's.
 
 use super::seam::layers::Layers;
-use super::seam::Feeds;
-use crate::data::ndarray::{Array1, Array2};
-use crate::data::{BurnTensor, DataError};
+pub use own::{BurnInput, BurnNet};
 
 /// burn, as the shared network ([`super::seam`]) uses it.
 pub(crate) struct Burn;
 
 /// A network in burn.
 type Net<B, Y = usize> = super::seam::Net<Burn, B, Y>;
-
-impl Feeds<Burn> for Array1<f32> {
-    type Tensors = BurnTensor;
-    fn feed(batch: &Array2<f32>) -> Result<BurnTensor, DataError> {
-        Ok(crate::data::burn_rows(batch))
-    }
-}
 
 super::net::defined_model!(
     /// A classifier of rows of `f32` features: a sequential network in burn. Its arguments are a
@@ -41,6 +33,28 @@ super::net::defined_model!(
     f32
 );
 
+super::net::own_model!(
+    /// A model around a network of your own ([`BurnNet`], a `burn::module::Module`): a
+    /// classifier, or a regression with `Y` values (`f32`, `Array1<f32>`). It has everything a
+    /// definition's classifier has: the shared training by its `training` argument, the
+    /// optimiser, loss and seed of its `optimizer`, `loss` and `seed`, checkpoints and a resume
+    /// to the bit, [`eval`](super::eval), the repo, sweeps, `%%compute` and Slurm. The network's
+    /// own arguments sit beside those, so selectors and sweeps reach them. Saved under its
+    /// network's `NAME`; a process that has made none registers the type with `register` before
+    /// loading one by name.
+    BurnModel,
+    BurnNet,
+    BurnInput,
+    Net<super::seam::Own<own::Owned<N>, X>, Y>
+);
+
+impl<N: BurnNet<X>, Y: super::net::Target, X: BurnInput> BurnModel<N, Y, X> {
+    /// The network, once built (a copy: burn's modules share their tensors).
+    pub fn net(&self) -> Option<N> {
+        self.trained.net.as_ref().map(|n| vars::lock(&n.body.0 .0).clone())
+    }
+}
+
 /// burn's CPU without autodiff: where values are read and an optimiser's moments live.
 fn cpu() -> burn::tensor::Device {
     burn::tensor::Device::flex()
@@ -48,6 +62,7 @@ fn cpu() -> burn::tensor::Device {
 
 mod framework;
 mod layers;
+mod own;
 mod vars;
 
 #[cfg(all(test, feature = "linfa"))]

@@ -1,18 +1,19 @@
 //! candle, pure Rust (no libtorch): the same network classifier and regressor as the tch
-//! ones, from the same definition ([`NetDef`]), and [`CandleModel`] around a network of the
-//! user's own ([`CandleNet`]), trained by the same [`Training`](super::training::Training), their
-//! weights, optimiser state and [`TrainSpec`] in their own file. They run on the device the
-//! context gives `candle`: a GPU through candle's CUDA backend (the `candle-cuda` feature);
-//! without it, a context that gives `candle` a GPU is an error, not a silent CPU.
+//! ones, from the same definition ([`NetDef`](super::net::NetDef)), and [`CandleModel`] around
+//! a network of the user's own ([`CandleNet`]), trained by the same
+//! [`Training`](super::training::Training), their weights, optimiser state and [`TrainSpec`] in
+//! their own file. They run on the device the context gives `candle`: a GPU through candle's
+//! CUDA backend (the `candle-cuda` feature); without it, a context that gives `candle` a GPU is
+//! an error, not a silent CPU.
 
-use super::net::{seeded_init, NetDef, Optimizer as Opt};
+use super::net::{seeded_init, Optimizer as Opt};
 use super::optim::{self, Named, Saved, Settings};
 use super::precision::Precision;
-use super::seam::{fail, Optimiser, OwnNet};
+use super::seam::{fail, Making, Optimiser, OwnNet};
 use super::ModelError;
 use crate::data::ndarray::Array1;
 use crate::data::{CandleOnto, ToCandle};
-use candle_core::{DType, Device, Tensor, Var};
+use candle_core::{DType, Tensor, Var};
 use candle_nn::{VarBuilder, VarMap};
 use serde_json::Value;
 
@@ -60,13 +61,7 @@ impl<X: CandleInput, N: CandleNet<X>> OwnNet<Candle, X> for N {
     const NAME: &'static str = <N as CandleNet<X>>::NAME;
 
     /// Its variables drawn again from the definition's seed.
-    fn make(
-        vars: &mut VarMap,
-        device: &Device,
-        args: &Value,
-        def: &NetDef,
-        who: &'static str,
-    ) -> Result<N, ModelError> {
+    fn make(Making { vars, device, args, def, who, .. }: Making<'_, Candle>) -> Result<N, ModelError> {
         if def.precision == Precision::Bf16 {
             return Err(ModelError::Model(format!(
                 "{who}: `precision` \"bf16\" casts a definition's layers; candle has no autocast, so a network of your own computes in the dtypes its forward pass gives (cast there, as `xs.to_dtype(DType::BF16)`), or use \"tf32\""

@@ -415,10 +415,10 @@ pub fn predict<N: Network>(t: &Trained<N>, xs: &<N::X as Element>::Batch) -> Res
 
 #[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 mod shells;
-#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
-pub(crate) use shells::defined_model;
 #[cfg(any(feature = "torch", feature = "candle"))]
-pub(crate) use shells::{framework_models, own_model};
+pub(crate) use shells::framework_models;
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
+pub(crate) use shells::{defined_model, own_model};
 
 #[cfg(test)]
 mod tests;

@@ -118,6 +118,17 @@ pub(crate) trait Feeds<F: Framework>: Input {
     fn feed(batch: &Self::Batch) -> Result<Self::Tensors, DataError>;
 }
 
+/// What a [`Net`]'s body is made from: the network's variables and device, its model's arguments
+/// and definition, the features it takes, and the model's name (`who`, in errors).
+pub(crate) struct Making<'a, F: Framework> {
+    pub(crate) vars: &'a mut F::Vars,
+    pub(crate) device: &'a F::Device,
+    pub(crate) args: &'a Value,
+    pub(crate) def: &'a NetDef,
+    pub(crate) inputs: usize,
+    pub(crate) who: &'static str,
+}
+
 /// What computes a [`Net`]'s scores in framework `F`: a definition's layers, or a user's own
 /// network.
 pub(crate) trait Body<F: Framework>: Sized {
@@ -129,42 +140,29 @@ pub(crate) trait Body<F: Framework>: Sized {
     const VALUES_NAME: &'static str = Self::NAME;
     /// The definition in a model's arguments (`who`: the model, in errors).
     fn definition(args: &Value, who: &str) -> Result<NetDef, ModelError>;
-    /// Its layers in `vars` on `device`, for `inputs` features.
-    fn make(
-        vars: &mut F::Vars,
-        device: &F::Device,
-        args: &Value,
-        def: &NetDef,
-        inputs: usize,
-        who: &'static str,
-    ) -> Result<Self, ModelError>;
+    /// Its layers in the network's variables, on its device.
+    fn make(m: Making<'_, F>) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training; `step`: the steps done (dropout's masks).
     fn forward(&self, x: &TensorsOf<F, Self>, train: bool, def: &NetDef, step: u64) -> Result<F::Tensor, F::Error>;
 }
 
 /// A user's own network in framework `F`, taking `X`: made in a network's variables from its
-/// model's arguments (`CandleNet`, `TchNet`), with its forward pass.
-#[cfg(any(feature = "torch", feature = "candle"))]
+/// model's arguments (`CandleNet`, `TchNet`, `BurnNet`), with its forward pass.
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 pub(crate) trait OwnNet<F: Framework, X: Feeds<F>>: Sized + 'static {
     /// The name its models are saved under.
     const NAME: &'static str;
-    /// The network in `vars` on `device`, from all its model's arguments.
-    fn make(
-        vars: &mut F::Vars,
-        device: &F::Device,
-        args: &Value,
-        def: &NetDef,
-        who: &'static str,
-    ) -> Result<Self, ModelError>;
+    /// The network in the network's variables on its device, from all its model's arguments.
+    fn make(m: Making<'_, F>) -> Result<Self, ModelError>;
     /// The scores of a batch; `train` while training.
     fn forward(&self, x: &X::Tensors, train: bool) -> Result<F::Tensor, F::Error>;
 }
 
 /// A user's own network as a [`Net`]'s body.
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 pub(crate) struct Own<N, X>(pub(crate) N, PhantomData<fn() -> X>);
 
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 impl<F: Framework, X: Feeds<F>, N: OwnNet<F, X>> Body<F> for Own<N, X> {
     type X = X;
     const NAME: &'static str = N::NAME;
@@ -173,15 +171,8 @@ impl<F: Framework, X: Feeds<F>, N: OwnNet<F, X>> Body<F> for Own<N, X> {
         NetDef::training_parts(args, who)
     }
 
-    fn make(
-        vars: &mut F::Vars,
-        device: &F::Device,
-        args: &Value,
-        def: &NetDef,
-        _: usize,
-        who: &'static str,
-    ) -> Result<Own<N, X>, ModelError> {
-        N::make(vars, device, args, def, who).map(|n| Own(n, PhantomData))
+    fn make(m: Making<'_, F>) -> Result<Own<N, X>, ModelError> {
+        N::make(m).map(|n| Own(n, PhantomData))
     }
 
     fn forward(&self, x: &X::Tensors, train: bool, _: &NetDef, _: u64) -> Result<F::Tensor, F::Error> {
@@ -233,7 +224,9 @@ impl<F: Framework, B: Body<F>, Y: Target> Network for Net<F, B, Y> {
         let def = B::definition(args, Self::NAME)?.for_target::<Y>(args);
         let placement = placement(F::KEY);
         let device = F::device_of(placement, Self::NAME)?;
-        let (vars, body) = F::build(&device, &def, |vars, on| B::make(vars, on, args, &def, inputs, Self::NAME))?;
+        let (vars, body) = F::build(&device, &def, |vars, device| {
+            B::make(Making { vars, device, args, def: &def, inputs, who: Self::NAME })
+        })?;
         let opt = F::Optim::new(&vars, Settings::of(&def), Self::NAME)?;
         Ok(Net { def, vars, body, opt, inputs, placement, device, target: PhantomData })
     }

@@ -1,13 +1,13 @@
 //! tch, PyTorch's part: a sequential network built from its definition's components (layers,
-//! optimiser, loss: a [`NetDef`]; a training procedure), as a classifier ([`TchClassifier`]) or
-//! a regressor ([`TchRegressor`]), and [`TchModel`], the same model around a network of the
-//! user's own ([`TchNet`]). All are trained by the shared [`Training`](super::training::Training)
-//! on the device its context gives `torch`, their weights, optimiser state and [`TrainSpec`] in
-//! their own file.
+//! optimiser, loss: a [`NetDef`](super::net::NetDef); a training procedure), as a classifier
+//! ([`TchClassifier`]) or a regressor ([`TchRegressor`]), and [`TchModel`], the same model
+//! around a network of the user's own ([`TchNet`]). All are trained by the shared
+//! [`Training`](super::training::Training) on the device its context gives `torch`, their
+//! weights, optimiser state and [`TrainSpec`] in their own file.
 
-use super::net::{NetDef, Optimizer as Opt};
+use super::net::Optimizer as Opt;
 use super::optim::{self, Named, Saved, Settings};
-use super::seam::{fail, Optimiser, OwnNet};
+use super::seam::{fail, Making, Optimiser, OwnNet};
 use super::ModelError;
 use crate::data::ndarray::Array1;
 use crate::data::{Onto, ToTch};
@@ -95,8 +95,8 @@ pub trait TchNet<X: TchInput = Array1<f32>>: 'static {
 impl<X: TchInput, N: TchNet<X>> OwnNet<Tch, X> for N {
     const NAME: &'static str = <N as TchNet<X>>::NAME;
 
-    fn make(vs: &mut nn::VarStore, _: &Device, args: &Value, _: &NetDef, _: &'static str) -> Result<N, ModelError> {
-        N::build(&vs.root(), args).map_err(|e| ModelError::Model(format!("{}: {e}", <N as TchNet<X>>::NAME)))
+    fn make(m: Making<'_, Tch>) -> Result<N, ModelError> {
+        N::build(&m.vars.root(), m.args).map_err(|e| ModelError::Model(format!("{}: {e}", <N as TchNet<X>>::NAME)))
     }
 
     fn forward(&self, x: &Tensors<X>, train: bool) -> Result<Tensor, ::tch::TchError> {

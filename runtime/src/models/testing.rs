@@ -114,6 +114,20 @@ pub trait Resumable: Model<X = Array1<f32>, Y = usize> + Object + Sized {
     fn parameters(&self) -> super::optim::Named;
 }
 
+/// The names of the parameters model `M` draws from the seed in `args(seed)`, once built (a
+/// training of no epochs): the same seed gives the same values, another seed others.
+pub fn drawn_from_seed<M: Resumable>(args: impl Fn(u64) -> Value) -> Vec<String> {
+    let (train, _) = iris_split(1);
+    let first = |seed: u64| {
+        let mut m = M::of(args(seed));
+        m.train(&train.take(1), &mut TrainSpec::epochs(0)).unwrap();
+        m.parameters()
+    };
+    assert_eq!(first(3), first(3), "the same seed, the same parameters");
+    assert_ne!(first(3), first(4), "another seed, other parameters");
+    first(3).into_iter().map(|p| p.0).collect()
+}
+
 macro_rules! resumable {
     ($t:ty) => {
         impl $crate::models::testing::Resumable for $t {
@@ -132,7 +146,7 @@ macro_rules! resumable {
         }
     };
 }
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 pub(crate) use resumable;
 #[cfg(feature = "torch")]
 resumable!(super::tch::TchClassifier);
@@ -251,3 +265,30 @@ macro_rules! definition_tests {
     };
 }
 pub(crate) use definition_tests;
+
+/// The test of a user's own network `$model` of iris (two linear layers, fields `hidden` and
+/// `out`, its width from `width`), saved as `$name`: above its floor and the same reloaded, its
+/// parameters drawn from the seed and named by field, a killed training resumed to the bit.
+#[cfg(any(feature = "candle", feature = "burn"))]
+macro_rules! own_network_test {
+    ($test:ident, $model:ty, $name:literal) => {
+        #[test]
+        fn $test() {
+            let own = |training| serde_json::json!({"width": 16, "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
+            <$model>::register();
+            if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
+                let training = serde_json::json!({"epochs": 40, "batch_size": 16});
+                $crate::models::testing::floor_and_reload::<$model>($name, &own(training), 1, 0.9);
+                let names = $crate::models::testing::drawn_from_seed::<$model>(|seed| {
+                    serde_json::json!({"width": 8, "seed": seed, "training": {"epochs": 1}})
+                });
+                assert_eq!(names, ["hidden.bias", "hidden.weight", "out.bias", "out.weight"]);
+            }
+            let path = module_path!().split_once("::").map_or("", |p| p.1);
+            let args = own(serde_json::json!({"epochs": 30, "batch_size": 16}));
+            $crate::models::testing::killed_and_resumed::<$model>(&format!("{path}::{}", stringify!($test)), args);
+        }
+    };
+}
+#[cfg(any(feature = "candle", feature = "burn"))]
+pub(crate) use own_network_test;

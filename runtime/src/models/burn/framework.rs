@@ -2,7 +2,7 @@
 //! autodiff), its modules as the variables, burn's panics caught, its loss functions, and its
 //! tensors read back.
 
-use super::vars::{BurnVars, Optim};
+use super::vars::{values, BurnVars, Optim};
 use super::{cpu, Burn};
 use crate::data::{BurnError, BurnTensor};
 use crate::models::net::{Loss, Targets};
@@ -12,11 +12,6 @@ use crate::models::seam::{fail, gpu_refused, Framework};
 use crate::models::ModelError;
 use burn::nn::loss::{CrossEntropyLossConfig, MseLoss, Reduction};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-
-/// A tensor's values as `f32`s.
-fn values(data: TensorData) -> Result<Vec<f32>, BurnError> {
-    data.try_to_vec_as::<f32>().map_err(|e| BurnError(format!("{e:?}")))
-}
 
 impl Framework for Burn {
     type Tensor = BurnTensor;
@@ -82,14 +77,14 @@ impl Framework for Burn {
     }
 
     fn scalar(t: &BurnTensor) -> Result<f64, BurnError> {
-        let v = values(t.f1()?.into_data())?;
+        let v = values(t.f1()?)?;
         v.first().map(|&x| f64::from(x)).ok_or_else(|| BurnError("an empty tensor read as one value".into()))
     }
 
     fn rows(t: &BurnTensor) -> Result<Vec<Vec<f32>>, BurnError> {
         let t = t.f2()?;
         let width = t.dims()[1].max(1);
-        Ok(values(t.into_data())?.chunks(width).map(<[f32]>::to_vec).collect())
+        Ok(values(t)?.chunks(width).map(<[f32]>::to_vec).collect())
     }
 
     fn positions(order: &[usize], device: &Device) -> Result<BurnTensor, BurnError> {
@@ -117,7 +112,8 @@ impl Framework for Burn {
 
     /// Every parameter by name, with its shape and values.
     fn snapshot(vars: &BurnVars, who: &str) -> Result<Vec<u8>, ModelError> {
-        rmp_serde::to_vec(&vars.named()).map_err(fail(who, "copying the weights"))
+        let named = vars.named().map_err(fail(who, "reading the weights"))?;
+        rmp_serde::to_vec(&named).map_err(fail(who, "copying the weights"))
     }
 
     fn restore(vars: &mut BurnVars, weights: &[u8], _: &Device, who: &str) -> Result<(), ModelError> {

@@ -2,12 +2,13 @@
 //! optimiser through the network's variables, their weights drawn from the definition's seed
 //! (PyTorch's ±1/√fan_in, as candle's); dropout's masks are dryml's, as everywhere.
 
-use super::vars::{lock, Shared, Slot};
+use super::vars::{lock, Shared};
 use super::Burn;
 use crate::data::{BurnError, BurnTensor};
 use crate::models::net::{seeded_init, Layer, NetDef, Shape};
 use crate::models::precision::Precision;
 use crate::models::seam::layers::{LayerOps, Site};
+use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{AvgPool2dConfig, MaxPool2dConfig};
 use burn::nn::{Linear, LinearConfig, PaddingConfig2d};
@@ -19,19 +20,18 @@ use std::sync::{Arc, Mutex};
 
 /// Layer `at`'s module, shared with the variables under `layer{at}`, its weight (of `count`
 /// values, `fan_in` inputs) and bias (`outputs` values) drawn from the seeds.
-fn seeded<M>(
+fn seeded<M: Module + 'static>(
     at: Site<'_, Burn>,
     module: M,
-    slot: fn(Shared<M>) -> Slot,
     fan_in: usize,
     count: usize,
     outputs: usize,
 ) -> Shared<M> {
     let shared = Arc::new(Mutex::new(module));
     let name = format!("layer{}", at.at);
-    at.vars.0.push((name.clone(), slot(shared.clone())));
     let (w, b) = seeded_init(fan_in, count, outputs, at.seeds);
-    at.vars.set(HashMap::from([(format!("{name}.weight"), w), (format!("{name}.bias"), b)]));
+    let values = HashMap::from([(format!("{name}.weight"), w), (format!("{name}.bias"), b)]);
+    at.vars.add(name, shared.clone(), values);
     shared
 }
 
@@ -60,7 +60,7 @@ impl LayerOps for Burn {
 
     fn linear(at: Site<'_, Burn>, inputs: usize, outputs: usize) -> Result<Shared<Linear>, BurnError> {
         let module = LinearConfig::new(inputs, outputs).init(at.device);
-        Ok(seeded(at, module, Slot::Linear, inputs, inputs * outputs, outputs))
+        Ok(seeded(at, module, inputs, inputs * outputs, outputs))
     }
 
     fn conv(
@@ -76,7 +76,7 @@ impl LayerOps for Burn {
             .with_padding(PaddingConfig2d::Explicit(padding, padding, padding, padding))
             .init(at.device);
         let fan_in = inputs * kernel * kernel;
-        Ok(seeded(at, module, Slot::Conv, fan_in, fan_in * channels, channels))
+        Ok(seeded(at, module, fan_in, fan_in * channels, channels))
     }
 
     fn norm(_: Site<'_, Burn>, _: Shape) -> Result<Infallible, BurnError> {

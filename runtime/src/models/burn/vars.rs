@@ -2,9 +2,10 @@
 //! runs them) and dryml's optimiser (which steps them), each under its layer's name; read and
 //! written by name, and stepped by [`super::super::optim`]'s arithmetic on burn's tensors.
 
+use crate::data::BurnError;
 use crate::models::net::Optimizer as Opt;
 use crate::models::optim::{Named, Saved, Settings};
-use crate::models::seam::Optimiser;
+use crate::models::seam::{fail, Optimiser};
 use crate::models::ModelError;
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Gradients, Tensor, TensorData};
@@ -14,14 +15,38 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// A module the network's body and its optimiser share.
 pub(crate) type Shared<M> = Arc<Mutex<M>>;
 
-/// A module of a layer, as the variables hold it.
-#[derive(Clone)]
-pub(crate) enum Slot {
-    Linear(Shared<burn::nn::Linear>),
-    Conv(Shared<burn::nn::conv::Conv2d>),
+/// A shared module as the variables hold it, whatever its type: a layer's, or a network of the
+/// user's own.
+pub(crate) type Slot = Arc<dyn Held>;
+
+/// A module behind its lock, read, written and stepped by dryml's visitor and mappers (burn's
+/// `visit` and `map` are generic over them, so each has its method here).
+pub(crate) trait Held: Send + Sync {
+    fn read(&self, r: &mut Reader);
+    fn write(&self, w: &mut Writer);
+    fn step(&self, s: &mut Stepper<'_>);
 }
 
-/// The modules by layer name (`layer0`, ...), in the layers' order.
+impl<M: Module> Held for Mutex<M> {
+    fn read(&self, r: &mut Reader) {
+        lock(self).visit(r);
+    }
+    fn write(&self, w: &mut Writer) {
+        map(self, w);
+    }
+    fn step(&self, s: &mut Stepper<'_>) {
+        map(self, s);
+    }
+}
+
+/// The module mapped in place (burn's `map` takes it by value; a clone shares its tensors).
+fn map<M: Module>(m: &Mutex<M>, mapper: &mut impl ModuleMapper) {
+    let mut g = lock(m);
+    *g = g.clone().map(mapper);
+}
+
+/// The modules by name (`layer0`, ...; empty for a network of the user's own, whose parameters
+/// its fields name), in the layers' order.
 #[derive(Default, Clone)]
 pub(crate) struct BurnVars(pub(crate) Vec<(String, Slot)>);
 
@@ -30,17 +55,26 @@ pub(crate) fn lock<M>(m: &Mutex<M>) -> MutexGuard<'_, M> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A visitor or mapper's place in a module: its layer's name, then the fields it entered.
-struct Path(Vec<String>);
+/// A visitor or mapper's place in a module: its slot's name, then the fields it entered.
+#[derive(Default)]
+pub(crate) struct Path(Vec<String>);
 
 impl Path {
+    fn at(slot: &str) -> Path {
+        Path(if slot.is_empty() { Vec::new() } else { vec![slot.to_string()] })
+    }
     fn name(&self) -> String {
         self.0.join(".")
     }
 }
 
-/// Reads every float parameter's name, shape and values.
-struct Reader(Path, Named);
+/// A tensor's values as `f32`s.
+pub(super) fn values<const D: usize>(t: Tensor<D>) -> Result<Vec<f32>, BurnError> {
+    t.into_data().try_to_vec_as::<f32>().map_err(|e| BurnError(format!("{e:?}")))
+}
+
+/// Reads every float parameter's name, shape and values (the first it cannot read, its error).
+pub(crate) struct Reader(Path, Named, Option<BurnError>);
 
 impl ModuleVisitor for Reader {
     fn enter_module(&mut self, name: &str, _: &str) {
@@ -51,14 +85,18 @@ impl ModuleVisitor for Reader {
     }
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         let t = param.val();
-        let values = t.clone().into_data().try_to_vec_as::<f32>().unwrap_or_default();
-        self.1.push((self.0.name(), t.dims().to_vec(), values));
+        match values(t.clone()) {
+            Ok(v) => self.1.push((self.0.name(), t.dims().to_vec(), v)),
+            Err(e) => {
+                self.2.get_or_insert(BurnError(format!("reading {}: {e}", self.0.name())));
+            }
+        }
     }
 }
 
 /// Puts values back by name (a parameter it has none for stays as it is), keeping each one's
 /// device and whether it learns.
-struct Writer(Path, HashMap<String, Vec<f32>>);
+pub(crate) struct Writer(Path, HashMap<String, Vec<f32>>);
 
 impl ModuleMapper for Writer {
     fn enter_module(&mut self, name: &str, _: &str) {
@@ -80,7 +118,7 @@ impl ModuleMapper for Writer {
 }
 
 /// One optimiser step over every parameter the loss reached.
-struct Stepper<'a> {
+pub(crate) struct Stepper<'a> {
     path: Path,
     grads: &'a mut Gradients,
     opt: &'a mut Optim,
@@ -101,48 +139,36 @@ impl ModuleMapper for Stepper<'_> {
     }
 }
 
-impl Slot {
-    fn visit(&self, v: &mut impl ModuleVisitor) {
-        match self {
-            Slot::Linear(m) => lock(m).visit(v),
-            Slot::Conv(m) => lock(m).visit(v),
-        }
-    }
-
-    fn map(&self, m: &mut impl ModuleMapper) {
-        match self {
-            Slot::Linear(s) => {
-                let mut g = lock(s);
-                *g = g.clone().map(m);
-            }
-            Slot::Conv(s) => {
-                let mut g = lock(s);
-                *g = g.clone().map(m);
-            }
-        }
-    }
-}
-
 impl BurnVars {
     /// Every float parameter by name, sorted, with its shape and values.
-    pub(crate) fn named(&self) -> Named {
+    pub(crate) fn named(&self) -> Result<Named, BurnError> {
         let mut out = Vec::new();
         for (name, slot) in &self.0 {
-            let mut r = Reader(Path(vec![name.clone()]), Vec::new());
-            slot.visit(&mut r);
+            let mut r = Reader(Path::at(name), Vec::new(), None);
+            slot.read(&mut r);
+            if let Some(e) = r.2 {
+                return Err(e);
+            }
             out.extend(r.1);
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        Ok(out)
     }
 
     /// Puts values back by name.
     pub(crate) fn set(&self, values: HashMap<String, Vec<f32>>) {
-        let mut w = Writer(Path(Vec::new()), values);
+        let mut w = Writer(Path::default(), values);
         for (name, slot) in &self.0 {
-            w.0 = Path(vec![name.clone()]);
-            slot.map(&mut w);
+            w.0 = Path::at(name);
+            slot.write(&mut w);
         }
+    }
+
+    /// Adds `slot` under `name`, its parameters given `values` by name (the slots before it are
+    /// left alone).
+    pub(crate) fn add(&mut self, name: String, slot: Slot, values: HashMap<String, Vec<f32>>) {
+        slot.write(&mut Writer(Path::at(&name), values));
+        self.0.push((name, slot));
     }
 }
 
@@ -163,10 +189,10 @@ impl Optim {
         let mut grads = loss.backward();
         self.step += 1;
         let vars = self.vars.clone();
-        let mut s = Stepper { path: Path(Vec::new()), grads: &mut grads, opt: self };
+        let mut s = Stepper { path: Path::default(), grads: &mut grads, opt: self };
         for (name, slot) in &vars.0 {
-            s.path = Path(vec![name.clone()]);
-            slot.map(&mut s);
+            s.path = Path::at(name);
+            slot.step(&mut s);
         }
     }
 
@@ -204,16 +230,20 @@ impl Optim {
         w - update
     }
 
-    fn moments(&self, of: &HashMap<String, Tensor<1>>, shapes: &Named) -> Named {
-        let mut out: Named = of
-            .iter()
-            .map(|(name, t)| {
-                let dims = shapes.iter().find(|p| &p.0 == name).map_or_else(|| t.dims().to_vec(), |p| p.1.clone());
-                (name.clone(), dims, t.clone().into_data().try_to_vec_as::<f32>().unwrap_or_default())
-            })
-            .collect();
+    /// The moments `of` each parameter, shaped as the parameter (`shapes`).
+    fn moments(&self, of: &HashMap<String, Tensor<1>>, shapes: &Named) -> Result<Named, ModelError> {
+        let mut out = Vec::with_capacity(of.len());
+        for (name, t) in of {
+            let dims = shapes.iter().find(|p| &p.0 == name).map_or_else(|| t.dims().to_vec(), |p| p.1.clone());
+            out.push((name.clone(), dims, values(t.clone()).map_err(fail(self.who, "reading a moment"))?));
+        }
         out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+        Ok(out)
+    }
+
+    /// Every parameter, as the optimiser's errors name it.
+    fn named(&self) -> Result<Named, ModelError> {
+        self.vars.named().map_err(fail(self.who, "reading the weights"))
     }
 }
 
@@ -228,21 +258,21 @@ impl Optimiser<super::Burn> for Optim {
     }
 
     fn parameters(&self) -> Result<Named, ModelError> {
-        Ok(self.vars.named())
+        self.named()
     }
 
     fn save(&self) -> Result<Vec<u8>, ModelError> {
-        let shapes = self.vars.named();
+        let shapes = self.named()?;
         Saved {
             step: self.step,
-            first: self.moments(&self.first, &shapes),
-            second: self.moments(&self.second, &shapes),
+            first: self.moments(&self.first, &shapes)?,
+            second: self.moments(&self.second, &shapes)?,
         }
         .to_bytes(self.who)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<(), ModelError> {
-        let shapes: Vec<(String, Vec<usize>)> = self.vars.named().into_iter().map(|(n, d, _)| (n, d)).collect();
+        let shapes: Vec<(String, Vec<usize>)> = self.named()?.into_iter().map(|(n, d, _)| (n, d)).collect();
         let saved = Saved::from_bytes(bytes, self.who, &shapes)?;
         let device = super::cpu();
         let tensors = |m: &Named| -> HashMap<String, Tensor<1>> {

@@ -5,7 +5,7 @@ use crate::models::eval;
 use crate::models::placement::Placement;
 use crate::models::seam::Framework as _;
 use crate::models::{Model, TrainSpec};
-use candle_core::Module as _;
+use candle_core::{Device, Module as _};
 use serde_json::json;
 
 crate::models::testing::definition_tests!(CandleClassifier, CandleRegressor);
@@ -68,31 +68,12 @@ impl CandleNet for Mlp {
 
 crate::models::testing::resumable!(CandleModel<Mlp>);
 
-#[test]
-fn a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits() {
-    let own = |training| json!({"width": 16, "optimizer": {"type": "adam", "lr": 0.02}, "training": training});
-    let test =
-        "models::candle::tests::a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits";
-    CandleModel::<Mlp>::register();
-    if std::env::var_os("DRYML_KILL_TEST_CHECKPOINT").is_none() {
-        crate::models::testing::floor_and_reload::<CandleModel<Mlp>>(
-            "tests.CandleMlp",
-            &own(json!({"epochs": 40, "batch_size": 16})),
-            1,
-            0.9,
-        );
-        // candle cannot seed its initialisation; dryml draws it again from the seed.
-        let (train, _) = crate::models::testing::iris_split(1);
-        let first = |seed: u64| {
-            let mut m = CandleModel::<Mlp>::new(json!({"width": 8, "seed": seed, "training": {"epochs": 1}}));
-            m.train(&train.take(1), &mut TrainSpec::epochs(0)).unwrap();
-            m.parameters().unwrap()
-        };
-        assert_eq!(first(3), first(3));
-        assert_ne!(first(3), first(4));
-    }
-    crate::models::testing::killed_and_resumed::<CandleModel<Mlp>>(test, own(json!({"epochs": 30, "batch_size": 16})));
-}
+// candle cannot seed its initialisation; dryml draws it again from the seed.
+crate::models::testing::own_network_test!(
+    a_users_own_candle_network_is_seeded_trains_reloads_and_resumes_to_the_same_bits,
+    CandleModel<Mlp>,
+    "tests.CandleMlp"
+);
 
 #[test]
 fn candle_errors_name_what_and_where() {

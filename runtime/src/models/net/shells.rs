@@ -105,10 +105,10 @@ pub(crate) use defined_model;
 /// `X` of the framework's `$input` (rows of `f32`s by default), its network `$net`): the object
 /// (its arguments, a [`Trained`](super::Trained)
 /// network), `new`, `register`, `train_spec`, `checkpoint_to`, `placement`, `parameters`,
-/// `net`, and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
+/// and its [`Model`](crate::models::Model) impl, the same for every framework. Written by hand,
 /// not derived: the derive takes no generic types, and the type is registered under the
 /// network's `NAME` (with its target type where that is not a class) when a model is made.
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 macro_rules! own_model {
     ($(#[$doc:meta])* $name:ident, $trait:ident, $input:ident, $net:ty) => {
         $(#[$doc])*
@@ -155,11 +155,6 @@ macro_rules! own_model {
             /// Every parameter of its network by name, sorted, with its shape and values.
             pub fn parameters(&self) -> Result<crate::models::net::Named, crate::models::ModelError> {
                 self.trained.net.as_ref().map_or(Ok(Vec::new()), crate::models::net::Network::parameters)
-            }
-
-            /// The network, once built.
-            pub fn net(&self) -> Option<&N> {
-                self.trained.net.as_ref().map(|n| &n.body.0)
             }
         }
 
@@ -229,7 +224,7 @@ macro_rules! own_model {
         }
     };
 }
-#[cfg(any(feature = "torch", feature = "candle"))]
+#[cfg(any(feature = "torch", feature = "candle", feature = "burn"))]
 pub(crate) use own_model;
 
 /// Declares a framework's face (`$f`, `$word` in docs), the same for every framework: the
@@ -296,6 +291,13 @@ macro_rules! framework_models {
             $input,
             Net<super::seam::Own<N, X>, Y>
         );
+
+        impl<N: $net<X>, Y: super::net::Target, X: $input> $own<N, Y, X> {
+            /// The network, once built.
+            pub fn net(&self) -> Option<&N> {
+                self.trained.net.as_ref().map(|n| &n.body.0)
+            }
+        }
     };
 }
 #[cfg(any(feature = "torch", feature = "candle"))]

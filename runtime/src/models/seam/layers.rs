@@ -2,7 +2,7 @@
 //! each framework says how it makes a linear, convolution and batch-norm layer in a network's
 //! variables, and how it applies each kind of layer to its tensors.
 
-use super::{Body, Framework};
+use super::{Body, Framework, Making};
 use crate::data::ndarray::Array1;
 use crate::models::net::{dropout_mask, Layer, NetDef, Shape};
 use crate::models::precision::Precision;
@@ -91,14 +91,7 @@ where
         NetDef::from_args(args, who)
     }
 
-    fn make(
-        vars: &mut F::Vars,
-        device: &F::Device,
-        _: &Value,
-        def: &NetDef,
-        inputs: usize,
-        who: &'static str,
-    ) -> Result<Layers<F>, ModelError> {
+    fn make(Making { vars, device, def, inputs, who, .. }: Making<'_, F>) -> Result<Layers<F>, ModelError> {
         let shapes = def.shapes(inputs, who)?;
         let mut seeds = F::seeds(def);
         let mut layers = Vec::new();
